@@ -1,0 +1,68 @@
+// Command aerie is the single binary of the aerie broker network: brokers,
+// a local development network, clients, the deterministic simulator and the
+// benchmark harness, as subcommands.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"sim":    {"run seeded deterministic simulations of whole networks under faults", runSim},
+		"dev":    {"run a small local network with a dashboard (arrives with the broker-runtime issue)", notYet("dev")},
+		"broker": {"run one broker of a network (arrives with the broker-runtime issue)", notYet("broker")},
+		"pub":    {"publish events (arrives with the broker-runtime issue)", notYet("pub")},
+		"sub":    {"subscribe and print events (arrives with the broker-runtime issue)", notYet("sub")},
+		"bench":  {"benchmark workloads side by side with peers (arrives with the benchmark issue)", notYet("bench")},
+	}
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "aerie: unknown command %q\n", args[0])
+		usage(stderr, cmds)
+		return 2
+	}
+	return c.run(args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "usage: aerie <command> [flags]   (aerie <command> -h for its flags)")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-7s %s\n", n, cmds[n].summary)
+	}
+}
+
+func notYet(name string) func([]string, io.Writer, io.Writer) int {
+	return func(args []string, _, stderr io.Writer) int {
+		fmt.Fprintf(stderr, "aerie %s: not built yet — %s\n", name, strings.TrimSpace(commands()[name].summary))
+		return 2
+	}
+}

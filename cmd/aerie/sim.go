@@ -1,0 +1,160 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/sim"
+)
+
+// runSim implements `aerie sim` (DESIGN.md §6): one line per failing seed
+// naming the invariant and the command that reproduces it; last line
+// "sim: N runs, V violations"; exit 1 if V > 0.
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aerie sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	seeds := fs.Int("seeds", 100, "number of seeds to run")
+	start := fs.Uint64("start", 1, "first seed")
+	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
+	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all, \"none\" for none")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs seed 000's b1–s1 failure script)")
+	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
+	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
+	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
+	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "aerie sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	mk := func(s uint64) sim.Options {
+		o := sim.DefaultOptions(s)
+		o.Topology = *topology
+		if *topology == "fig6" {
+			o.Scenario = "fig6"
+			o.Config.DelayCuriosityThreshold = 0 // the seed's experiments ran with DCT = ∞
+		}
+		if *faults == "none" {
+			o.Faults = []string{}
+		} else if *faults != "" {
+			o.Faults = strings.Split(*faults, ",")
+		}
+		if *faultPhase > 0 {
+			o.FaultPhase = *faultPhase
+		}
+		if *converge > 0 {
+			o.ConvergePhase = *converge
+		}
+		return o
+	}
+	replay := func(s uint64) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "go run ./cmd/aerie sim --seed %d", s)
+		if *topology != "swarm" {
+			fmt.Fprintf(&b, " --topology %s", *topology)
+		}
+		if *faults != "" {
+			fmt.Fprintf(&b, " --faults %s", *faults)
+		}
+		return b.String()
+	}
+	first, n := *start, uint64(*seeds)
+	if *seed >= 0 {
+		first, n = uint64(*seed), 1
+	}
+	if *trace || *traceFile != "" {
+		if n != 1 {
+			fmt.Fprintln(stderr, "aerie sim: --trace needs a single --seed")
+			return 2
+		}
+		name := *traceFile
+		if name == "" {
+			name = fmt.Sprintf("sim-trace-%d.csv", first)
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie sim: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		o := mk(first)
+		o.Trace = f
+		defer fmt.Fprintf(stderr, "trace written to %s\n", name)
+		return report(stdout, stderr, []uint64{first}, func(s uint64) sim.Options { return o }, replay, 1, true)
+	}
+	list := make([]uint64, n)
+	for i := range list {
+		list[i] = first + uint64(i)
+	}
+	return report(stdout, stderr, list, mk, replay, *workers, n == 1)
+}
+
+func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Options, replay func(uint64) string, workers int, verbose bool) int {
+	type outcome struct {
+		res sim.Result
+		err error
+	}
+	results := make([]outcome, len(seeds))
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	var mu sync.Mutex
+	done := 0
+	began := time.Now()
+	for w := 0; w < max(workers, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r, err := sim.Run(mk(seeds[i]))
+				results[i] = outcome{r, err}
+				mu.Lock()
+				done++
+				if len(seeds) >= 100 && done%100 == 0 {
+					fmt.Fprintf(stderr, "sim: %d/%d runs (%s)\n", done, len(seeds), time.Since(began).Round(time.Second))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range seeds {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	violations := 0
+	for i, o := range results {
+		if o.err != nil {
+			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
+			return 2
+		}
+		if verbose {
+			fmt.Fprintf(stdout, "seed %d\n%s\n", seeds[i], o.res.Plan)
+			fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps\n", o.res.Published, o.res.Delivered, o.res.Sessions, o.res.Steps)
+		}
+		if len(o.res.Violations) > 0 {
+			violations++
+			fmt.Fprintf(stdout, "seed %d: %s — replay: %s\n", seeds[i], o.res.Violations[0], replay(seeds[i]))
+		}
+	}
+	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
+	if violations > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,3 @@
+module github.com/aerie-mq/aerie
+
+go 1.26.8

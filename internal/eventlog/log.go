@@ -1,0 +1,180 @@
+package eventlog
+
+import (
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// maxIdleBuffer is the largest append buffer kept across Syncs; a burst of
+// big records should not pin its memory forever.
+const maxIdleBuffer = 1 << 20
+
+// Log is an open event log. Records are numbered from 0 in append order;
+// numbers are never reused, also across Close/Open and TruncateFront.
+// A Log is not safe for concurrent use.
+type Log struct {
+	fs   vfs.FS
+	dir  string
+	opts Options
+
+	segs       []segment // sorted by base; the last one is active
+	active     vfs.File  // open handle on segs[len(segs)-1]
+	activeSize int64     // bytes of the active segment, all of them durable
+
+	written uint64 // records [first, written) are in segment files and durable
+	next    uint64 // index the next Append gets; [written, next) are in buf
+	buf     []byte // frames of records [written, next), not yet written
+
+	err    error // sticky ErrFailed; set by the first failed write or fsync
+	closed bool
+}
+
+// usable reports why the log cannot accept a write, if it cannot.
+func (l *Log) usable() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return l.err
+}
+
+// fail makes the log fail-stop and returns the sticky error.
+func (l *Log) fail(err error) error {
+	l.err = fmt.Errorf("%w: %w", ErrFailed, err)
+	return l.err
+}
+
+// Append adds a record and returns its index. The record is only buffered
+// in memory: it is not durable, and must not be acknowledged, until a later
+// Sync returns nil. The payload is copied, so the caller may reuse it.
+func (l *Log) Append(payload []byte) (uint64, error) {
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	if len(payload) == 0 {
+		return 0, ErrEmptyRecord
+	}
+	if len(payload) > l.opts.MaxRecordBytes {
+		return 0, fmt.Errorf("%w: %d bytes, limit is %d (Options.MaxRecordBytes)", ErrRecordTooLarge, len(payload), l.opts.MaxRecordBytes)
+	}
+	l.buf = appendFrame(l.buf, payload)
+	index := l.next
+	l.next++
+	return index, nil
+}
+
+// Sync writes every buffered record and fsyncs. When it returns nil, every
+// record appended so far is durable. Call it once per batch of Appends
+// (group commit). If it fails the log is fail-stopped: this and every later
+// Append and Sync return an error wrapping ErrFailed and the cause.
+func (l *Log) Sync() error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if len(l.buf) == 0 {
+		return nil // everything written so far was fsynced by an earlier Sync
+	}
+	// Walk the buffered frames, writing as many as fit in the active
+	// segment with one Write, and rolling to a new segment when the next
+	// frame would overflow it.
+	chunk, off, index := 0, 0, l.written
+	for off < len(l.buf) {
+		n := frameLen(l.buf[off:])
+		pending := l.activeSize + int64(off-chunk)
+		if pending > 0 && pending+int64(n) > l.opts.SegmentBytes {
+			if err := l.write(l.buf[chunk:off]); err != nil {
+				return l.fail(err)
+			}
+			if err := l.roll(index); err != nil {
+				return l.fail(err)
+			}
+			chunk = off
+		}
+		off += n
+		index++
+	}
+	if err := l.write(l.buf[chunk:]); err != nil {
+		return l.fail(err)
+	}
+	if err := l.active.Sync(); err != nil {
+		return l.fail(fmt.Errorf("fsync %s: %w", l.activePath(), err))
+	}
+	l.written = l.next
+	if cap(l.buf) > maxIdleBuffer {
+		l.buf = nil
+	} else {
+		l.buf = l.buf[:0]
+	}
+	return nil
+}
+
+func (l *Log) write(frames []byte) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	if _, err := l.active.Write(frames); err != nil {
+		return fmt.Errorf("write %s: %w", l.activePath(), err)
+	}
+	l.activeSize += int64(len(frames))
+	return nil
+}
+
+// roll seals the active segment and starts a new one whose first record is
+// base. The order matters for recovery: the old segment is fsynced before
+// the new one exists, and the directory is fsynced after, so a durable
+// segment always has complete, durable predecessors.
+func (l *Log) roll(base uint64) error {
+	old := l.activePath()
+	if err := l.active.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", old, err)
+	}
+	if err := l.active.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", old, err)
+	}
+	l.active = nil
+	s := newSegment(l.dir, base)
+	f, err := l.fs.Create(s.path)
+	if err != nil {
+		return fmt.Errorf("create segment: %w", err)
+	}
+	l.segs = append(l.segs, s)
+	l.active, l.activeSize = f, 0
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync dir %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+func (l *Log) activePath() string { return l.segs[len(l.segs)-1].path }
+
+// NextIndex returns the index the next Append will return.
+func (l *Log) NextIndex() uint64 { return l.next }
+
+// DurableIndex returns the index below which every record is durable: the
+// NextIndex as of the last successful Sync (or Open).
+func (l *Log) DurableIndex() uint64 { return l.written }
+
+// FirstIndex returns the index of the oldest record still stored; records
+// below it were released with TruncateFront. It equals NextIndex for an
+// empty log.
+func (l *Log) FirstIndex() uint64 { return l.segs[0].base }
+
+// Close syncs buffered records (unless the log has failed) and releases
+// the active segment. A Log cannot be used after Close.
+func (l *Log) Close() error {
+	if l.closed {
+		return ErrClosed
+	}
+	var err error
+	if l.err == nil {
+		err = l.Sync()
+	}
+	l.closed = true
+	if l.active != nil {
+		if cerr := l.active.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("eventlog: close %s: %w", l.activePath(), cerr)
+		}
+		l.active = nil
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package eventlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Recovery describes what Open repaired.
+type Recovery struct {
+	// TornTail is true if the last segment ended in an incomplete or
+	// invalid frame left by a crash, which was truncated away.
+	TornTail bool
+	// TruncatedBytes is how many bytes were cut.
+	TruncatedBytes int64
+	// Segment is the path of the truncated segment file.
+	Segment string
+	// Offset is the byte offset at which it was truncated (its new size).
+	Offset int64
+}
+
+// Open opens the log in dir, creating dir and an empty log if needed. It
+// checks every frame of every segment and repairs a torn tail (see the
+// package documentation); corruption anywhere else is refused with an
+// error wrapping ErrCorrupt. Before returning it fsyncs the last segment
+// and the directory, so every record the returned Log holds is durable
+// (DurableIndex == NextIndex), even records a failed Sync left behind.
+func Open(fsys vfs.FS, dir string, opts Options) (*Log, Recovery, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, Recovery{}, err
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return nil, Recovery{}, fmt.Errorf("eventlog: create dir: %w", err)
+	}
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, Recovery{}, fmt.Errorf("eventlog: list dir: %w", err)
+	}
+	var segs []segment
+	for _, name := range names {
+		if base, ok := parseSegmentName(name); ok {
+			segs = append(segs, newSegment(dir, base))
+		}
+	}
+	l := &Log{fs: fsys, dir: dir, opts: opts}
+	if len(segs) == 0 {
+		if err := l.createFirst(); err != nil {
+			return nil, Recovery{}, err
+		}
+		return l, Recovery{}, nil
+	}
+	rec, err := l.recover(segs)
+	if err != nil {
+		return nil, Recovery{}, err
+	}
+	return l, rec, nil
+}
+
+// createFirst starts an empty log. Syncing the parent too makes the log
+// directory itself durable when MkdirAll just created it.
+func (l *Log) createFirst() error {
+	s := newSegment(l.dir, 0)
+	f, err := l.fs.Create(s.path)
+	if err != nil {
+		return fmt.Errorf("eventlog: create segment: %w", err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("eventlog: sync dir %s: %w", l.dir, err)
+	}
+	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+		f.Close()
+		return fmt.Errorf("eventlog: sync dir %s: %w", filepath.Dir(l.dir), err)
+	}
+	l.segs = []segment{s}
+	l.active = f
+	return nil
+}
+
+// recover scans segs (sorted by base) and leaves l ready to append to the
+// last one.
+func (l *Log) recover(segs []segment) (Recovery, error) {
+	next := segs[0].base
+	for i, s := range segs {
+		if s.base != next {
+			return Recovery{}, corruptAt(s.path, 0, "segment starts at index %d, but the previous segment ends before index %d", s.base, next)
+		}
+		last := i == len(segs)-1
+		f, err := l.fs.Open(s.path)
+		if err != nil {
+			return Recovery{}, fmt.Errorf("eventlog: open segment: %w", err)
+		}
+		count, end, rec, err := l.scan(f, s.path, last)
+		if err == nil && last {
+			l.segs = segs
+			l.active, l.activeSize = f, end
+			l.next, l.written = next+count, next+count
+			err = l.syncRecovered()
+			if err == nil {
+				return rec, nil
+			}
+		}
+		f.Close()
+		if err != nil {
+			return Recovery{}, err
+		}
+		next += count
+	}
+	return Recovery{}, errors.New("eventlog: no segments to recover") // unreachable: Open checks
+}
+
+// syncRecovered makes durable everything Open is about to report. After a
+// failed Sync the process may reopen without a crash and read back frames
+// that sit in the OS cache but were never fsynced, or a segment whose
+// directory entry was never synced; reporting those as the log would let a
+// later crash take back records acknowledged after a successful Sync.
+func (l *Log) syncRecovered() error {
+	if err := l.active.Sync(); err != nil {
+		return fmt.Errorf("eventlog: fsync %s: %w", l.activePath(), err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("eventlog: sync dir %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// scan checks every frame of one segment. In the last segment it truncates
+// a torn tail; anywhere else a bad frame is corruption.
+func (l *Log) scan(f vfs.File, path string, last bool) (count uint64, end int64, rec Recovery, err error) {
+	size, err := f.Size()
+	if err != nil {
+		return 0, 0, Recovery{}, fmt.Errorf("eventlog: size of %s: %w", path, err)
+	}
+	r := newFrameReader(f, size, l.opts.MaxRecordBytes)
+	var scratch []byte
+	for {
+		payload, err := r.next(scratch)
+		if err == io.EOF {
+			return count, size, Recovery{}, nil
+		}
+		var bad *badFrame
+		if errors.As(err, &bad) {
+			if !last {
+				return 0, 0, Recovery{}, corruptAt(path, bad.off, "%s (in a sealed segment)", bad.reason)
+			}
+			rec, err := l.truncateTail(f, path, bad, size)
+			return count, bad.off, rec, err
+		}
+		if err != nil {
+			return 0, 0, Recovery{}, fmt.Errorf("eventlog: read %s at offset %d: %w", path, r.off, err)
+		}
+		scratch = payload[:0]
+		count++
+	}
+}
+
+// truncateTail cuts the last segment at the bad frame, unless a valid frame
+// follows it, which would make it mid-log corruption.
+func (l *Log) truncateTail(f vfs.File, path string, bad *badFrame, size int64) (Recovery, error) {
+	validOff, found, err := findValidFrame(f, bad.off+1, size, l.opts.MaxRecordBytes)
+	if err != nil {
+		return Recovery{}, fmt.Errorf("eventlog: read %s: %w", path, err)
+	}
+	if found {
+		return Recovery{}, corruptAt(path, bad.off, "%s, followed by a valid frame at offset %d", bad.reason, validOff)
+	}
+	if err := f.Truncate(bad.off); err != nil {
+		return Recovery{}, fmt.Errorf("eventlog: truncate torn tail of %s: %w", path, err)
+	}
+	// recover fsyncs the segment once scanning is done.
+	return Recovery{TornTail: true, TruncatedBytes: size - bad.off, Segment: path, Offset: bad.off}, nil
+}

@@ -1,0 +1,44 @@
+package eventlog
+
+import (
+	"fmt"
+	"math"
+)
+
+const (
+	// DefaultSegmentBytes is the segment size used when Options.SegmentBytes
+	// is zero.
+	DefaultSegmentBytes = 64 << 20
+	// DefaultMaxRecordBytes is the payload limit used when
+	// Options.MaxRecordBytes is zero.
+	DefaultMaxRecordBytes = 16 << 20
+)
+
+// Options configures a Log. The zero value selects the defaults.
+type Options struct {
+	// SegmentBytes is the size past which the active segment is sealed and
+	// a new one started. Smaller segments let TruncateFront release space
+	// sooner; larger ones mean fewer files.
+	SegmentBytes int64
+
+	// MaxRecordBytes bounds a payload's length. Open also rejects frames
+	// claiming to be longer, so it must not be lowered for an existing log.
+	MaxRecordBytes int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if o.SegmentBytes < 0 {
+		return o, fmt.Errorf("%w: SegmentBytes %d is negative", ErrInvalidOptions, o.SegmentBytes)
+	}
+	// The frame length field is a uint32.
+	if o.MaxRecordBytes < 0 || uint64(o.MaxRecordBytes) > math.MaxUint32 {
+		return o, fmt.Errorf("%w: MaxRecordBytes %d is outside [0, 2^32)", ErrInvalidOptions, o.MaxRecordBytes)
+	}
+	return o, nil
+}

@@ -1,0 +1,105 @@
+package eventlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Replay calls fn for every record with index >= from, in index order,
+// including records appended but not yet synced. fn owns the payload it is
+// given. fn must not call methods of l. An error from fn stops the replay
+// and is returned as is.
+//
+// from must be in [FirstIndex, NextIndex]; otherwise Replay returns an error
+// wrapping ErrTruncated or ErrOutOfRange. Records are read back from disk
+// and their checksums verified again; damage found now is reported with
+// ErrCorrupt.
+func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) error {
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if first := l.FirstIndex(); from < first {
+		return fmt.Errorf("%w: index %d, first retained index is %d", ErrTruncated, from, first)
+	}
+	if from > l.next {
+		return fmt.Errorf("%w: index %d, next index is %d", ErrOutOfRange, from, l.next)
+	}
+	// The segment holding from is the last one whose base is <= from.
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > from }) - 1
+	for ; i < len(l.segs); i++ {
+		if err := l.replaySegment(i, from, fn); err != nil {
+			return err
+		}
+	}
+	index := l.written
+	for off := 0; off < len(l.buf); index++ {
+		n := frameLen(l.buf[off:])
+		if index >= from {
+			payload := append([]byte(nil), l.buf[off+frameHeaderSize:off+n]...)
+			if err := fn(index, payload); err != nil {
+				return err
+			}
+		}
+		off += n
+	}
+	return nil
+}
+
+func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) error {
+	s := l.segs[i]
+	last := i == len(l.segs)-1
+	var (
+		f    vfs.File
+		size int64
+		want uint64 // index the segment must end at
+	)
+	if last {
+		f, size, want = l.active, l.activeSize, l.written
+	} else {
+		var err error
+		if f, err = l.fs.Open(s.path); err != nil {
+			return fmt.Errorf("eventlog: open segment: %w", err)
+		}
+		defer f.Close()
+		if size, err = f.Size(); err != nil {
+			return fmt.Errorf("eventlog: size of %s: %w", s.path, err)
+		}
+		want = l.segs[i+1].base
+	}
+	r := newFrameReader(f, size, l.opts.MaxRecordBytes)
+	var scratch []byte
+	index := s.base
+	for {
+		var buf []byte
+		if index < from {
+			buf = scratch // skipped payloads can share one buffer
+		}
+		payload, err := r.next(buf)
+		if err == io.EOF {
+			break
+		}
+		var bad *badFrame
+		if errors.As(err, &bad) {
+			return corruptAt(s.path, bad.off, "%s", bad.reason)
+		}
+		if err != nil {
+			return fmt.Errorf("eventlog: read %s at offset %d: %w", s.path, r.off, err)
+		}
+		if index >= from {
+			if err := fn(index, payload); err != nil {
+				return err
+			}
+		} else {
+			scratch = payload[:0]
+		}
+		index++
+	}
+	if index != want {
+		return corruptAt(s.path, size, "segment holds records up to index %d, want %d", index, want)
+	}
+	return nil
+}

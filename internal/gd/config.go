@@ -1,0 +1,125 @@
+package gd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Config holds every parameter of the GD engine. Each field names its unit,
+// its default (the seeds' values unless said otherwise) and when to change it.
+type Config struct {
+	// TickInterval is how often the runtime must call Step with a Tick input.
+	// Default 10ms. Every timer below is checked on ticks, so it bounds their
+	// precision; lower it only if GCT is set below ~50ms.
+	TickInterval time.Duration
+
+	// GapCuriosityThreshold (GCT): a subend nacks a gap's Q ticks once the
+	// gap has lasted this long. Default 200ms [000 §4.2]. Lower recovers
+	// faster after loss but nacks more on reordering paths.
+	GapCuriosityThreshold time.Duration
+
+	// NackRepetitionMin (NRT floor): an unanswered nack is repeated after
+	// max(this, SRTT+4·RTTVAR) [000 §3.1, MODEL.md P7]. Default 600ms
+	// [000 §4.2]. Raise it on long-delay links.
+	NackRepetitionMin time.Duration
+
+	// NackRepetitionMax caps the exponential backoff of repeated nacks when
+	// the pubend seems down. Default 60s (MODEL.md P7).
+	NackRepetitionMax time.Duration
+
+	// ForgettingInterval: curiosity C in an istream is forgotten after this
+	// long so that a repeated nack is not swallowed by consolidation
+	// [000 §3.1]. Default = NackRepetitionMin, as the seed says; it must not
+	// exceed it.
+	ForgettingInterval time.Duration
+
+	// DelayCuriosityThreshold (DCT): a subend whose doubt horizon has not
+	// moved for this long nacks towards the pubend's present, guarding
+	// against loss of the latest message. Default 5s (MODEL.md P8; the
+	// seed's experiments used infinity). Zero disables it.
+	DelayCuriosityThreshold time.Duration
+
+	// AckExpectedThreshold (AET): the pubend expects every tick older than
+	// this to be acked and sends AckExpected down unacked paths otherwise
+	// [000 §3.2]. Default 10s [000 §4.2]; repeated with doubling up to 8×
+	// (MODEL.md P10).
+	AckExpectedThreshold time.Duration
+
+	// SilenceInterval (t_silence): an idle pubend announces silence, and an
+	// ostream forwards coalesced first-time silence, at most this often
+	// [003 Table 1, MODEL.md P5]. Default 1s. It bounds how far an idle
+	// subscriber's doubt horizon lags.
+	SilenceInterval time.Duration
+
+	// AckInterval: acks go upstream at most this often per pubend and link
+	// (MODEL.md P11). Default 200ms.
+	AckInterval time.Duration
+
+	// NackChunk: a nack covers at most this much pubend time; longer ranges
+	// are split (MODEL.md P7). Default 600ms of ticks.
+	NackChunk time.Duration
+
+	// HWMLead: how far ahead of its clock a pubend reserves ticks with a
+	// persisted high-water mark (MODEL.md P2). Default 2s. Silence is never
+	// announced beyond the durable mark, so this must exceed the fsync
+	// latency by a wide margin.
+	HWMLead time.Duration
+
+	// DedupWindow: how many recent sequence numbers per publisher a pubend
+	// remembers for idempotent retries. Default 4096; it must exceed a
+	// publisher's maximum number of unacknowledged publishes.
+	DedupWindow int
+}
+
+// DefaultConfig returns the seed's parameters (see each field).
+func DefaultConfig() Config {
+	return Config{
+		TickInterval:            10 * time.Millisecond,
+		GapCuriosityThreshold:   200 * time.Millisecond,
+		NackRepetitionMin:       600 * time.Millisecond,
+		NackRepetitionMax:       60 * time.Second,
+		ForgettingInterval:      600 * time.Millisecond,
+		DelayCuriosityThreshold: 5 * time.Second,
+		AckExpectedThreshold:    10 * time.Second,
+		SilenceInterval:         time.Second,
+		AckInterval:             200 * time.Millisecond,
+		NackChunk:               600 * time.Millisecond,
+		HWMLead:                 2 * time.Second,
+		DedupWindow:             4096,
+	}
+}
+
+// ErrConfig reports an invalid configuration.
+var ErrConfig = errors.New("gd: invalid config")
+
+// Validate checks the relations between parameters.
+func (c Config) Validate() error {
+	pos := map[string]time.Duration{
+		"TickInterval": c.TickInterval, "GapCuriosityThreshold": c.GapCuriosityThreshold,
+		"NackRepetitionMin": c.NackRepetitionMin, "ForgettingInterval": c.ForgettingInterval,
+		"AckExpectedThreshold": c.AckExpectedThreshold, "SilenceInterval": c.SilenceInterval,
+		"AckInterval": c.AckInterval, "NackChunk": c.NackChunk, "HWMLead": c.HWMLead,
+	}
+	for _, name := range []string{"TickInterval", "GapCuriosityThreshold", "NackRepetitionMin", "ForgettingInterval",
+		"AckExpectedThreshold", "SilenceInterval", "AckInterval", "NackChunk", "HWMLead"} {
+		if pos[name] <= 0 {
+			return fmt.Errorf("%w: %s must be positive, got %v", ErrConfig, name, pos[name])
+		}
+	}
+	switch {
+	case c.NackRepetitionMax < c.NackRepetitionMin:
+		return fmt.Errorf("%w: NackRepetitionMax %v below NackRepetitionMin %v", ErrConfig, c.NackRepetitionMax, c.NackRepetitionMin)
+	case c.ForgettingInterval > c.NackRepetitionMin:
+		return fmt.Errorf("%w: ForgettingInterval %v exceeds NackRepetitionMin %v: repeated nacks would be swallowed", ErrConfig, c.ForgettingInterval, c.NackRepetitionMin)
+	case c.HWMLead < 4*c.TickInterval:
+		return fmt.Errorf("%w: HWMLead %v too short for TickInterval %v", ErrConfig, c.HWMLead, c.TickInterval)
+	case c.DedupWindow < 1:
+		return fmt.Errorf("%w: DedupWindow must be at least 1", ErrConfig)
+	}
+	return nil
+}
+
+func ticksOf(d time.Duration) tick.Tick { return tick.Tick(d.Milliseconds()) << tick.SubTickBits }

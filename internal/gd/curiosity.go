@@ -1,0 +1,142 @@
+package gd
+
+import (
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/stream"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// onNack handles curiosity from downstream c (seed 000 §3.1 "Propagation and
+// Consolidation of C Ticks"): ticks this broker knows are answered at once;
+// the rest become C in ostream[P,c] and in istream[P], and only the ticks
+// that were not already C in the istream go further upstream.
+func (e *Engine) onNack(from msg.NodeID, m msg.Nack) {
+	ps := e.byPubend[m.Pubend]
+	if ps == nil || m.Start > m.End {
+		e.stats.Stale++
+		return
+	}
+	o := ps.out(from)
+	if o == nil {
+		e.stats.Stale++
+		return
+	}
+	e.stats.NacksReceived++
+	r := tick.Range{Lo: m.Start, Hi: m.End}
+	if ps.pub != nil {
+		// The pubend decides the present on demand, so that a nack beyond
+		// the last announcement (DCT, AckExpected) is answered with silence
+		// up to now.
+		e.announce(ps, nil)
+	}
+	e.render(ps, o, r, true)
+	ps.in.K.VisitQ(r, o.C.Add)
+	if !o.Fresh && ps.pub != nil {
+		// Ticks the pubend has not decided yet are answered through C when
+		// they are; never again as first-time (see Ostream.SentHi).
+		o.SentHi = max(o.SentHi, r.Hi)
+	}
+	if ps.pub != nil || e.mut&MutDropNackForward != 0 {
+		return // Q ticks at the pubend are in its future: answered once decided
+	}
+	for _, f := range ps.in.MarkCurious(r, e.now) {
+		e.sendNack(ps, f)
+	}
+}
+
+// sendNack sends a nack for r upstream, split into chunks (MODEL.md P7).
+func (e *Engine) sendNack(ps *pstream, r tick.Range) {
+	chunk := ticksOf(e.cfg.NackChunk)
+	for lo := r.Lo; lo <= r.Hi; {
+		hi := r.Hi
+		if hi-lo >= chunk {
+			hi = lo + chunk - 1
+		}
+		e.send(ps.up, msg.Nack{Pubend: ps.id, Start: lo, End: hi})
+		e.stats.NacksSent++
+		e.stats.NackTicksSent += uint64(hi-lo) + 1
+		if hi == tick.Max {
+			break
+		}
+		lo = hi + 1
+	}
+}
+
+// onAck turns [0,T] anti-curious in ostream[P,c] (seed 000 §3.1).
+func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
+	ps := e.byPubend[m.Pubend]
+	if ps == nil {
+		return
+	}
+	o := ps.out(from)
+	if o == nil {
+		e.stats.Stale++
+		return
+	}
+	if m.T > o.AckPrefix {
+		o.AckPrefix = m.T
+		o.C.RemoveBelow(m.T)
+		e.updateAck(ps)
+	}
+}
+
+// updateAck moves istream[P]'s anti-curious prefix as far as every ostream
+// (and local delivery) allows. Ticks behind it are no longer needed here:
+// they become final, which bounds this broker's memory, and at the pubend
+// this is the non-durable release (MODEL.md I10). The ack itself goes
+// upstream on the next tick, at most every AckInterval (MODEL.md P11).
+func (e *Engine) updateAck(ps *pstream) {
+	t := stream.NextAckPrefix(&ps.in, ps.outs, len(ps.subs) > 0 && e.mut&MutAckBeforeDeliver == 0, ps.delivered)
+	if t <= ps.in.AckPrefix {
+		return
+	}
+	ps.in.AckPrefix = t
+	if ps.in.K.SetFinal(t) {
+		ps.in.C.RemoveBelow(t)
+		ps.delivered = max(ps.delivered, t)
+	}
+	if ps.pub != nil {
+		ps.aeBackoff = 0 // progress: AckExpected starts over at AET
+	}
+}
+
+// onAckExpected: the pubend expects ticks up to T acked (seed 000 §3.2). A
+// broker already acked that far answers with its ack (MODEL.md P10);
+// otherwise the message goes down every path not acked up to T, and a subend
+// nacks its Q ticks up to T at once.
+func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
+	ps := e.byPubend[m.Pubend]
+	if ps == nil || ps.pub != nil || from != ps.up {
+		return
+	}
+	if ps.isSubend() && !ps.sub.FloorSet {
+		e.setFloor(ps, m.T) // a fresh stream does not need the past
+		e.updateAck(ps)
+	}
+	if ps.in.AckPrefix >= m.T {
+		e.sendAck(ps)
+		return
+	}
+	for _, o := range ps.outs {
+		if o.AckPrefix < m.T {
+			e.send(o.Down, m)
+		}
+	}
+	if ps.isSubend() {
+		ps.sub.Expect(m.T)
+		e.scanGaps(ps)
+	}
+}
+
+func (e *Engine) sendAck(ps *pstream) {
+	e.send(ps.up, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix})
+	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now
+}
+
+// scanGaps lets the subend nack gaps that are due.
+func (e *Engine) scanGaps(ps *pstream) {
+	l := stream.Liveness{GCT: e.cfg.GapCuriosityThreshold, NRTMin: e.cfg.NackRepetitionMin, NRTMax: e.cfg.NackRepetitionMax}
+	for _, r := range ps.sub.Scan(&ps.in.K, e.now, l) {
+		e.sendNack(ps, r)
+	}
+}

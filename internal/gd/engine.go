@@ -1,0 +1,289 @@
+// Package gd is one broker's guaranteed-delivery engine over all the pubends
+// whose trees pass through it (seed 000 §3, tree version): pubends it hosts
+// (PHB role), istreams and ostreams joined by filter edges (IB role), and
+// local subscribers fed at the doubt horizon (SHB role). One broker may hold
+// any mix of roles.
+//
+// The engine is a pure state machine in the style of etcd's raft package:
+// Step feeds it one input with the current time, Ready returns what it wants
+// done (records to persist, messages to send, events to hand to clients), and
+// Advance tells it that a Ready's records are durable. It starts no
+// goroutines, reads no clock and touches no socket or file; the broker
+// runtime and the simulator drive the same code.
+package gd
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/aerie-mq/aerie/internal/match"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/stream"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Route places this broker in one pubend's tree: Up is the neighbour knowledge
+// comes from ("" when the pubend is hosted here) and Down the neighbours it
+// flows to.
+type Route struct {
+	Pubend msg.PubendID
+	Up     msg.NodeID
+	Down   []msg.NodeID
+}
+
+// Input is one thing that happened to the engine.
+type Input interface{ isInput() }
+
+// Recv is a message from neighbour From.
+type Recv struct {
+	From msg.NodeID
+	Msg  msg.Msg
+}
+
+// Local is a request from a client of this broker (Publish, Subscribe,
+// Unsubscribe).
+type Local struct{ Msg msg.Msg }
+
+// Tick is the periodic timer input; call it every Config.TickInterval.
+type Tick struct{}
+
+// LinkUp says a connection to neighbour Peer was (re)established.
+type LinkUp struct{ Peer msg.NodeID }
+
+func (Recv) isInput()   {}
+func (Local) isInput()  {}
+func (Tick) isInput()   {}
+func (LinkUp) isInput() {}
+
+// Ready is what the engine asks the runtime to do (DESIGN.md §3).
+type Ready struct {
+	// Persist: records to append and fsync. Advance must follow once they
+	// are durable; until then no further Ready carries records.
+	Persist []msg.Record
+	// Send: messages to neighbours, in order.
+	Send []msg.Envelope
+	// ToClients: deliveries and answers to local clients, in order.
+	ToClients []msg.Msg
+	// ToClientsAfterPersist: publish acks, to release only after the fsync
+	// of this Ready's Persist.
+	ToClientsAfterPersist []msg.Msg
+}
+
+// IsEmpty reports whether the Ready asks for nothing.
+func (rd *Ready) IsEmpty() bool {
+	return len(rd.Persist) == 0 && len(rd.Send) == 0 && len(rd.ToClients) == 0 && len(rd.ToClientsAfterPersist) == 0
+}
+
+// Engine is one broker's GD state.
+type Engine struct {
+	id  msg.NodeID
+	cfg Config
+	now tick.Time
+	mut Mutation
+
+	streams  []*pstream // sorted by pubend id: deterministic output order
+	byPubend map[msg.PubendID]*pstream
+	ups      []msg.NodeID // distinct upstream neighbours, sorted
+	downs    map[msg.NodeID]*downstream
+
+	local    match.Union  // patterns of local subscriptions in this lifetime
+	reported *match.Union // summary sent upstream; nil until first sent
+	subs     []*subscription
+	subByID  map[msg.SubID]*subscription
+
+	out         Ready
+	queuedAfter []msg.Msg
+	queuedRecs  []msg.Record
+	persistBusy bool
+	stats       Stats
+}
+
+// downstream is what this broker knows of one downstream neighbour.
+type downstream struct {
+	filter *match.Union // nil until the neighbour's first Summary: pass all
+}
+
+// pstream is everything this broker holds for one pubend.
+type pstream struct {
+	id   msg.PubendID
+	up   msg.NodeID
+	pub  *stream.Pubend // non-nil when hosted here
+	in   stream.Istream
+	outs []*stream.Ostream
+	sub  stream.Subend
+	subs []*subscription // local subscriptions (started or pending)
+
+	delivered tick.Tick // local delivery decided up to here (the DH delivered)
+	dhMovedAt tick.Time
+	ackSent   tick.Tick
+	ackSentAt tick.Time
+	aeNext    tick.Time // pubend: next AckExpected allowed
+	aeBackoff tick.Time // pubend: current AckExpected repeat interval
+}
+
+type subscription struct {
+	id      msg.SubID
+	pat     match.Pattern
+	start   map[msg.PubendID]tick.Tick
+	pending map[msg.PubendID]tick.Time // SubReq last sent
+	started bool
+}
+
+// New returns the engine of broker id with its place in every pubend's tree.
+func New(id msg.NodeID, cfg Config, routes []Route) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		id: id, cfg: cfg,
+		byPubend: map[msg.PubendID]*pstream{},
+		downs:    map[msg.NodeID]*downstream{},
+		subByID:  map[msg.SubID]*subscription{},
+	}
+	for _, r := range routes {
+		if _, dup := e.byPubend[r.Pubend]; dup {
+			return nil, fmt.Errorf("gd: broker %s: pubend %s routed twice", id, r.Pubend)
+		}
+		ps := &pstream{id: r.Pubend, up: r.Up}
+		if r.Up == "" {
+			ps.pub = stream.NewPubend(r.Pubend, cfg.DedupWindow)
+		} else if !slices.Contains(e.ups, r.Up) {
+			e.ups = append(e.ups, r.Up)
+		}
+		down := slices.Clone(r.Down)
+		slices.Sort(down)
+		for _, d := range down {
+			if d == id || d == r.Up {
+				return nil, fmt.Errorf("gd: broker %s: pubend %s: bad downstream %s", id, r.Pubend, d)
+			}
+			ps.outs = append(ps.outs, &stream.Ostream{Down: d, Fresh: r.Up != ""})
+			if e.downs[d] == nil {
+				e.downs[d] = &downstream{}
+			}
+		}
+		e.streams = append(e.streams, ps)
+		e.byPubend[r.Pubend] = ps
+	}
+	slices.SortFunc(e.streams, func(a, b *pstream) int { return cmpStr(string(a.id), string(b.id)) })
+	slices.Sort(e.ups)
+	return e, nil
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ID returns the broker's id.
+func (e *Engine) ID() msg.NodeID { return e.id }
+
+// Step feeds one input observed at local time now.
+func (e *Engine) Step(now tick.Time, in Input) error {
+	if now > e.now {
+		e.now = now
+	}
+	switch in := in.(type) {
+	case Recv:
+		return e.recv(in.From, in.Msg)
+	case Local:
+		return e.localRequest(in.Msg)
+	case Tick:
+		e.tick()
+	case LinkUp:
+		e.linkUp(in.Peer)
+	default:
+		return fmt.Errorf("gd: unknown input %T", in)
+	}
+	return nil
+}
+
+func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
+	switch m := m.(type) {
+	case msg.Knowledge:
+		e.onKnowledge(from, m)
+	case msg.Nack:
+		e.onNack(from, m)
+	case msg.Ack:
+		e.onAck(from, m)
+	case msg.AckExpected:
+		e.onAckExpected(from, m)
+	case msg.Summary:
+		e.onSummary(from, m)
+	case msg.SubReq:
+		e.onSubReq(from, m)
+	case msg.SubReply:
+		e.onSubReply(from, m)
+	default:
+		return fmt.Errorf("gd: broker %s: unexpected message %T from %s", e.id, m, from)
+	}
+	return nil
+}
+
+// HasReady reports whether Ready would return something.
+func (e *Engine) HasReady() bool {
+	return len(e.out.Send) > 0 || len(e.out.ToClients) > 0 || (!e.persistBusy && len(e.queuedRecs) > 0)
+}
+
+// Ready returns the pending work and clears it. Records (and the acks that
+// wait for them) are handed out one batch at a time: while a batch is being
+// persisted, new records queue up and go out together in the next batch —
+// group commit (DESIGN.md §3).
+func (e *Engine) Ready() Ready {
+	rd := e.out
+	e.out = Ready{}
+	if !e.persistBusy && len(e.queuedRecs) > 0 {
+		rd.Persist, rd.ToClientsAfterPersist = e.queuedRecs, e.queuedAfter
+		e.queuedRecs, e.queuedAfter = nil, nil
+		e.persistBusy = true
+	}
+	return rd
+}
+
+// Advance tells the engine that rd (from Ready) was carried out: its records
+// are durable. Only then do logged events flow downstream.
+func (e *Engine) Advance(rd Ready) {
+	if len(rd.Persist) == 0 {
+		return
+	}
+	e.persistBusy = false
+	for _, r := range rd.Persist {
+		ps := e.byPubend[r.Pubend]
+		if ps == nil || ps.pub == nil {
+			continue
+		}
+		if r.Event == nil {
+			ps.pub.HWM = max(ps.pub.HWM, r.HWM)
+			continue
+		}
+		if !ps.pub.MadeDurable(r.Event) {
+			panic(fmt.Sprintf("gd: broker %s: durable record %v is not the oldest pending event", e.id, r.Event))
+		}
+		e.announce(ps, r.Event)
+	}
+}
+
+func (e *Engine) send(to msg.NodeID, m msg.Msg) {
+	e.out.Send = append(e.out.Send, msg.Envelope{From: e.id, To: to, Msg: m})
+}
+
+func (e *Engine) toClient(m msg.Msg) { e.out.ToClients = append(e.out.ToClients, m) }
+
+// isSubend reports whether ps originates nacks here: it feeds local
+// subscribers, or it is a leaf of the pubend's tree.
+func (ps *pstream) isSubend() bool {
+	return ps.pub == nil && (len(ps.subs) > 0 || len(ps.outs) == 0)
+}
+
+func (ps *pstream) out(to msg.NodeID) *stream.Ostream {
+	for _, o := range ps.outs {
+		if o.Down == to {
+			return o
+		}
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package gd
+
+import (
+	"fmt"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/stream"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// onKnowledge joins a data or silence message from upstream into istream[P]
+// and propagates what became known (seed 000 §3.1 "Propagating Knowledge").
+func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
+	ps := e.byPubend[m.Pubend]
+	if ps == nil || ps.pub != nil || from != ps.up {
+		e.stats.Stale++
+		return
+	}
+	if ps.isSubend() && !ps.sub.FloorSet {
+		// A fresh stream starts needing ticks where the first message it sees
+		// starts (MODEL.md P6); subscriptions started earlier bound it.
+		floor := m.Final
+		if m.Start <= m.End && m.Start > 0 {
+			floor = max(floor, m.Start-1)
+		}
+		e.setFloor(ps, floor)
+	}
+	before := ps.in.Contradictions
+	oldFinal := ps.in.K.Final()
+	delta := ps.in.Accept(m)
+	if n := ps.in.Contradictions - before; n > 0 {
+		// A contradiction leaves the conflicting ticks unchanged, so the
+		// stream after the join still shows what the message contradicted.
+		e.stats.Contradictions += n
+		if e.stats.FirstContradiction == "" {
+			e.stats.FirstContradiction = fmt.Sprintf("%v from %s contradicts %s", m, from, clip(ps.in.K.String()))
+		}
+	}
+	for _, r := range delta.Ranges() {
+		ps.sub.Answered(r, e.now)
+	}
+	if f := ps.in.K.Final(); f > oldFinal {
+		e.finalMoved(ps, f)
+	}
+	if !m.Retrans && m.Start <= m.End {
+		for _, o := range ps.outs {
+			if o.Fresh {
+				o.Fresh = false
+				o.SentHi = max(o.SentHi, m.Start-1)
+			}
+		}
+	}
+	e.propagate(ps, &delta)
+	e.deliver(ps)
+	e.updateAck(ps)
+}
+
+// setFloor makes every tick <= floor final at a fresh subend, without going
+// past the start of a subscription already in force.
+func (e *Engine) setFloor(ps *pstream, floor tick.Tick) {
+	for _, s := range ps.subs {
+		if t, ok := s.start[ps.id]; ok {
+			floor = min(floor, t)
+		}
+	}
+	ps.sub.FloorSet = true
+	if ps.in.K.SetFinal(floor) {
+		ps.in.C.RemoveBelow(floor)
+	}
+	ps.delivered = max(ps.delivered, ps.in.K.Final())
+}
+
+// finalMoved answers C ticks that became L with the final prefix alone.
+func (e *Engine) finalMoved(ps *pstream, f tick.Tick) {
+	for _, o := range ps.outs {
+		if lo, ok := o.C.Min(); ok && lo <= f {
+			o.C.RemoveBelow(f)
+			e.send(o.Down, msg.Knowledge{Pubend: ps.id, Final: f, Start: 1, End: 0, Retrans: true})
+		}
+	}
+}
+
+// propagate sends what became known (delta) to each ostream: first the
+// answers to its C ticks (retransmissions go only where curious), then,
+// when delta holds a D that passes the filter, everything known above the
+// first-time frontier. Silence alone waits for the coalesced flush.
+func (e *Engine) propagate(ps *pstream, delta *tick.RangeSet) {
+	if delta.IsEmpty() {
+		return
+	}
+	for _, o := range ps.outs {
+		if !o.C.IsEmpty() {
+			var answered []tick.Range
+			for _, r := range delta.Ranges() {
+				o.C.Visit(r, func(c tick.Range) { answered = append(answered, c) })
+			}
+			for _, c := range answered {
+				o.C.Remove(c)
+				e.render(ps, o, c, true)
+			}
+		}
+		hi := delta.Ranges()[delta.Runs()-1].Hi
+		if o.Fresh || hi <= o.SentHi {
+			continue
+		}
+		if e.passingDAbove(ps, o, delta) {
+			e.flush(ps, o, hi)
+		}
+	}
+}
+
+// passingDAbove reports whether delta holds, above o's first-time frontier,
+// a D tick that passes o's filter.
+func (e *Engine) passingDAbove(ps *pstream, o *stream.Ostream, delta *tick.RangeSet) bool {
+	found := false
+	for _, r := range delta.Ranges() {
+		if r.Hi <= o.SentHi {
+			continue
+		}
+		r.Lo = max(r.Lo, o.SentHi+1)
+		ps.in.K.Visit(r, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
+			if k == tick.D && stream.Passes(o.Filter, ev) {
+				found = true
+			}
+			return !found
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// flush sends o everything known in (SentHi, hi] as first-time knowledge.
+func (e *Engine) flush(ps *pstream, o *stream.Ostream, hi tick.Tick) {
+	if hi <= o.SentHi {
+		return
+	}
+	e.render(ps, o, tick.Range{Lo: o.SentHi + 1, Hi: hi}, false)
+	o.SentHi = hi
+	o.LastFlush = e.now
+}
+
+func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bool) {
+	stream.Render(&ps.in.K, r, o.Filter, retrans, ps.id, func(k msg.Knowledge) {
+		if retrans {
+			e.stats.Retransmissions++
+		}
+		if !o.Fresh && k.Start <= k.End {
+			o.SentHi = max(o.SentHi, k.End)
+		}
+		e.send(o.Down, k)
+	})
+}
+
+// deliver hands local subscribers every D up to the doubt horizon, in tick
+// order, once the horizon moves (MODEL.md §6).
+func (e *Engine) deliver(ps *pstream) {
+	dh := ps.in.K.DoubtHorizon()
+	if dh <= ps.delivered {
+		return
+	}
+	if e.mut&MutDeliverPastGaps != 0 {
+		dh = max(dh, ps.in.K.KnownHi())
+	}
+	if len(ps.subs) > 0 {
+		ps.in.K.Visit(tick.Range{Lo: ps.delivered + 1, Hi: dh}, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
+			if k != tick.D {
+				return true
+			}
+			for _, s := range ps.subs {
+				if st, ok := s.start[ps.id]; ok && s.started && ev.Tick > st && s.pat.MatchTopic(ev.Topic) {
+					e.toClient(msg.Delivery{Sub: s.id, Event: ev})
+					e.stats.Delivered++
+				}
+			}
+			return true
+		})
+	}
+	ps.delivered = dh
+	ps.dhMovedAt = e.now
+}
+
+// announce moves a pubend's decided prefix: silence up to the tick before ev
+// (or up to the silence limit when ev is nil), then D(ev) once it is durable.
+func (e *Engine) announce(ps *pstream, ev *msg.Event) {
+	p := ps.pub
+	var delta tick.RangeSet
+	lim := p.SilenceLimit(e.now)
+	if ev != nil {
+		lim = ev.Tick - 1
+	}
+	if lim > p.Announced {
+		ps.in.K.AddSilence(tick.Range{Lo: p.Announced + 1, Hi: lim}, delta.Add)
+		p.Announced = lim
+	}
+	if ev != nil {
+		ps.in.AcceptData(ev.Tick, ev, &delta)
+		p.Announced = max(p.Announced, ev.Tick)
+	}
+	p.Next = max(p.Next, p.Announced+1)
+	e.propagate(ps, &delta)
+	e.deliver(ps)
+	e.updateAck(ps)
+}
+
+func clip(s string) string {
+	if len(s) > 600 {
+		return s[:300] + " … " + s[len(s)-300:]
+	}
+	return s
+}

@@ -1,0 +1,95 @@
+package gd
+
+import (
+	"github.com/aerie-mq/aerie/internal/match"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Stats counts what the engine did, for metrics and the simulator's traces.
+type Stats struct {
+	NacksSent          uint64
+	NackTicksSent      uint64
+	NacksReceived      uint64
+	Retransmissions    uint64
+	Delivered          uint64
+	DuplicatePublishes uint64
+	Stale              uint64 // messages for unknown pubends or from non-neighbours
+	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (MODEL.md P1).
+	Contradictions int
+	// FirstContradiction describes the first one, for diagnosis.
+	FirstContradiction string
+}
+
+// Stats returns the counters so far.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// StreamState is a read-only view of one pubend's streams at this broker,
+// for the oracle and for operators.
+type StreamState struct {
+	Pubend       msg.PubendID
+	Hosted       bool
+	Final        tick.Tick // L prefix of istream[P]
+	DoubtHorizon tick.Tick
+	KnownHi      tick.Tick
+	AckPrefix    tick.Tick
+	Delivered    tick.Tick
+	Runs         int       // knowledge runs held (memory)
+	Gaps         int       // subend gaps tracked
+	Announced    tick.Tick // pubend only
+}
+
+// Inspect returns the state of every pubend stream, sorted by pubend.
+func (e *Engine) Inspect() []StreamState {
+	out := make([]StreamState, 0, len(e.streams))
+	for _, ps := range e.streams {
+		st := StreamState{
+			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), DoubtHorizon: ps.in.K.DoubtHorizon(),
+			KnownHi: ps.in.K.KnownHi(), AckPrefix: ps.in.AckPrefix, Delivered: ps.delivered,
+			Runs: ps.in.K.Runs(), Gaps: ps.sub.Gaps(),
+		}
+		if ps.pub != nil {
+			st.Announced = ps.pub.Announced
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// Knowledge returns istream[P]'s value at t (for the oracle's I7 checks).
+func (e *Engine) Knowledge(p msg.PubendID, t tick.Tick) (tick.Kind, *msg.Event) {
+	ps := e.byPubend[p]
+	if ps == nil {
+		return tick.Q, nil
+	}
+	return ps.in.K.Get(t)
+}
+
+// Mutation switches off one protocol rule. It exists only so that tests can
+// show the oracle catches each broken rule; production code never sets it.
+type Mutation uint
+
+const (
+	// MutDropNackForward: an IB does not forward nacks upstream.
+	MutDropNackForward Mutation = 1 << iota
+	// MutAckBeforeDeliver: acks ignore local subscribers' delivery point.
+	MutAckBeforeDeliver
+	// MutNoForgetting: istream curiosity is never forgotten.
+	MutNoForgetting
+	// MutReuseTicks: after a restart the pubend ignores its high-water mark.
+	MutReuseTicks
+	// MutDeliverPastGaps: deliver up to the highest known tick, not the DH.
+	MutDeliverPastGaps
+)
+
+// Mutate switches off the given rules (tests only).
+func (e *Engine) Mutate(m Mutation) { e.mut = m }
+
+// DownFilter returns the filter of the edge towards downstream neighbour to
+// (nil: passes everything), for the oracle's soundness check of silence.
+func (e *Engine) DownFilter(to msg.NodeID) match.Filter {
+	if d := e.downs[to]; d != nil && d.filter != nil {
+		return d.filter
+	}
+	return nil
+}

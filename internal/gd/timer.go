@@ -1,0 +1,165 @@
+package gd
+
+import (
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// tick runs every timer: pubend silence and high-water mark, AckExpected,
+// coalesced first-time silence, forgetting, gap nacks, DCT, acks and
+// subscription-request retries.
+func (e *Engine) tick() {
+	for _, ps := range e.streams {
+		if ps.pub != nil {
+			e.tickPubend(ps)
+		} else {
+			e.tickRelay(ps)
+		}
+		for _, o := range ps.outs {
+			if hi := ps.in.K.KnownHi(); !o.Fresh && hi > o.SentHi && e.now.Sub(o.LastFlush) >= e.cfg.SilenceInterval {
+				e.flush(ps, o, hi)
+			}
+		}
+	}
+	for _, s := range e.subs {
+		for _, ps := range e.streams {
+			if at, ok := s.pending[ps.id]; ok && e.now.Sub(at) >= e.cfg.NackRepetitionMin {
+				s.pending[ps.id] = e.now
+				e.send(ps.up, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
+			}
+		}
+	}
+}
+
+func (e *Engine) tickPubend(ps *pstream) {
+	p := ps.pub
+	nowTick := tick.FromMillis(e.now.Millis())
+	// Keep the durable high-water mark ahead of the clock (MODEL.md P2).
+	if want := nowTick + ticksOf(e.cfg.HWMLead); p.HWMAsked < nowTick+ticksOf(e.cfg.HWMLead/2) {
+		p.HWMAsked = want
+		e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, HWM: want})
+	}
+	e.announce(ps, nil)
+	// Pubend-driven liveness (seed 000 §3.2, MODEL.md P10).
+	aet := e.cfg.AckExpectedThreshold
+	t := min(tick.FromMillis(e.now.Add(-aet).Millis()), p.Announced)
+	if ps.in.AckPrefix < t && e.now >= ps.aeNext {
+		sent := false
+		for _, o := range ps.outs {
+			if o.AckPrefix < t {
+				e.send(o.Down, msg.AckExpected{Pubend: ps.id, T: t})
+				sent = true
+			}
+		}
+		if sent {
+			if ps.aeBackoff == 0 {
+				ps.aeBackoff = tick.Time(aet)
+			} else {
+				ps.aeBackoff = min(2*ps.aeBackoff, 8*tick.Time(aet))
+			}
+			ps.aeNext = e.now + ps.aeBackoff
+		}
+	}
+}
+
+func (e *Engine) tickRelay(ps *pstream) {
+	if e.mut&MutNoForgetting == 0 {
+		ps.in.Forget(e.now.Add(-e.cfg.ForgettingInterval))
+	}
+	if ps.isSubend() && ps.sub.FloorSet {
+		if dct := e.cfg.DelayCuriosityThreshold; dct > 0 && e.now.Sub(ps.dhMovedAt) > dct {
+			// The doubt horizon is stuck: ask towards the pubend's present,
+			// which it answers with silence up to now (MODEL.md P8).
+			ps.sub.Expect(max(ps.in.K.KnownHi(), ps.delivered) + ticksOf(dct))
+			ps.dhMovedAt = e.now
+		}
+		e.scanGaps(ps)
+	}
+	if ps.in.AckPrefix > ps.ackSent && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
+		e.sendAck(ps)
+	}
+}
+
+// linkUp: a (re)connected upstream learns our summary and acks again (it may
+// have restarted and lost them); pending subscription requests are resent.
+func (e *Engine) linkUp(peer msg.NodeID) {
+	isUp := false
+	for _, ps := range e.streams {
+		if ps.up != peer {
+			continue
+		}
+		isUp = true
+		if ps.in.AckPrefix > 0 {
+			e.sendAck(ps)
+		}
+	}
+	if !isUp {
+		return
+	}
+	if e.reported != nil {
+		e.send(peer, e.summaryMsg())
+	}
+	for _, s := range e.subs {
+		for _, ps := range e.streams {
+			if _, ok := s.pending[ps.id]; ok && ps.up == peer {
+				s.pending[ps.id] = e.now
+				e.send(peer, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
+			}
+		}
+	}
+}
+
+// Restore rebuilds hosted pubends from their log after a restart, before the
+// first Step: the recovered records in log order. Every tick up to the
+// recovered high-water mark is decided (D where an event was logged, S
+// elsewhere) and will never be assigned again (MODEL.md P2, I9). Downstream
+// ostreams start at that mark: downstreams nack what they miss.
+func (e *Engine) Restore(recs []msg.Record) error {
+	events := map[msg.PubendID][]*msg.Event{}
+	hwm := map[msg.PubendID]tick.Tick{}
+	for _, r := range recs {
+		ps := e.byPubend[r.Pubend]
+		if ps == nil || ps.pub == nil {
+			continue // a pubend no longer hosted here: its log is kept, unused
+		}
+		if r.Event != nil {
+			if l := events[r.Pubend]; len(l) > 0 && l[len(l)-1].Tick >= r.Event.Tick {
+				return fmt.Errorf("gd: broker %s: log of pubend %s out of tick order at %d", e.id, r.Pubend, r.Event.Tick)
+			}
+			events[r.Pubend] = append(events[r.Pubend], r.Event)
+		} else {
+			hwm[r.Pubend] = max(hwm[r.Pubend], r.HWM)
+		}
+	}
+	for _, ps := range e.streams {
+		if ps.pub == nil {
+			continue
+		}
+		evs := events[ps.id]
+		h := hwm[ps.id]
+		if e.mut&MutReuseTicks != 0 {
+			h = 0
+			if len(evs) > 0 {
+				h = evs[len(evs)-1].Tick
+			}
+		}
+		ps.pub.Restore(evs, h)
+		h = ps.pub.HWM
+		if h == 0 {
+			continue
+		}
+		var none tick.RangeSet
+		for _, ev := range evs {
+			ps.in.AcceptData(ev.Tick, ev, &none)
+		}
+		// Silence fills the ticks around the logged events; it skips D ticks
+		// by design, so its contradiction count is meaningless here.
+		_ = ps.in.K.AddSilence(tick.Range{Lo: 1, Hi: h}, nil)
+		for _, o := range ps.outs {
+			o.SentHi = h
+		}
+	}
+	return nil
+}

@@ -1,0 +1,122 @@
+package msg
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Publish is a client's request to publish one event to a pubend. (Publisher,
+// Seq) identify it: a retry after a lost ack returns the original tick.
+type Publish struct {
+	Pubend    PubendID
+	Publisher string
+	Seq       uint64
+	Topic     string
+	Props     map[string]any
+	Payload   []byte
+}
+
+// PubAck confirms that a publish is durable at its pubend, at Tick.
+type PubAck struct {
+	Pubend    PubendID
+	Publisher string
+	Seq       uint64
+	Tick      tick.Tick
+}
+
+// PubReject refuses a publish (unknown pubend, bad request) with a reason.
+type PubReject struct {
+	Publisher string
+	Seq       uint64
+	Reason    string
+}
+
+// Subscribe asks an SHB for a (non-durable) subscription.
+type Subscribe struct {
+	Sub     SubID
+	Pattern string
+}
+
+// Unsubscribe ends a subscription.
+type Unsubscribe struct{ Sub SubID }
+
+// SubStarted says a subscription is in force: from Token on, it receives
+// every matching event of every pubend exactly once, in pubend order.
+type SubStarted struct {
+	Sub   SubID
+	Token Token
+}
+
+// SubRejected refuses a subscription (bad pattern) with a reason.
+type SubRejected struct {
+	Sub    SubID
+	Reason string
+}
+
+// Delivery hands one event to a local subscriber.
+type Delivery struct {
+	Sub   SubID
+	Event *Event
+}
+
+// Token is a start token or checkpoint: one tick per pubend (MODEL.md I5, §8a).
+type Token map[PubendID]tick.Tick
+
+func (t Token) String() string {
+	ps := make([]string, 0, len(t))
+	for p := range t {
+		ps = append(ps, string(p))
+	}
+	sort.Strings(ps)
+	var b strings.Builder
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%d", p, t[PubendID(p)])
+	}
+	return b.String()
+}
+
+func (m Publish) String() string {
+	return fmt.Sprintf("Publish{%s %s#%d %s}", m.Pubend, m.Publisher, m.Seq, m.Topic)
+}
+func (m PubAck) String() string {
+	return fmt.Sprintf("PubAck{%s %s#%d @%d}", m.Pubend, m.Publisher, m.Seq, m.Tick)
+}
+func (m PubReject) String() string {
+	return fmt.Sprintf("PubReject{%s#%d %s}", m.Publisher, m.Seq, m.Reason)
+}
+func (m Subscribe) String() string   { return fmt.Sprintf("Subscribe{%s %s}", m.Sub, m.Pattern) }
+func (m Unsubscribe) String() string { return fmt.Sprintf("Unsubscribe{%s}", m.Sub) }
+func (m SubStarted) String() string  { return fmt.Sprintf("SubStarted{%s %s}", m.Sub, m.Token) }
+func (m SubRejected) String() string { return fmt.Sprintf("SubRejected{%s %s}", m.Sub, m.Reason) }
+func (m Delivery) String() string    { return fmt.Sprintf("Deliver{%s %v}", m.Sub, m.Event) }
+
+func (Publish) isMsg()     {}
+func (PubAck) isMsg()      {}
+func (PubReject) isMsg()   {}
+func (Subscribe) isMsg()   {}
+func (Unsubscribe) isMsg() {}
+func (SubStarted) isMsg()  {}
+func (SubRejected) isMsg() {}
+func (Delivery) isMsg()    {}
+
+// Record is what a pubend persists. An Event record logs one publish; a HWM
+// record raises the high-water mark that bounds every announced silence
+// (MODEL.md P2): after a restart the pubend allocates above it.
+type Record struct {
+	Pubend PubendID
+	Event  *Event    // nil for a HWM record
+	HWM    tick.Tick // for a HWM record
+}
+
+func (r Record) String() string {
+	if r.Event != nil {
+		return fmt.Sprintf("Rec{%v}", r.Event)
+	}
+	return fmt.Sprintf("Rec{%s HWM=%d}", r.Pubend, r.HWM)
+}

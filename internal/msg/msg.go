@@ -1,0 +1,186 @@
+// Package msg defines the messages the guaranteed-delivery cores exchange:
+// knowledge and curiosity between brokers (seed 000 §3.1), the subscription
+// control messages of MODEL.md P6, client requests and their answers, and the
+// records a pubend persists. The wire codec (issue: real broker) encodes these
+// structs; the cores and the simulator pass them by value.
+//
+// Pure: no I/O.
+package msg
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// NodeID names one physical broker.
+type NodeID string
+
+// PubendID names one publishing endpoint (an ordered, persistent stream).
+type PubendID string
+
+// SubID names one subscription, unique network-wide (the SHB prefixes it).
+type SubID string
+
+// Event is one published message as logged at its pubend. It is immutable
+// once logged; streams share it by pointer.
+type Event struct {
+	Pubend    PubendID
+	Tick      tick.Tick
+	Publisher string // client id of the publisher, for idempotent retries
+	Seq       uint64 // the publisher's sequence number
+	Topic     string
+	Props     map[string]any // int64, float64, bool or string values
+	Payload   []byte
+}
+
+// Equal reports whether two events are byte-identical (oracle invariant I1).
+func (e *Event) Equal(o *Event) bool {
+	if e == o {
+		return true
+	}
+	if e == nil || o == nil || e.Pubend != o.Pubend || e.Tick != o.Tick || e.Publisher != o.Publisher ||
+		e.Seq != o.Seq || e.Topic != o.Topic || string(e.Payload) != string(o.Payload) || len(e.Props) != len(o.Props) {
+		return false
+	}
+	for k, v := range e.Props {
+		if w, ok := o.Props[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Event) String() string {
+	keys := make([]string, 0, len(e.Props))
+	for k := range e.Props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%v", k, e.Props[k])
+	}
+	return fmt.Sprintf("%s@%d %s%s (%s#%d, %dB)", e.Pubend, e.Tick, e.Topic, b.String(), e.Publisher, e.Seq, len(e.Payload))
+}
+
+// Msg is any message between brokers or between a broker and a client.
+type Msg interface {
+	fmt.Stringer
+	isMsg()
+}
+
+// Envelope addresses a message from one broker to a neighbour.
+type Envelope struct {
+	From, To NodeID
+	Msg      Msg
+}
+
+func (e Envelope) String() string { return fmt.Sprintf("%s->%s %v", e.From, e.To, e.Msg) }
+
+// Knowledge is a data or silence message (seed 000 §3.1; MODEL.md §5, P4):
+// L on ticks <= Final, S on [Start, End] except VTick, D(Event) on VTick when
+// Event is non-nil. Start > End carries only the final prefix. Retrans marks
+// an answer to a nack, which is sent only down curious paths.
+type Knowledge struct {
+	Pubend     PubendID
+	Final      tick.Tick
+	Start, End tick.Tick
+	VTick      tick.Tick
+	Event      *Event
+	Retrans    bool
+}
+
+func (m Knowledge) String() string {
+	kind := "Silence"
+	if m.Event != nil {
+		kind = "Data"
+	}
+	rt := ""
+	if m.Retrans {
+		rt = " retrans"
+	}
+	if m.Event != nil {
+		return fmt.Sprintf("%s{%s L≤%d S%s D@%d %s%s}", kind, m.Pubend, m.Final, tick.Range{Lo: m.Start, Hi: m.End}, m.VTick, m.Event.Topic, rt)
+	}
+	return fmt.Sprintf("%s{%s L≤%d S%s%s}", kind, m.Pubend, m.Final, tick.Range{Lo: m.Start, Hi: m.End}, rt)
+}
+
+// Nack asks upstream for the values of a contiguous range of ticks
+// (curiosity C, seed 000 §3.1).
+type Nack struct {
+	Pubend     PubendID
+	Start, End tick.Tick
+}
+
+func (m Nack) String() string {
+	return fmt.Sprintf("Nack{%s %s}", m.Pubend, tick.Range{Lo: m.Start, Hi: m.End})
+}
+
+// Ack turns ticks [0, T] anti-curious (A) in the receiver's ostream for the
+// sender (seed 000 §3.1).
+type Ack struct {
+	Pubend PubendID
+	T      tick.Tick
+}
+
+func (m Ack) String() string { return fmt.Sprintf("Ack{%s %d}", m.Pubend, m.T) }
+
+// AckExpected travels down paths that have not acked up to T; a subend
+// receiving it nacks every Q tick <= T at once (seed 000 §3.2).
+type AckExpected struct {
+	Pubend PubendID
+	T      tick.Tick
+}
+
+func (m AckExpected) String() string { return fmt.Sprintf("AckExpected{%s %d}", m.Pubend, m.T) }
+
+// Summary tells an upstream neighbour the union of the subscriptions reachable
+// through the sender: its filter edge (MODEL.md §4, P6). All means "pass
+// everything", which is also what an upstream assumes before a summary arrives.
+// Within one sender's lifetime summaries only widen.
+type Summary struct {
+	All      bool
+	Patterns []string
+}
+
+func (m Summary) String() string {
+	if m.All {
+		return "Summary{all}"
+	}
+	return fmt.Sprintf("Summary{%s}", strings.Join(m.Patterns, " "))
+}
+
+// SubReq travels from an SHB up to a pubend after every filter on the way
+// has been widened for a new subscription; the pubend answers SubReply with
+// the tick from which the subscription is complete (MODEL.md P6). Path holds
+// the brokers passed, for the reply's way back.
+type SubReq struct {
+	Pubend PubendID
+	Sub    SubID
+	Path   []NodeID
+}
+
+func (m SubReq) String() string { return fmt.Sprintf("SubReq{%s %s via %v}", m.Pubend, m.Sub, m.Path) }
+
+// SubReply carries a subscription's start tick for one pubend back down Path.
+type SubReply struct {
+	Pubend PubendID
+	Sub    SubID
+	Start  tick.Tick
+	Path   []NodeID
+}
+
+func (m SubReply) String() string {
+	return fmt.Sprintf("SubReply{%s %s start=%d via %v}", m.Pubend, m.Sub, m.Start, m.Path)
+}
+
+func (Knowledge) isMsg()   {}
+func (Nack) isMsg()        {}
+func (Ack) isMsg()         {}
+func (AckExpected) isMsg() {}
+func (Summary) isMsg()     {}
+func (SubReq) isMsg()      {}
+func (SubReply) isMsg()    {}

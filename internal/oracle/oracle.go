@@ -1,0 +1,325 @@
+// Package oracle checks the invariants of MODEL.md §9 against what a network
+// actually did: the events its pubends logged, the acks publishers got, the
+// knowledge brokers sent, the state of every stream, and what every
+// subscriber received. The simulator feeds it after every step; real-process
+// tests feed it from client observations.
+package oracle
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/match"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string // "I1" … "I12"
+	Detail    string
+}
+
+func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
+
+// Oracle accumulates observations and the violations they reveal.
+type Oracle struct {
+	logs       map[msg.PubendID]*pubLog
+	acks       map[pubKey]tick.Tick
+	sessions   map[msg.SubID]*Session
+	streams    map[streamKey]gd.StreamState
+	violations []Violation
+	// MaxViolations bounds how many are kept (the first ones matter).
+	MaxViolations int
+}
+
+type pubKey struct {
+	p   msg.PubendID
+	pub string
+	seq uint64
+}
+
+type streamKey struct {
+	node msg.NodeID
+	inc  int
+	p    msg.PubendID
+}
+
+type pubLog struct {
+	events    map[tick.Tick]*msg.Event
+	ticks     []tick.Tick // sorted
+	bySeq     map[pubKey]tick.Tick
+	announced tick.Tick // highest tick the pubend ever sent knowledge about
+}
+
+// Session is one subscription as its subscriber saw it.
+type Session struct {
+	ID      msg.SubID
+	Node    msg.NodeID
+	Pattern match.Pattern
+	Start   msg.Token
+	Last    map[msg.PubendID]tick.Tick
+	Count   int
+	Ended   bool
+}
+
+// New returns an empty oracle.
+func New() *Oracle {
+	return &Oracle{
+		logs: map[msg.PubendID]*pubLog{}, acks: map[pubKey]tick.Tick{},
+		sessions: map[msg.SubID]*Session{}, streams: map[streamKey]gd.StreamState{},
+		MaxViolations: 20,
+	}
+}
+
+// Violations returns what was found so far.
+func (o *Oracle) Violations() []Violation { return o.violations }
+
+func (o *Oracle) fail(inv, format string, args ...any) {
+	if len(o.violations) < o.MaxViolations {
+		o.violations = append(o.violations, Violation{Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+func (o *Oracle) log(p msg.PubendID) *pubLog {
+	l := o.logs[p]
+	if l == nil {
+		l = &pubLog{events: map[tick.Tick]*msg.Event{}, bySeq: map[pubKey]tick.Tick{}}
+		o.logs[p] = l
+	}
+	return l
+}
+
+// Logged records that ev is durable at its pubend (its fsync completed, or it
+// was recovered from the log after a restart).
+func (o *Oracle) Logged(ev *msg.Event) {
+	l := o.log(ev.Pubend)
+	if old, ok := l.events[ev.Tick]; ok {
+		if !old.Equal(ev) {
+			o.fail("I9", "pubend %s tick %d logged twice with different events: %v then %v", ev.Pubend, ev.Tick, old, ev)
+		}
+		return
+	}
+	if ev.Tick <= l.announced {
+		o.fail("I9", "pubend %s reused tick %d for %v after announcing up to %d", ev.Pubend, ev.Tick, ev, l.announced)
+	}
+	k := pubKey{ev.Pubend, ev.Publisher, ev.Seq}
+	if t, ok := l.bySeq[k]; ok {
+		o.fail("I9", "publish %s#%d logged twice on %s: ticks %d and %d", ev.Publisher, ev.Seq, ev.Pubend, t, ev.Tick)
+	}
+	l.bySeq[k] = ev.Tick
+	l.events[ev.Tick] = ev
+	i, _ := slices.BinarySearch(l.ticks, ev.Tick)
+	l.ticks = slices.Insert(l.ticks, i, ev.Tick)
+}
+
+// Recovered checks a restarted pubend's log: every event ever acked to a
+// publisher must still be there (MODEL.md I9).
+func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event) {
+	have := map[tick.Tick]*msg.Event{}
+	for _, ev := range events {
+		have[ev.Tick] = ev
+	}
+	keys := make([]pubKey, 0)
+	for k := range o.acks {
+		if k.p == p {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return o.acks[keys[i]] < o.acks[keys[j]] })
+	for _, k := range keys {
+		t := o.acks[k]
+		if ev := have[t]; ev == nil || ev.Publisher != k.pub || ev.Seq != k.seq {
+			o.fail("I9", "pubend %s lost acked publish %s#%d (tick %d) across a restart", p, k.pub, k.seq, t)
+		}
+	}
+	for _, ev := range events {
+		o.Logged(ev)
+	}
+}
+
+// PubAcked checks an ack a publisher received: the event is durable, and a
+// retried publish is acked with its original tick.
+func (o *Oracle) PubAcked(a msg.PubAck) {
+	k := pubKey{a.Pubend, a.Publisher, a.Seq}
+	if t, ok := o.acks[k]; ok && t != a.Tick {
+		o.fail("I9", "publish %s#%d acked with tick %d and later %d", a.Publisher, a.Seq, t, a.Tick)
+		return
+	}
+	o.acks[k] = a.Tick
+	ev := o.log(a.Pubend).events[a.Tick]
+	if ev == nil || ev.Publisher != a.Publisher || ev.Seq != a.Seq {
+		o.fail("I9", "publish %s#%d acked at %s tick %d before it was durable", a.Publisher, a.Seq, a.Pubend, a.Tick)
+	}
+}
+
+// Acked returns how many distinct publishes were acked.
+func (o *Oracle) Acked() int { return len(o.acks) }
+
+// Sent checks a knowledge message as it leaves a broker (MODEL.md I7): a D
+// must be the logged event, and a pubend's silence may cover a logged event
+// only when that event fails the filter of the edge it was sent through
+// (filter nil: passes everything).
+func (o *Oracle) Sent(from msg.NodeID, fromPubend bool, m msg.Knowledge, filter match.Filter) {
+	l := o.log(m.Pubend)
+	if m.Event != nil {
+		if ev := l.events[m.VTick]; ev == nil || !ev.Equal(m.Event) || m.Event.Tick != m.VTick {
+			o.fail("I7", "%s sent D@%d on %s that is not the logged event (%v)", from, m.VTick, m.Pubend, m.Event)
+		}
+	}
+	if !fromPubend || m.Start > m.End {
+		return
+	}
+	i, _ := slices.BinarySearch(l.ticks, m.Start)
+	for ; i < len(l.ticks) && l.ticks[i] <= m.End; i++ {
+		t := l.ticks[i]
+		if m.Event != nil && t == m.VTick {
+			continue
+		}
+		if ev := l.events[t]; filter == nil || filter.Match(ev.Topic, ev.Props) {
+			o.fail("I7", "pubend %s announced silence over logged event %v that passes the edge's filter (message %v)", m.Pubend, ev, m)
+			break
+		}
+	}
+	l.announced = max(l.announced, m.End)
+}
+
+// Started opens a subscriber session at its start token.
+func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern string, tok msg.Token) {
+	p, err := match.ParsePattern(pattern)
+	if err != nil {
+		o.fail("I1", "session %s started with bad pattern %q", id, pattern)
+		return
+	}
+	last := map[msg.PubendID]tick.Tick{}
+	for k, v := range tok {
+		last[k] = v
+	}
+	o.sessions[id] = &Session{ID: id, Node: node, Pattern: p, Start: tok, Last: last}
+}
+
+// Ended closes a session (its broker crashed or it unsubscribed).
+func (o *Oracle) Ended(id msg.SubID) {
+	if s := o.sessions[id]; s != nil {
+		s.Ended = true
+	}
+}
+
+// Delivered checks one delivery: no phantom (I1), at most once and in pubend
+// order (I2, I3), and nothing skipped since the previous one (I5).
+func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
+	s := o.sessions[id]
+	if s == nil {
+		o.fail("I5", "delivery to %s before its subscription was in force: %v", id, ev)
+		return
+	}
+	if s.Ended {
+		o.fail("I2", "delivery to ended session %s: %v", id, ev)
+		return
+	}
+	l := o.log(ev.Pubend)
+	if logged := l.events[ev.Tick]; logged == nil || !logged.Equal(ev) {
+		o.fail("I1", "%s got %v, which is not in the log of %s", id, ev, ev.Pubend)
+		return
+	}
+	if !s.Pattern.MatchTopic(ev.Topic) {
+		o.fail("I1", "%s (%s) got non-matching %v", id, s.Pattern, ev)
+	}
+	last, ok := s.Last[ev.Pubend]
+	if !ok {
+		o.fail("I5", "%s got %v from a pubend missing from its start token", id, ev)
+		return
+	}
+	if ev.Tick <= last {
+		o.fail("I2", "%s got %s@%d after %d (duplicate or out of order)", id, ev.Pubend, ev.Tick, last)
+		return
+	}
+	if miss := o.firstMatch(l, s.Pattern, last, ev.Tick); miss != nil {
+		o.fail("I5", "%s skipped %v (got %s@%d after %d)", id, miss, ev.Pubend, ev.Tick, last)
+	}
+	s.Last[ev.Pubend] = ev.Tick
+	s.Count++
+}
+
+// firstMatch returns the first logged event in (lo, hi) that p matches.
+func (o *Oracle) firstMatch(l *pubLog, p match.Pattern, lo, hi tick.Tick) *msg.Event {
+	i, _ := slices.BinarySearch(l.ticks, lo+1)
+	for ; i < len(l.ticks) && l.ticks[i] < hi; i++ {
+		if ev := l.events[l.ticks[i]]; p.MatchTopic(ev.Topic) {
+			return ev
+		}
+	}
+	return nil
+}
+
+// CheckStreams checks a broker's stream states after a step (MODEL.md I8:
+// prefixes and horizons never move back within one incarnation; P1: no
+// contradiction was ever joined).
+func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState, stats gd.Stats) {
+	if stats.Contradictions > 0 {
+		o.fail("I7", "%s joined %d contradictory knowledge values: %s", node, stats.Contradictions, stats.FirstContradiction)
+	}
+	for _, st := range states {
+		k := streamKey{node, inc, st.Pubend}
+		prev, ok := o.streams[k]
+		if ok {
+			switch {
+			case st.Final < prev.Final:
+				o.fail("I8", "%s %s final prefix moved back %d -> %d", node, st.Pubend, prev.Final, st.Final)
+			case st.AckPrefix < prev.AckPrefix:
+				o.fail("I8", "%s %s ack prefix moved back %d -> %d", node, st.Pubend, prev.AckPrefix, st.AckPrefix)
+			case st.DoubtHorizon < prev.DoubtHorizon:
+				o.fail("I8", "%s %s doubt horizon moved back %d -> %d", node, st.Pubend, prev.DoubtHorizon, st.DoubtHorizon)
+			case st.Delivered < prev.Delivered:
+				o.fail("I8", "%s %s delivery point moved back %d -> %d", node, st.Pubend, prev.Delivered, st.Delivered)
+			}
+		}
+		o.streams[k] = st
+	}
+}
+
+// Converged checks liveness once faults have stopped (MODEL.md I11, with I5
+// in full): every live session at node has received every matching logged
+// event up to its broker's delivery point, and that point has passed target
+// (the pubend's decided prefix when faults stopped).
+func (o *Oracle) Converged(node msg.NodeID, states []gd.StreamState, target map[msg.PubendID]tick.Tick) {
+	ids := make([]string, 0)
+	for id, s := range o.sessions {
+		if s.Node == node && !s.Ended {
+			ids = append(ids, string(id))
+		}
+	}
+	sort.Strings(ids)
+	for _, st := range states {
+		if t, ok := target[st.Pubend]; ok && st.Delivered < t && !st.Hosted {
+			o.fail("I11", "%s %s delivery point %d has not reached %d after healing", node, st.Pubend, st.Delivered, t)
+		}
+		l := o.log(st.Pubend)
+		for _, id := range ids {
+			s := o.sessions[msg.SubID(id)]
+			last, ok := s.Last[st.Pubend]
+			if !ok {
+				continue
+			}
+			if miss := o.firstMatch(l, s.Pattern, last, st.Delivered+1); miss != nil {
+				o.fail("I11", "%s never got %v (delivered to tick %d at %s)", id, miss, last, node)
+			}
+		}
+	}
+}
+
+// Sessions returns the sessions seen, sorted by id.
+func (o *Oracle) Sessions() []*Session {
+	out := make([]*Session, 0, len(o.sessions))
+	for _, s := range o.sessions {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Violate records a violation found by a caller's own check (the simulator's
+// end-of-run liveness checks).
+func (o *Oracle) Violate(inv, format string, args ...any) { o.fail(inv, format, args...) }

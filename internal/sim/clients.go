@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+var (
+	topics   = []string{"a.x", "a.y", "b.x", "b.y.z", "c"}
+	patterns = []string{">", "a.*", "a.>", "b.>", "*.x", "a.x", "c", "b.y.*"}
+)
+
+// publisher publishes to one pubend at a rate that changes between steady,
+// burst and idle, and retries unacked publishes with the same sequence
+// number (idempotency, issue 2 item 5).
+type publisher struct {
+	id          string
+	node        msg.NodeID
+	pubend      msg.PubendID
+	nextSeq     uint64
+	outstanding map[uint64]time.Duration // seq -> last sent (simulated time)
+	rate        float64                  // publishes per second while steady
+	fixedTopic  string
+}
+
+func (p *publisher) run(w *world) {
+	if w.healed {
+		return
+	}
+	delay := time.Duration(float64(time.Second) / p.rate)
+	switch r := w.rng.IntN(100); {
+	case r < 2 && p.fixedTopic == "": // idle 1–5 s
+		delay = time.Duration(1000+w.rng.IntN(4000)) * time.Millisecond
+	case r < 10 && p.fixedTopic == "": // burst
+		delay = time.Duration(w.rng.IntN(5)) * time.Millisecond
+	}
+	p.publish(w)
+	w.after(max(delay, time.Microsecond), func() { p.run(w) })
+}
+
+func (p *publisher) request(seq uint64) msg.Publish {
+	topic := p.fixedTopic
+	if topic == "" {
+		topic = topics[int(seq*2654435761)%len(topics)]
+	}
+	return msg.Publish{
+		Pubend: p.pubend, Publisher: p.id, Seq: seq, Topic: topic,
+		Props:   map[string]any{"seq": int64(seq)},
+		Payload: []byte(fmt.Sprintf("%s#%d", p.id, seq)),
+	}
+}
+
+func (p *publisher) publish(w *world) {
+	p.nextSeq++
+	p.outstanding[p.nextSeq] = time.Duration(w.now)
+	w.step(w.nodes[p.node], gd.Local{Msg: p.request(p.nextSeq)})
+}
+
+// retry resends every publish unacked for a second (the broker may have
+// crashed, losing the request or the ack).
+func (p *publisher) retry(w *world) {
+	seqs := make([]uint64, 0, len(p.outstanding))
+	for s, at := range p.outstanding {
+		if time.Duration(w.now)-at >= time.Second {
+			seqs = append(seqs, s)
+		}
+	}
+	slices.Sort(seqs)
+	for _, s := range seqs {
+		p.outstanding[s] = time.Duration(w.now)
+		w.step(w.nodes[p.node], gd.Local{Msg: p.request(s)})
+	}
+	w.after(500*time.Millisecond, func() { p.retry(w) })
+}
+
+func (p *publisher) acked(w *world, a msg.PubAck) {
+	w.orc.PubAcked(a)
+	delete(p.outstanding, a.Seq)
+}
+
+// subscriber holds one subscription at one SHB; when its broker crashes the
+// session ends and it subscribes again after the restart (a new session with
+// a new start token).
+type subscriber struct {
+	name    string
+	node    msg.NodeID
+	pattern string
+	n       int
+	cur     msg.SubID
+	active  bool
+	started bool
+}
+
+func (s *subscriber) start(w *world) {
+	n := w.nodes[s.node]
+	if !n.up || s.active {
+		return
+	}
+	s.n++
+	s.cur = msg.SubID(fmt.Sprintf("%s/%s.%d", s.node, s.name, s.n))
+	s.active, s.started = true, false
+	n.sessions = append(n.sessions, s)
+	w.step(n, gd.Local{Msg: msg.Subscribe{Sub: s.cur, Pattern: s.pattern}})
+}
+
+func (s *subscriber) lost(w *world) {
+	if s.active && s.started {
+		w.orc.Ended(s.cur)
+	}
+	s.active = false
+}
+
+func (s *subscriber) rejoin(w *world) {
+	w.after(time.Duration(w.rng.IntN(1000))*time.Millisecond, func() { s.start(w) })
+}
+
+// churn unsubscribes and later subscribes again.
+func (s *subscriber) churn(w *world) {
+	n := w.nodes[s.node]
+	if w.healed {
+		return
+	}
+	if s.active && n.up {
+		w.step(n, gd.Local{Msg: msg.Unsubscribe{Sub: s.cur}})
+		s.lost(w)
+		n.sessions = slices.DeleteFunc(n.sessions, func(x *subscriber) bool { return x == s })
+		w.after(time.Duration(200+w.rng.IntN(3000))*time.Millisecond, func() { s.start(w) })
+	}
+	w.after(time.Duration(3000+w.rng.IntN(20000))*time.Millisecond, func() { s.churn(w) })
+}
+
+func (w *world) toClient(n *node, m msg.Msg) {
+	switch m := m.(type) {
+	case msg.Delivery:
+		w.orc.Delivered(m.Sub, m.Event)
+		if w.trace != nil {
+			w.trace.delivered(n, w.localNow(n), m.Event)
+		}
+	case msg.SubStarted:
+		for _, s := range n.sessions {
+			if s.cur == m.Sub {
+				s.started = true
+				w.orc.Started(m.Sub, n.id, s.pattern, m.Token)
+			}
+		}
+	case msg.PubAck:
+		for _, p := range w.pubs {
+			if p.id == m.Publisher {
+				p.acked(w, m)
+			}
+		}
+	default:
+		panic(fmt.Sprintf("sim: %s: unexpected client message %v", n.id, m))
+	}
+}

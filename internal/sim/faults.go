@@ -1,0 +1,103 @@
+package sim
+
+import (
+	"github.com/aerie-mq/aerie/internal/msg"
+	"time"
+)
+
+// scheduleFaults draws the fault schedule of the fault phase from the seed.
+func (w *world) scheduleFaults() {
+	var kinds []string
+	for _, f := range []string{FaultCrash, FaultCut, FaultStall, FaultPartition} {
+		if w.plan.faults[f] {
+			kinds = append(kinds, f)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	var next func()
+	next = func() {
+		if w.healed {
+			return
+		}
+		w.inject(kinds[w.rng.IntN(len(kinds))])
+		gap := time.Duration(w.rng.Int64N(int64(2 * w.plan.faultEvery)))
+		w.after(gap, next)
+	}
+	w.after(time.Duration(w.rng.Int64N(int64(w.plan.faultEvery))), next)
+}
+
+func (w *world) inject(kind string) {
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+w.rng.IntN(hi-lo)) * time.Millisecond }
+	switch kind {
+	case FaultCrash:
+		n := w.nodes[w.order[w.rng.IntN(len(w.order))]]
+		w.crash(n)
+		w.after(ms(300, 5000), func() {
+			if !w.healed {
+				w.restart(n)
+			}
+		})
+	case FaultCut:
+		l := w.links[w.rng.IntN(len(w.links))]
+		w.cut(l)
+		w.after(ms(200, 10000), func() { w.heal(l) })
+	case FaultStall:
+		// Seed 000 §4.2: accept but do not forward for 2–3 s, then fail.
+		l := w.links[w.rng.IntN(len(w.links))]
+		if !l.up {
+			return
+		}
+		l.stalled = true
+		w.after(ms(2000, 3000), func() {
+			if l.stalled {
+				w.cut(l)
+				w.after(ms(1000, 5000), func() { w.heal(l) })
+			}
+		})
+	case FaultPartition:
+		id := w.order[w.rng.IntN(len(w.order))]
+		for _, l := range w.links {
+			if l.a == id || l.b == id {
+				w.cut(l)
+				w.after(ms(1000, 8000), func() { w.heal(l) })
+			}
+		}
+	}
+}
+
+// healAll ends the fault phase: every broker restarts, every link heals and
+// stops losing messages, publishers stop starting new publishes.
+func (w *world) healAll() {
+	w.healed = true
+	for _, id := range w.order {
+		w.restart(w.nodes[id])
+	}
+	for _, l := range w.links {
+		l.loss = false
+		w.heal(l)
+	}
+}
+
+// scheduleFig6 reproduces seed 000 §4.2 "b1-s1 failure": four pubends at 25
+// msgs/s of 100 bytes, one subscriber per SHB, the link b1–s1 stalled for
+// 2.5 s and then failed for 10 s.
+func (w *world) scheduleFig6(shbs []msg.NodeID) {
+	for i, pe := range w.nodes["p1"].broker.Pubends {
+		pub := &publisher{id: "pub-" + string(pe), node: "p1", pubend: pe,
+			outstanding: map[uint64]time.Duration{}, rate: 25, fixedTopic: "fig6.t"}
+		w.pubs = append(w.pubs, pub)
+		w.after(time.Duration(i*10)*time.Millisecond, func() { pub.run(w) })
+		w.after(time.Second, func() { pub.retry(w) })
+	}
+	for i, id := range shbs {
+		s := &subscriber{name: "c" + string(rune('0'+i)), node: id, pattern: ">"}
+		w.subs = append(w.subs, s)
+		w.after(100*time.Millisecond, func() { s.start(w) })
+	}
+	l := w.byPair[pairKey("b1", "s1")]
+	w.after(10*time.Second, func() { l.stalled = true })
+	w.after(12500*time.Millisecond, func() { w.cut(l) })
+	w.after(22500*time.Millisecond, func() { w.heal(l) })
+}

@@ -1,0 +1,182 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/oracle"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed       uint64
+	Plan       string
+	Violations []oracle.Violation
+	Published  int // distinct publishes acked
+	Delivered  int
+	Sessions   int
+	Steps      int
+}
+
+// Run executes one seeded simulation.
+func Run(o Options) (Result, error) {
+	rng := rand.New(rand.NewPCG(o.Seed, 0x6165726965)) // "aerie"
+	p, err := makePlan(o, rng)
+	if err != nil {
+		return Result{}, err
+	}
+	w := &world{opts: o, plan: p, rng: rng, now: epoch, nodes: map[msg.NodeID]*node{},
+		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New()}
+	if o.Trace != nil {
+		w.trace = newTracer(o.Trace)
+	}
+	w.build()
+	w.schedule()
+	if w.trace != nil {
+		w.after(0, func() { w.trace.sample(w) })
+	}
+	end := epoch.Add(o.FaultPhase + o.ConvergePhase)
+	var targets map[msg.PubendID]tick.Tick
+	var nacksAtQuiet uint64
+	w.at(epoch.Add(o.FaultPhase), w.healAll)
+	w.at(epoch.Add(o.FaultPhase+2*time.Second), func() { targets = w.decided() })
+	quiet := end.Add(-10 * time.Second)
+	w.at(quiet, func() { nacksAtQuiet = w.nacksSent() })
+	for w.queue.Len() > 0 {
+		ev := heap.Pop(&w.queue).(*event)
+		if ev.at > end {
+			break
+		}
+		w.now = ev.at
+		ev.fn()
+		if len(w.orc.Violations()) > 0 {
+			break // the first violation is the interesting one
+		}
+	}
+	if len(w.orc.Violations()) == 0 {
+		w.finalChecks(targets, nacksAtQuiet)
+	}
+	if w.trace != nil {
+		w.trace.flush()
+	}
+	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps}
+	for _, s := range w.orc.Sessions() {
+		res.Sessions++
+		res.Delivered += s.Count
+	}
+	return res, nil
+}
+
+func (w *world) build() {
+	routes := w.plan.topo.Routes()
+	for _, b := range w.plan.topo.Brokers {
+		n := &node{id: b.ID, broker: b, routes: routes[b.ID], disk: &disk{}, up: true}
+		if w.plan.faults[FaultDrift] {
+			n.offset = time.Duration(w.rng.IntN(100)-50) * time.Millisecond
+			n.driftPPM = float64(w.rng.IntN(400) - 200)
+		}
+		w.newEngine(n)
+		w.nodes[b.ID] = n
+		w.order = append(w.order, b.ID)
+	}
+	for _, l := range w.plan.topo.Links {
+		lk := &link{a: l.Up, b: l.Down, up: true}
+		if w.plan.faults[FaultLoss] {
+			lk.loss = w.rng.IntN(2) == 0
+		}
+		w.links = append(w.links, lk)
+		w.byPair[pairKey(l.Up, l.Down)] = lk
+	}
+}
+
+func (w *world) schedule() {
+	for _, id := range w.order {
+		n := w.nodes[id]
+		inc := n.inc
+		w.after(time.Duration(w.rng.IntN(int(w.opts.Config.TickInterval))), func() { w.tickLoop(n, inc) })
+	}
+	for _, l := range w.links {
+		w.after(0, func() { w.linkUp(l) })
+	}
+	var shbs []msg.NodeID
+	for _, b := range w.plan.topo.Brokers {
+		if b.Role == SHB {
+			shbs = append(shbs, b.ID)
+		}
+	}
+	if w.opts.Scenario == "fig6" {
+		w.scheduleFig6(shbs)
+		return
+	}
+	for _, b := range w.plan.topo.Brokers {
+		for i, pe := range b.Pubends {
+			for k := 0; k < 1+w.rng.IntN(2); k++ {
+				pub := &publisher{id: fmt.Sprintf("pub-%s-%d", pe, k), node: b.ID, pubend: pe,
+					outstanding: map[uint64]time.Duration{}, rate: float64(1 + w.rng.IntN(50))}
+				w.pubs = append(w.pubs, pub)
+				w.after(time.Duration(w.rng.IntN(2000)+i)*time.Millisecond, func() { pub.run(w) })
+				w.after(time.Second, func() { pub.retry(w) })
+			}
+		}
+	}
+	for i := 0; i < w.plan.subscribers; i++ {
+		s := &subscriber{name: fmt.Sprintf("c%d", i), node: shbs[w.rng.IntN(len(shbs))], pattern: patterns[w.rng.IntN(len(patterns))]}
+		w.subs = append(w.subs, s)
+		w.after(time.Duration(w.rng.Int64N(int64(w.opts.FaultPhase*2/3))), func() { s.start(w) })
+		if w.rng.IntN(4) == 0 {
+			w.after(time.Duration(3000+w.rng.IntN(20000))*time.Millisecond, func() { s.churn(w) })
+		}
+	}
+	w.scheduleFaults()
+}
+
+// decided returns, per pubend, the prefix its PHB has decided: after healing
+// every subscriber must get at least this far (MODEL.md I11).
+func (w *world) decided() map[msg.PubendID]tick.Tick {
+	out := map[msg.PubendID]tick.Tick{}
+	for _, id := range w.order {
+		for _, st := range w.nodes[id].eng.Inspect() {
+			if st.Hosted {
+				out[st.Pubend] = st.Announced
+			}
+		}
+	}
+	return out
+}
+
+func (w *world) nacksSent() uint64 {
+	var n uint64
+	for _, id := range w.order {
+		n += w.nodes[id].eng.Stats().NacksSent
+	}
+	return n
+}
+
+// finalChecks: liveness after healing (MODEL.md I11).
+func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uint64) {
+	for _, id := range w.order {
+		n := w.nodes[id]
+		if n.broker.Role == SHB {
+			w.orc.Converged(id, n.eng.Inspect(), targets)
+		}
+		if n.broker.Role == PHB {
+			for _, st := range n.eng.Inspect() {
+				if t := targets[st.Pubend]; st.AckPrefix < t {
+					w.orc.Violate("I11", "pubend %s ack prefix %d has not passed %d after healing", st.Pubend, st.AckPrefix, t)
+				}
+			}
+		}
+	}
+	for _, p := range w.pubs {
+		if len(p.outstanding) > 0 {
+			w.orc.Violate("I11", "publisher %s still has %d unacked publishes after healing", p.id, len(p.outstanding))
+		}
+	}
+	if now := w.nacksSent(); now > nacksAtQuiet {
+		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
+	}
+}

@@ -1,0 +1,175 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// Role of a broker in the simulated network.
+type Role int
+
+const (
+	PHB Role = iota
+	IB
+	SHB
+)
+
+func (r Role) String() string { return [...]string{"PHB", "IB", "SHB"}[r] }
+
+// Broker is one simulated broker.
+type Broker struct {
+	ID      msg.NodeID
+	Role    Role
+	Pubends []msg.PubendID // PHB only
+}
+
+// Link joins an upstream broker to a downstream one.
+type Link struct{ Up, Down msg.NodeID }
+
+// Topology is a network: per pubend, the links reachable from its PHB form a
+// tree (every non-PHB broker has exactly one upstream neighbour).
+type Topology struct {
+	Name    string
+	Brokers []Broker
+	Links   []Link
+}
+
+// Topologies lists the named topologies `aerie sim --topology` accepts.
+var topologyNames = []string{"swarm", "line", "fig6"}
+
+// TopologyNames returns the names accepted by BuildTopology.
+func TopologyNames() []string { return append([]string(nil), topologyNames...) }
+
+// BuildTopology returns a named topology; "swarm" draws one from rng.
+func BuildTopology(name string, rng *rand.Rand) (Topology, error) {
+	switch name {
+	case "", "swarm":
+		return swarmTopology(rng), nil
+	case "line":
+		return Topology{Name: "line",
+			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1"}}, {ID: "b1", Role: IB}, {ID: "s1", Role: SHB}},
+			Links:   []Link{{"p1", "b1"}, {"b1", "s1"}}}, nil
+	case "fig6":
+		// Seed 000 Fig. 3 with one broker per cell (MODEL.md §0): p1 hosts
+		// four pubends; IB1 (b1) feeds s1, s2; IB2 (b3) feeds s3–s5.
+		return Topology{Name: "fig6",
+			Brokers: []Broker{
+				{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1", "P2", "P3", "P4"}},
+				{ID: "b1", Role: IB}, {ID: "b3", Role: IB},
+				{ID: "s1", Role: SHB}, {ID: "s2", Role: SHB}, {ID: "s3", Role: SHB}, {ID: "s4", Role: SHB}, {ID: "s5", Role: SHB},
+			},
+			Links: []Link{{"p1", "b1"}, {"p1", "b3"}, {"b1", "s1"}, {"b1", "s2"}, {"b3", "s3"}, {"b3", "s4"}, {"b3", "s5"}}}, nil
+	}
+	return Topology{}, fmt.Errorf("sim: unknown topology %q (known: %s)", name, strings.Join(topologyNames, ", "))
+}
+
+// swarmTopology draws 1–3 PHBs with 1–4 pubends each, 0–3 levels of IBs and
+// 1–6 SHBs (issue 2 item 7).
+func swarmTopology(rng *rand.Rand) Topology {
+	t := Topology{Name: "swarm"}
+	nPHB := 1 + rng.IntN(3)
+	var phbs []msg.NodeID
+	pn := 0
+	for i := 1; i <= nPHB; i++ {
+		b := Broker{ID: msg.NodeID(fmt.Sprintf("p%d", i)), Role: PHB}
+		for j := 0; j < 1+rng.IntN(4); j++ {
+			pn++
+			b.Pubends = append(b.Pubends, msg.PubendID(fmt.Sprintf("P%d", pn)))
+		}
+		t.Brokers = append(t.Brokers, b)
+		phbs = append(phbs, b.ID)
+	}
+	levels := rng.IntN(4)
+	var ibs [][]msg.NodeID
+	n := 0
+	for l := 0; l < levels; l++ {
+		count := 1
+		if l > 0 {
+			count = 1 + rng.IntN(2)
+		}
+		var level []msg.NodeID
+		for i := 0; i < count; i++ {
+			n++
+			id := msg.NodeID(fmt.Sprintf("b%d", n))
+			t.Brokers = append(t.Brokers, Broker{ID: id, Role: IB})
+			level = append(level, id)
+			if l == 0 {
+				for _, p := range phbs {
+					t.Links = append(t.Links, Link{p, id})
+				}
+			} else {
+				prev := ibs[l-1]
+				t.Links = append(t.Links, Link{prev[rng.IntN(len(prev))], id})
+			}
+		}
+		ibs = append(ibs, level)
+	}
+	nSHB := 1 + rng.IntN(6)
+	for i := 1; i <= nSHB; i++ {
+		id := msg.NodeID(fmt.Sprintf("s%d", i))
+		t.Brokers = append(t.Brokers, Broker{ID: id, Role: SHB})
+		if levels == 0 {
+			for _, p := range phbs {
+				t.Links = append(t.Links, Link{p, id})
+			}
+			continue
+		}
+		l := rng.IntN(levels)
+		t.Links = append(t.Links, Link{ibs[l][rng.IntN(len(ibs[l]))], id})
+	}
+	return t
+}
+
+// Routes computes every broker's place in every pubend's tree.
+func (t Topology) Routes() map[msg.NodeID][]gd.Route {
+	downs := map[msg.NodeID][]msg.NodeID{}
+	ups := map[msg.NodeID][]msg.NodeID{}
+	for _, l := range t.Links {
+		downs[l.Up] = append(downs[l.Up], l.Down)
+		ups[l.Down] = append(ups[l.Down], l.Up)
+	}
+	out := map[msg.NodeID][]gd.Route{}
+	for _, b := range t.Brokers {
+		if b.Role != PHB {
+			continue
+		}
+		for _, p := range b.Pubends {
+			// Walk the tree below the PHB; a non-PHB broker's upstream for p
+			// is the neighbour that reaches it from this PHB.
+			var walk func(node, up msg.NodeID)
+			walk = func(node, up msg.NodeID) {
+				var down []msg.NodeID
+				for _, d := range downs[node] {
+					down = append(down, d)
+				}
+				out[node] = append(out[node], gd.Route{Pubend: p, Up: up, Down: down})
+				for _, d := range down {
+					walk(d, node)
+				}
+			}
+			walk(b.ID, "")
+		}
+	}
+	return out
+}
+
+func (t Topology) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:", t.Name)
+	for _, br := range t.Brokers {
+		fmt.Fprintf(&b, " %s(%s", br.ID, br.Role)
+		if len(br.Pubends) > 0 {
+			fmt.Fprintf(&b, " %v", br.Pubends)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString(" links:")
+	for _, l := range t.Links {
+		fmt.Fprintf(&b, " %s>%s", l.Up, l.Down)
+	}
+	return b.String()
+}

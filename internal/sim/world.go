@@ -1,0 +1,294 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/oracle"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// epoch is the simulated wall clock at time zero (2026-01-01T00:00:00Z), so
+// ticks look like real ones.
+const epoch tick.Time = 1767225600 * 1e9
+
+// world is one simulated network.
+type world struct {
+	opts   Options
+	plan   plan
+	rng    *rand.Rand // all randomness of the run comes from here
+	now    tick.Time  // simulated true time
+	queue  eventQueue
+	seq    uint64
+	nodes  map[msg.NodeID]*node
+	order  []msg.NodeID // deterministic iteration
+	links  []*link
+	byPair map[[2]msg.NodeID]*link
+	orc    *oracle.Oracle
+	pubs   []*publisher
+	subs   []*subscriber
+	healed bool
+	trace  *tracer
+	steps  int
+}
+
+type node struct {
+	id       msg.NodeID
+	broker   Broker
+	routes   []gd.Route
+	eng      *gd.Engine
+	up       bool
+	inc      int
+	disk     *disk
+	inflight *gd.Ready
+	offset   time.Duration // clock offset
+	driftPPM float64
+	sessions []*subscriber
+}
+
+type link struct {
+	a, b    msg.NodeID // a upstream, b downstream
+	up      bool
+	stalled bool
+	epoch   int
+	lastAt  [2]tick.Time // FIFO: last arrival per direction (0: a→b)
+	loss    bool
+}
+
+type event struct {
+	at  tick.Time
+	seq uint64
+	fn  func()
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (w *world) at(t tick.Time, fn func()) {
+	w.seq++
+	heap.Push(&w.queue, &event{at: t, seq: w.seq, fn: fn})
+}
+
+func (w *world) after(d time.Duration, fn func()) { w.at(w.now.Add(d), fn) }
+
+// localNow is node n's clock: true time with an offset and a small drift.
+func (w *world) localNow(n *node) tick.Time {
+	el := float64(w.now - epoch)
+	return w.now + tick.Time(n.offset) + tick.Time(el*n.driftPPM/1e6)
+}
+
+func (w *world) newEngine(n *node) {
+	eng, err := gd.New(n.id, w.opts.Config, n.routes)
+	if err != nil {
+		panic(fmt.Sprintf("sim: %v", err))
+	}
+	eng.Mutate(w.opts.Mutation)
+	n.eng = eng
+}
+
+// step feeds one input to a node and carries out what it asks.
+func (w *world) step(n *node, in gd.Input) {
+	if !n.up {
+		return
+	}
+	if err := n.eng.Step(w.localNow(n), in); err != nil {
+		panic(fmt.Sprintf("sim: %s: %v", n.id, err))
+	}
+	w.drain(n)
+}
+
+func (w *world) drain(n *node) {
+	w.steps++
+	for n.eng.HasReady() {
+		rd := n.eng.Ready()
+		for _, env := range rd.Send {
+			if k, ok := env.Msg.(msg.Knowledge); ok {
+				w.orc.Sent(n.id, n.broker.Role == PHB, k, n.eng.DownFilter(env.To))
+			}
+			w.transmit(env)
+		}
+		for _, m := range rd.ToClients {
+			w.toClient(n, m)
+		}
+		if len(rd.Persist) > 0 {
+			r := rd
+			n.inflight = &r
+			n.disk.append(rd.Persist)
+			inc := n.inc
+			w.after(w.plan.diskLatency, func() { w.synced(n, inc) })
+		}
+	}
+	w.orc.CheckStreams(n.id, n.inc, n.eng.Inspect(), n.eng.Stats())
+}
+
+// synced completes an fsync: the records are durable, acks may go out, and
+// the engine learns it through Advance.
+func (w *world) synced(n *node, inc int) {
+	if !n.up || n.inc != inc || n.inflight == nil {
+		return
+	}
+	rd := *n.inflight
+	n.inflight = nil
+	n.disk.sync()
+	for _, r := range rd.Persist {
+		if r.Event != nil {
+			w.orc.Logged(r.Event)
+		}
+	}
+	for _, m := range rd.ToClientsAfterPersist {
+		w.toClient(n, m)
+	}
+	n.eng.Advance(rd)
+	w.drain(n)
+}
+
+func (w *world) transmit(env msg.Envelope) {
+	l := w.byPair[pairKey(env.From, env.To)]
+	if l == nil {
+		panic(fmt.Sprintf("sim: %s sent to non-neighbour %s: %v", env.From, env.To, env.Msg))
+	}
+	if !l.up || l.stalled {
+		return // a stalled link accepts and never forwards (seed 000 §4.2)
+	}
+	if l.loss && w.rng.Float64() < w.plan.lossProb {
+		// A stream transport cannot lose one message and deliver the next:
+		// loss is a connection reset, and the brokers reconnect.
+		w.cut(l)
+		w.after(time.Duration(10+w.rng.IntN(190))*time.Millisecond, func() {
+			if !w.healed {
+				w.heal(l)
+			}
+		})
+		return
+	}
+	dir := 0
+	if env.From == l.b {
+		dir = 1
+	}
+	d := w.plan.linkDelay
+	if w.plan.linkJitter > 0 {
+		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
+	}
+	at := max(w.now.Add(d), l.lastAt[dir])
+	l.lastAt[dir] = at
+	ep := l.epoch
+	w.at(at, func() {
+		if l.epoch != ep || !l.up {
+			return
+		}
+		w.step(w.nodes[env.To], gd.Recv{From: env.From, Msg: env.Msg})
+	})
+}
+
+func pairKey(a, b msg.NodeID) [2]msg.NodeID {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]msg.NodeID{a, b}
+}
+
+// tickLoop calls a node's timer every TickInterval of its incarnation.
+func (w *world) tickLoop(n *node, inc int) {
+	if !n.up || n.inc != inc {
+		return
+	}
+	w.step(n, gd.Tick{})
+	w.after(w.opts.Config.TickInterval, func() { w.tickLoop(n, inc) })
+}
+
+// crash kills a node: volatile state and unsynced writes are lost, its
+// connections break, its subscribers' sessions end.
+func (w *world) crash(n *node) {
+	if !n.up {
+		return
+	}
+	n.up = false
+	n.inc++
+	n.inflight = nil
+	n.disk.crash(w.rng)
+	for _, l := range w.links {
+		if l.a == n.id || l.b == n.id {
+			l.epoch++
+		}
+	}
+	for _, s := range n.sessions {
+		s.lost(w)
+	}
+	n.sessions = nil
+}
+
+// restart brings a node back with a fresh engine restored from its disk.
+func (w *world) restart(n *node) {
+	if n.up {
+		return
+	}
+	w.newEngine(n)
+	recs := n.disk.recover()
+	if err := n.eng.Restore(recs); err != nil {
+		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
+	}
+	byPubend := map[msg.PubendID][]*msg.Event{}
+	for _, r := range recs {
+		if r.Event != nil {
+			byPubend[r.Pubend] = append(byPubend[r.Pubend], r.Event)
+		}
+	}
+	for _, p := range n.broker.Pubends {
+		w.orc.Recovered(p, byPubend[p])
+	}
+	n.up = true
+	inc := n.inc
+	w.after(time.Duration(w.rng.IntN(int(w.opts.Config.TickInterval))), func() { w.tickLoop(n, inc) })
+	for _, l := range w.links {
+		if l.up && (l.a == n.id || l.b == n.id) {
+			w.linkUp(l)
+		}
+	}
+	for _, s := range w.subs {
+		if s.node == n.id {
+			s.rejoin(w)
+		}
+	}
+}
+
+func (w *world) linkUp(l *link) {
+	a, b := w.nodes[l.a], w.nodes[l.b]
+	if !a.up || !b.up {
+		return
+	}
+	w.step(a, gd.LinkUp{Peer: l.b})
+	w.step(b, gd.LinkUp{Peer: l.a})
+}
+
+func (w *world) cut(l *link) {
+	l.up, l.stalled = false, false
+	l.epoch++
+}
+
+func (w *world) heal(l *link) {
+	if l.up && !l.stalled {
+		return
+	}
+	l.up, l.stalled = true, false
+	l.epoch++
+	w.linkUp(l)
+}

@@ -1,0 +1,112 @@
+package stream
+
+import (
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Istream is istream[P]: what this broker knows about pubend P, and the ticks
+// it has asked upstream for (curiosity C).
+type Istream struct {
+	K tick.Knowledge[*msg.Event]
+	// C holds ticks whose nack was forwarded upstream and not yet answered.
+	// They are forgotten after the forgetting interval so that a repeated
+	// nack looks fresh instead of being swallowed by consolidation
+	// (seed 000 §3.1).
+	C      tick.RangeSet
+	forget []timedRange
+	// AckPrefix is the end of the contiguous anti-curious prefix already
+	// reached; it never moves back (MODEL.md I8).
+	AckPrefix tick.Tick
+	// Contradictions counts D⊔S or D(m)⊔D(m') joins (MODEL.md P1). A correct
+	// network keeps it at zero; the oracle checks that.
+	Contradictions int
+}
+
+type timedRange struct {
+	r  tick.Range
+	at tick.Time
+}
+
+// Accept joins a knowledge message into the stream and returns the ticks that
+// became known (Q to S or D). The final prefix moves up to m.Final.
+func (s *Istream) Accept(m msg.Knowledge) (delta tick.RangeSet) {
+	if m.Final > s.K.Final() {
+		s.K.SetFinal(m.Final)
+		s.C.RemoveBelow(m.Final)
+	}
+	if m.Start > m.End {
+		return delta
+	}
+	add := func(r tick.Range) { delta.Add(r) }
+	if m.Event == nil {
+		s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.Start, Hi: m.End}, add)
+	} else {
+		if m.VTick > m.Start {
+			s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.Start, Hi: m.VTick - 1}, add)
+		}
+		if m.VTick < m.End {
+			s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.VTick + 1, Hi: m.End}, add)
+		}
+		s.AcceptData(m.VTick, m.Event, &delta)
+	}
+	for _, r := range delta.Ranges() {
+		s.C.Remove(r)
+	}
+	return delta
+}
+
+// AcceptData joins D(ev) at t, adding t to delta if it was Q.
+func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) {
+	added, conflict := s.K.AddData(t, ev)
+	switch {
+	case conflict:
+		s.Contradictions++
+	case added:
+		delta.Add(tick.Range{Lo: t, Hi: t})
+	default:
+		if k, old := s.K.Get(t); k == tick.D && !old.Equal(ev) {
+			s.Contradictions++
+		}
+	}
+}
+
+// MarkCurious records that the Q ticks in r were asked for, and returns the
+// parts that were not already curious: only those go upstream, which is how
+// nacks are consolidated (seed 000 §3.1). Ticks that are no longer Q are
+// skipped.
+func (s *Istream) MarkCurious(r tick.Range, now tick.Time) (fresh []tick.Range) {
+	s.K.VisitQ(r, func(q tick.Range) {
+		cur, done := q.Lo, false
+		s.C.Visit(q, func(c tick.Range) {
+			if c.Lo > cur {
+				fresh = append(fresh, tick.Range{Lo: cur, Hi: c.Lo - 1})
+			}
+			if c.Hi == tick.Max {
+				done = true
+			}
+			cur = c.Hi + 1
+		})
+		if !done && cur <= q.Hi {
+			fresh = append(fresh, tick.Range{Lo: cur, Hi: q.Hi})
+		}
+	})
+	for _, f := range fresh {
+		s.C.Add(f)
+		s.forget = append(s.forget, timedRange{r: f, at: now})
+	}
+	return fresh
+}
+
+// Forget drops curiosity recorded at or before cutoff (C → Q, the one
+// sanctioned regression of curiosity, MODEL.md §3).
+func (s *Istream) Forget(cutoff tick.Time) {
+	n := 0
+	for n < len(s.forget) && s.forget[n].at <= cutoff {
+		s.C.Remove(s.forget[n].r)
+		n++
+	}
+	if n > 0 {
+		s.forget = append(s.forget[:0], s.forget[n:]...)
+	}
+}

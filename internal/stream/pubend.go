@@ -1,0 +1,125 @@
+package stream
+
+import (
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Pubend assigns ticks to the publishes of one publishing endpoint and
+// remembers which publisher sequence numbers it has already taken, so that a
+// retry after a lost ack gets the original tick back (issue 2 item 5).
+//
+// Tick rules (MODEL.md §1, P2): a tick is (ms << 10 | seq), strictly above
+// every tick assigned or announced before, and never at or below the durable
+// high-water mark recovered after a restart — so a tick announced as silence
+// is never reused for data (MODEL.md I9).
+type Pubend struct {
+	ID msg.PubendID
+	// Next is the lowest tick that may still be assigned.
+	Next tick.Tick
+	// HWM is the durable high-water mark: silence is announced only up to it.
+	HWM tick.Tick
+	// HWMAsked is the highest HWM record queued for persistence.
+	HWMAsked tick.Tick
+	// Announced: every tick <= Announced is decided (S, D or L) in the istream.
+	Announced tick.Tick
+	// Pending holds assigned events awaiting fsync, in tick order.
+	Pending []*msg.Event
+
+	window int
+	dedup  map[string]*dedupWindow
+}
+
+type dedupWindow struct {
+	ticks map[uint64]dedupEntry
+	order []uint64 // FIFO of remembered seqs
+}
+
+type dedupEntry struct {
+	t       tick.Tick
+	durable bool
+}
+
+// NewPubend returns a pubend that remembers the last window sequence numbers
+// of each publisher.
+func NewPubend(id msg.PubendID, window int) *Pubend {
+	return &Pubend{ID: id, Next: 1, window: max(window, 1), dedup: map[string]*dedupWindow{}}
+}
+
+// Assignment is the outcome of Assign.
+type Assignment struct {
+	Event *msg.Event // the new event, nil for a duplicate
+	// For a duplicate: the original tick and whether it is already durable
+	// (then the caller acks at once; otherwise the original's ack follows).
+	DupTick    tick.Tick
+	DupDurable bool
+}
+
+// Assign takes a publish at local time now.
+func (p *Pubend) Assign(now tick.Time, req msg.Publish) Assignment {
+	if w := p.dedup[req.Publisher]; w != nil {
+		if e, ok := w.ticks[req.Seq]; ok {
+			return Assignment{DupTick: e.t, DupDurable: e.durable}
+		}
+	}
+	t := max(tick.FromMillis(now.Millis()), p.Next, p.Announced+1)
+	p.Next = t + 1
+	ev := &msg.Event{
+		Pubend: p.ID, Tick: t, Publisher: req.Publisher, Seq: req.Seq,
+		Topic: req.Topic, Props: req.Props, Payload: req.Payload,
+	}
+	p.Pending = append(p.Pending, ev)
+	p.remember(req.Publisher, req.Seq, t, false)
+	return Assignment{Event: ev}
+}
+
+func (p *Pubend) remember(pub string, seq uint64, t tick.Tick, durable bool) {
+	w := p.dedup[pub]
+	if w == nil {
+		w = &dedupWindow{ticks: map[uint64]dedupEntry{}}
+		p.dedup[pub] = w
+	}
+	if _, ok := w.ticks[seq]; !ok {
+		w.order = append(w.order, seq)
+		if len(w.order) > p.window {
+			delete(w.ticks, w.order[0])
+			w.order = w.order[1:]
+		}
+	}
+	w.ticks[seq] = dedupEntry{t: t, durable: durable}
+}
+
+// MadeDurable pops the oldest pending event, which must be ev, and records
+// that its publish is durable.
+func (p *Pubend) MadeDurable(ev *msg.Event) bool {
+	if len(p.Pending) == 0 || p.Pending[0] != ev {
+		return false
+	}
+	p.Pending = p.Pending[1:]
+	p.HWM = max(p.HWM, ev.Tick)
+	p.remember(ev.Publisher, ev.Seq, ev.Tick, true)
+	return true
+}
+
+// SilenceLimit is the highest tick that may be announced as silence at local
+// time now: not in the future, below every pending event, within the durable
+// high-water mark.
+func (p *Pubend) SilenceLimit(now tick.Time) tick.Tick {
+	lim := min(tick.FromMillis(now.Millis()), p.HWM)
+	if len(p.Pending) > 0 {
+		lim = min(lim, p.Pending[0].Tick-1)
+	}
+	return lim
+}
+
+// Restore rebuilds the pubend from its log after a restart: the recovered
+// events (tick order) and the highest HWM record. Ticks up to the HWM are
+// never assigned again.
+func (p *Pubend) Restore(events []*msg.Event, hwm tick.Tick) {
+	for _, ev := range events {
+		hwm = max(hwm, ev.Tick)
+		p.remember(ev.Publisher, ev.Seq, ev.Tick, true)
+	}
+	p.HWM, p.HWMAsked, p.Announced = hwm, hwm, hwm
+	p.Next = hwm + 1
+}

@@ -1,0 +1,155 @@
+package stream
+
+import (
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Liveness holds the subend-driven liveness parameters (seed 000 §3.2).
+type Liveness struct {
+	GCT    time.Duration // gap curiosity threshold
+	NRTMin time.Duration // floor of the nack repetition threshold
+	NRTMax time.Duration // cap of its exponential backoff
+}
+
+// Subend is the nack-originating side of an istream at a subscriber-hosting
+// broker (or any leaf of a pubend's tree). It watches the Q ticks between the
+// doubt horizon and the highest known tick ("gaps", seed 000 §3.2), nacks a
+// gap once it has lasted GCT, repeats the nack every NRT with exponential
+// backoff, and estimates NRT from nack round trips like TCP's RTO
+// (Jacobson/Karels, MODEL.md P7).
+type Subend struct {
+	// FloorSet records that a fresh stream has chosen where it starts
+	// needing ticks (MODEL.md P6: a new SHB stream does not nack history).
+	FloorSet bool
+	gaps     []gap
+	// expectTo extends the gap window up to an AckExpected or DCT horizon;
+	// gaps at or below it are nacked at once.
+	expectTo tick.Tick
+	srtt     time.Duration
+	rttvar   time.Duration
+	sampled  bool
+}
+
+type gap struct {
+	r        tick.Range
+	due      tick.Time
+	sent     tick.Time // when first nacked
+	answered tick.Time // when knowledge last arrived inside it
+	tries    int
+}
+
+// NRT returns the current nack repetition threshold estimate.
+func (s *Subend) NRT(l Liveness) time.Duration {
+	if !s.sampled {
+		return l.NRTMin
+	}
+	return max(l.NRTMin, s.srtt+4*s.rttvar)
+}
+
+func (s *Subend) sample(r time.Duration) {
+	if !s.sampled {
+		s.srtt, s.rttvar, s.sampled = r, r/2, true
+		return
+	}
+	d := r - s.srtt
+	s.srtt += d / 8
+	if d < 0 {
+		d = -d
+	}
+	s.rttvar += (d - s.rttvar) / 4
+}
+
+// Expect makes every Q tick up to t a gap that is nacked at the next Scan
+// (AckExpected, seed 000 §3.2; or the delay curiosity threshold).
+func (s *Subend) Expect(t tick.Tick) { s.expectTo = max(s.expectTo, t) }
+
+// Gaps returns the number of tracked gaps.
+func (s *Subend) Gaps() int { return len(s.gaps) }
+
+// Scan refreshes the gap list from the stream and returns the ranges to nack
+// now, in ascending order.
+func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) (nack []tick.Range) {
+	dh := k.DoubtHorizon()
+	hi := max(k.KnownHi(), s.expectTo)
+	if s.expectTo <= dh {
+		s.expectTo = 0
+	}
+	old := s.gaps
+	touched := make([]bool, len(old))
+	var next []gap
+	j := 0 // old gaps before j end below the current Q run
+	if hi > dh {
+		k.VisitQ(tick.Range{Lo: dh + 1, Hi: hi}, func(q tick.Range) {
+			cur := q.Lo
+			for j < len(old) && old[j].r.Hi < q.Lo {
+				j++
+			}
+			for i := j; i < len(old) && old[i].r.Lo <= q.Hi; i++ {
+				part := old[i].r.Intersect(q)
+				if part.Lo > cur {
+					next = append(next, s.fresh(tick.Range{Lo: cur, Hi: part.Lo - 1}, now, l))
+				}
+				g := old[i]
+				g.r = part
+				next = append(next, g)
+				touched[i] = true
+				cur = part.Hi + 1
+			}
+			if cur <= q.Hi && cur != 0 {
+				next = append(next, s.fresh(tick.Range{Lo: cur, Hi: q.Hi}, now, l))
+			}
+		})
+	}
+	for i, g := range old {
+		if !touched[i] {
+			s.retire(g)
+		}
+	}
+	for i := range next {
+		g := &next[i]
+		if g.r.Hi <= s.expectTo && g.tries == 0 {
+			g.due = now
+		}
+		if g.due > now {
+			continue
+		}
+		nack = append(nack, g.r)
+		if g.tries == 0 {
+			g.sent = now
+		}
+		g.tries++
+		backoff := s.NRT(l) << min(g.tries-1, 16)
+		g.due = now.Add(min(backoff, l.NRTMax))
+	}
+	s.gaps = next
+	return nack
+}
+
+func (s *Subend) fresh(r tick.Range, now tick.Time, l Liveness) gap {
+	return gap{r: r, due: now.Add(l.GCT)}
+}
+
+// retire drops a gap that no longer holds any Q tick in the window. A gap
+// answered after exactly one nack gives a round-trip sample (Karn's rule: a
+// repeated nack's answer is ambiguous).
+func (s *Subend) retire(g gap) {
+	if g.tries == 1 && g.answered > g.sent {
+		s.sample(g.answered.Sub(g.sent))
+	}
+}
+
+// Answered records when knowledge arrived for ticks in r, so that a nack's
+// round trip is measured at arrival rather than at the next Scan.
+func (s *Subend) Answered(r tick.Range, now tick.Time) {
+	for i := range s.gaps {
+		if s.gaps[i].r.Lo > r.Hi {
+			break
+		}
+		if s.gaps[i].r.Hi >= r.Lo && s.gaps[i].tries > 0 {
+			s.gaps[i].answered = now
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package tick
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Knowledge is the knowledge stream of one pubend at one stream (MODEL.md §2):
+// a final prefix (ticks <= Final are L), then sorted runs of S ticks and single
+// D ticks carrying a value of type V. Ticks in no run are Q.
+//
+// Knowledge only accumulates: Add* join new information into the lattice
+// Q ⊑ D ⊑ L, Q ⊑ S ⊑ L. D⊔S and D(m)⊔D(m') are contradictions: they cannot
+// happen in a correct system, so they are counted, dropped, and reported to
+// the caller (MODEL.md P1).
+type Knowledge[V any] struct {
+	final Tick
+	runs  []run[V]
+}
+
+type run[V any] struct {
+	lo, hi Tick
+	d      bool // a D run holds exactly one tick (lo == hi)
+	v      V
+}
+
+// Final returns the final prefix: every tick <= Final is L.
+func (k *Knowledge[V]) Final() Tick { return k.final }
+
+// Runs returns the number of runs held (the memory the stream costs).
+func (k *Knowledge[V]) Runs() int { return len(k.runs) }
+
+// first returns the index of the first run whose hi >= t.
+func (k *Knowledge[V]) first(t Tick) int {
+	return sort.Search(len(k.runs), func(i int) bool { return k.runs[i].hi >= t })
+}
+
+// Get returns the knowledge value at t, and the D value when it is D.
+func (k *Knowledge[V]) Get(t Tick) (Kind, V) {
+	var zero V
+	if t <= k.final {
+		return L, zero
+	}
+	i := k.first(t)
+	if i < len(k.runs) && k.runs[i].lo <= t {
+		if k.runs[i].d {
+			return D, k.runs[i].v
+		}
+		return S, zero
+	}
+	return Q, zero
+}
+
+// KnownHi returns the highest tick that is not Q (Final if no run is held).
+func (k *Knowledge[V]) KnownHi() Tick {
+	if n := len(k.runs); n > 0 {
+		return k.runs[n-1].hi
+	}
+	return k.final
+}
+
+// DoubtHorizon returns the furthest tick h such that no tick in (Final, h] is
+// Q (MODEL.md §6). Everything up to it is decided.
+func (k *Knowledge[V]) DoubtHorizon() Tick {
+	h := k.final
+	for _, r := range k.runs {
+		if r.lo != h+1 {
+			break
+		}
+		h = r.hi
+	}
+	return h
+}
+
+// AddSilence joins S over r. It calls added (if non-nil) for each part of r
+// that changed from Q to S, and returns the number of D ticks inside r, which
+// are contradictions left unchanged.
+func (k *Knowledge[V]) AddSilence(r Range, added func(Range)) (conflicts int) {
+	if r.Lo <= k.final {
+		r.Lo = k.final + 1
+	}
+	if r.Empty() {
+		return 0
+	}
+	// Collect the Q gaps of r first (inserting while scanning would shift
+	// the runs under the scan), then insert them as S runs.
+	var gaps []Range
+	k.VisitQ(r, func(g Range) { gaps = append(gaps, g) })
+	for i := k.first(r.Lo); i < len(k.runs) && k.runs[i].lo <= r.Hi; i++ {
+		if k.runs[i].d {
+			conflicts++
+		}
+	}
+	for _, g := range gaps {
+		k.insertS(g)
+		if added != nil {
+			added(g)
+		}
+	}
+	return conflicts
+}
+
+// insertS inserts an S run over g, which must lie entirely in Q, merging with
+// adjacent S runs.
+func (k *Knowledge[V]) insertS(g Range) {
+	i := k.first(g.Lo)
+	// i is the run just after g (all runs before i end before g.Lo).
+	mergePrev := i > 0 && !k.runs[i-1].d && k.runs[i-1].hi+1 == g.Lo
+	mergeNext := i < len(k.runs) && !k.runs[i].d && g.Hi != Max && k.runs[i].lo == g.Hi+1
+	switch {
+	case mergePrev && mergeNext:
+		k.runs[i-1].hi = k.runs[i].hi
+		k.runs = append(k.runs[:i], k.runs[i+1:]...)
+	case mergePrev:
+		k.runs[i-1].hi = g.Hi
+	case mergeNext:
+		k.runs[i].lo = g.Lo
+	default:
+		k.runs = append(k.runs, run[V]{})
+		copy(k.runs[i+1:], k.runs[i:])
+		k.runs[i] = run[V]{lo: g.Lo, hi: g.Hi}
+	}
+}
+
+// AddData joins D(v) at t. It reports whether t changed from Q to D, and
+// whether t held S (a contradiction, left unchanged). A D at a tick that
+// already holds D is not compared here: the caller owns value equality.
+func (k *Knowledge[V]) AddData(t Tick, v V) (added, conflict bool) {
+	if t <= k.final {
+		return false, false
+	}
+	i := k.first(t)
+	if i < len(k.runs) && k.runs[i].lo <= t {
+		return false, !k.runs[i].d
+	}
+	k.runs = append(k.runs, run[V]{})
+	copy(k.runs[i+1:], k.runs[i:])
+	k.runs[i] = run[V]{lo: t, hi: t, d: true, v: v}
+	return true, false
+}
+
+// SetFinal raises the final prefix to t (L on every tick <= t) and drops what
+// lies below it. It reports whether the prefix moved.
+func (k *Knowledge[V]) SetFinal(t Tick) bool {
+	if t <= k.final {
+		return false
+	}
+	k.final = t
+	i := k.first(t + 1)
+	if t == Max {
+		i = len(k.runs)
+	}
+	n := copy(k.runs, k.runs[i:])
+	clear(k.runs[n:]) // release D values for the garbage collector
+	k.runs = k.runs[:n]
+	if n > 0 && k.runs[0].lo <= t {
+		k.runs[0].lo = t + 1
+	}
+	return true
+}
+
+// VisitQ calls fn for each maximal run of Q ticks inside r, ascending.
+func (k *Knowledge[V]) VisitQ(r Range, fn func(Range)) {
+	if r.Lo <= k.final {
+		r.Lo = k.final + 1
+	}
+	if r.Empty() {
+		return
+	}
+	cur := r.Lo
+	for i := k.first(r.Lo); i < len(k.runs) && k.runs[i].lo <= r.Hi; i++ {
+		x := k.runs[i]
+		if x.lo > cur {
+			fn(Range{cur, x.lo - 1})
+		}
+		if x.hi >= r.Hi {
+			return
+		}
+		cur = x.hi + 1
+	}
+	fn(Range{cur, r.Hi})
+}
+
+// Visit calls fn for each maximal known part of r in ascending order: the L
+// part (kind L), S runs (kind S) and D ticks (kind D, with their value). Q
+// parts are skipped. Visiting stops early when fn returns false.
+func (k *Knowledge[V]) Visit(r Range, fn func(r Range, kind Kind, v V) bool) {
+	var zero V
+	if r.Empty() {
+		return
+	}
+	if r.Lo <= k.final {
+		if !fn(Range{r.Lo, min(r.Hi, k.final)}, L, zero) || r.Hi <= k.final {
+			return
+		}
+		r.Lo = k.final + 1
+	}
+	for i := k.first(r.Lo); i < len(k.runs) && k.runs[i].lo <= r.Hi; i++ {
+		x := k.runs[i]
+		part := Range{x.lo, x.hi}.Intersect(r)
+		kind := S
+		if x.d {
+			kind = D
+		}
+		if !fn(part, kind, x.v) {
+			return
+		}
+	}
+}
+
+// String renders the stream compactly, e.g. "L≤4 S[5,9] D[10] S[11,20]".
+func (k *Knowledge[V]) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "L≤%d", k.final)
+	for _, r := range k.runs {
+		if r.d {
+			fmt.Fprintf(&b, " D[%d]", r.lo)
+		} else {
+			fmt.Fprintf(&b, " S%s", Range{r.lo, r.hi})
+		}
+	}
+	return b.String()
+}
