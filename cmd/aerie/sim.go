@@ -6,11 +6,14 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/sim"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // runSim implements `aerie sim` (DESIGN.md §6): one line per failing seed
@@ -29,6 +32,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
+	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
 		fs.PrintDefaults()
@@ -60,6 +64,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *converge > 0 {
 			o.ConvergePhase = *converge
+		}
+		if p, t, ok := strings.Cut(*watch, "@"); ok {
+			v, _ := strconv.ParseUint(t, 10, 64)
+			o.WatchPubend, o.WatchTick, o.WatchLog = msg.PubendID(p), tick.Tick(v), stderr
 		}
 		return o
 	}
@@ -145,11 +153,15 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 		}
 		if verbose {
 			fmt.Fprintf(stdout, "seed %d\n%s\n", seeds[i], o.res.Plan)
-			fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps\n", o.res.Published, o.res.Delivered, o.res.Sessions, o.res.Steps)
+			fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps, %d torn log tails repaired\n",
+				o.res.Published, o.res.Delivered, o.res.Sessions, o.res.Steps, o.res.TornTails)
 		}
 		if len(o.res.Violations) > 0 {
 			violations++
 			fmt.Fprintf(stdout, "seed %d: %s — replay: %s\n", seeds[i], o.res.Violations[0], replay(seeds[i]))
+			if verbose {
+				fmt.Fprintf(stdout, "state when it stopped:\n%s", o.res.State)
+			}
 		}
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)

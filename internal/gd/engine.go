@@ -47,8 +47,14 @@ type Local struct{ Msg msg.Msg }
 // Tick is the periodic timer input; call it every Config.TickInterval.
 type Tick struct{}
 
-// LinkUp says a connection to neighbour Peer was (re)established.
-type LinkUp struct{ Peer msg.NodeID }
+// LinkUp says a connection to neighbour Peer was (re)established. Incarnation
+// identifies the peer's process lifetime (its boot nonce, exchanged in the
+// connection handshake): a change means the peer restarted and lost its
+// soft state.
+type LinkUp struct {
+	Peer        msg.NodeID
+	Incarnation uint64
+}
 
 func (Recv) isInput()   {}
 func (Local) isInput()  {}
@@ -100,7 +106,8 @@ type Engine struct {
 
 // downstream is what this broker knows of one downstream neighbour.
 type downstream struct {
-	filter *match.Union // nil until the neighbour's first Summary: pass all
+	filter      *match.Union // nil until the neighbour's first Summary: pass all
+	incarnation uint64       // of the neighbour, from its last LinkUp
 }
 
 // pstream is everything this broker holds for one pubend.
@@ -195,7 +202,7 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 	case Tick:
 		e.tick()
 	case LinkUp:
-		e.linkUp(in.Peer)
+		e.linkUp(in.Peer, in.Incarnation)
 	default:
 		return fmt.Errorf("gd: unknown input %T", in)
 	}

@@ -118,7 +118,7 @@ func (e *Engine) passingDAbove(ps *pstream, o *stream.Ostream, delta *tick.Range
 		}
 		r.Lo = max(r.Lo, o.SentHi+1)
 		ps.in.K.Visit(r, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
-			if k == tick.D && stream.Passes(o.Filter, ev) {
+			if k == tick.D && stream.Passes(o.FilterAt(ev.Tick), ev) {
 				found = true
 			}
 			return !found
@@ -141,12 +141,15 @@ func (e *Engine) flush(ps *pstream, o *stream.Ostream, hi tick.Tick) {
 }
 
 func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bool) {
-	stream.Render(&ps.in.K, r, o.Filter, retrans, ps.id, func(k msg.Knowledge) {
+	stream.Render(&ps.in.K, r, o, retrans, ps.id, func(k msg.Knowledge) {
 		if retrans {
 			e.stats.Retransmissions++
 		}
-		if !o.Fresh && k.Start <= k.End {
-			o.SentHi = max(o.SentHi, k.End)
+		if k.Start <= k.End {
+			if !o.Fresh {
+				o.SentHi = max(o.SentHi, k.End)
+			}
+			o.C.Remove(tick.Range{Lo: k.Start, Hi: k.End}) // answered
 		}
 		e.send(o.Down, k)
 	})

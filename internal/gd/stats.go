@@ -72,7 +72,8 @@ type Mutation uint
 const (
 	// MutDropNackForward: an IB does not forward nacks upstream.
 	MutDropNackForward Mutation = 1 << iota
-	// MutAckBeforeDeliver: acks ignore local subscribers' delivery point.
+	// MutAckBeforeDeliver: a subend acks every tick it has heard of, even
+	// across gaps it has not delivered.
 	MutAckBeforeDeliver
 	// MutNoForgetting: istream curiosity is never forgotten.
 	MutNoForgetting
@@ -85,11 +86,14 @@ const (
 // Mutate switches off the given rules (tests only).
 func (e *Engine) Mutate(m Mutation) { e.mut = m }
 
-// DownFilter returns the filter of the edge towards downstream neighbour to
-// (nil: passes everything), for the oracle's soundness check of silence.
-func (e *Engine) DownFilter(to msg.NodeID) match.Filter {
-	if d := e.downs[to]; d != nil && d.filter != nil {
-		return d.filter
+// FilterAt returns the filter that the edge towards downstream neighbour to
+// applies to tick t of pubend p (nil: passes everything), for the oracle's
+// soundness check of silence.
+func (e *Engine) FilterAt(p msg.PubendID, to msg.NodeID, t tick.Tick) match.Filter {
+	if ps := e.byPubend[p]; ps != nil {
+		if o := ps.out(to); o != nil {
+			return o.FilterAt(t)
+		}
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func (e *Engine) onSummary(from msg.NodeID, m msg.Summary) {
 	d.filter = u
 	for _, ps := range e.streams {
 		if o := ps.out(from); o != nil {
-			o.Filter = u
+			o.SetFilter(u, ps.in.K.KnownHi()+1, ps.in.K.Final())
 		}
 	}
 	e.reportSummary()

@@ -84,7 +84,22 @@ func (e *Engine) tickRelay(ps *pstream) {
 
 // linkUp: a (re)connected upstream learns our summary and acks again (it may
 // have restarted and lost them); pending subscription requests are resent.
-func (e *Engine) linkUp(peer msg.NodeID) {
+// A restarted downstream may hold other subscriptions than its previous
+// incarnation: its filter passes everything until it reports again (MODEL.md
+// P6), and curiosity its predecessor expressed is dropped. A downstream that
+// merely reconnected keeps its filter: narrowing it would contradict what it
+// received under the wider one.
+func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
+	if d := e.downs[peer]; d != nil && d.incarnation != inc {
+		d.incarnation = inc
+		d.filter = nil
+		for _, ps := range e.streams {
+			if o := ps.out(peer); o != nil {
+				o.ResetFilter()
+				o.C.Clear()
+			}
+		}
+	}
 	isUp := false
 	for _, ps := range e.streams {
 		if ps.up != peer {

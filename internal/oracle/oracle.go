@@ -162,7 +162,7 @@ func (o *Oracle) Acked() int { return len(o.acks) }
 // must be the logged event, and a pubend's silence may cover a logged event
 // only when that event fails the filter of the edge it was sent through
 // (filter nil: passes everything).
-func (o *Oracle) Sent(from msg.NodeID, fromPubend bool, m msg.Knowledge, filter match.Filter) {
+func (o *Oracle) Sent(from msg.NodeID, fromPubend bool, m msg.Knowledge, filterAt func(tick.Tick) match.Filter) {
 	l := o.log(m.Pubend)
 	if m.Event != nil {
 		if ev := l.events[m.VTick]; ev == nil || !ev.Equal(m.Event) || m.Event.Tick != m.VTick {
@@ -172,13 +172,14 @@ func (o *Oracle) Sent(from msg.NodeID, fromPubend bool, m msg.Knowledge, filter 
 	if !fromPubend || m.Start > m.End {
 		return
 	}
-	i, _ := slices.BinarySearch(l.ticks, m.Start)
+	// Ticks at or below Final are L: a range there says nothing.
+	i, _ := slices.BinarySearch(l.ticks, max(m.Start, m.Final+1))
 	for ; i < len(l.ticks) && l.ticks[i] <= m.End; i++ {
 		t := l.ticks[i]
 		if m.Event != nil && t == m.VTick {
 			continue
 		}
-		if ev := l.events[t]; filter == nil || filter.Match(ev.Topic, ev.Props) {
+		if ev, filter := l.events[t], filterAt(t); filter == nil || filter.Match(ev.Topic, ev.Props) {
 			o.fail("I7", "pubend %s announced silence over logged event %v that passes the edge's filter (message %v)", m.Pubend, ev, m)
 			break
 		}

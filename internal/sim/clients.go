@@ -104,6 +104,7 @@ func (s *subscriber) start(w *world) {
 	s.cur = msg.SubID(fmt.Sprintf("%s/%s.%d", s.node, s.name, s.n))
 	s.active, s.started = true, false
 	n.sessions = append(n.sessions, s)
+	w.watchf("subscribe %s %s", s.cur, s.pattern)
 	w.step(n, gd.Local{Msg: msg.Subscribe{Sub: s.cur, Pattern: s.pattern}})
 }
 
@@ -136,11 +137,15 @@ func (s *subscriber) churn(w *world) {
 func (w *world) toClient(n *node, m msg.Msg) {
 	switch m := m.(type) {
 	case msg.Delivery:
+		if m.Event.Pubend == w.opts.WatchPubend {
+			w.watchf("deliver %s %s@%d", m.Sub, m.Event.Pubend, m.Event.Tick)
+		}
 		w.orc.Delivered(m.Sub, m.Event)
 		if w.trace != nil {
 			w.trace.delivered(n, w.localNow(n), m.Event)
 		}
 	case msg.SubStarted:
+		w.watchf("started %v", m)
 		for _, s := range n.sessions {
 			if s.cur == m.Sub {
 				s.started = true

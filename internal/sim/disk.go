@@ -1,33 +1,88 @@
 package sim
 
 import (
+	"fmt"
 	"math/rand/v2"
 
+	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
-// disk is a simulated record store: appended records are volatile until
-// sync; a crash keeps the synced records and a random prefix of the rest
-// (a write may reach the platter before its fsync is acknowledged).
+// disk is a PHB's storage in the simulator: the real event log over the
+// crashable in-memory filesystem. Appended records are volatile until sync;
+// a crash keeps the synced bytes and a random prefix of the rest, so torn
+// tails happen and recovery must repair them.
 type disk struct {
-	synced   []msg.Record
-	unsynced []msg.Record
+	fs   *vfs.MemFS
+	log  *eventlog.Log
+	buf  []byte
+	torn int // torn tails repaired on recovery
 }
 
-func (d *disk) append(recs []msg.Record) { d.unsynced = append(d.unsynced, recs...) }
+const diskDir = "/data/pubends"
+
+// Small segments so that rolling happens in every run.
+var diskOpts = eventlog.Options{SegmentBytes: 64 << 10}
+
+func newDisk() *disk {
+	d := &disk{fs: vfs.NewMem()}
+	if err := d.fs.MkdirAll(diskDir); err != nil {
+		panic(err)
+	}
+	if _, err := d.open(); err != nil {
+		panic(err)
+	}
+	return d
+}
+
+func (d *disk) open() ([]msg.Record, error) {
+	l, rec, err := eventlog.Open(d.fs, diskDir, diskOpts)
+	if err != nil {
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	if rec.TornTail {
+		d.torn++
+	}
+	d.log = l
+	var out []msg.Record
+	err = l.Replay(0, func(_ uint64, payload []byte) error {
+		r, err := msg.DecodeRecord(payload)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay event log: %w", err)
+	}
+	return out, nil
+}
+
+func (d *disk) append(recs []msg.Record) {
+	for _, r := range recs {
+		var err error
+		d.buf, err = msg.EncodeRecord(d.buf[:0], r)
+		if err == nil {
+			_, err = d.log.Append(d.buf)
+		}
+		if err != nil {
+			panic(fmt.Sprintf("sim: append %v: %v", r, err))
+		}
+	}
+}
 
 func (d *disk) sync() {
-	d.synced = append(d.synced, d.unsynced...)
-	d.unsynced = nil
+	if err := d.log.Sync(); err != nil {
+		panic(fmt.Sprintf("sim: sync: %v", err))
+	}
 }
 
 func (d *disk) crash(rng *rand.Rand) {
-	keep := 0
-	if n := len(d.unsynced); n > 0 {
-		keep = rng.IntN(n + 1)
-	}
-	d.synced = append(d.synced, d.unsynced[:keep]...)
-	d.unsynced = nil
+	d.fs.Crash(rng)
+	d.log = nil
 }
 
-func (d *disk) recover() []msg.Record { return append([]msg.Record(nil), d.synced...) }
+// recover reopens the log after a crash and returns its records.
+func (d *disk) recover() ([]msg.Record, error) { return d.open() }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // Fault kinds a run may inject.
@@ -25,7 +27,7 @@ const (
 	FaultPartition = "partition" // every link of one broker cut at once
 	FaultLoss      = "loss"      // connections reset (a message is lost, the link reconnects)
 	FaultDelay     = "delay"     // delay variance on links
-	FaultDrift     = "drift"     // clocks drift and are offset
+	FaultDrift     = "drift"     // clocks drift, are offset, and step back across restarts
 )
 
 // AllFaults lists every fault kind.
@@ -47,6 +49,11 @@ type Options struct {
 	Mutation      gd.Mutation // tests only: break one protocol rule
 	// Scenario replaces random faults with a fixed script (e.g. "fig6").
 	Scenario string
+	// Watch, when set with WatchLog, logs every message, delivery and
+	// subscription event that concerns one tick of one pubend (diagnosis).
+	WatchPubend msg.PubendID
+	WatchTick   tick.Tick
+	WatchLog    interface{ Write([]byte) (int, error) }
 	// Trace, when set, receives per-broker time series as CSV.
 	Trace interface{ Write([]byte) (int, error) }
 }

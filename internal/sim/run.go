@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -20,6 +21,9 @@ type Result struct {
 	Delivered  int
 	Sessions   int
 	Steps      int
+	TornTails  int // torn log tails repaired after PHB crashes
+	// State describes every broker when the run stopped with a violation.
+	State string
 }
 
 // Run executes one seeded simulation.
@@ -64,6 +68,18 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps}
+	if len(res.Violations) > 0 {
+		var b strings.Builder
+		for _, id := range w.order {
+			b.WriteString(w.nodes[id].eng.Describe())
+		}
+		res.State = b.String()
+	}
+	for _, id := range w.order {
+		if d := w.nodes[id].disk; d != nil {
+			res.TornTails += d.torn
+		}
+	}
 	for _, s := range w.orc.Sessions() {
 		res.Sessions++
 		res.Delivered += s.Count
@@ -74,7 +90,10 @@ func Run(o Options) (Result, error) {
 func (w *world) build() {
 	routes := w.plan.topo.Routes()
 	for _, b := range w.plan.topo.Brokers {
-		n := &node{id: b.ID, broker: b, routes: routes[b.ID], disk: &disk{}, up: true}
+		n := &node{id: b.ID, broker: b, routes: routes[b.ID], up: true}
+		if b.Role == PHB {
+			n.disk = newDisk()
+		}
 		if w.plan.faults[FaultDrift] {
 			n.offset = time.Duration(w.rng.IntN(100)-50) * time.Millisecond
 			n.driftPPM = float64(w.rng.IntN(400) - 200)

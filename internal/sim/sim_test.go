@@ -1,26 +1,130 @@
 package sim
 
 import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
 
-func runSeeds(t *testing.T, from, n uint64, mod func(*Options)) {
+// runSeeds runs every options set in parallel (each run is single-threaded
+// and deterministic) and reports each violation with its replay command.
+func runSeeds(t *testing.T, opts []Options, replay func(Options) string) {
 	t.Helper()
-	for s := from; s < from+n; s++ {
-		o := DefaultOptions(s)
-		if mod != nil {
-			mod(&o)
-		}
-		res, err := Run(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Violations) > 0 {
-			t.Errorf("seed %d: %v\n%s\nreplay: go run ./cmd/aerie sim --seed %d", s, res.Violations[0], res.Plan, s)
-		}
+	type failure struct {
+		o   Options
+		res Result
+	}
+	var mu sync.Mutex
+	var failures []failure
+	jobs := make(chan Options)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range jobs {
+				res, err := Run(o)
+				if err != nil {
+					t.Error(err)
+					continue
+				}
+				if len(res.Violations) > 0 {
+					mu.Lock()
+					failures = append(failures, failure{o, res})
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, o := range opts {
+		jobs <- o
+	}
+	close(jobs)
+	wg.Wait()
+	for _, f := range failures {
+		t.Errorf("seed %d: %v\n%s\nreplay: %s", f.o.Seed, f.res.Violations[0], f.res.Plan, replay(f.o))
 	}
 }
 
-func TestSimSmoke(t *testing.T) {
-	runSeeds(t, 1, 5, nil)
+func replayCmd(o Options) string {
+	cmd := fmt.Sprintf("go run ./cmd/aerie sim --seed %d", o.Seed)
+	if o.Topology != "swarm" {
+		cmd += " --topology " + o.Topology
+	}
+	if o.Faults != nil {
+		cmd += " --faults " + strings.Join(o.Faults, ",")
+	}
+	return cmd
+}
+
+// TestSimBatch runs a fixed batch of swarm seeds: random networks, random
+// faults, every invariant checked after every step, liveness after healing.
+func TestSimBatch(t *testing.T) {
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	if v := os.Getenv("AERIE_SIM_SEEDS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	var opts []Options
+	for s := 1; s <= n; s++ {
+		opts = append(opts, DefaultOptions(uint64(s)))
+	}
+	runSeeds(t, opts, replayCmd)
+}
+
+// TestSimRegressions replays every seed that once found a bug.
+func TestSimRegressions(t *testing.T) {
+	f, err := os.Open("testdata/regressions.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var opts []Options
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text, _, _ := strings.Cut(sc.Text(), "#")
+		fields := strings.Fields(text)
+		if len(fields) == 0 {
+			continue
+		}
+		seed, err := strconv.ParseUint(fields[0], 10, 64)
+		if err != nil {
+			t.Fatalf("regressions.txt:%d: bad seed %q", line, fields[0])
+		}
+		o := DefaultOptions(seed)
+		for _, kv := range fields[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "topology":
+				o.Topology = v
+			case "faults":
+				o.Faults = strings.Split(v, ",")
+			default:
+				t.Fatalf("regressions.txt:%d: unknown option %q", line, k)
+			}
+		}
+		opts = append(opts, o)
+	}
+	if len(opts) == 0 {
+		t.Fatal("no regression seeds")
+	}
+	runSeeds(t, opts, replayCmd)
+}
+
+// TestSimDeterministic: the same seed gives the same run, step for step.
+func TestSimDeterministic(t *testing.T) {
+	for _, s := range []uint64{7, 8} {
+		a, _ := Run(DefaultOptions(s))
+		b, _ := Run(DefaultOptions(s))
+		if a.Steps != b.Steps || a.Delivered != b.Delivered || a.Published != b.Published || a.Plan != b.Plan {
+			t.Fatalf("seed %d not deterministic: %+v vs %+v", s, a, b)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"container/heap"
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/match"
 	"math/rand/v2"
 	"time"
 
@@ -122,7 +123,7 @@ func (w *world) drain(n *node) {
 		rd := n.eng.Ready()
 		for _, env := range rd.Send {
 			if k, ok := env.Msg.(msg.Knowledge); ok {
-				w.orc.Sent(n.id, n.broker.Role == PHB, k, n.eng.DownFilter(env.To))
+				w.orc.Sent(n.id, n.broker.Role == PHB, k, func(t tick.Tick) match.Filter { return n.eng.FilterAt(k.Pubend, env.To, t) })
 			}
 			w.transmit(env)
 		}
@@ -191,10 +192,13 @@ func (w *world) transmit(env msg.Envelope) {
 	at := max(w.now.Add(d), l.lastAt[dir])
 	l.lastAt[dir] = at
 	ep := l.epoch
+	w.watchMsg("send", env)
 	w.at(at, func() {
 		if l.epoch != ep || !l.up {
+			w.watchMsg("lost", env)
 			return
 		}
+		w.watchMsg("recv", env)
 		w.step(w.nodes[env.To], gd.Recv{From: env.From, Msg: env.Msg})
 	})
 }
@@ -221,10 +225,13 @@ func (w *world) crash(n *node) {
 	if !n.up {
 		return
 	}
+	w.watchf("crash %s", n.id)
 	n.up = false
 	n.inc++
 	n.inflight = nil
-	n.disk.crash(w.rng)
+	if n.disk != nil {
+		n.disk.crash(w.rng)
+	}
 	for _, l := range w.links {
 		if l.a == n.id || l.b == n.id {
 			l.epoch++
@@ -241,8 +248,22 @@ func (w *world) restart(n *node) {
 	if n.up {
 		return
 	}
+	w.watchf("restart %s", n.id)
+	if w.plan.faults[FaultDrift] {
+		// The machine's clock may have been stepped back while it was down
+		// (NTP, VM restore): the persisted high-water mark must keep ticks
+		// unique anyway (MODEL.md P2).
+		n.offset -= time.Duration(w.rng.IntN(1500)) * time.Millisecond
+	}
 	w.newEngine(n)
-	recs := n.disk.recover()
+	var recs []msg.Record
+	if n.disk != nil {
+		var err error
+		if recs, err = n.disk.recover(); err != nil {
+			w.orc.Violate("I9", "%s cannot recover its event log after a crash: %v", n.id, err)
+			return
+		}
+	}
 	if err := n.eng.Restore(recs); err != nil {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
@@ -275,11 +296,12 @@ func (w *world) linkUp(l *link) {
 	if !a.up || !b.up {
 		return
 	}
-	w.step(a, gd.LinkUp{Peer: l.b})
-	w.step(b, gd.LinkUp{Peer: l.a})
+	w.step(a, gd.LinkUp{Peer: l.b, Incarnation: uint64(b.inc) + 1})
+	w.step(b, gd.LinkUp{Peer: l.a, Incarnation: uint64(a.inc) + 1})
 }
 
 func (w *world) cut(l *link) {
+	w.watchf("cut %s-%s", l.a, l.b)
 	l.up, l.stalled = false, false
 	l.epoch++
 }
@@ -290,5 +312,35 @@ func (w *world) heal(l *link) {
 	}
 	l.up, l.stalled = true, false
 	l.epoch++
+	w.watchf("heal %s-%s", l.a, l.b)
 	w.linkUp(l)
+}
+
+// watchMsg logs a message that concerns the watched tick.
+func (w *world) watchMsg(what string, env msg.Envelope) {
+	if w.opts.WatchLog == nil {
+		return
+	}
+	t := w.opts.WatchTick
+	hit := false
+	switch m := env.Msg.(type) {
+	case msg.Knowledge:
+		hit = m.Pubend == w.opts.WatchPubend && (t <= m.Final || (m.Start <= t && t <= m.End))
+	case msg.Nack:
+		hit = m.Pubend == w.opts.WatchPubend && m.Start <= t && t <= m.End
+	case msg.Ack:
+		hit = m.Pubend == w.opts.WatchPubend && m.T >= t
+	case msg.Summary, msg.SubReq, msg.SubReply:
+		hit = true
+	}
+	if hit {
+		w.watchf("%s %v", what, env)
+	}
+}
+
+func (w *world) watchf(format string, args ...any) {
+	if w.opts.WatchLog != nil {
+		fmt.Fprintf(w.opts.WatchLog, "%9.3fs ", float64(w.now-epoch)/1e9)
+		fmt.Fprintf(w.opts.WatchLog, format+"\n", args...)
+	}
 }

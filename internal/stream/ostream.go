@@ -10,9 +10,13 @@ import (
 // downstream neighbour c.
 type Ostream struct {
 	Down msg.NodeID
-	// Filter is the union of the subscriptions reachable through Down; nil
-	// passes everything (what an upstream assumes until Down reports).
-	Filter match.Filter
+	// filters is the filter edge, versioned by tick: the union of the
+	// subscriptions reachable through Down as it stood when each tick
+	// became known here. A summary changes the filter only for ticks this
+	// broker does not know yet, so every tick is filtered one way forever
+	// and no downstream can receive both S and D for it. nil passes
+	// everything (what an upstream assumes until Down reports).
+	filters []filterVersion
 	// C holds ticks c asked for that this broker could not answer yet.
 	C tick.RangeSet
 	// AckPrefix: ticks <= AckPrefix are anti-curious (acked by c).
@@ -31,6 +35,40 @@ type Ostream struct {
 	LastFlush tick.Time
 }
 
+type filterVersion struct {
+	from tick.Tick // first tick this version applies to
+	f    match.Filter
+}
+
+// FilterAt returns the filter that applies to tick t (nil: pass all).
+func (o *Ostream) FilterAt(t tick.Tick) match.Filter {
+	for i := len(o.filters) - 1; i >= 0; i-- {
+		if o.filters[i].from <= t {
+			return o.filters[i].f
+		}
+	}
+	return nil
+}
+
+// SetFilter makes f the filter for every tick from `from` on; `from` must be
+// above every tick already rendered for this ostream (the istream's known
+// high tick + 1). Versions wholly at or below final are dropped.
+func (o *Ostream) SetFilter(f match.Filter, from, final tick.Tick) {
+	n := len(o.filters)
+	if n > 0 && o.filters[n-1].from >= from {
+		o.filters[n-1].f = f // nothing was rendered under the last version yet
+	} else {
+		o.filters = append(o.filters, filterVersion{from: from, f: f})
+	}
+	for len(o.filters) > 1 && o.filters[1].from <= final+1 {
+		o.filters = o.filters[1:]
+	}
+}
+
+// ResetFilter forgets every version: Down restarted and knows nothing
+// rendered under them.
+func (o *Ostream) ResetFilter() { o.filters = nil }
+
 // Passes reports whether ev passes the filter edge (nil filter: pass all).
 func Passes(f match.Filter, ev *msg.Event) bool {
 	return f == nil || f.Match(ev.Topic, ev.Props)
@@ -48,7 +86,7 @@ func (o *Ostream) Anti(t tick.Tick, k tick.Kind, ev *msg.Event) bool {
 	case tick.S, tick.L:
 		return true
 	case tick.D:
-		return !Passes(o.Filter, ev)
+		return !Passes(o.FilterAt(t), ev)
 	}
 	return false
 }
@@ -58,14 +96,22 @@ func (o *Ostream) Anti(t tick.Tick, k tick.Kind, ev *msg.Event) bool {
 // filter become S; each message carries at most one D bracketed by the S runs
 // around it (seed 000 §3.1, MODEL.md P4); a Q tick ends a message. Ticks at
 // or below the istream's final prefix are carried by the Final field only.
-func Render(in *tick.Knowledge[*msg.Event], r tick.Range, f match.Filter, retrans bool, pub msg.PubendID, emit func(msg.Knowledge)) {
+func Render(in *tick.Knowledge[*msg.Event], r tick.Range, o *Ostream, retrans bool, pub msg.PubendID, emit func(msg.Knowledge)) {
 	final := in.Final()
 	if r.Lo <= final {
-		r.Lo = final + 1
 		if r.Hi <= final {
-			emit(msg.Knowledge{Pubend: pub, Final: final, Start: 1, End: 0, Retrans: retrans})
+			// Entirely final. A first-time message still carries its range
+			// (S inside L changes nothing at the receiver) because the range
+			// tells a fresh downstream ostream where this sender's first-time
+			// frontier stood (see Ostream.Fresh).
+			m := msg.Knowledge{Pubend: pub, Final: final, Start: r.Lo, End: r.Hi, Retrans: retrans}
+			if retrans {
+				m.Start, m.End = 1, 0
+			}
+			emit(m)
 			return
 		}
+		r.Lo = final + 1
 	}
 	var cur msg.Knowledge
 	open := false
@@ -76,7 +122,7 @@ func Render(in *tick.Knowledge[*msg.Event], r tick.Range, f match.Filter, retran
 		}
 	}
 	in.Visit(r, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
-		isD := k == tick.D && Passes(f, ev)
+		isD := k == tick.D && Passes(o.FilterAt(p.Lo), ev)
 		if open && (p.Lo != cur.End+1 || (isD && cur.Event != nil)) {
 			flush()
 		}

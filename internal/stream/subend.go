@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -152,4 +153,16 @@ func (s *Subend) Answered(r tick.Range, now tick.Time) {
 			s.gaps[i].answered = now
 		}
 	}
+}
+
+// Describe renders the gap list, e.g. " gaps [5,9]x2".
+func (s *Subend) Describe() string {
+	if len(s.gaps) == 0 {
+		return ""
+	}
+	out := " gaps"
+	for _, g := range s.gaps {
+		out += fmt.Sprintf(" %v×%d", g.r, g.tries)
+	}
+	return out
 }

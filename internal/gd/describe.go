@@ -1,0 +1,40 @@
+package gd
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Describe renders the engine's state readably: per pubend the istream
+// (knowledge, curiosity, ack prefix, delivery point, subend gaps) and each
+// ostream (filter, C ticks, ack prefix, first-time frontier). Golden tests
+// and diagnostics print it.
+func (e *Engine) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "broker %s\n", e.id)
+	for _, ps := range e.streams {
+		role := "relay from " + string(ps.up)
+		if ps.pub != nil {
+			role = fmt.Sprintf("pubend (announced %d, next %d, hwm %d, pending %d)", ps.pub.Announced, ps.pub.Next, ps.pub.HWM, len(ps.pub.Pending))
+		}
+		fmt.Fprintf(&b, "  %s %s\n", ps.id, role)
+		fmt.Fprintf(&b, "    in  %s\n", clip(ps.in.K.String()))
+		fmt.Fprintf(&b, "        C%s ack %d delivered %d dh %d subs %d%s\n", ps.in.C.String(), ps.in.AckPrefix, ps.delivered,
+			ps.in.K.DoubtHorizon(), len(ps.subs), ps.sub.Describe())
+		for _, o := range ps.outs {
+			f := "all"
+			if d := e.downs[o.Down]; d != nil && d.filter != nil {
+				f = strings.Join(d.filter.Patterns(), ",")
+				if d.filter.IsAll() {
+					f = "all(reported)"
+				}
+			}
+			fresh := ""
+			if o.Fresh {
+				fresh = " fresh"
+			}
+			fmt.Fprintf(&b, "    out %s filter[%s] C%s ack %d sentHi %d%s\n", o.Down, f, o.C.String(), o.AckPrefix, o.SentHi, fresh)
+		}
+	}
+	return b.String()
+}

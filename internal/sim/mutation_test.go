@@ -1,0 +1,53 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+)
+
+// TestOracleBites switches off one protocol rule at a time and requires the
+// simulator to report the matching violation within a bounded number of
+// seeds. An oracle that stays silent here would also stay silent about real
+// bugs.
+func TestOracleBites(t *testing.T) {
+	cases := []struct {
+		name     string
+		mut      gd.Mutation
+		want     []string // any of these invariants
+		topology string
+		faults   []string
+	}{
+		{"forget to forward nacks upstream", gd.MutDropNackForward, []string{"I11"}, "swarm", []string{FaultCut, FaultStall}},
+		{"ack before delivering", gd.MutAckBeforeDeliver, []string{"I5", "I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}},
+		{"skip the forgetting interval", gd.MutNoForgetting, []string{"I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}},
+		{"reuse ticks after restart", gd.MutReuseTicks, []string{"I9"}, "swarm", []string{FaultCrash, FaultDrift}},
+		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}},
+	}
+	const maxSeeds = 60
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for s := uint64(1); s <= maxSeeds; s++ {
+				o := DefaultOptions(s)
+				o.Mutation, o.Topology, o.Faults = c.mut, c.topology, c.faults
+				res, err := Run(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range res.Violations {
+					for _, inv := range c.want {
+						if v.Invariant == inv {
+							t.Logf("caught after %d seeds: %v", s, v)
+							return
+						}
+					}
+				}
+				if len(res.Violations) > 0 {
+					t.Logf("seed %d: other violation first: %v", s, res.Violations[0])
+				}
+			}
+			t.Fatalf("no %v violation in %d seeds: the oracle does not catch %q", c.want, maxSeeds, c.name)
+		})
+	}
+}
