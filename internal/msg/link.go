@@ -1,0 +1,37 @@
+package msg
+
+import "fmt"
+
+// Role says what kind of peer opened a connection.
+type Role uint8
+
+const (
+	RoleBroker Role = 1
+	RoleClient Role = 2
+)
+
+// Hello is the first frame each side of a connection sends: the protocol
+// version it speaks, what it is, its id, and its incarnation (a boot nonce:
+// a new value means the peer restarted and lost its soft state).
+type Hello struct {
+	Version     uint16
+	Role        Role
+	ID          string
+	Incarnation uint64
+}
+
+// Heartbeat keeps an idle connection alive and detects a dead peer.
+type Heartbeat struct{}
+
+// Goodbye closes a connection with a reason the peer can show its user
+// (a slow subscriber disconnected, a protocol error, shutting down).
+type Goodbye struct{ Reason string }
+
+func (m Hello) String() string {
+	return fmt.Sprintf("Hello{v%d role=%d %s inc=%d}", m.Version, m.Role, m.ID, m.Incarnation)
+}
+func (Heartbeat) String() string { return "Heartbeat{}" }
+func (m Goodbye) String() string { return fmt.Sprintf("Goodbye{%s}", m.Reason) }
+func (Hello) isMsg()             {}
+func (Heartbeat) isMsg()         {}
+func (Goodbye) isMsg()           {}
