@@ -63,6 +63,7 @@ func (e *Engine) setFloor(ps *pstream, floor tick.Tick) {
 		}
 	}
 	ps.sub.FloorSet = true
+	ps.dhMovedAt = e.now // DCT counts from when the stream started
 	if ps.in.K.SetFinal(floor) {
 		ps.in.C.RemoveBelow(floor)
 	}

@@ -27,8 +27,9 @@ type Subend struct {
 	FloorSet bool
 	gaps     []gap
 	// expectTo extends the gap window up to an AckExpected or DCT horizon;
-	// gaps at or below it are nacked at once.
-	expectTo tick.Tick
+	// expectNow makes every gap at or below it due at the next Scan, once.
+	expectTo  tick.Tick
+	expectNow bool
 	srtt     time.Duration
 	rttvar   time.Duration
 	sampled  bool
@@ -65,7 +66,10 @@ func (s *Subend) sample(r time.Duration) {
 
 // Expect makes every Q tick up to t a gap that is nacked at the next Scan
 // (AckExpected, seed 000 §3.2; or the delay curiosity threshold).
-func (s *Subend) Expect(t tick.Tick) { s.expectTo = max(s.expectTo, t) }
+func (s *Subend) Expect(t tick.Tick) {
+	s.expectTo = max(s.expectTo, t)
+	s.expectNow = true
+}
 
 // Gaps returns the number of tracked gaps.
 func (s *Subend) Gaps() int { return len(s.gaps) }
@@ -109,11 +113,20 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 			s.retire(g)
 		}
 	}
+	if s.expectNow {
+		// Seed 000 §3.2: a subend receiving AckExpected(T) nacks every Q tick
+		// up to T at once — including the front of a gap reaching past T and
+		// a gap whose repetition is backing off.
+		next = splitAt(next, s.expectTo)
+		for i := range next {
+			if next[i].r.Hi <= s.expectTo {
+				next[i].due = now
+			}
+		}
+		s.expectNow = false
+	}
 	for i := range next {
 		g := &next[i]
-		if g.r.Hi <= s.expectTo && g.tries == 0 {
-			g.due = now
-		}
 		if g.due > now {
 			continue
 		}
@@ -127,6 +140,19 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 	}
 	s.gaps = next
 	return nack
+}
+
+// splitAt splits the gap that straddles t into [lo,t] and [t+1,hi].
+func splitAt(gaps []gap, t tick.Tick) []gap {
+	for i, g := range gaps {
+		if g.r.Lo <= t && t < g.r.Hi {
+			hi := g
+			hi.r.Lo = t + 1
+			gaps[i].r.Hi = t
+			return append(gaps[:i+1], append([]gap{hi}, gaps[i+1:]...)...)
+		}
+	}
+	return gaps
 }
 
 func (s *Subend) fresh(r tick.Range, now tick.Time, l Liveness) gap {

@@ -1,0 +1,502 @@
+package gd_test
+
+// Golden interaction tests in the style of etcd-raft's interaction tests: a
+// small network of gd.Engines, a simulated clock and per-link FIFO queues
+// that deliver only when a command says so. Each file under testdata/ is a
+// story; `go test ./internal/gd -run TestInteraction -rewrite` regenerates
+// the expected outputs.
+//
+// Printing. The clock starts at 2026-01-01T00:00:00Z (the "epoch"). Times
+// print as offsets from it ("+250ms"). Every tick (any integer of 15 digits
+// or more in an output) prints relative to the epoch's first tick: tick
+// (ms<<10 | seq) prints as "t<ms-epochMs>" when seq is 0 and
+// "t<ms-epochMs>.<seq>" otherwise (t250.1 is the second tick of the
+// millisecond at +250ms); tick.Max prints as "∞".
+//
+// Engines are drained after every input: what Ready returns is printed at
+// once (sends as "from->to Msg", client messages as "node: client Msg",
+// records as "node: persist Rec"); sends are queued on their link, records
+// are fsynced at once (Advance) unless `fsync <node> hold` is in force. A
+// publish ack (ToClientsAfterPersist) prints only when its fsync completes.
+//
+// Commands:
+//
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm=]
+//	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
+//	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
+//	    forget defaults to nrt).
+//	linkup a b              LinkUp on both ends, with each node's incarnation
+//	                        (1 at first, bumped by restart).
+//	publish node P topic=T [pub=ID] [seq=N]   (seq defaults to the publisher's next)
+//	subscribe node sub=ID pattern=PAT / unsubscribe node sub=ID
+//	advance D [ticks] [deliver] [quiet]
+//	    move the clock by D; with ticks, Tick every engine (in id order) at each
+//	    TickInterval boundary crossed; with deliver, stabilize after each of
+//	    those rounds; quiet prints only client-facing lines.
+//	tick [nodes...]         one Tick input to the named (default: all) engines.
+//	deliver [a->b] [n=N]    deliver what is queued now (on one link, or its
+//	                        first N), printing each message ("a->b Msg ⇒") and,
+//	                        indented, what the receiver emitted; those new
+//	                        sends wait for the next deliver.
+//	stabilize               deliver until every queue is empty.
+//	drop a->b [n=N]         discard queued messages (loss).
+//	cut a->b / heal a->b    while cut, a link loses everything sent on it.
+//	restart node            fresh engine (a PHB restores its log); in-flight
+//	                        messages to and from it are lost.
+//	fsync node hold|auto    hold: persist batches wait for `fsync node`.
+//	fsync node              complete the held fsync.
+//	queue                   list in-flight messages.
+//	describe [nodes...]     Engine.Describe().
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+const epochMs = 1767225600 * 1000 // 2026-01-01T00:00:00Z
+
+var epochTime = tick.Time(epochMs * int64(time.Millisecond))
+
+func TestInteraction(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if !strings.HasSuffix(path, ".txt") {
+			t.Skip("not a .txt file")
+		}
+		h := &harness{}
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			h.t, h.td = t, td
+			h.out.Reset()
+			h.run(td)
+			if s := relTicks(h.out.String()); s != "" {
+				return s
+			}
+			return "ok\n"
+		})
+	})
+}
+
+type link struct{ from, to msg.NodeID }
+
+func (l link) String() string { return string(l.from) + "->" + string(l.to) }
+
+type node struct {
+	eng      *gd.Engine
+	routes   []gd.Route
+	inc      uint64       // incarnation, bumped by restart
+	log      []msg.Record // durable records, for Restore after a restart
+	hold     bool         // fsyncs wait for an explicit `fsync node`
+	inflight *gd.Ready    // persist batch handed out and not yet durable
+}
+
+type harness struct {
+	t     *testing.T
+	td    *datadriven.TestData
+	cfg   gd.Config
+	now   tick.Time
+	nodes map[msg.NodeID]*node
+	ids   []msg.NodeID // sorted
+	queue map[link][]msg.Msg
+	cut   map[link]bool
+	seqs  map[string]uint64
+	out   strings.Builder
+	quiet bool
+	head  string // printed before the next output line (tick rounds)
+}
+
+func (h *harness) fatalf(format string, args ...any) { h.td.Fatalf(h.t, format, args...) }
+
+// printf writes one output line; in quiet mode only client-facing ones.
+func (h *harness) printf(indent int, format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	if h.quiet && !strings.Contains(s, "client ") {
+		return
+	}
+	if h.head != "" {
+		h.out.WriteString(h.head + "\n")
+		h.head = ""
+	}
+	fmt.Fprintf(&h.out, "%s%s\n", strings.Repeat("  ", indent), s)
+}
+
+func (h *harness) node(id string) *node {
+	n := h.nodes[msg.NodeID(id)]
+	if n == nil {
+		h.fatalf("unknown node %q", id)
+	}
+	return n
+}
+
+// step feeds one input to a node, then drains it.
+func (h *harness) step(id msg.NodeID, in gd.Input, indent int) {
+	if err := h.node(string(id)).eng.Step(h.now, in); err != nil {
+		h.fatalf("%s: %v", id, err)
+	}
+	h.drain(id, indent)
+}
+
+// drain carries out everything the node's Ready asks for.
+func (h *harness) drain(id msg.NodeID, indent int) {
+	n := h.nodes[id]
+	for n.eng.HasReady() {
+		rd := n.eng.Ready()
+		for _, env := range rd.Send {
+			l := link{env.From, env.To}
+			if h.cut[l] {
+				h.printf(indent, "%v   (lost: link cut)", env)
+				continue
+			}
+			h.printf(indent, "%v", env)
+			h.queue[l] = append(h.queue[l], env.Msg)
+		}
+		for _, m := range rd.ToClients {
+			h.printf(indent, "%s: client %v", id, m)
+		}
+		for _, r := range rd.Persist {
+			h.printf(indent, "%s: persist %v", id, r)
+		}
+		if len(rd.Persist) > 0 {
+			if n.hold {
+				n.inflight = &rd
+				h.printf(indent, "%s: fsync pending", id)
+			} else {
+				h.fsync(id, rd, indent)
+			}
+		}
+	}
+}
+
+// fsync completes a persist batch: acks go to clients, the engine Advances.
+func (h *harness) fsync(id msg.NodeID, rd gd.Ready, indent int) {
+	n := h.nodes[id]
+	h.printf(indent, "%s: fsync done", id)
+	n.log = append(n.log, rd.Persist...)
+	for _, m := range rd.ToClientsAfterPersist {
+		h.printf(indent, "%s: client %v", id, m)
+	}
+	n.eng.Advance(rd)
+}
+
+// links returns the links with queued messages, sorted.
+func (h *harness) links() []link {
+	var ls []link
+	for l, q := range h.queue {
+		if len(q) > 0 {
+			ls = append(ls, l)
+		}
+	}
+	slices.SortFunc(ls, func(a, b link) int { return strings.Compare(a.String(), b.String()) })
+	return ls
+}
+
+// deliver delivers the first n messages queued on l (all when n < 0).
+func (h *harness) deliver(l link, n int) {
+	q := h.queue[l]
+	if n < 0 || n > len(q) {
+		n = len(q)
+	}
+	h.queue[l] = q[n:]
+	for _, m := range q[:n] {
+		h.printf(0, "%v ⇒", msg.Envelope{From: l.from, To: l.to, Msg: m})
+		h.step(l.to, gd.Recv{From: l.from, Msg: m}, 1)
+	}
+}
+
+// deliverAll delivers what is queued now on every link, link by link.
+func (h *harness) deliverAll() {
+	counts := map[link]int{}
+	ls := h.links()
+	for _, l := range ls {
+		counts[l] = len(h.queue[l])
+	}
+	for _, l := range ls {
+		h.deliver(l, counts[l])
+	}
+}
+
+func (h *harness) stabilize() {
+	for i := 0; len(h.links()) > 0; i++ {
+		if i == 100 {
+			h.fatalf("stabilize: no quiescence after 100 rounds")
+		}
+		h.deliverAll()
+	}
+}
+
+func (h *harness) run(td *datadriven.TestData) {
+	args := map[string]string{}
+	var pos []string
+	for _, a := range td.CmdArgs {
+		if len(a.Vals) == 0 {
+			pos = append(pos, a.Key)
+		} else {
+			args[a.Key] = a.Vals[0]
+		}
+	}
+	arg := func(i int) string {
+		if i >= len(pos) {
+			h.fatalf("%s: missing argument %d", td.Cmd, i+1)
+		}
+		return pos[i]
+	}
+	lnk := func() link {
+		a, b, ok := strings.Cut(arg(0), "->")
+		if !ok {
+			h.fatalf("bad link %q (want a->b)", arg(0))
+		}
+		return link{msg.NodeID(a), msg.NodeID(b)}
+	}
+	n := -1
+	if v, ok := args["n"]; ok {
+		n, _ = strconv.Atoi(v)
+	}
+	if td.Cmd != "network" && h.nodes == nil {
+		h.fatalf("%s before network", td.Cmd)
+	}
+	switch td.Cmd {
+	case "network":
+		h.network(args, td.Input)
+	case "linkup":
+		a, b := h.node(arg(0)), h.node(arg(1))
+		h.step(msg.NodeID(arg(0)), gd.LinkUp{Peer: msg.NodeID(arg(1)), Incarnation: b.inc}, 0)
+		h.step(msg.NodeID(arg(1)), gd.LinkUp{Peer: msg.NodeID(arg(0)), Incarnation: a.inc}, 0)
+	case "restart":
+		h.restart(msg.NodeID(arg(0)))
+	case "publish":
+		pub := cmp(args["pub"], "pub")
+		seq := h.seqs[pub] + 1
+		if v, ok := args["seq"]; ok {
+			seq, _ = strconv.ParseUint(v, 10, 64)
+		}
+		h.seqs[pub] = max(h.seqs[pub], seq)
+		m := msg.Publish{Pubend: msg.PubendID(arg(1)), Publisher: pub, Seq: seq, Topic: args["topic"]}
+		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
+	case "subscribe":
+		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"]}
+		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
+	case "unsubscribe":
+		h.step(msg.NodeID(arg(0)), gd.Local{Msg: msg.Unsubscribe{Sub: msg.SubID(args["sub"])}}, 0)
+	case "advance":
+		d, err := time.ParseDuration(arg(0))
+		if err != nil {
+			h.fatalf("%v", err)
+		}
+		h.advance(d, slices.Contains(pos, "ticks"), slices.Contains(pos, "deliver"), slices.Contains(pos, "quiet"))
+	case "tick":
+		for _, id := range h.pick(pos) {
+			h.step(id, gd.Tick{}, 0)
+		}
+	case "deliver":
+		if len(pos) == 0 {
+			h.deliverAll()
+		} else {
+			h.deliver(lnk(), n)
+		}
+	case "stabilize":
+		h.stabilize()
+	case "drop":
+		l := lnk()
+		q := h.queue[l]
+		if n < 0 || n > len(q) {
+			n = len(q)
+		}
+		for _, m := range q[:n] {
+			h.printf(0, "%v   (dropped)", msg.Envelope{From: l.from, To: l.to, Msg: m})
+		}
+		h.queue[l] = q[n:]
+	case "cut", "heal":
+		h.cut[lnk()] = td.Cmd == "cut"
+	case "fsync":
+		nd, id := h.node(arg(0)), msg.NodeID(arg(0))
+		switch {
+		case len(pos) > 1:
+			nd.hold = pos[1] == "hold"
+		case nd.inflight == nil:
+			h.printf(0, "%s: no fsync pending", id)
+		default:
+			rd := *nd.inflight
+			nd.inflight = nil
+			h.fsync(id, rd, 0)
+			h.drain(id, 0)
+		}
+	case "queue":
+		for _, l := range h.links() {
+			for _, m := range h.queue[l] {
+				h.printf(0, "%v", msg.Envelope{From: l.from, To: l.to, Msg: m})
+			}
+		}
+	case "describe":
+		for _, id := range h.pick(pos) {
+			h.out.WriteString(h.node(string(id)).eng.Describe())
+		}
+	default:
+		h.fatalf("unknown command %q", td.Cmd)
+	}
+}
+
+func cmp(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// network builds the engines. Each pubend's tree is the set of "a -> b"
+// edges reachable from its host; a broker's route has its parent as Up and
+// its children as Down.
+func (h *harness) network(args map[string]string, input string) {
+	h.cfg = gd.DefaultConfig()
+	fields := map[string]*time.Duration{
+		"tick": &h.cfg.TickInterval, "gct": &h.cfg.GapCuriosityThreshold, "nrt": &h.cfg.NackRepetitionMin,
+		"nrtmax": &h.cfg.NackRepetitionMax, "forget": &h.cfg.ForgettingInterval, "dct": &h.cfg.DelayCuriosityThreshold,
+		"aet": &h.cfg.AckExpectedThreshold, "silence": &h.cfg.SilenceInterval, "ack": &h.cfg.AckInterval,
+		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead,
+	}
+	for k, v := range args {
+		d, err := time.ParseDuration(v)
+		if fields[k] == nil || err != nil {
+			h.fatalf("bad config %s=%s", k, v)
+		}
+		*fields[k] = d
+	}
+	if _, ok := args["forget"]; !ok {
+		h.cfg.ForgettingInterval = h.cfg.NackRepetitionMin
+	}
+	children := map[msg.NodeID][]msg.NodeID{}
+	parent := map[msg.NodeID]msg.NodeID{}
+	hosts := map[msg.PubendID]msg.NodeID{}
+	all := map[msg.NodeID]bool{}
+	for _, line := range strings.Split(input, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "pubends" {
+			for _, kv := range f[1:] {
+				n, p, _ := strings.Cut(kv, "=")
+				hosts[msg.PubendID(p)] = msg.NodeID(n)
+				all[msg.NodeID(n)] = true
+			}
+			continue
+		}
+		chain := strings.Split(strings.ReplaceAll(line, " ", ""), "->")
+		for i, c := range chain {
+			if c == "" {
+				continue
+			}
+			all[msg.NodeID(c)] = true
+			if a, b := msg.NodeID(chain[max(i-1, 0)]), msg.NodeID(c); i > 0 {
+				if p, ok := parent[b]; ok && p != a {
+					h.fatalf("%s has two parents", b)
+				} else if !ok {
+					parent[b] = a
+					children[a] = append(children[a], b)
+				}
+			}
+		}
+	}
+	routes := map[msg.NodeID][]gd.Route{}
+	for p, host := range hosts {
+		for todo := []msg.NodeID{host}; len(todo) > 0; todo = todo[1:] {
+			n, up := todo[0], parent[todo[0]]
+			if n == host {
+				up = ""
+			}
+			routes[n] = append(routes[n], gd.Route{Pubend: p, Up: up, Down: children[n]})
+			todo = append(todo, children[n]...)
+		}
+	}
+	h.now, h.nodes, h.ids = epochTime, map[msg.NodeID]*node{}, nil
+	h.queue, h.cut, h.seqs = map[link][]msg.Msg{}, map[link]bool{}, map[string]uint64{}
+	for id := range all {
+		rs := routes[id]
+		slices.SortFunc(rs, func(a, b gd.Route) int { return strings.Compare(string(a.Pubend), string(b.Pubend)) })
+		e, err := gd.New(id, h.cfg, rs)
+		if err != nil {
+			h.fatalf("%v", err)
+		}
+		h.nodes[id] = &node{eng: e, routes: rs, inc: 1}
+		h.ids = append(h.ids, id)
+	}
+	slices.Sort(h.ids)
+}
+
+// restart replaces a node's engine by a fresh one (soft state lost; a PHB
+// restores its pubends from its durable log) and loses what was in flight
+// to or from it.
+func (h *harness) restart(id msg.NodeID) {
+	n := h.node(string(id))
+	for _, l := range h.links() {
+		if l.from == id || l.to == id {
+			for _, m := range h.queue[l] {
+				h.printf(0, "%v   (lost: %s restarted)", msg.Envelope{From: l.from, To: l.to, Msg: m}, id)
+			}
+			delete(h.queue, l)
+		}
+	}
+	e, err := gd.New(id, h.cfg, n.routes)
+	if err == nil {
+		err = e.Restore(n.log)
+	}
+	if err != nil {
+		h.fatalf("%v", err)
+	}
+	n.eng, n.inc, n.inflight = e, n.inc+1, nil
+	h.printf(0, "%s restarted (incarnation %d)", id, n.inc)
+}
+
+// advance moves the clock, optionally ticking (and delivering) on the way.
+func (h *harness) advance(d time.Duration, ticks, deliver, quiet bool) {
+	end, ti := h.now.Add(d), tick.Time(h.cfg.TickInterval)
+	h.quiet = quiet
+	for next := (h.now/ti + 1) * ti; ticks && next <= end; next += ti {
+		h.now = next
+		h.head = fmt.Sprintf("[+%v] tick", time.Duration(h.now-epochTime))
+		for _, id := range h.ids {
+			h.step(id, gd.Tick{}, 0)
+		}
+		if deliver {
+			h.stabilize()
+		}
+	}
+	h.now, h.head, h.quiet = end, "", false
+	h.printf(0, "now +%v", time.Duration(h.now-epochTime))
+}
+
+func (h *harness) pick(pos []string) []msg.NodeID {
+	if len(pos) == 0 {
+		return h.ids
+	}
+	ids := make([]msg.NodeID, len(pos))
+	for i, p := range pos {
+		ids[i] = msg.NodeID(p)
+	}
+	return ids
+}
+
+var bigNum = regexp.MustCompile(`\d{15,}`)
+
+// relTicks rewrites every absolute tick in s relative to the epoch.
+func relTicks(s string) string {
+	return bigNum.ReplaceAllStringFunc(s, func(d string) string {
+		n, err := strconv.ParseUint(d, 10, 64)
+		switch {
+		case err != nil:
+			return d
+		case n == math.MaxUint64:
+			return "∞"
+		}
+		rel := fmt.Sprintf("t%d", tick.Tick(n).Millis()-epochMs)
+		if seq := n & (1<<tick.SubTickBits - 1); seq != 0 {
+			rel += fmt.Sprintf(".%d", seq)
+		}
+		return rel
+	})
+}
