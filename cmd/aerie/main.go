@@ -19,10 +19,10 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"sim":    {"run seeded deterministic simulations of whole networks under faults", runSim},
-		"dev":    {"run a small local network with a dashboard (arrives with the broker-runtime issue)", notYet("dev")},
-		"broker": {"run one broker of a network (arrives with the broker-runtime issue)", notYet("broker")},
-		"pub":    {"publish events (arrives with the broker-runtime issue)", notYet("pub")},
-		"sub":    {"subscribe and print events (arrives with the broker-runtime issue)", notYet("sub")},
+		"dev":    {"run a small local network (PHB, IB, two SHBs) with a dashboard", runDev},
+		"broker": {"run one broker of a network: --config FILE --id ID", runBroker},
+		"pub":    {"publish events: --connect ADDR --topic T --prop k=v --count N", runPub},
+		"sub":    {"subscribe and print events: --connect ADDR --topic PATTERN [--json]", runSub},
 		"bench":  {"benchmark workloads side by side with peers (arrives with the benchmark issue)", notYet("bench")},
 	}
 }

@@ -30,9 +30,9 @@ type Subend struct {
 	// expectNow makes every gap at or below it due at the next Scan, once.
 	expectTo  tick.Tick
 	expectNow bool
-	srtt     time.Duration
-	rttvar   time.Duration
-	sampled  bool
+	srtt      time.Duration
+	rttvar    time.Duration
+	sampled   bool
 }
 
 type gap struct {

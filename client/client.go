@@ -1,0 +1,352 @@
+// Package client is the Go client of an aerie network: publish events to a
+// pubend with exactly-once semantics across reconnects and broker restarts,
+// and subscribe by topic pattern with in-order, gapless delivery per pubend
+// from the subscription's start token on.
+//
+//	c, err := client.Dial(ctx, "127.0.0.1:7201", client.Options{ID: "orders-svc"})
+//	ack, err := c.Publish(ctx, client.Message{Topic: "orders.eu", Props: map[string]any{"qty": int64(3)}})
+//	sub, err := c.Subscribe(ctx, "orders.>")
+//	for ev := range sub.Events() { ... }
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/transport"
+	"github.com/aerie-mq/aerie/internal/wire"
+)
+
+// Errors a caller can test with errors.Is.
+var (
+	ErrClosed       = errors.New("aerie: client closed")
+	ErrRejected     = errors.New("aerie: rejected by broker")
+	ErrDisconnected = errors.New("aerie: subscription ended by disconnection")
+)
+
+// Options configure a client.
+type Options struct {
+	// ID identifies the client; publishes are deduplicated per (ID, seq), so
+	// a publisher that restarts and must not duplicate keeps its ID.
+	// Default: random.
+	ID string
+	// Pubend pins publishes to one pubend; default: the broker picks one by
+	// a hash of ID, so all of this client's publishes stay in order.
+	Pubend string
+	// SubscriptionBuffer is the number of events buffered per subscription
+	// before the connection stops reading (and the broker, once its own
+	// bounded queue is full, disconnects the subscriber). Default 4096.
+	SubscriptionBuffer int
+	Logger             *slog.Logger
+}
+
+// Message is what a publisher sends.
+type Message struct {
+	Topic   string
+	Props   map[string]any // int64 (or int), float64, bool, string
+	Payload []byte
+}
+
+// Ack confirms a publish is durable at its pubend.
+type Ack struct {
+	Pubend string
+	Tick   uint64
+}
+
+// Event is a delivered message.
+type Event struct {
+	Pubend  string
+	Tick    uint64
+	Topic   string
+	Props   map[string]any
+	Payload []byte
+	// PubTime is the pubend's time for the tick (MODEL.md §1).
+	PubTime time.Time
+}
+
+// Client is a connection to one broker, re-established automatically.
+type Client struct {
+	addr string
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	conn    *transport.Conn
+	connUp  chan struct{} // closed when a connection is up; replaced on loss
+	seq     uint64
+	pending map[uint64]*publish
+	subs    map[string]*Subscription
+	nextSub int
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type publish struct {
+	req  msg.Publish
+	done chan struct{}
+	ack  Ack
+	err  error
+}
+
+// Dial connects to a broker's client address. It returns once the first
+// connection is up (or ctx ends); later losses are repaired in the
+// background with backoff.
+func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	if opts.ID == "" {
+		b := make([]byte, 8)
+		rand.Read(b)
+		opts.ID = "c-" + hex.EncodeToString(b)
+	}
+	if opts.SubscriptionBuffer <= 0 {
+		opts.SubscriptionBuffer = 4096
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	c := &Client{addr: addr, opts: opts, log: opts.Logger.With("client", opts.ID), connUp: make(chan struct{}),
+		pending: map[uint64]*publish{}, subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{})}
+	first := make(chan error, 1)
+	go c.run(runCtx, first)
+	select {
+	case err := <-first:
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
+	case <-ctx.Done():
+		c.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// ID returns the client's id.
+func (c *Client) ID() string { return c.opts.ID }
+
+func (c *Client) run(ctx context.Context, first chan<- error) {
+	defer close(c.done)
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		conn, r, err := c.connect(ctx)
+		if err != nil {
+			if first != nil {
+				first <- fmt.Errorf("aerie: connect to %s: %w", c.addr, err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		c.mu.Lock()
+		c.conn = conn
+		close(c.connUp)
+		// Resend every unacknowledged publish: the pubend deduplicates by
+		// (client id, seq), so a publish acked-but-ack-lost is not doubled.
+		for _, s := range c.pendingInOrder() {
+			conn.Send(s.req)
+		}
+		c.mu.Unlock()
+		if first != nil {
+			first <- nil
+			first = nil
+		}
+		err = conn.Run(ctx, r, c.dispatch)
+		c.mu.Lock()
+		c.conn = nil
+		c.connUp = make(chan struct{})
+		for name, s := range c.subs {
+			s.end(fmt.Errorf("%w: %v", ErrDisconnected, err))
+			delete(c.subs, name)
+		}
+		c.mu.Unlock()
+		if ctx.Err() == nil {
+			c.log.Warn("connection lost; reconnecting", "addr", c.addr, "err", err)
+		}
+	}
+}
+
+func (c *Client) connect(ctx context.Context) (*transport.Conn, *wire.Reader, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: c.opts.ID}, transport.Options{})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return conn, r, nil
+}
+
+func (c *Client) pendingInOrder() []*publish {
+	out := make([]*publish, 0, len(c.pending))
+	for s := uint64(1); s <= c.seq; s++ {
+		if p := c.pending[s]; p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// dispatch runs on the connection's reader goroutine, in order.
+func (c *Client) dispatch(m msg.Msg) {
+	switch m := m.(type) {
+	case msg.PubAck:
+		c.finish(m.Seq, Ack{Pubend: string(m.Pubend), Tick: uint64(m.Tick)}, nil)
+	case msg.PubReject:
+		c.finish(m.Seq, Ack{}, fmt.Errorf("%w: %s", ErrRejected, m.Reason))
+	case msg.SubStarted:
+		if s := c.sub(string(m.Sub)); s != nil {
+			s.start(m.Token)
+		}
+	case msg.SubRejected:
+		if s := c.sub(string(m.Sub)); s != nil {
+			s.end(fmt.Errorf("%w: %s", ErrRejected, m.Reason))
+			c.mu.Lock()
+			delete(c.subs, string(m.Sub))
+			c.mu.Unlock()
+		}
+	case msg.Delivery:
+		if s := c.sub(string(m.Sub)); s != nil {
+			s.deliver(m.Event) // blocks when the application does not keep up
+		}
+	}
+}
+
+func (c *Client) sub(name string) *Subscription {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.subs[name]
+}
+
+func (c *Client) finish(seq uint64, ack Ack, err error) {
+	c.mu.Lock()
+	p := c.pending[seq]
+	delete(c.pending, seq)
+	c.mu.Unlock()
+	if p != nil {
+		p.ack, p.err = ack, err
+		close(p.done)
+	}
+}
+
+// PublishAsync queues a publish and returns a channel that yields its
+// outcome once the event is durable (or refused). The publish is retried
+// across reconnects until acknowledged or the client is closed.
+func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
+	props, err := normalizeProps(m.Props)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.seq++
+	p := &publish{done: make(chan struct{}), req: msg.Publish{
+		Pubend: msg.PubendID(c.opts.Pubend), Publisher: c.opts.ID, Seq: c.seq,
+		Topic: m.Topic, Props: props, Payload: m.Payload,
+	}}
+	c.pending[c.seq] = p
+	if c.conn != nil {
+		c.conn.Send(p.req)
+	}
+	c.mu.Unlock()
+	out := make(chan Result, 1)
+	go func() {
+		select {
+		case <-p.done:
+			out <- Result{Ack: p.ack, Err: p.err}
+		case <-c.done:
+			out <- Result{Err: ErrClosed}
+		}
+	}()
+	return out, nil
+}
+
+// Result is the outcome of an asynchronous publish.
+type Result struct {
+	Ack Ack
+	Err error
+}
+
+// Publish sends one event and returns once it is durable at its pubend.
+func (c *Client) Publish(ctx context.Context, m Message) (Ack, error) {
+	ch, err := c.PublishAsync(m)
+	if err != nil {
+		return Ack{}, err
+	}
+	select {
+	case r := <-ch:
+		return r.Ack, r.Err
+	case <-ctx.Done():
+		return Ack{}, ctx.Err()
+	}
+}
+
+func normalizeProps(p map[string]any) (map[string]any, error) {
+	if len(p) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]any, len(p))
+	for k, v := range p {
+		switch x := v.(type) {
+		case int:
+			out[k] = int64(x)
+		case int32:
+			out[k] = int64(x)
+		case int64, float64, bool, string:
+			out[k] = x
+		case float32:
+			out[k] = float64(x)
+		default:
+			return nil, fmt.Errorf("aerie: property %q: unsupported type %T (use integer, float, bool or string)", k, v)
+		}
+	}
+	return out, nil
+}
+
+// Close ends the client: subscriptions end, unacknowledged publishes fail
+// with ErrClosed (they may still have been logged: retry with the same
+// client ID and they are not duplicated).
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conn := c.conn
+	c.mu.Unlock()
+	c.cancel() // first, so the run loop sees a requested close, not a loss
+	if conn != nil {
+		conn.Close()
+	}
+	<-c.done
+	return nil
+}
+
+func eventOf(e *msg.Event) Event {
+	return Event{Pubend: string(e.Pubend), Tick: uint64(e.Tick), Topic: e.Topic, Props: e.Props, Payload: e.Payload,
+		PubTime: time.UnixMilli(tick.Tick(e.Tick).Millis())}
+}

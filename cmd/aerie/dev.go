@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/config"
+)
+
+// runDev implements `aerie dev`: the default network (one PHB with pubends
+// P1–P4, one IB, two SHBs) in one process, with a dashboard.
+func runDev(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aerie dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory, printed)")
+	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard address (empty: no dashboard)")
+	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…")
+	verbose := fs.Bool("v", false, "log every broker event to stderr")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "aerie-dev-")
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+			return 1
+		}
+		*dir = d
+	}
+	abs, err := filepath.Abs(*dir) // the config's data paths must not depend on the working directory
+	if err == nil {
+		*dir = abs
+		err = os.MkdirAll(*dir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+		return 1
+	}
+	netw := config.Dev(*dir, *basePort)
+	cfgPath := filepath.Join(*dir, "network.toml")
+	b, err := netw.Marshal()
+	if err == nil {
+		err = os.WriteFile(cfgPath, b, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie dev: write %s: %v (is --base-port too high?)\n", cfgPath, err)
+		return 1
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var nodes []*broker.Node
+	var wg sync.WaitGroup
+	errs := make(chan error, len(netw.Brokers))
+	for _, b := range netw.Brokers {
+		opts, err := brokerOptions(netw, b.ID, *dir, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+			return 1
+		}
+		node, err := broker.New(opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+			return 1
+		}
+		nodes = append(nodes, node)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := node.Run(ctx); err != nil {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	for _, n := range nodes {
+		select {
+		case <-n.Listening():
+		case err := <-errs:
+			fmt.Fprintf(stderr, "aerie dev: %v\n(ports in use? try --base-port)\n", err)
+			cancel()
+			wg.Wait()
+			return 1
+		}
+	}
+	var srv *http.Server
+	if *httpAddr != "" {
+		ln, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie dev: dashboard: %v (use --http to pick another address, or --http '' for none)\n", err)
+		} else {
+			srv = &http.Server{Handler: dashboard(nodes), ReadHeaderTimeout: 5 * time.Second}
+			go srv.Serve(ln)
+		}
+	}
+	printDevSummary(stdout, netw, nodes, *dir, cfgPath, srv, *httpAddr)
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+	}
+	cancel()
+	if srv != nil {
+		srv.Close()
+	}
+	wg.Wait()
+	fmt.Fprintln(stderr, "aerie dev: stopped")
+	return 0
+}
+
+func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, dir, cfgPath string, srv *http.Server, httpAddr string) {
+	fmt.Fprintf(w, "aerie dev: a local network is running (Ctrl-C stops it)\n\n")
+	for i, b := range netw.Brokers {
+		role := "IB "
+		switch {
+		case len(b.Pubends) > 0:
+			role = "PHB"
+		case b.Clients != "":
+			role = "SHB"
+		}
+		fmt.Fprintf(w, "  %-3s %-3s brokers %-16s", b.ID, role, nodes[i].BrokerAddr())
+		if a := nodes[i].ClientAddr(); a != "" {
+			fmt.Fprintf(w, " clients %-16s", a)
+		}
+		if len(b.Pubends) > 0 {
+			fmt.Fprintf(w, " pubends %v", b.Pubends)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\n  data        %s\n  config      %s  (aerie broker --config %s --id p1 … runs it as processes)\n", dir, cfgPath, cfgPath)
+	if srv != nil {
+		fmt.Fprintf(w, "  dashboard   http://%s/\n", httpAddr)
+	}
+	var pubAddr, subAddr string
+	for i, b := range netw.Brokers {
+		if nodes[i].ClientAddr() == "" {
+			continue
+		}
+		if len(b.Pubends) > 0 && pubAddr == "" {
+			pubAddr = nodes[i].ClientAddr()
+		} else if len(b.Pubends) == 0 && subAddr == "" {
+			subAddr = nodes[i].ClientAddr()
+		}
+	}
+	fmt.Fprintf(w, "\nIn another terminal:\n")
+	fmt.Fprintf(w, "  go run ./cmd/aerie sub --connect %s --topic 'orders.>' --json\n", subAddr)
+	fmt.Fprintf(w, "  go run ./cmd/aerie pub --connect %s --topic orders.eu --prop qty=3 --count 10\n\n", pubAddr)
+}
+
+var dashTmpl = template.Must(template.New("d").Parse(`<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="1"><title>aerie dev</title>
+<style>body{font:14px system-ui;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}h2{margin:.3em 0}</style></head><body>
+<h1>aerie dev</h1><p>Refreshes every second. JSON: <a href="/status">/status</a></p>
+{{range .}}<h2>{{.ID}}</h2><p>peers {{.Peers}} · clients {{.Clients}} · delivered {{.Stats.Delivered}} · nacks sent {{.Stats.NacksSent}} · retransmissions {{.Stats.Retransmissions}} · contradictions {{.Stats.Contradictions}}</p>
+<table><tr><th>pubend</th><th>hosted</th><th>final (L)</th><th>doubt horizon</th><th>known</th><th>ack prefix</th><th>runs</th><th>gaps</th></tr>
+{{range .Streams}}<tr><td>{{.Pubend}}</td><td>{{.Hosted}}</td><td>{{.Final}}</td><td>{{.DoubtHorizon}}</td><td>{{.KnownHi}}</td><td>{{.AckPrefix}}</td><td>{{.Runs}}</td><td>{{.Gaps}}</td></tr>{{end}}</table>{{end}}
+</body></html>`))
+
+func dashboard(nodes []*broker.Node) http.Handler {
+	statuses := func(r *http.Request) []broker.Status {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var out []broker.Status
+		for _, n := range nodes {
+			if s, err := n.Status(ctx); err == nil {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(statuses(r))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		dashTmpl.Execute(w, statuses(r))
+	})
+	return mux
+}

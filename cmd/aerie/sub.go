@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+)
+
+// runSub implements `aerie sub`.
+func runSub(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aerie sub", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("connect", "127.0.0.1:7203", "broker client address")
+	topic := fs.String("topic", ">", "topic pattern: words separated by dots, * one word, > the rest")
+	selector := fs.String("selector", "", "SQL-92 selector over properties (arrives with the content-based subscription issue)")
+	count := fs.Int("count", 0, "exit 0 after this many events (0: run until interrupted)")
+	timeout := fs.Duration("timeout", 0, "exit 1 if --count events have not arrived this long after subscribing (0: no limit)")
+	asJSON := fs.Bool("json", false, "one JSON object per event on stdout")
+	durable := fs.String("durable", "", "durable subscription name (arrives with the durable-subscription issue)")
+	from := fs.String("from", "", "resume token of a durable subscription (arrives with the durable-subscription issue)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	for name, v := range map[string]string{"--selector": *selector, "--durable": *durable, "--from": *from} {
+		if v != "" {
+			fmt.Fprintf(stderr, "aerie sub: %s is not supported yet\n", name)
+			return 2
+		}
+	}
+	ctx := context.Background()
+	c, err := client.Dial(ctx, *addr, client.Options{})
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, *topic)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "subscribed %s\n", sub.TokenString())
+	out := bufio.NewWriter(stdout)
+	defer out.Flush()
+	var deadline <-chan time.Time
+	if *timeout > 0 {
+		t := time.NewTimer(*timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	got := 0
+	for {
+		select {
+		case ev, ok := <-sub.Events():
+			if !ok {
+				out.Flush()
+				fmt.Fprintf(stderr, "aerie sub: subscription ended after %d events: %v\n", got, sub.Err())
+				return 1
+			}
+			got++
+			writeEvent(out, ev, *asJSON)
+			if *count > 0 && got >= *count {
+				return 0
+			}
+		case <-deadline:
+			out.Flush()
+			fmt.Fprintf(stderr, "aerie sub: %d of %d events within %v\n", got, *count, *timeout)
+			return 1
+		}
+	}
+}
+
+func writeEvent(w *bufio.Writer, ev client.Event, asJSON bool) {
+	recv := time.Now()
+	if asJSON {
+		b, _ := json.Marshal(struct {
+			Pubend  string         `json:"pubend"`
+			Tick    uint64         `json:"tick"`
+			Topic   string         `json:"topic"`
+			Props   map[string]any `json:"props"`
+			Payload string         `json:"payload"`
+			PubMs   int64          `json:"pub_ms"`
+			RecvMs  int64          `json:"recv_ms"`
+		}{ev.Pubend, ev.Tick, ev.Topic, ev.Props, string(ev.Payload), ev.PubTime.UnixMilli(), recv.UnixMilli()})
+		w.Write(b)
+		w.WriteByte('\n')
+	} else {
+		fmt.Fprintf(w, "%s@%d %s %v %q\n", ev.Pubend, ev.Tick, ev.Topic, ev.Props, ev.Payload)
+	}
+	w.Flush() // written as it is delivered (DESIGN.md §6)
+}

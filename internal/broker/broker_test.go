@@ -1,0 +1,423 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// net4 is the dev topology on loopback: p1 (P1, P2) → b1 → s1, s2.
+type net4 struct {
+	t      testing.TB
+	opts   map[msg.NodeID]broker.Options
+	nodes  map[msg.NodeID]*broker.Node
+	cancel map[msg.NodeID]context.CancelFunc
+	done   map[msg.NodeID]chan error
+	fs     vfs.FS
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func freeAddr(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startNet(t testing.TB, fs vfs.FS) *net4 {
+	n := &net4{t: t, opts: map[msg.NodeID]broker.Options{}, nodes: map[msg.NodeID]*broker.Node{},
+		cancel: map[msg.NodeID]context.CancelFunc{}, done: map[msg.NodeID]chan error{}, fs: fs}
+	cfg := gd.DefaultConfig()
+	addr := map[msg.NodeID]string{"p1": freeAddr(t), "b1": freeAddr(t), "s1": freeAddr(t), "s2": freeAddr(t)}
+	pubends := []msg.PubendID{"P1", "P2"}
+	route := func(up msg.NodeID, down ...msg.NodeID) []gd.Route {
+		var rs []gd.Route
+		for _, p := range pubends {
+			rs = append(rs, gd.Route{Pubend: p, Up: up, Down: down})
+		}
+		return rs
+	}
+	n.opts["p1"] = broker.Options{ID: "p1", Routes: route("", "b1"), GD: cfg, Listen: addr["p1"], Clients: freeAddr(t), DataDir: t.TempDir(), FS: fs}
+	n.opts["b1"] = broker.Options{ID: "b1", Routes: route("p1", "s1", "s2"), GD: cfg, Listen: addr["b1"], Upstreams: map[msg.NodeID]string{"p1": addr["p1"]}}
+	n.opts["s1"] = broker.Options{ID: "s1", Routes: route("b1"), GD: cfg, Listen: addr["s1"], Clients: freeAddr(t), Upstreams: map[msg.NodeID]string{"b1": addr["b1"]}}
+	n.opts["s2"] = broker.Options{ID: "s2", Routes: route("b1"), GD: cfg, Listen: addr["s2"], Clients: freeAddr(t), Upstreams: map[msg.NodeID]string{"b1": addr["b1"]}}
+	for _, id := range []msg.NodeID{"p1", "b1", "s1", "s2"} {
+		n.start(id)
+	}
+	t.Cleanup(func() {
+		for id := range n.nodes {
+			n.stop(id)
+		}
+	})
+	return n
+}
+
+func (n *net4) start(id msg.NodeID) {
+	o := n.opts[id]
+	o.Logger = quietLogger()
+	node, err := broker.New(o)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	select {
+	case <-node.Listening():
+	case err := <-done:
+		n.t.Fatalf("%s: %v", id, err)
+	}
+	n.nodes[id], n.cancel[id], n.done[id] = node, cancel, done
+}
+
+func (n *net4) stop(id msg.NodeID) {
+	if c := n.cancel[id]; c != nil {
+		c()
+		<-n.done[id]
+		delete(n.cancel, id)
+		delete(n.nodes, id)
+	}
+}
+
+func (n *net4) dial(id msg.NodeID, opts client.Options) *client.Client {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opts.Logger = quietLogger()
+	c, err := client.Dial(ctx, n.opts[id].Clients, opts)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// collector checks what one subscription receives: strictly increasing
+// ticks per pubend (no duplicate, no reordering) and which seqs arrived.
+type collector struct {
+	mu    sync.Mutex
+	last  map[string]uint64
+	seqs  map[int64]int
+	err   error
+	count int
+	more  chan struct{}
+}
+
+func collect(t *testing.T, sub *client.Subscription) *collector {
+	c := &collector{last: map[string]uint64{}, seqs: map[int64]int{}, more: make(chan struct{}, 1)}
+	for p, tk := range sub.Token() {
+		c.last[p] = tk
+	}
+	go func() {
+		for ev := range sub.Events() {
+			c.mu.Lock()
+			if ev.Tick <= c.last[ev.Pubend] && c.err == nil {
+				c.err = fmt.Errorf("%s@%d after %d: duplicate or out of order", ev.Pubend, ev.Tick, c.last[ev.Pubend])
+			}
+			c.last[ev.Pubend] = ev.Tick
+			c.seqs[ev.Props["seq"].(int64)]++
+			c.count++
+			c.mu.Unlock()
+			select {
+			case c.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return c
+}
+
+// waitFor waits (on deliveries, with a deadline) until the collector holds n events.
+func (c *collector) waitFor(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		c.mu.Lock()
+		got, err := c.count, c.err
+		c.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-c.more:
+		case <-deadline:
+			t.Fatalf("got %d of %d events within %v", got, n, within)
+		}
+	}
+}
+
+func (c *collector) check(t *testing.T, want map[int64]bool) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	for s, n := range c.seqs {
+		if n != 1 {
+			t.Errorf("seq %d delivered %d times", s, n)
+		}
+		if !want[s] {
+			t.Errorf("seq %d delivered but not expected", s)
+		}
+	}
+	for s := range want {
+		if c.seqs[s] == 0 {
+			t.Errorf("seq %d never delivered", s)
+		}
+	}
+}
+
+func topicOf(i int) string {
+	if i%3 == 0 {
+		return "orders.eu"
+	}
+	return "quotes.us"
+}
+
+// publishAll publishes seq 1..n (topics alternating) and returns the expected
+// seqs per pattern.
+func publishAll(t *testing.T, c *client.Client, from, n int) (orders, all map[int64]bool) {
+	t.Helper()
+	orders, all = map[int64]bool{}, map[int64]bool{}
+	var chans []<-chan client.Result
+	for i := from; i < from+n; i++ {
+		ch, err := c.PublishAsync(client.Message{Topic: topicOf(i), Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+		all[int64(i)] = true
+		if topicOf(i) == "orders.eu" {
+			orders[int64(i)] = true
+		}
+	}
+	for _, ch := range chans {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("publish not acked within 30s")
+		}
+	}
+	return orders, all
+}
+
+func TestDeliveryThroughFourBrokers(t *testing.T) {
+	n := startNet(t, vfs.OS())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s1, err := n.dial("s1", client.Options{}).Subscribe(ctx, "orders.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := collect(t, s1), collect(t, s2)
+	pub := n.dial("p1", client.Options{ID: "pub-a"})
+	orders, all := publishAll(t, pub, 1, 600)
+	c1.waitFor(t, len(orders), 20*time.Second)
+	c2.waitFor(t, len(all), 20*time.Second)
+	c1.check(t, orders)
+	c2.check(t, all)
+}
+
+func TestIBRestartMidStream(t *testing.T) {
+	n := startNet(t, vfs.OS())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(t, sub)
+	pub := n.dial("p1", client.Options{ID: "pub-b"})
+	_, all1 := publishAll(t, pub, 1, 300)
+	n.stop("b1") // loses all its soft state
+	_, all2 := publishAll(t, pub, 301, 300)
+	n.start("b1")
+	_, all3 := publishAll(t, pub, 601, 300)
+	for k := range all2 {
+		all1[k] = true
+	}
+	for k := range all3 {
+		all1[k] = true
+	}
+	c.waitFor(t, len(all1), 30*time.Second)
+	c.check(t, all1)
+}
+
+func TestPHBRestartKeepsAckedAndDedups(t *testing.T) {
+	n := startNet(t, vfs.OS())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(t, sub)
+	pub := n.dial("p1", client.Options{ID: "pub-c"})
+	_, all := publishAll(t, pub, 1, 200)
+	// Publishes in flight when the PHB goes down are retried by the client
+	// after it reconnects, with the same sequence numbers.
+	var chans []<-chan client.Result
+	for i := 201; i <= 400; i++ {
+		ch, err := pub.PublishAsync(client.Message{Topic: "t", Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+		all[int64(i)] = true
+	}
+	n.stop("p1")
+	n.start("p1")
+	for _, ch := range chans {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("publish not acked after the PHB restarted")
+		}
+	}
+	c.waitFor(t, len(all), 30*time.Second)
+	c.check(t, all)
+}
+
+func TestMalformedClientFrameHurtsNoOne(t *testing.T) {
+	n := startNet(t, vfs.OS())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(t, sub)
+	// A client that sends garbage instead of a hello is closed...
+	bad, err := net.Dial("tcp", n.opts["s1"].Clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad.Write([]byte{0xff, 0xff, 0xff, 0x7f, 1, 2, 3, 4})
+	bad.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(bad); err != nil {
+		t.Fatalf("broker did not close the malformed connection: %v", err)
+	}
+	bad.Close()
+	// ...and everyone else is served as before.
+	_, all := publishAll(t, n.dial("p1", client.Options{ID: "pub-d"}), 1, 100)
+	c.waitFor(t, len(all), 20*time.Second)
+	c.check(t, all)
+}
+
+// gateFS holds every Sync while hold is set, to prove acks wait for fsync.
+type gateFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	hold    bool
+	syncing chan struct{}
+	release chan struct{}
+}
+
+type gateFile struct {
+	vfs.File
+	g *gateFS
+}
+
+func (g *gateFS) Create(name string) (vfs.File, error) {
+	f, err := g.FS.Create(name)
+	return &gateFile{f, g}, err
+}
+
+func (g *gateFS) Open(name string) (vfs.File, error) {
+	f, err := g.FS.Open(name)
+	return &gateFile{f, g}, err
+}
+
+func (f *gateFile) Sync() error {
+	f.g.mu.Lock()
+	hold := f.g.hold
+	f.g.mu.Unlock()
+	if hold {
+		f.g.syncing <- struct{}{}
+		<-f.g.release
+	}
+	return f.File.Sync()
+}
+
+// TestNoAckBeforeFsync: while the record's fsync is held, no ack reaches the
+// publisher — checked after a later request's answer has come back on the
+// same FIFO connection, so an early ack would already have arrived.
+func TestNoAckBeforeFsync(t *testing.T) {
+	g := &gateFS{FS: vfs.NewMem(), syncing: make(chan struct{}), release: make(chan struct{})}
+	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
+		Clients: freeAddr(t), DataDir: "/data", FS: g, Logger: quietLogger()}
+	node, err := broker.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	<-node.Listening()
+	c, err := client.Dial(ctx, opts.Clients, client.Options{ID: "p", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	g.hold = true
+	g.mu.Unlock()
+	ch, err := c.PublishAsync(client.Message{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.syncing // the record's fsync has begun and is held
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	if _, err := c.Subscribe(sctx, ">"); err != nil {
+		t.Fatal(err)
+	}
+	scancel()
+	select {
+	case r := <-ch:
+		t.Fatalf("publish acked before its fsync completed: %+v", r)
+	default:
+	}
+	g.mu.Lock()
+	g.hold = false
+	g.mu.Unlock()
+	g.release <- struct{}{}
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ack after the fsync completed")
+	}
+	c.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,163 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/transport"
+	"github.com/aerie-mq/aerie/internal/wire"
+)
+
+func (n *Node) hello() msg.Hello {
+	return msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: string(n.opts.ID), Incarnation: n.inc}
+}
+
+func (n *Node) listen(ctx context.Context) error {
+	var err error
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.opts.Listen != "" {
+		if n.brokerLn, err = net.Listen("tcp", n.opts.Listen); err != nil {
+			return fmt.Errorf("broker %s: listen for brokers: %w", n.opts.ID, err)
+		}
+		n.wg.Add(1)
+		go n.acceptLoop(ctx, n.brokerLn, n.servePeer)
+	}
+	if n.opts.Clients != "" {
+		if n.clientLn, err = net.Listen("tcp", n.opts.Clients); err != nil {
+			if n.brokerLn != nil {
+				n.brokerLn.Close()
+			}
+			return fmt.Errorf("broker %s: listen for clients: %w", n.opts.ID, err)
+		}
+		n.wg.Add(1)
+		go n.acceptLoop(ctx, n.clientLn, n.serveClient)
+	}
+	return nil
+}
+
+func (n *Node) acceptLoop(ctx context.Context, ln net.Listener, serve func(context.Context, net.Conn)) {
+	defer n.wg.Done()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				n.log.Warn("accept failed", "err", err)
+				time.Sleep(10 * time.Millisecond) // avoid a hot loop on EMFILE; not synchronisation
+				continue
+			}
+			return
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			serve(ctx, nc)
+		}()
+	}
+}
+
+// servePeer handles a downstream broker that dialed us.
+func (n *Node) servePeer(ctx context.Context, nc net.Conn) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, r, err := transport.Handshake(hctx, nc, n.hello(), n.opts.Transport)
+	cancel()
+	if err != nil {
+		n.log.Warn("broker handshake failed", "addr", nc.RemoteAddr().String(), "err", err)
+		nc.Close()
+		return
+	}
+	peer := msg.NodeID(c.Peer.ID)
+	if c.Peer.Role != msg.RoleBroker || !n.downs[peer] {
+		c.CloseWith(errors.New("unknown peer"), fmt.Sprintf("%s is not a downstream neighbour of broker %s", c.Peer.ID, n.opts.ID))
+		n.log.Warn("refused connection from unknown broker", "peer", c.Peer.ID, "addr", c.RemoteAddr())
+		return
+	}
+	n.runPeer(ctx, peer, c, r)
+}
+
+// dialLoop keeps a connection to one upstream neighbour, reconnecting with
+// exponential backoff (50 ms doubling to 2 s, with jitter).
+func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
+	defer n.wg.Done()
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		d := net.Dialer{Timeout: 2 * time.Second}
+		nc, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			c, r, herr := transport.Handshake(hctx, nc, n.hello(), n.opts.Transport)
+			cancel()
+			if herr != nil {
+				n.log.Warn("handshake with upstream failed", "peer", string(up), "addr", addr, "err", herr)
+				nc.Close()
+			} else if c.Peer.ID != string(up) {
+				c.CloseWith(errors.New("wrong peer"), fmt.Sprintf("expected broker %s", up))
+				n.log.Warn("upstream address answered with another broker", "want", string(up), "got", c.Peer.ID, "addr", addr)
+			} else {
+				backoff = 50 * time.Millisecond
+				n.runPeer(ctx, up, c, r)
+			}
+		}
+		wait := backoff + time.Duration(float64(backoff)*0.2*randFloat())
+		backoff = min(2*backoff, 2*time.Second)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (n *Node) runPeer(ctx context.Context, peer msg.NodeID, c *transport.Conn, r *wire.Reader) {
+	n.post(ctx, event{kind: evPeerUp, peer: peer, inc: c.Peer.Incarnation, conn: c})
+	err := c.Run(ctx, r, func(m msg.Msg) {
+		n.post(ctx, event{kind: evPeerMsg, peer: peer, conn: c, m: m})
+	})
+	if err != nil && ctx.Err() == nil {
+		n.log.Info("connection to broker closed", "peer", string(peer), "err", err)
+	}
+	n.post(ctx, event{kind: evPeerDown, peer: peer, conn: c})
+}
+
+func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	opts := n.opts.Transport
+	opts.QueueFrames = n.opts.SubscriberQueue
+	c, r, err := transport.Handshake(hctx, nc, n.hello(), opts)
+	cancel()
+	if err != nil {
+		n.log.Warn("client handshake failed", "addr", nc.RemoteAddr().String(), "err", err)
+		nc.Close()
+		return
+	}
+	cid := n.newClientID()
+	n.post(ctx, event{kind: evClientUp, cid: cid, conn: c})
+	err = c.Run(ctx, r, func(m msg.Msg) { n.post(ctx, event{kind: evClientMsg, cid: cid, m: m}) })
+	if err != nil && ctx.Err() == nil {
+		n.log.Info("client connection closed", "client", c.Peer.ID, "err", err)
+	}
+	n.post(ctx, event{kind: evClientDown, cid: cid})
+}
+
+func (n *Node) newClientID() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nextCID++
+	return n.nextCID
+}
+
+// post hands an event to the loop (blocking: a full inbox pushes back on
+// the connection readers, which is TCP flow control for our peers).
+func (n *Node) post(ctx context.Context, ev event) {
+	select {
+	case n.inbox <- ev:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,481 @@
+// Package broker is the runtime shell around the pure GD engine: one
+// goroutine (Run) owns the engine and drives it with real time, the event
+// log on disk and TCP connections. Connection readers and the fsync run in
+// goroutines owned by the Node; they talk to the loop through channels, so
+// the protocol itself never needs a lock (DESIGN.md §3).
+//
+// Crash-only: a kill -9 at any instant is safe, because a publish is acked
+// only after the fsync of its record and everything else is soft state that
+// neighbours rebuild by nacking. SIGTERM (ctx cancelled) stops accepting,
+// finishes the fsync in flight and closes.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/transport"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Options configure one broker.
+type Options struct {
+	ID     msg.NodeID
+	Routes []gd.Route
+	GD     gd.Config
+	// Listen is the broker-to-broker address; Clients the client address
+	// (either may be empty).
+	Listen, Clients string
+	// Upstreams maps each upstream neighbour to its broker address: this
+	// broker dials its upstreams; downstreams dial it.
+	Upstreams map[msg.NodeID]string
+	// DataDir holds the event log of the pubends hosted here.
+	DataDir string
+	// FS is the filesystem (default vfs.OS()).
+	FS vfs.FS
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Transport tunes connections.
+	Transport transport.Options
+	// SubscriberQueue bounds the frames queued to one client connection; a
+	// subscriber that falls further behind is disconnected with a reason it
+	// can see (seed 003 §1.1). Default 100000.
+	SubscriberQueue int
+}
+
+// Node is one running broker.
+type Node struct {
+	opts    Options
+	log     *slog.Logger
+	eng     *gd.Engine
+	elog    *eventlog.Log
+	inc     uint64
+	hosted  []msg.PubendID
+	downs   map[msg.NodeID]bool
+	inbox   chan event
+	syncRes chan error
+	status  chan chan Status
+
+	// Loop-owned state.
+	peers    map[msg.NodeID]*transport.Conn
+	clients  map[uint64]*client
+	pubOwner map[string]uint64
+	subOwner map[msg.SubID]uint64
+	inflight *gd.Ready
+	nextCID  uint64
+
+	mu        sync.Mutex // guards the addresses below, read by tests and dev
+	brokerLn  net.Listener
+	clientLn  net.Listener
+	listening chan struct{}
+	wg        sync.WaitGroup
+}
+
+type client struct {
+	id   uint64
+	conn *transport.Conn
+	subs map[msg.SubID]string // full id → the client's own name
+}
+
+// event is something a connection goroutine hands to the loop.
+type event struct {
+	kind int
+	peer msg.NodeID
+	inc  uint64
+	cid  uint64
+	conn *transport.Conn
+	m    msg.Msg
+}
+
+const (
+	evPeerUp = iota
+	evPeerMsg
+	evPeerDown
+	evClientUp
+	evClientMsg
+	evClientDown
+)
+
+// New prepares a broker; Run starts it.
+func New(opts Options) (*Node, error) {
+	if opts.ID == "" {
+		return nil, errors.New("broker: empty id")
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.OS()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.SubscriberQueue <= 0 {
+		opts.SubscriberQueue = 100000
+	}
+	if opts.GD == (gd.Config{}) {
+		opts.GD = gd.DefaultConfig()
+	}
+	eng, err := gd.New(opts.ID, opts.GD, opts.Routes)
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", opts.ID, err)
+	}
+	n := &Node{
+		opts: opts, log: opts.Logger.With("broker", string(opts.ID)), eng: eng,
+		inc:   rand.Uint64() | 1, // boot nonce: a restart is a new incarnation
+		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096), syncRes: make(chan error, 1),
+		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[uint64]*client{},
+		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}),
+	}
+	for _, r := range opts.Routes {
+		if r.Up == "" {
+			n.hosted = append(n.hosted, r.Pubend)
+		}
+		for _, d := range r.Down {
+			n.downs[d] = true
+		}
+	}
+	sort.Slice(n.hosted, func(i, j int) bool { return n.hosted[i] < n.hosted[j] })
+	if len(n.hosted) > 0 && opts.DataDir == "" {
+		return nil, fmt.Errorf("broker %s hosts pubends %v but has no data directory", opts.ID, n.hosted)
+	}
+	return n, nil
+}
+
+// Listening is closed once the node accepts connections.
+func (n *Node) Listening() <-chan struct{} { return n.listening }
+
+// ClientAddr returns the address clients connect to ("" when none).
+func (n *Node) ClientAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.clientLn == nil {
+		return ""
+	}
+	return n.clientLn.Addr().String()
+}
+
+// BrokerAddr returns the broker-to-broker address ("" when none).
+func (n *Node) BrokerAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.brokerLn == nil {
+		return ""
+	}
+	return n.brokerLn.Addr().String()
+}
+
+// Run opens the log, restores the pubends, listens, dials upstreams and
+// drives the engine until ctx ends or a fatal error (a failed fsync).
+func (n *Node) Run(ctx context.Context) error {
+	if err := n.openLog(); err != nil {
+		return err
+	}
+	defer func() {
+		if n.elog != nil {
+			n.elog.Close()
+		}
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		n.wg.Wait()
+	}()
+	if err := n.listen(ctx); err != nil {
+		return err
+	}
+	close(n.listening)
+	for up, addr := range n.opts.Upstreams {
+		n.wg.Add(1)
+		go n.dialLoop(ctx, up, addr)
+	}
+	persist := make(chan [][]byte)
+	defer close(persist) // ends the persister after the loop
+	n.wg.Add(1)
+	go n.persister(persist)
+	return n.loop(ctx, persist)
+}
+
+func (n *Node) openLog() error {
+	if len(n.hosted) == 0 {
+		return nil
+	}
+	dir := filepath.Join(n.opts.DataDir, "pubends")
+	if err := n.opts.FS.MkdirAll(dir); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	l, rec, err := eventlog.Open(n.opts.FS, dir, eventlog.Options{})
+	if err != nil {
+		return fmt.Errorf("broker %s: open event log: %w", n.opts.ID, err)
+	}
+	if rec.TornTail {
+		n.log.Warn("event log had a torn tail after a crash; truncated it", "segment", rec.Segment, "offset", rec.Offset, "bytes", rec.TruncatedBytes)
+	}
+	var recs []msg.Record
+	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	if err == nil {
+		err = n.eng.Restore(recs)
+	}
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("broker %s: recover event log %s: %w", n.opts.ID, dir, err)
+	}
+	n.elog = l
+	n.log.Info("event log recovered", "dir", dir, "records", len(recs))
+	return nil
+}
+
+// persister appends and fsyncs one batch at a time (group commit: the loop
+// hands over everything that queued during the previous fsync).
+func (n *Node) persister(in <-chan [][]byte) {
+	defer n.wg.Done()
+	for batch := range in {
+		{
+			var err error
+			for _, b := range batch {
+				if _, err = n.elog.Append(b); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = n.elog.Sync()
+			}
+			n.syncRes <- err
+		}
+	}
+}
+
+func now() tick.Time { return tick.Time(time.Now().UnixNano()) }
+
+func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
+	t := time.NewTicker(n.opts.GD.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if n.inflight != nil {
+				// Finish the fsync in flight so its publishers get their acks.
+				if err := <-n.syncRes; err == nil {
+					n.released()
+				}
+			}
+			n.closeAll("broker shutting down")
+			return nil
+		case <-t.C:
+			n.step(gd.Tick{})
+		case ev := <-n.inbox:
+			n.handle(ev)
+		case err := <-n.syncRes:
+			if err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("broker %s: fsync failed, stopping (crash-only): %w", n.opts.ID, err)
+			}
+			n.released()
+		case reply := <-n.status:
+			reply <- n.snapshot()
+		}
+		n.drain(persist)
+	}
+}
+
+// released: the in-flight batch is durable — acks go out, the engine learns.
+func (n *Node) released() {
+	rd := *n.inflight
+	n.inflight = nil
+	for _, m := range rd.ToClientsAfterPersist {
+		n.toClient(m)
+	}
+	n.eng.Advance(rd)
+}
+
+func (n *Node) step(in gd.Input) {
+	if err := n.eng.Step(now(), in); err != nil {
+		n.log.Warn("engine refused input", "err", err)
+	}
+}
+
+func (n *Node) drain(persist chan<- [][]byte) {
+	for n.eng.HasReady() {
+		rd := n.eng.Ready()
+		for _, env := range rd.Send {
+			if c := n.peers[env.To]; c != nil {
+				c.Send(env.Msg) // a lost message is recovered by the protocol
+			}
+		}
+		for _, m := range rd.ToClients {
+			n.toClient(m)
+		}
+		if len(rd.Persist) > 0 {
+			batch := make([][]byte, 0, len(rd.Persist))
+			for _, r := range rd.Persist {
+				b, err := msg.EncodeRecord(nil, r)
+				if err != nil {
+					panic(fmt.Sprintf("broker: encode %v: %v", r, err)) // publish validation guarantees encodable props
+				}
+				batch = append(batch, b)
+			}
+			r := rd
+			n.inflight = &r
+			persist <- batch
+		}
+	}
+}
+
+func (n *Node) handle(ev event) {
+	switch ev.kind {
+	case evPeerUp:
+		if old := n.peers[ev.peer]; old != nil && old != ev.conn {
+			old.Close()
+		}
+		n.peers[ev.peer] = ev.conn
+		n.log.Info("link up", "peer", string(ev.peer), "addr", ev.conn.RemoteAddr())
+		n.step(gd.LinkUp{Peer: ev.peer, Incarnation: ev.inc})
+	case evPeerMsg:
+		if n.peers[ev.peer] != ev.conn {
+			return // a replaced connection's leftovers
+		}
+		if err := n.eng.Step(now(), gd.Recv{From: ev.peer, Msg: ev.m}); err != nil {
+			// Not a broker-to-broker message: a protocol error on this link.
+			n.log.Warn("closing link after protocol error", "peer", string(ev.peer), "err", err)
+			ev.conn.CloseWith(err, "protocol error: "+err.Error())
+		}
+	case evPeerDown:
+		if n.peers[ev.peer] == ev.conn {
+			delete(n.peers, ev.peer)
+			n.log.Info("link down", "peer", string(ev.peer), "err", ev.conn.Err())
+		}
+	case evClientUp:
+		n.clients[ev.cid] = &client{id: ev.cid, conn: ev.conn, subs: map[msg.SubID]string{}}
+	case evClientMsg:
+		n.clientRequest(ev.cid, ev.m)
+	case evClientDown:
+		if c := n.clients[ev.cid]; c != nil {
+			for sub := range c.subs {
+				delete(n.subOwner, sub)
+				n.step(gd.Local{Msg: msg.Unsubscribe{Sub: sub}})
+			}
+			delete(n.clients, ev.cid)
+		}
+	}
+}
+
+// clientRequest maps a client's request into the engine. Subscription names
+// are made network-unique by prefixing broker and connection.
+func (n *Node) clientRequest(cid uint64, m msg.Msg) {
+	c := n.clients[cid]
+	if c == nil {
+		return
+	}
+	switch m := m.(type) {
+	case msg.Publish:
+		if m.Pubend == "" {
+			m.Pubend = n.pickPubend(m.Publisher)
+		}
+		if err := validProps(m.Props); err != nil {
+			c.conn.Send(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: err.Error()})
+			return
+		}
+		n.pubOwner[m.Publisher] = cid
+		n.step(gd.Local{Msg: m})
+	case msg.Subscribe:
+		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
+		c.subs[full] = string(m.Sub)
+		n.subOwner[full] = cid
+		n.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern}})
+	case msg.Unsubscribe:
+		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
+		delete(c.subs, full)
+		delete(n.subOwner, full)
+		n.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})
+	default:
+		c.conn.CloseWith(fmt.Errorf("broker: client sent %T", m), fmt.Sprintf("unexpected %T from a client", m))
+	}
+}
+
+// pickPubend spreads publishers over the hosted pubends by a hash of their
+// id, so one publisher's events all go to one pubend (and stay in order).
+func (n *Node) pickPubend(publisher string) msg.PubendID {
+	if len(n.hosted) == 0 {
+		return ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(publisher))
+	return n.hosted[int(h.Sum32()%uint32(len(n.hosted)))]
+}
+
+func validProps(p map[string]any) error {
+	for k, v := range p {
+		switch v.(type) {
+		case int64, float64, bool, string:
+		default:
+			return fmt.Errorf("property %q has unsupported type %T (use integer, float, bool or string)", k, v)
+		}
+	}
+	return nil
+}
+
+func (n *Node) toClient(m msg.Msg) {
+	var cid uint64
+	var ok bool
+	switch x := m.(type) {
+	case msg.PubAck:
+		cid, ok = n.pubOwner[x.Publisher]
+	case msg.PubReject:
+		cid, ok = n.pubOwner[x.Publisher]
+	case msg.Delivery:
+		cid, ok = n.subOwner[x.Sub]
+		if ok {
+			x.Sub = msg.SubID(n.clients[cid].subs[x.Sub])
+			m = x
+		}
+	case msg.SubStarted:
+		cid, ok = n.subOwner[x.Sub]
+		if ok {
+			x.Sub = msg.SubID(n.clients[cid].subs[x.Sub])
+			m = x
+		}
+	case msg.SubRejected:
+		cid, ok = n.subOwner[x.Sub]
+		if ok {
+			x.Sub = msg.SubID(n.clients[cid].subs[x.Sub])
+			m = x
+		}
+	}
+	if c := n.clients[cid]; ok && c != nil {
+		c.conn.Send(m) // a full queue disconnects the client with a reason
+	}
+}
+
+func (n *Node) closeAll(reason string) {
+	for _, c := range n.peers {
+		c.CloseWith(errors.New(reason), reason)
+	}
+	for _, c := range n.clients {
+		c.conn.CloseWith(errors.New(reason), reason)
+	}
+	n.mu.Lock()
+	if n.brokerLn != nil {
+		n.brokerLn.Close()
+	}
+	if n.clientLn != nil {
+		n.clientLn.Close()
+	}
+	n.mu.Unlock()
+}

@@ -1,0 +1,45 @@
+package broker
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+)
+
+// Status is a snapshot of a broker for dashboards and tests.
+type Status struct {
+	ID      string           `json:"id"`
+	Streams []gd.StreamState `json:"streams"`
+	Stats   gd.Stats         `json:"stats"`
+	Peers   []string         `json:"peers"`
+	Clients int              `json:"clients"`
+}
+
+// Status asks the loop for a snapshot.
+func (n *Node) Status(ctx context.Context) (Status, error) {
+	reply := make(chan Status, 1)
+	select {
+	case n.status <- reply:
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+	select {
+	case s := <-reply:
+		return s, nil
+	case <-ctx.Done():
+		return Status{}, ctx.Err()
+	}
+}
+
+func (n *Node) snapshot() Status {
+	s := Status{ID: string(n.opts.ID), Streams: n.eng.Inspect(), Stats: n.eng.Stats(), Clients: len(n.clients)}
+	for p := range n.peers {
+		s.Peers = append(s.Peers, string(p))
+	}
+	sort.Strings(s.Peers)
+	return s
+}
+
+func randFloat() float64 { return rand.Float64() }

@@ -1,0 +1,228 @@
+// Package config reads and writes the network config, the TOML file that
+// names every broker of an aerie network and the virtual links between their
+// cells (DESIGN.md §6, a product contract):
+//
+//	[[broker]]
+//	id      = "p1"
+//	cell    = "phb"               # optional; defaults to id
+//	listen  = "127.0.0.1:7101"    # broker-to-broker
+//	clients = "127.0.0.1:7201"    # client connections (optional)
+//	data    = "data/p1"           # optional for brokers without durable state
+//	pubends = ["P1", "P2"]        # makes this broker a PHB for these pubends
+//
+//	[[link]]                      # from an upstream cell to a downstream cell
+//	up   = "phb"
+//	down = "b1"
+//
+// Parse refuses anything it does not understand, unknown keys included, and
+// reports every problem at once, each as file:line:col: message. Per pubend,
+// the links reachable downward from its PHB's cell must form a tree [000 §3];
+// Routes turns that tree into one broker's gd.Route list.
+//
+// v1 runs one broker per cell; cells with several brokers (redundant cells)
+// arrive with the redundant-overlay issue and are refused until then.
+package config
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// Network is a parsed network config.
+type Network struct {
+	Brokers []Broker
+	Links   []Link
+}
+
+// Broker is one [[broker]] table.
+type Broker struct {
+	ID      string
+	Cell    string // defaults to ID; "" means ID
+	Listen  string // host:port for broker-to-broker traffic
+	Clients string // host:port for clients; "" for none
+	Data    string // data directory; "" for brokers without durable state
+	Pubends []string
+}
+
+// Link is one [[link]] table: a virtual link from the upstream cell Up to
+// the downstream cell Down.
+type Link struct {
+	Up, Down string
+}
+
+// Keys of the format, in the order Marshal writes them.
+var (
+	topKeys    = []string{"broker", "link"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends"}
+	linkKeys   = []string{"up", "down"}
+)
+
+// Load reads and parses the network config at path.
+func Load(path string) (*Network, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse parses a network config; name (usually the file's path) prefixes
+// every error. It returns every problem found, joined.
+func Parse(data []byte, name string) (*Network, error) {
+	p := &problems{file: name}
+	var top map[string]any
+	if _, err := toml.Decode(string(data), &top); err != nil {
+		p.syntax(data, err)
+		return nil, p.err()
+	}
+	p.loc = newLocator(data)
+	okBrokers, okLinks := p.shape(top, "broker"), p.shape(top, "link")
+	if !okBrokers || !okLinks {
+		return nil, p.err()
+	}
+	var raw rawNetwork
+	md, err := toml.Decode(string(data), &raw)
+	if err != nil { // not expected once the shape is right
+		p.syntax(data, err)
+		return nil, p.err()
+	}
+	bad := map[fieldRef]bool{}
+	n := p.convert(&raw, bad)
+	p.unknownKeys(md)
+	n.check(p, bad)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Validate checks a network built in code (e.g. by Dev) as Parse checks a
+// file, without positions.
+func (n *Network) Validate() error {
+	p := &problems{}
+	n.check(p, nil)
+	return p.err()
+}
+
+// Broker returns the broker with the given id.
+func (n *Network) Broker(id string) (Broker, bool) {
+	for _, b := range n.Brokers {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Broker{}, false
+}
+
+// cell returns b's cell, applying the default.
+func (b Broker) cell() string {
+	if b.Cell == "" {
+		return b.ID
+	}
+	return b.Cell
+}
+
+// Routes returns broker id's place in every pubend's tree whose cells
+// include the broker's cell, sorted by pubend: Up is the broker of the
+// upstream cell on the path from the pubend's PHB ("" when this broker hosts
+// the pubend), Down the brokers of the downstream cells, sorted. It assumes
+// a valid network (one broker per cell); an unknown id has no routes.
+func (n *Network) Routes(id string) []gd.Route {
+	me, ok := n.Broker(id)
+	if !ok {
+		return nil
+	}
+	cell := me.cell()
+	brokerOf := map[string]string{} // cell → broker id, 1:1 in v1
+	hostCell := map[string]string{} // pubend → its PHB's cell
+	var pubends []string
+	for _, b := range n.Brokers {
+		if _, dup := brokerOf[b.cell()]; !dup {
+			brokerOf[b.cell()] = b.ID
+		}
+		for _, p := range b.Pubends {
+			if _, dup := hostCell[p]; !dup {
+				hostCell[p] = b.cell()
+				pubends = append(pubends, p)
+			}
+		}
+	}
+	slices.Sort(pubends)
+	down := n.downLinks()
+	var routes []gd.Route
+	for _, p := range pubends {
+		t := walkTree(hostCell[p], down, n.Links)
+		parent, in := t.parent[cell]
+		if !in {
+			continue
+		}
+		r := gd.Route{Pubend: msg.PubendID(p)}
+		if cell != hostCell[p] {
+			r.Up = msg.NodeID(brokerOf[parent])
+		}
+		for _, c := range t.children[cell] {
+			r.Down = append(r.Down, msg.NodeID(brokerOf[c]))
+		}
+		slices.Sort(r.Down)
+		routes = append(routes, r)
+	}
+	return routes
+}
+
+// downLinks indexes the usable links (not self-links, not repeats) by
+// upstream cell, in file order.
+func (n *Network) downLinks() map[string][]int {
+	down := map[string][]int{}
+	seen := map[Link]bool{}
+	for i, l := range n.Links {
+		if l.Up == "" || l.Down == "" || l.Up == l.Down || seen[l] {
+			continue
+		}
+		seen[l] = true
+		down[l.Up] = append(down[l.Up], i)
+	}
+	return down
+}
+
+// tree is what a breadth-first walk down the links from a pubend's cell
+// reaches.
+type tree struct {
+	parent   map[string]string   // cell → cell it was first reached from ("" for the root)
+	children map[string][]string // cell → cells first reached from it
+	twice    []reachedTwice      // cells reached again: not a tree
+}
+
+type reachedTwice struct {
+	cell, first, again string // again: the cell it was reached from the second time
+	link               int    // the link that reached it again
+}
+
+func walkTree(root string, down map[string][]int, links []Link) tree {
+	t := tree{parent: map[string]string{root: ""}, children: map[string][]string{}}
+	reported := map[string]bool{}
+	queue := []string{root}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, li := range down[u] {
+			d := links[li].Down
+			if first, seen := t.parent[d]; seen {
+				if !reported[d] {
+					reported[d] = true
+					t.twice = append(t.twice, reachedTwice{cell: d, first: first, again: u, link: li})
+				}
+				continue
+			}
+			t.parent[d] = u
+			t.children[u] = append(t.children[u], d)
+			queue = append(queue, d)
+		}
+	}
+	return t
+}

@@ -1,0 +1,194 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// The decoder fills raw* with untyped leaves, so that a value of the wrong
+// type is one more collected problem (with a position) rather than the
+// decoder's first-and-only error. Undecoded keys are still tracked: a field
+// of type any counts as decoded.
+type rawNetwork struct {
+	Broker []rawBroker `toml:"broker"`
+	Link   []rawLink   `toml:"link"`
+}
+
+type rawBroker struct {
+	ID      any `toml:"id"`
+	Cell    any `toml:"cell"`
+	Listen  any `toml:"listen"`
+	Clients any `toml:"clients"`
+	Data    any `toml:"data"`
+	Pubends any `toml:"pubends"`
+}
+
+type rawLink struct {
+	Up   any `toml:"up"`
+	Down any `toml:"down"`
+}
+
+// fieldRef names one key of one element: ("broker", 2, "id").
+type fieldRef struct {
+	table string
+	elem  int
+	key   string
+}
+
+// shape checks that top-level key is absent or an array of tables.
+func (p *problems) shape(top map[string]any, key string) bool {
+	v, present := top[key]
+	if !present {
+		return true
+	}
+	ok := false
+	switch v := v.(type) {
+	case []map[string]any:
+		ok = true
+	case []any: // broker = [{...}, {...}]
+		ok = true
+		for _, e := range v {
+			if _, isTable := e.(map[string]any); !isTable {
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		line, col, _, _ := p.loc.nth([]string{key}, 0)
+		p.at(line, col, "%s must be an array of tables ([[%s]]), not %s", key, key, typeName(v))
+	}
+	return ok
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case time.Time:
+		return "a date-time"
+	case []any, []map[string]any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// convert turns the raw tables into a Network, reporting values of the wrong
+// type (and marking them in bad, so that check does not also call them
+// missing).
+func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
+	n := &Network{}
+	for i, rb := range raw.Broker {
+		s := func(key string, v any) string { return p.str(fieldRef{"broker", i, key}, v, bad) }
+		b := Broker{
+			ID: s("id", rb.ID), Listen: s("listen", rb.Listen),
+			Clients: s("clients", rb.Clients), Data: s("data", rb.Data),
+		}
+		b.Cell = b.ID
+		if rb.Cell != nil {
+			if b.Cell = s("cell", rb.Cell); b.Cell == "" && !bad[fieldRef{"broker", i, "cell"}] {
+				p.field("broker", i, "cell", "%s: cell must not be empty (leave it out to default to the id)", p.who(b, i))
+				bad[fieldRef{"broker", i, "cell"}] = true
+			}
+		}
+		b.Pubends = p.strings(fieldRef{"broker", i, "pubends"}, rb.Pubends, bad)
+		n.Brokers = append(n.Brokers, b)
+	}
+	for i, rl := range raw.Link {
+		n.Links = append(n.Links, Link{
+			Up:   p.str(fieldRef{"link", i, "up"}, rl.Up, bad),
+			Down: p.str(fieldRef{"link", i, "down"}, rl.Down, bad),
+		})
+	}
+	return n
+}
+
+// str returns v as a string; "" when absent or of the wrong type.
+func (p *problems) str(f fieldRef, v any, bad map[fieldRef]bool) string {
+	if v == nil { // TOML has no null: absent
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		p.field(f.table, f.elem, f.key, "%s must be a string, not %s", f.key, typeName(v))
+		bad[f] = true
+	}
+	return s
+}
+
+// strings returns v as a list of strings; nil when absent, empty or of the
+// wrong type.
+func (p *problems) strings(f fieldRef, v any, bad map[fieldRef]bool) []string {
+	if v == nil {
+		return nil
+	}
+	list, ok := v.([]any)
+	var out []string
+	for _, e := range list {
+		s, isString := e.(string)
+		ok = ok && isString
+		out = append(out, s)
+	}
+	if !ok {
+		p.field(f.table, f.elem, f.key, "%s must be an array of strings, not %s", f.key, typeName(v))
+		bad[f] = true
+		return nil
+	}
+	return out
+}
+
+// who names broker i in a message.
+func (p *problems) who(b Broker, i int) string {
+	if b.ID != "" {
+		return fmt.Sprintf("broker %q", b.ID)
+	}
+	return fmt.Sprintf("[[broker]] #%d", i+1)
+}
+
+// unknownKeys reports every key the format does not define, once per
+// occurrence, but not the keys inside an unknown table or a mistyped value.
+func (p *problems) unknownKeys(md toml.MetaData) {
+	known := map[string][]string{"broker": brokerKeys, "link": linkKeys}
+	undecoded := md.Undecoded()
+	isUndecoded := map[string]bool{}
+	for _, k := range undecoded {
+		isUndecoded[k.String()] = true
+	}
+	occurrence := map[string]int{}
+	for _, k := range undecoded {
+		ks := k.String()
+		n := occurrence[ks]
+		occurrence[ks]++
+		if len(k) == 0 || coveredBy(k, isUndecoded, known) {
+			continue
+		}
+		line, col, _, _ := p.loc.nth(k, n)
+		if keys, inTable := known[k[0]]; inTable && len(k) > 1 {
+			p.at(line, col, "unknown key %q in [[%s]]%s", toml.Key(k[1:]).String(), k[0], suggest(k[1], keys))
+			continue
+		}
+		p.at(line, col, "unknown key %q%s", ks, suggest(k[0], topKeys))
+	}
+}
+
+// coveredBy reports whether a problem with a prefix of k is already
+// reported: the prefix is itself unknown, or is a known key whose value is
+// a table where a string was due (a type error).
+func coveredBy(k toml.Key, isUndecoded map[string]bool, known map[string][]string) bool {
+	for j := 1; j < len(k); j++ {
+		if isUndecoded[k[:j].String()] {
+			return true
+		}
+	}
+	return len(k) > 2 && slices.Contains(known[k[0]], k[1])
+}

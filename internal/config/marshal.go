@@ -1,0 +1,111 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Marshal writes n in the format Parse reads, keys in a fixed order, optional
+// keys left out when empty (cell when it is the id). Parse(Marshal(n))
+// returns n with every Cell filled in. It refuses a network that does not
+// validate, so that what it writes always loads.
+func (n *Network) Marshal() ([]byte, error) {
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteString("# aerie network config (DESIGN.md §6)\n")
+	for _, br := range n.Brokers {
+		b.WriteString("\n[[broker]]\n")
+		kv(&b, "id", br.ID)
+		if br.Cell != "" && br.Cell != br.ID {
+			kv(&b, "cell", br.Cell)
+		}
+		kv(&b, "listen", br.Listen)
+		if br.Clients != "" {
+			kv(&b, "clients", br.Clients)
+		}
+		if br.Data != "" {
+			kv(&b, "data", br.Data)
+		}
+		if len(br.Pubends) > 0 {
+			q := make([]string, len(br.Pubends))
+			for i, p := range br.Pubends {
+				q[i] = quote(p)
+			}
+			fmt.Fprintf(&b, "%-7s = [%s]\n", "pubends", strings.Join(q, ", "))
+		}
+	}
+	for _, l := range n.Links {
+		b.WriteString("\n[[link]]\n")
+		fmt.Fprintf(&b, "%-4s = %s\n", "up", quote(l.Up))
+		fmt.Fprintf(&b, "%-4s = %s\n", "down", quote(l.Down))
+	}
+	return b.Bytes(), nil
+}
+
+func kv(b *bytes.Buffer, key, value string) {
+	fmt.Fprintf(b, "%-7s = %s\n", key, quote(value))
+}
+
+// quote writes s as a TOML basic string. (Go's strconv.Quote is not TOML:
+// it writes \x and \a escapes TOML 1.0 lacks.)
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// Dev returns the default development network of `aerie dev` (DESIGN.md §6),
+// on 127.0.0.1: PHB p1 hosting P1–P4, IB b1, SHBs s1 and s2, linked
+// p1 → b1 → {s1, s2}. Broker k (1-based, in that order) listens on
+// basePort+k and, if it takes clients, serves them on basePort+100+k, as in
+// the DESIGN.md example (7101/7201 with basePort 7100). Brokers with durable
+// state (the PHB's event log, the SHBs' subscription state) keep it under
+// dir/<id>; the IB holds only soft state.
+func Dev(dir string, basePort int) *Network {
+	addr := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	brokers := []struct {
+		id      string
+		clients bool
+		pubends []string
+	}{
+		{"p1", true, []string{"P1", "P2", "P3", "P4"}},
+		{"b1", false, nil},
+		{"s1", true, nil},
+		{"s2", true, nil},
+	}
+	n := &Network{}
+	for k, b := range brokers {
+		br := Broker{ID: b.id, Cell: b.id, Listen: addr(basePort + 1 + k), Pubends: b.pubends}
+		if b.clients {
+			br.Clients = addr(basePort + 101 + k)
+			br.Data = filepath.Join(dir, b.id)
+		}
+		n.Brokers = append(n.Brokers, br)
+	}
+	n.Links = []Link{{"p1", "b1"}, {"b1", "s1"}, {"b1", "s2"}}
+	return n
+}

@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// check reports every semantic problem of n. bad marks fields already
+// reported as mistyped (nil: none).
+func (n *Network) check(p *problems, bad map[fieldRef]bool) {
+	if len(n.Brokers) == 0 {
+		p.at(0, 0, "no brokers: a network needs at least one [[broker]]")
+	}
+	cells := n.checkBrokers(p, bad)
+	n.checkLinks(p, bad, cells)
+	n.checkTrees(p)
+}
+
+// checkBrokers checks ids, cells, addresses and pubends; it returns the set
+// of cells.
+func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bool {
+	firstID := map[string]int{}   // broker id → index
+	cellOwner := map[string]int{} // cell → index of its first broker
+	addrOwner := map[string]string{}
+	hostOf := map[string]int{} // pubend → index of its PHB
+	cells := map[string]bool{}
+	for i, b := range n.Brokers {
+		who := p.who(b, i)
+		j, dupID := firstID[b.ID]
+		switch {
+		case b.ID == "" && !bad[fieldRef{"broker", i, "id"}]:
+			p.field("broker", i, "id", "%s has no id", who)
+		case dupID:
+			p.field("broker", i, "id", "duplicate broker id %q (first at %s)", b.ID, p.where("broker", j))
+		case b.ID != "":
+			firstID[b.ID] = i
+		}
+		// A repeated id in its default cell is one problem, not two.
+		if c := b.cell(); c != "" && !(dupID && c == b.ID) {
+			cells[c] = true
+			if j, dup := cellOwner[c]; dup {
+				p.field("broker", i, "cell", "cell %q has more than one broker (%q and %q): v1 runs one broker per cell; "+
+					"cells with several brokers arrive with the redundant-overlay issue", c, n.Brokers[j].ID, b.ID)
+			} else {
+				cellOwner[c] = i
+			}
+		}
+		if b.Listen == "" && !bad[fieldRef{"broker", i, "listen"}] {
+			p.field("broker", i, "listen", "%s has no listen address", who)
+		}
+		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}} {
+			if a.addr == "" {
+				continue
+			}
+			norm, err := normalizeAddr(a.addr)
+			if err != nil {
+				p.field("broker", i, a.key, "%s: %s address %q: %v", who, a.key, a.addr, err)
+				continue
+			}
+			use := fmt.Sprintf("%s (%s)", who, a.key)
+			if prev, dup := addrOwner[norm]; dup {
+				p.field("broker", i, a.key, "%s: address %q is already used by %s", who, a.addr, prev)
+				continue
+			}
+			addrOwner[norm] = use
+		}
+		for _, pe := range b.Pubends {
+			switch j, dup := hostOf[pe]; {
+			case pe == "":
+				p.field("broker", i, "pubends", "%s: empty pubend name", who)
+			case dup && j == i:
+				p.field("broker", i, "pubends", "%s: pubend %q is listed twice", who, pe)
+			case dup:
+				p.field("broker", i, "pubends", "pubend %q is hosted by two brokers, %q and %q", pe, n.Brokers[j].ID, b.ID)
+			default:
+				hostOf[pe] = i
+			}
+		}
+	}
+	return cells
+}
+
+// normalizeAddr checks that addr is host:port with a numeric port and
+// returns a form in which equal addresses compare equal.
+func normalizeAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if ae, ok := err.(*net.AddrError); ok {
+			return "", fmt.Errorf("not host:port (%s)", ae.Err)
+		}
+		return "", fmt.Errorf("not host:port (%v)", err)
+	}
+	v, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", fmt.Errorf("port %q is not a number in 1–65535", port)
+	}
+	if v == 0 {
+		return "", fmt.Errorf("port 0: peers and clients need a fixed port")
+	}
+	return net.JoinHostPort(strings.ToLower(host), strconv.FormatUint(v, 10)), nil
+}
+
+// checkLinks checks that links join two different known cells, once each.
+func (n *Network) checkLinks(p *problems, bad map[fieldRef]bool, cells map[string]bool) {
+	known := make([]string, 0, len(cells))
+	for c := range cells {
+		known = append(known, c)
+	}
+	slices.Sort(known)
+	cellOf := map[string]string{} // broker id → cell, for a link naming a broker
+	for _, b := range n.Brokers {
+		cellOf[b.ID] = b.cell()
+	}
+	first := map[Link]int{}
+	for i, l := range n.Links {
+		ok := true
+		for _, end := range []struct{ key, cell string }{{"up", l.Up}, {"down", l.Down}} {
+			switch {
+			case end.cell == "" && !bad[fieldRef{"link", i, end.key}]:
+				p.field("link", i, end.key, "link has no %s cell", end.key)
+				ok = false
+			case end.cell == "":
+				ok = false
+			case !cells[end.cell]:
+				hint := knownCells(end.cell, known)
+				if c, isBroker := cellOf[end.cell]; isBroker {
+					hint = fmt.Sprintf(" (links join cells; broker %q is in cell %q)", end.cell, c)
+				}
+				p.field("link", i, end.key, "link %s: unknown cell %q%s", end.key, end.cell, hint)
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		if l.Up == l.Down {
+			p.elem("link", i, "link from cell %q to itself", l.Up)
+			continue
+		}
+		if j, dup := first[l]; dup {
+			p.elem("link", i, "duplicate link %q → %q (first at %s)", l.Up, l.Down, p.where("link", j))
+			continue
+		}
+		first[l] = i
+	}
+}
+
+// knownCells helps with an unknown cell name: a close match, or the list.
+func knownCells(cell string, known []string) string {
+	if s := suggest(cell, known); s != "" {
+		return s
+	}
+	if len(known) > 10 {
+		return ""
+	}
+	return fmt.Sprintf(" (cells: %s)", strings.Join(known, ", "))
+}
+
+// checkTrees checks that, per pubend, the links reachable from its PHB's
+// cell form a tree [000 §3]: knowledge reaches every cell on one path only.
+func (n *Network) checkTrees(p *problems) {
+	down := n.downLinks()
+	for _, b := range n.Brokers {
+		if b.cell() == "" {
+			continue
+		}
+		t := walkTree(b.cell(), down, n.Links)
+		for _, pe := range b.Pubends {
+			if pe == "" {
+				continue
+			}
+			for _, tw := range t.twice {
+				how := fmt.Sprintf("via %q and %q", tw.first, tw.again)
+				if tw.cell == b.cell() {
+					how = fmt.Sprintf("as the pubend's own cell and via %q", tw.again)
+				}
+				p.elem("link", tw.link, "pubend %s: cell %q is reached twice (%s); the links from a pubend's cell must form a tree",
+					pe, tw.cell, how)
+			}
+		}
+	}
+}

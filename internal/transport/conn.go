@@ -1,0 +1,284 @@
+// Package transport carries wire frames between brokers and clients over
+// TCP: a handshake (Hello both ways), batched writes (every frame queued
+// while a write is in progress goes out in the next single write),
+// heartbeats that detect a dead peer, and a bounded outbound queue.
+//
+// Loss on a stream is a connection reset: when the outbound queue is full
+// the connection is closed instead of dropping one frame, because the GD
+// protocol's subscription handshake relies on FIFO links without holes
+// (MODEL.md P6); the peers reconnect and the protocol recovers by nacking.
+package transport
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/wire"
+)
+
+// Options of a connection.
+type Options struct {
+	// QueueFrames bounds the outbound queue; a full queue closes the
+	// connection. Default 65536.
+	QueueFrames int
+	// Heartbeat is how often an idle side sends a heartbeat. Default 1s.
+	Heartbeat time.Duration
+	// DeadAfter: a peer silent this long is dead. Default 5s.
+	DeadAfter time.Duration
+	// MaxFrame bounds an inbound frame. Default wire.DefaultMaxFrame.
+	MaxFrame int
+}
+
+func (o Options) withDefaults() Options {
+	if o.QueueFrames <= 0 {
+		o.QueueFrames = 1 << 16
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = time.Second
+	}
+	if o.DeadAfter <= 0 {
+		o.DeadAfter = 5 * time.Second
+	}
+	if o.MaxFrame <= 0 {
+		o.MaxFrame = wire.DefaultMaxFrame
+	}
+	return o
+}
+
+// ErrQueueFull closes a connection whose peer does not keep up.
+var ErrQueueFull = errors.New("transport: outbound queue full")
+
+// Conn is one established, handshaken connection.
+type Conn struct {
+	Peer msg.Hello
+	nc   net.Conn
+	opts Options
+
+	mu      sync.Mutex
+	queue   []msg.Msg
+	wake    chan struct{}
+	closed  bool   // no more Sends; the writer winds the connection down
+	goodbye string // reason to send the peer before closing
+	running bool   // the writer goroutine owns the socket
+	err     error
+	done    chan struct{} // closed once the socket is closed
+}
+
+// Handshake sends our Hello, reads the peer's, and checks it. The deadline
+// of ctx bounds the exchange.
+func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn, *wire.Reader, error) {
+	opts = opts.withDefaults()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	} else {
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+	}
+	buf, err := wire.AppendFrame(nil, me)
+	if err == nil {
+		_, err = nc.Write(buf)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("transport: send hello to %s: %w", nc.RemoteAddr(), err)
+	}
+	r := wire.NewReader(bufio.NewReaderSize(nc, 64<<10), opts.MaxFrame)
+	m, err := r.Next()
+	if err != nil {
+		return nil, nil, fmt.Errorf("transport: read hello from %s: %w", nc.RemoteAddr(), err)
+	}
+	h, ok := m.(msg.Hello)
+	if !ok {
+		return nil, nil, fmt.Errorf("transport: %s sent %v before hello", nc.RemoteAddr(), m)
+	}
+	if err := wire.CheckHello(h); err != nil {
+		if b, e := wire.AppendFrame(nil, msg.Goodbye{Reason: err.Error()}); e == nil {
+			nc.Write(b)
+		}
+		return nil, nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return &Conn{Peer: h, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}, r, nil
+}
+
+// Send queues m; it never blocks. It reports false (and closes the
+// connection) when the queue is full or the connection is closed.
+func (c *Conn) Send(m msg.Msg) bool {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return false
+	}
+	if len(c.queue) >= c.opts.QueueFrames {
+		c.mu.Unlock()
+		c.CloseWith(ErrQueueFull, "peer too slow: outbound queue full")
+		return false
+	}
+	c.queue = append(c.queue, m)
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Run pumps the connection until it fails or ctx ends: every inbound
+// message goes to deliver (from one goroutine, in order); outbound frames
+// are written in batches; heartbeats flow both ways.
+func (c *Conn) Run(ctx context.Context, r *wire.Reader, deliver func(msg.Msg)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.finish()
+		return c.Err()
+	}
+	c.running = true
+	c.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		c.CloseWith(ctx.Err(), "")
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- c.writeLoop() }()
+	for {
+		c.nc.SetReadDeadline(time.Now().Add(c.opts.DeadAfter))
+		m, err := r.Next()
+		if err != nil {
+			// Also the normal end of a close we started: the peer saw our
+			// FIN (and Goodbye) and closed its side.
+			c.CloseWith(err, "")
+			<-errc
+			return c.Err()
+		}
+		switch m := m.(type) {
+		case msg.Heartbeat:
+		case msg.Hello:
+			c.CloseWith(fmt.Errorf("transport: %s sent a second hello", c.Peer.ID), "protocol error: hello after the handshake")
+		case msg.Goodbye:
+			c.CloseWith(fmt.Errorf("transport: %s said goodbye: %s", c.Peer.ID, m.Reason), "")
+		default:
+			deliver(m)
+		}
+	}
+}
+
+func (c *Conn) writeLoop() error {
+	hb := time.NewTicker(c.opts.Heartbeat)
+	defer hb.Stop()
+	var buf []byte
+	var batch []msg.Msg
+	for {
+		select {
+		case <-hb.C:
+			c.mu.Lock()
+			if len(c.queue) == 0 && !c.closed {
+				c.queue = append(c.queue, msg.Heartbeat{})
+			}
+			c.mu.Unlock()
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		closed := c.closed
+		batch, c.queue = c.queue, batch[:0]
+		c.mu.Unlock()
+		if closed {
+			c.finish()
+			return nil
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		buf = buf[:0]
+		for _, m := range batch {
+			var err error
+			if buf, err = wire.AppendFrame(buf, m); err != nil {
+				c.CloseWith(err, "internal encoding error")
+				break
+			}
+		}
+		clear(batch)
+		c.nc.SetWriteDeadline(time.Now().Add(c.opts.DeadAfter))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.CloseWith(err, "")
+		}
+	}
+}
+
+// finish sends the Goodbye (after every byte already written, never
+// interleaved with a frame), half-closes so the peer reads it before EOF,
+// waits briefly for the peer to close (closing with unread data would make
+// TCP reset the connection and discard the Goodbye), then closes.
+func (c *Conn) finish() {
+	c.mu.Lock()
+	reason := c.goodbye
+	c.mu.Unlock()
+	if reason != "" {
+		if b, err := wire.AppendFrame(nil, msg.Goodbye{Reason: reason}); err == nil {
+			c.nc.SetWriteDeadline(time.Now().Add(c.opts.DeadAfter))
+			if _, err := c.nc.Write(b); err == nil {
+				if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
+					tc.CloseWrite()
+					c.nc.SetReadDeadline(time.Now().Add(c.opts.DeadAfter))
+					drainUntilEOF(c.nc)
+				}
+			}
+		}
+	}
+	c.nc.Close()
+	close(c.done)
+}
+
+func drainUntilEOF(nc net.Conn) {
+	var b [4096]byte
+	for {
+		if _, err := nc.Read(b[:]); err != nil {
+			return
+		}
+	}
+}
+
+// CloseWith starts closing the connection: queued frames are dropped, the
+// peer gets a Goodbye with reason (when non-empty), and err is recorded as
+// the cause. It does not wait; Done is closed when the socket is.
+func (c *Conn) CloseWith(err error, reason string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.err, c.goodbye = true, err, reason
+	c.queue = nil
+	running := c.running
+	c.mu.Unlock()
+	if !running {
+		go c.finish() // no writer owns the socket (refused before Run)
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close closes the connection cleanly.
+func (c *Conn) Close() { c.CloseWith(errors.New("transport: closed"), "") }
+
+// Err returns why the connection closed (nil while open).
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Done is closed when the connection is.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() string { return c.nc.RemoteAddr().String() }

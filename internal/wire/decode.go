@@ -1,0 +1,413 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Decode decodes one frame without its length prefix: the type byte and the
+// body. The message is a struct value (msg.Knowledge, not *msg.Knowledge);
+// it shares no memory with frame, which the caller may reuse. Counts of zero
+// decode as nil maps and slices, an empty payload as a nil slice.
+//
+// Errors wrap ErrUnknownType or ErrMalformed with the type and the offset in
+// frame where decoding failed. Decode never panics.
+func Decode(frame []byte) (msg.Msg, error) {
+	if len(frame) == 0 {
+		return nil, fmt.Errorf("%w: empty frame (no type byte)", ErrMalformed)
+	}
+	t := Type(frame[0])
+	d := decoder{b: frame, off: 1, typ: t}
+	var m msg.Msg
+	switch t {
+	case TypeHello:
+		v := d.uvarint()
+		if v > math.MaxUint16 {
+			d.failf("version %d does not fit 16 bits", v)
+		}
+		m = msg.Hello{Version: uint16(v), Role: msg.Role(d.byte()), ID: d.string(), Incarnation: d.uvarint()}
+	case TypeHeartbeat:
+		m = msg.Heartbeat{}
+	case TypeGoodbye:
+		m = msg.Goodbye{Reason: d.string()}
+
+	case TypeKnowledge:
+		d.setArena(skipKnowledgeHead)
+		k := msg.Knowledge{Pubend: msg.PubendID(d.string())}
+		k.Final = d.tick()
+		k.Start = d.tick()
+		k.End = d.tick()
+		k.VTick = d.tick()
+		k.Retrans = d.bool()
+		k.Event = d.optEvent(string(k.Pubend))
+		m = k
+	case TypeNack:
+		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
+	case TypeAck:
+		m = msg.Ack{Pubend: msg.PubendID(d.string()), T: d.tick()}
+	case TypeAckExpected:
+		m = msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
+	case TypeSummary:
+		s := msg.Summary{All: d.bool()}
+		if n := d.count(1, "patterns"); n > 0 {
+			s.Patterns = make([]string, n)
+			for i := range s.Patterns {
+				s.Patterns[i] = d.string()
+			}
+		}
+		m = s
+	case TypeSubReq:
+		m = msg.SubReq{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Path: d.path()}
+	case TypeSubReply:
+		m = msg.SubReply{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Start: d.tick(), Path: d.path()}
+
+	case TypePublish:
+		d.setArena(skipPublishHead)
+		p := msg.Publish{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Topic: d.string()}
+		p.Props = d.props()
+		p.Payload = d.bytes()
+		m = p
+	case TypeSubscribe:
+		m = msg.Subscribe{Sub: msg.SubID(d.string()), Pattern: d.string()}
+	case TypeUnsubscribe:
+		m = msg.Unsubscribe{Sub: msg.SubID(d.string())}
+
+	case TypePubAck:
+		m = msg.PubAck{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Tick: d.tick()}
+	case TypePubReject:
+		m = msg.PubReject{Publisher: d.string(), Seq: d.uvarint(), Reason: d.string()}
+	case TypeSubStarted:
+		m = msg.SubStarted{Sub: msg.SubID(d.string()), Token: d.token()}
+	case TypeSubRejected:
+		m = msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
+	case TypeDelivery:
+		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent("")}
+
+	default:
+		return nil, fmt.Errorf("%w: 0x%02x at offset 0", ErrUnknownType, uint8(t))
+	}
+	if d.err == nil && d.off != len(d.b) {
+		d.failf("%d trailing bytes", len(d.b)-d.off)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return m, nil
+}
+
+// decoder reads fields from b at off. After the first failure it records
+// the error and every read returns a zero value.
+type decoder struct {
+	b   []byte
+	off int
+	typ Type
+	err error
+
+	// arena, when set, is one copy of b[arenaOff:arenaOff+len(arena)]:
+	// strings read inside it are substrings of it instead of allocations
+	// of their own (an event's strings and property names in one go).
+	arena    string
+	arenaOff int
+}
+
+func (d *decoder) failf(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %v at offset %d: %s", ErrMalformed, d.typ, d.off, fmt.Sprintf(format, args...))
+	}
+	d.off = len(d.b)
+}
+
+func (d *decoder) rest() int { return len(d.b) - d.off }
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.rest() < 1 {
+		d.failf("truncated")
+		return 0
+	}
+	c := d.b[d.off]
+	d.off++
+	return c
+}
+
+func (d *decoder) bool() bool {
+	switch c := d.byte(); c {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		d.failf("bool byte %d (want 0 or 1)", c)
+		return false
+	}
+}
+
+// uvarint reads a minimal-length unsigned varint.
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	switch {
+	case n == 0:
+		d.failf("truncated varint")
+		return 0
+	case n < 0:
+		d.failf("varint overflows 64 bits")
+		return 0
+	case n > 1 && d.b[d.off+n-1] == 0:
+		d.failf("overlong varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// varint reads a minimal-length zigzag varint.
+func (d *decoder) varint() int64 {
+	u := d.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *decoder) tick() tick.Tick { return tick.Tick(d.uvarint()) }
+
+func (d *decoder) fixed64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if d.rest() < 8 {
+		d.failf("truncated float64")
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b[d.off:])
+	d.off += 8
+	return v
+}
+
+// raw reads a length-prefixed byte string without copying it.
+func (d *decoder) raw() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(d.rest()) {
+		d.failf("string of %d bytes but only %d left in frame", n, d.rest())
+		return nil
+	}
+	s := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s
+}
+
+func (d *decoder) string() string { return d.str(d.raw()) }
+
+// str returns r, which must be the bytes read last, as a string: a
+// substring of the arena when r lies inside it, else a copy.
+func (d *decoder) str(r []byte) string {
+	if len(r) == 0 {
+		return ""
+	}
+	if a := d.off - len(r) - d.arenaOff; d.arena != "" && a >= 0 && a+len(r) <= len(d.arena) {
+		return d.arena[a : a+len(r)]
+	}
+	return string(r)
+}
+
+// setArena copies b[d.off:end] into the arena, where end is where a dry run
+// of skip from d.off stops. When the dry run fails, there is no arena: the
+// real decoding will report the error.
+func (d *decoder) setArena(skip func(*decoder)) {
+	if d.err != nil || d.arena != "" {
+		return
+	}
+	s := decoder{b: d.b, off: d.off, typ: d.typ}
+	skip(&s)
+	if s.err == nil && s.off > d.off {
+		d.arena, d.arenaOff = string(d.b[d.off:s.off]), d.off
+	}
+}
+
+// skipKnowledgeHead skips a Knowledge body up to its event's payload.
+func skipKnowledgeHead(s *decoder) {
+	s.raw()
+	for range 4 {
+		s.uvarint()
+	}
+	s.byte()
+	if s.byte() == 1 {
+		skipEventHead(s)
+	}
+}
+
+// skipEventHead skips an event up to its payload.
+func skipEventHead(s *decoder) {
+	s.raw()
+	s.uvarint()
+	s.raw()
+	s.uvarint()
+	s.raw()
+	s.skipProps()
+}
+
+// skipPublishHead skips a Publish body up to its payload.
+func skipPublishHead(s *decoder) {
+	s.raw()
+	s.raw()
+	s.uvarint()
+	s.raw()
+	s.skipProps()
+}
+
+func (s *decoder) skipProps() {
+	n := s.count(3, "properties")
+	for i := 0; i < n && s.err == nil; i++ {
+		s.raw()
+		switch t := s.byte(); t {
+		case propInt:
+			s.uvarint()
+		case propFloat:
+			s.fixed64()
+		case propBool:
+			s.byte()
+		case propString:
+			s.raw()
+		default:
+			s.failf("property has unknown type %d", t)
+		}
+	}
+}
+
+// bytes reads a byte string; an empty one is nil.
+func (d *decoder) bytes() []byte {
+	r := d.raw()
+	if len(r) == 0 {
+		return nil
+	}
+	return append([]byte(nil), r...)
+}
+
+// count reads an element count whose elements take at least min bytes each,
+// refusing counts the rest of the frame cannot hold: allocation stays
+// bounded by the frame.
+func (d *decoder) count(min int, what string) int {
+	n := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(d.rest()/min) {
+		d.failf("%d %s cannot fit in %d bytes", n, what, d.rest())
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) path() []msg.NodeID {
+	n := d.count(1, "path entries")
+	if n == 0 {
+		return nil
+	}
+	p := make([]msg.NodeID, n)
+	for i := range p {
+		p[i] = msg.NodeID(d.string())
+	}
+	if d.err != nil {
+		return nil
+	}
+	return p
+}
+
+// mapHint caps the initial size of a decoded map: entries are added as they
+// decode, so a lying count cannot make a large allocation up front.
+func mapHint(n int) int { return min(n, 16) }
+
+func (d *decoder) token() msg.Token {
+	n := d.count(2, "token entries")
+	if n == 0 {
+		return nil
+	}
+	t := make(msg.Token, mapHint(n))
+	var prev []byte
+	for i := 0; i < n && d.err == nil; i++ {
+		p := d.raw()
+		if i > 0 && string(p) <= string(prev) {
+			d.failf("token pubend %q not after %q", p, prev)
+			break
+		}
+		prev = p
+		t[msg.PubendID(p)] = d.tick()
+	}
+	if d.err != nil {
+		return nil
+	}
+	return t
+}
+
+func (d *decoder) props() map[string]any {
+	n := d.count(3, "properties")
+	if n == 0 {
+		return nil
+	}
+	props := make(map[string]any, mapHint(n))
+	var prev []byte
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.raw()
+		if i > 0 && string(k) <= string(prev) {
+			d.failf("property %q not after %q", k, prev)
+			break
+		}
+		prev = k
+		name := d.str(k)
+		switch t := d.byte(); t {
+		case propInt:
+			props[name] = d.varint()
+		case propFloat:
+			props[name] = math.Float64frombits(d.fixed64())
+		case propBool:
+			props[name] = d.bool()
+		case propString:
+			props[name] = d.string()
+		default:
+			d.failf("property %q has unknown type %d", k, t)
+		}
+	}
+	if d.err != nil {
+		return nil
+	}
+	return props
+}
+
+// optEvent reads a presence byte and, when 1, an event. same is a string the
+// event's pubend is likely equal to (the Knowledge's pubend): when it is, the
+// string is shared instead of allocated again.
+func (d *decoder) optEvent(same string) *msg.Event {
+	if !d.bool() {
+		return nil
+	}
+	d.setArena(skipEventHead)
+	ev := &msg.Event{}
+	if p := d.raw(); string(p) == same {
+		ev.Pubend = msg.PubendID(same)
+	} else {
+		ev.Pubend = msg.PubendID(d.str(p))
+	}
+	ev.Tick = d.tick()
+	ev.Publisher = d.string()
+	ev.Seq = d.uvarint()
+	ev.Topic = d.string()
+	ev.Props = d.props()
+	ev.Payload = d.bytes()
+	if d.err != nil {
+		return nil
+	}
+	return ev
+}

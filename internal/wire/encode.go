@@ -1,0 +1,334 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Property value types inside an event, as in msg.EncodeRecord.
+const (
+	propInt    byte = 1 // int64, zigzag varint
+	propFloat  byte = 2 // float64, 8 bytes LE IEEE 754
+	propBool   byte = 3 // bool, one byte
+	propString byte = 4 // string
+)
+
+// AppendFrame appends the frame of m (length, type, body) to dst. A pointer
+// to a message struct is accepted as the struct itself. On error (an unknown
+// message type, an event property of an unsupported type, or a frame over
+// DefaultMaxFrame) dst is returned unchanged with the error.
+func AppendFrame(dst []byte, m msg.Msg) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	out, err := appendBody(dst, m)
+	if err != nil {
+		return dst[:start], err
+	}
+	n := len(out) - start - 4
+	if n > DefaultMaxFrame {
+		return out[:start], fmt.Errorf("%w: %v frame of %d bytes, at most %d allowed", ErrFrameTooLarge, typeOfName(m), n, DefaultMaxFrame)
+	}
+	binary.LittleEndian.PutUint32(out[start:], uint32(n))
+	return out, nil
+}
+
+func typeOfName(m msg.Msg) string {
+	if m == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%T", m)
+}
+
+// appendBody appends m's type byte and body.
+func appendBody(b []byte, m msg.Msg) ([]byte, error) {
+	switch v := m.(type) {
+	case msg.Hello:
+		b = append(b, byte(TypeHello))
+		b = binary.AppendUvarint(b, uint64(v.Version))
+		b = append(b, byte(v.Role))
+		b = appendString(b, v.ID)
+		return binary.AppendUvarint(b, v.Incarnation), nil
+	case msg.Heartbeat:
+		return append(b, byte(TypeHeartbeat)), nil
+	case msg.Goodbye:
+		b = append(b, byte(TypeGoodbye))
+		return appendString(b, v.Reason), nil
+
+	case msg.Knowledge:
+		b = append(b, byte(TypeKnowledge))
+		b = appendString(b, string(v.Pubend))
+		b = appendTick(b, v.Final)
+		b = appendTick(b, v.Start)
+		b = appendTick(b, v.End)
+		b = appendTick(b, v.VTick)
+		b = appendBool(b, v.Retrans)
+		return appendOptEvent(b, v.Event)
+	case msg.Nack:
+		b = append(b, byte(TypeNack))
+		b = appendString(b, string(v.Pubend))
+		b = appendTick(b, v.Start)
+		return appendTick(b, v.End), nil
+	case msg.Ack:
+		b = append(b, byte(TypeAck))
+		b = appendString(b, string(v.Pubend))
+		return appendTick(b, v.T), nil
+	case msg.AckExpected:
+		b = append(b, byte(TypeAckExpected))
+		b = appendString(b, string(v.Pubend))
+		return appendTick(b, v.T), nil
+	case msg.Summary:
+		b = append(b, byte(TypeSummary))
+		b = appendBool(b, v.All)
+		b = binary.AppendUvarint(b, uint64(len(v.Patterns)))
+		for _, p := range v.Patterns {
+			b = appendString(b, p)
+		}
+		return b, nil
+	case msg.SubReq:
+		b = append(b, byte(TypeSubReq))
+		b = appendString(b, string(v.Pubend))
+		b = appendString(b, string(v.Sub))
+		return appendPath(b, v.Path), nil
+	case msg.SubReply:
+		b = append(b, byte(TypeSubReply))
+		b = appendString(b, string(v.Pubend))
+		b = appendString(b, string(v.Sub))
+		b = appendTick(b, v.Start)
+		return appendPath(b, v.Path), nil
+
+	case msg.Publish:
+		b = append(b, byte(TypePublish))
+		b = appendString(b, string(v.Pubend))
+		b = appendString(b, v.Publisher)
+		b = binary.AppendUvarint(b, v.Seq)
+		b = appendString(b, v.Topic)
+		b, err := appendProps(b, v.Props, "Publish")
+		if err != nil {
+			return nil, err
+		}
+		return appendBytes(b, v.Payload), nil
+	case msg.Subscribe:
+		b = append(b, byte(TypeSubscribe))
+		b = appendString(b, string(v.Sub))
+		return appendString(b, v.Pattern), nil
+	case msg.Unsubscribe:
+		b = append(b, byte(TypeUnsubscribe))
+		return appendString(b, string(v.Sub)), nil
+
+	case msg.PubAck:
+		b = append(b, byte(TypePubAck))
+		b = appendString(b, string(v.Pubend))
+		b = appendString(b, v.Publisher)
+		b = binary.AppendUvarint(b, v.Seq)
+		return appendTick(b, v.Tick), nil
+	case msg.PubReject:
+		b = append(b, byte(TypePubReject))
+		b = appendString(b, v.Publisher)
+		b = binary.AppendUvarint(b, v.Seq)
+		return appendString(b, v.Reason), nil
+	case msg.SubStarted:
+		b = append(b, byte(TypeSubStarted))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
+	case msg.SubRejected:
+		b = append(b, byte(TypeSubRejected))
+		b = appendString(b, string(v.Sub))
+		return appendString(b, v.Reason), nil
+	case msg.Delivery:
+		b = append(b, byte(TypeDelivery))
+		b = appendString(b, string(v.Sub))
+		return appendOptEvent(b, v.Event)
+	}
+	if p, ok := deref(m); ok {
+		return appendBody(b, p)
+	}
+	return nil, fmt.Errorf("%w: cannot encode %s", ErrUnknownType, typeOfName(m))
+}
+
+// deref turns a non-nil pointer to a message struct into the struct.
+func deref(m msg.Msg) (msg.Msg, bool) {
+	switch p := m.(type) {
+	case *msg.Hello:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Heartbeat:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Goodbye:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Knowledge:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Nack:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Ack:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.AckExpected:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Summary:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.SubReq:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.SubReply:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Publish:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Subscribe:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Unsubscribe:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.PubAck:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.PubReject:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.SubStarted:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.SubRejected:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Delivery:
+		if p != nil {
+			return *p, true
+		}
+	}
+	return nil, false
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+func appendTick(b []byte, t tick.Tick) []byte { return binary.AppendUvarint(b, uint64(t)) }
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendPath(b []byte, path []msg.NodeID) []byte {
+	b = binary.AppendUvarint(b, uint64(len(path)))
+	for _, n := range path {
+		b = appendString(b, string(n))
+	}
+	return b
+}
+
+// appendToken writes a token as count + (pubend, tick) pairs in pubend order.
+func appendToken(b []byte, t msg.Token) []byte {
+	b = binary.AppendUvarint(b, uint64(len(t)))
+	if len(t) == 0 {
+		return b
+	}
+	ps := make([]string, 0, len(t))
+	for p := range t {
+		ps = append(ps, string(p))
+	}
+	slices.Sort(ps)
+	for _, p := range ps {
+		b = appendString(b, p)
+		b = appendTick(b, t[msg.PubendID(p)])
+	}
+	return b
+}
+
+// appendOptEvent writes a presence byte and, when present, the event.
+func appendOptEvent(b []byte, ev *msg.Event) ([]byte, error) {
+	if ev == nil {
+		return append(b, 0), nil
+	}
+	return appendEvent(append(b, 1), ev)
+}
+
+// appendEvent writes an event exactly as msg.EncodeRecord writes the part of
+// an event record after its kind byte:
+//
+//	pubend | tick | publisher | seq | topic | nprops | (name | type | value)* | payload
+func appendEvent(b []byte, ev *msg.Event) ([]byte, error) {
+	b = appendString(b, string(ev.Pubend))
+	b = appendTick(b, ev.Tick)
+	b = appendString(b, ev.Publisher)
+	b = binary.AppendUvarint(b, ev.Seq)
+	b = appendString(b, ev.Topic)
+	b, err := appendProps(b, ev.Props, "Event")
+	if err != nil {
+		return nil, err
+	}
+	return appendBytes(b, ev.Payload), nil
+}
+
+// appendProps writes nprops then each property in name order.
+func appendProps(b []byte, props map[string]any, where string) ([]byte, error) {
+	b = binary.AppendUvarint(b, uint64(len(props)))
+	if len(props) == 0 {
+		return b, nil
+	}
+	var small [8]string
+	names := small[:0]
+	for k := range props {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		b = appendString(b, k)
+		switch v := props[k].(type) {
+		case int64:
+			b = append(b, propInt)
+			b = binary.AppendVarint(b, v)
+		case float64:
+			b = append(b, propFloat)
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		case bool:
+			b = append(b, propBool)
+			b = appendBool(b, v)
+		case string:
+			b = append(b, propString)
+			b = appendString(b, v)
+		default:
+			return nil, fmt.Errorf("%w: %s: property %q has unsupported type %T (want int64, float64, bool or string)", ErrMalformed, where, k, v)
+		}
+	}
+	return b, nil
+}

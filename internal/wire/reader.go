@@ -1,0 +1,131 @@
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+const (
+	// readBufSize is the read-ahead buffer a Reader puts in front of a
+	// plain io.Reader (one syscall serves many small frames).
+	readBufSize = 32 << 10
+	// keepBuf is the largest frame buffer a Reader keeps between frames;
+	// a larger frame gets a buffer of its own that is then dropped, so one
+	// big frame does not pin its memory for the life of the connection.
+	keepBuf = 64 << 10
+	// growStep is how much of a large frame is allocated before its bytes
+	// arrive: a peer announcing a 16 MiB frame and sending nothing costs
+	// at most this much.
+	growStep = 64 << 10
+)
+
+// Reader reads frames from a stream. It is not safe for concurrent use.
+type Reader struct {
+	r     *bufio.Reader
+	max   int
+	buf   []byte
+	off   int64 // stream offset of the next frame
+	count int64 // frames read
+	err   error // sticky: after any error the stream is not resynchronised
+}
+
+// NewReader returns a Reader over r that refuses frames (type byte and body)
+// longer than maxFrame; maxFrame <= 0 means DefaultMaxFrame. A *bufio.Reader
+// is used as is; any other r gets a read-ahead buffer, so the Reader owns r.
+func NewReader(r io.Reader, maxFrame int) *Reader {
+	if maxFrame <= 0 {
+		maxFrame = DefaultMaxFrame
+	}
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, readBufSize)
+	}
+	return &Reader{r: br, max: maxFrame}
+}
+
+// Next reads and decodes the next frame. It returns io.EOF when the stream
+// ends cleanly between frames, and otherwise an error wrapping
+// io.ErrUnexpectedEOF (the stream ends inside a frame), ErrFrameTooLarge
+// (checked before anything is allocated for the frame), ErrUnknownType,
+// ErrMalformed, or the underlying reader's error, with the frame's number
+// and stream offset. Errors are sticky: once Next fails it keeps failing.
+func (r *Reader) Next() (msg.Msg, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	m, err := r.next()
+	if err != nil {
+		r.err = err
+		return nil, err
+	}
+	return m, nil
+}
+
+func (r *Reader) next() (msg.Msg, error) {
+	var hdr [4]byte
+	if n, err := io.ReadFull(r.r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, r.wrap(fmt.Errorf("length prefix (%d of 4 bytes): %w", n, err))
+	}
+	size := binary.LittleEndian.Uint32(hdr[:])
+	if uint64(size) > uint64(r.max) {
+		return nil, r.wrap(fmt.Errorf("%w: length %d, at most %d allowed", ErrFrameTooLarge, size, r.max))
+	}
+	if size == 0 {
+		return nil, r.wrap(fmt.Errorf("%w: length 0 (no type byte)", ErrMalformed))
+	}
+	frame, err := r.readFrame(int(size))
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, r.wrap(fmt.Errorf("%d-byte frame (%d read): %w", size, len(frame), err))
+	}
+	m, err := Decode(frame)
+	if err != nil {
+		return nil, r.wrap(err)
+	}
+	r.off += 4 + int64(size)
+	r.count++
+	return m, nil
+}
+
+func (r *Reader) wrap(err error) error {
+	return fmt.Errorf("frame %d at stream offset %d: %w", r.count, r.off, err)
+}
+
+// readFrame reads n bytes. Frames up to keepBuf reuse r.buf; larger ones
+// grow a fresh buffer step by step as their bytes arrive. On error it
+// returns what was read.
+func (r *Reader) readFrame(n int) ([]byte, error) {
+	if n <= keepBuf {
+		if cap(r.buf) < n {
+			r.buf = make([]byte, max(n, 512))
+		}
+		b := r.buf[:n]
+		got, err := io.ReadFull(r.r, b)
+		return b[:got], err
+	}
+	var b []byte
+	for len(b) < n {
+		step := min(n-len(b), max(len(b), growStep))
+		if cap(b)-len(b) < step {
+			nb := make([]byte, len(b), len(b)+step)
+			copy(nb, b)
+			b = nb
+		}
+		got, err := io.ReadFull(r.r, b[len(b):len(b)+step])
+		b = b[:len(b)+got]
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}

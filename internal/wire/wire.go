@@ -1,0 +1,140 @@
+// Package wire is aerie's versioned binary wire protocol: how every message
+// of internal/msg travels over a TCP connection between two brokers or
+// between a broker and a client. docs/PROTOCOL.md is its specification; this
+// package is the reference codec.
+//
+// A frame is
+//
+//	| length uint32 LE | type uint8 | body ... |
+//
+// where length counts the type byte and the body. Bodies use unsigned
+// varints for integers (zigzag varints for signed ones), a uvarint length
+// and the bytes for strings and byte strings, one byte (0 or 1) for bools.
+// The encoding is canonical: the decoder refuses overlong varints, bools
+// other than 0 and 1, unsorted or repeated property names and token
+// pubends, and trailing bytes, so a message has exactly one encoding.
+//
+// Decoding never panics, and never allocates more for a field than the
+// bytes of the frame that carry it.
+package wire
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// Version is the protocol version this package speaks, carried in Hello.
+const Version uint16 = 1
+
+// DefaultMaxFrame is the largest frame (type byte and body, without the
+// length prefix) AppendFrame produces and the default a Reader accepts.
+const DefaultMaxFrame = 16 << 20
+
+// maxIDLen is the longest Hello.ID CheckHello accepts.
+const maxIDLen = 255
+
+// Errors. Every error this package returns wraps one of these (or
+// io.EOF / io.ErrUnexpectedEOF from a Reader) with context.
+var (
+	// ErrFrameTooLarge reports a frame longer than the maximum frame size.
+	ErrFrameTooLarge = errors.New("wire: frame too large")
+	// ErrUnknownType reports a type byte (or a Go message type) this
+	// version of the protocol does not know.
+	ErrUnknownType = errors.New("wire: unknown message type")
+	// ErrMalformed reports a body that does not decode exactly, or a
+	// message that cannot be encoded (an unsupported property type).
+	ErrMalformed = errors.New("wire: malformed")
+	// ErrVersion reports a peer that speaks another protocol version.
+	ErrVersion = errors.New("wire: protocol version mismatch")
+)
+
+// Type is the type byte of a frame. Values are fixed forever: a new message
+// gets a new value, a retired one is never reused. Hello's value and layout
+// never change, so any version can read a peer's Hello and refuse it politely.
+type Type uint8
+
+// The type table (docs/PROTOCOL.md §3). 0x00 is never a valid type.
+const (
+	// Link management, both directions.
+	TypeHello     Type = 0x01
+	TypeHeartbeat Type = 0x02
+	TypeGoodbye   Type = 0x03
+
+	// Broker ↔ broker: guaranteed delivery (seed 000 §3.1, §3.2) and
+	// subscription control (MODEL.md P6).
+	TypeKnowledge   Type = 0x10
+	TypeNack        Type = 0x11
+	TypeAck         Type = 0x12
+	TypeAckExpected Type = 0x13
+	TypeSummary     Type = 0x14
+	TypeSubReq      Type = 0x15
+	TypeSubReply    Type = 0x16
+
+	// Client → broker.
+	TypePublish     Type = 0x20
+	TypeSubscribe   Type = 0x21
+	TypeUnsubscribe Type = 0x22
+
+	// Broker → client.
+	TypePubAck      Type = 0x30
+	TypePubReject   Type = 0x31
+	TypeSubStarted  Type = 0x32
+	TypeSubRejected Type = 0x33
+	TypeDelivery    Type = 0x34
+)
+
+var typeNames = map[Type]string{
+	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye",
+	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
+	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply",
+	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
+	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
+	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
+}
+
+// String returns the message name of a type, or "type 0x.." for an unknown one.
+func (t Type) String() string {
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type 0x%02x", uint8(t))
+}
+
+// Known reports whether t is in the type table of this version.
+func (t Type) Known() bool {
+	_, ok := typeNames[t]
+	return ok
+}
+
+// CheckHello validates a peer's Hello: it must speak Version, name a known
+// role and carry a non-empty ID of at most 255 bytes. The error wraps
+// ErrVersion or ErrMalformed and is fit to send back in a Goodbye.
+func CheckHello(h msg.Hello) error {
+	if h.Version != Version {
+		return versionError{peer: h.Version}
+	}
+	switch h.Role {
+	case msg.RoleBroker, msg.RoleClient:
+	default:
+		return fmt.Errorf("%w: Hello: unknown role %d (want %d broker or %d client)", ErrMalformed, h.Role, msg.RoleBroker, msg.RoleClient)
+	}
+	if h.ID == "" {
+		return fmt.Errorf("%w: Hello: empty id", ErrMalformed)
+	}
+	if len(h.ID) > maxIDLen {
+		return fmt.Errorf("%w: Hello: id of %d bytes, at most %d allowed", ErrMalformed, len(h.ID), maxIDLen)
+	}
+	return nil
+}
+
+// versionError reads "wire: peer speaks protocol version 7, this broker
+// speaks 1" and matches ErrVersion under errors.Is.
+type versionError struct{ peer uint16 }
+
+func (e versionError) Error() string {
+	return fmt.Sprintf("wire: peer speaks protocol version %d, this broker speaks %d", e.peer, Version)
+}
+
+func (e versionError) Is(target error) bool { return target == ErrVersion }

@@ -1,0 +1,501 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+func testEvent() *msg.Event {
+	payload := make([]byte, 300)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	return &msg.Event{
+		Pubend: "P1", Tick: 1<<40 + 12345, Publisher: "pub-1", Seq: 1 << 33, Topic: "trades.eu.fr",
+		Props: map[string]any{
+			"n": int64(-42), "min": int64(math.MinInt64), "max": int64(math.MaxInt64),
+			"x": 1.5, "inf": math.Inf(-1), "ok": true, "no": false, "region": "EU", "empty": "", "ünï": "cödé",
+		},
+		Payload: payload,
+	}
+}
+
+// cases holds every message type with non-trivial field values, plus the
+// edge cases of each (nil event, empty lists, zero values).
+var cases = []struct {
+	name string
+	m    msg.Msg
+}{
+	{"Hello", msg.Hello{Version: Version, Role: msg.RoleBroker, ID: "broker-α", Incarnation: 0xdeadbeefcafe}},
+	{"HelloFuture", msg.Hello{Version: 7, Role: 9, ID: "", Incarnation: math.MaxUint64}},
+	{"Heartbeat", msg.Heartbeat{}},
+	{"Goodbye", msg.Goodbye{Reason: "slow subscriber: queue over 10000 events"}},
+	{"GoodbyeEmpty", msg.Goodbye{}},
+	{"KnowledgeData", msg.Knowledge{Pubend: "P1", Final: 1 << 40, Start: 1<<40 + 1, End: 1<<40 + 99999, VTick: 1<<40 + 12345, Event: testEvent(), Retrans: true}},
+	{"KnowledgeDataOtherPubend", msg.Knowledge{Pubend: "P2", Final: 1, Start: 2, End: 2, VTick: 2,
+		Event: &msg.Event{Pubend: "P9", Tick: 2, Topic: "t"}}},
+	{"KnowledgeSilence", msg.Knowledge{Pubend: "P1", Final: 100, Start: 101, End: math.MaxUint64}},
+	{"KnowledgeFinalOnly", msg.Knowledge{Pubend: "P1", Final: 500, Start: 2, End: 1}},
+	{"Nack", msg.Nack{Pubend: "pubend/with/slashes", Start: 127, End: 128}},
+	{"Ack", msg.Ack{Pubend: "P1", T: 1<<63 + 5}},
+	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
+	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
+	{"SummaryAll", msg.Summary{All: true}},
+	{"SubReq", msg.SubReq{Pubend: "P1", Sub: "shb1/s7", Path: []msg.NodeID{"shb1", "ib3", "ib2"}}},
+	{"SubReqNoPath", msg.SubReq{Pubend: "P1", Sub: "s"}},
+	{"SubReply", msg.SubReply{Pubend: "P1", Sub: "shb1/s7", Start: 1<<40 + 3, Path: []msg.NodeID{"ib2", "ib3", "shb1"}}},
+	{"Publish", msg.Publish{Pubend: "P1", Publisher: "pub-1", Seq: 99, Topic: "a.b", Props: testEvent().Props, Payload: []byte("hello\x00world")}},
+	{"PublishBare", msg.Publish{Pubend: "P1", Topic: "a"}},
+	{"Subscribe", msg.Subscribe{Sub: "c1/s1", Pattern: "trades.*.fr"}},
+	{"Unsubscribe", msg.Unsubscribe{Sub: "c1/s1"}},
+	{"PubAck", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7}},
+	{"PubReject", msg.PubReject{Publisher: "pub-1", Seq: 100, Reason: `unknown pubend "P7"`}},
+	{"SubStarted", msg.SubStarted{Sub: "c1/s1", Token: msg.Token{"P3": 30, "P1": 1 << 41, "P2": 0, "P10": 5}}},
+	{"SubStartedEmpty", msg.SubStarted{Sub: "c1/s2"}},
+	{"SubRejected", msg.SubRejected{Sub: "c1/s1", Reason: "bad pattern: a.**"}},
+	{"Delivery", msg.Delivery{Sub: "c1/s1", Event: testEvent()}},
+	{"DeliveryNil", msg.Delivery{Sub: "c1/s1"}},
+}
+
+// floatBits stands for a float64 property in normalised messages, so NaN
+// compares equal to itself.
+type floatBits uint64
+
+// norm returns m with pointers dereferenced, empty maps and slices nil, and
+// float properties as bits: two messages are equal when their norms are
+// reflect.DeepEqual.
+func norm(m msg.Msg) msg.Msg {
+	if p, ok := deref(m); ok {
+		m = p
+	}
+	switch v := m.(type) {
+	case msg.Knowledge:
+		v.Event = normEvent(v.Event)
+		return v
+	case msg.Delivery:
+		v.Event = normEvent(v.Event)
+		return v
+	case msg.Publish:
+		v.Props = normProps(v.Props)
+		if len(v.Payload) == 0 {
+			v.Payload = nil
+		}
+		return v
+	case msg.Summary:
+		if len(v.Patterns) == 0 {
+			v.Patterns = nil
+		}
+		return v
+	case msg.SubReq:
+		if len(v.Path) == 0 {
+			v.Path = nil
+		}
+		return v
+	case msg.SubReply:
+		if len(v.Path) == 0 {
+			v.Path = nil
+		}
+		return v
+	case msg.SubStarted:
+		if len(v.Token) == 0 {
+			v.Token = nil
+		}
+		return v
+	}
+	return m
+}
+
+func normEvent(e *msg.Event) *msg.Event {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.Props = normProps(c.Props)
+	if len(c.Payload) == 0 {
+		c.Payload = nil
+	}
+	return &c
+}
+
+func normProps(p map[string]any) map[string]any {
+	if len(p) == 0 {
+		return nil
+	}
+	c := make(map[string]any, len(p))
+	for k, v := range p {
+		if f, ok := v.(float64); ok {
+			v = floatBits(math.Float64bits(f))
+		}
+		c[k] = v
+	}
+	return c
+}
+
+func equalMsg(a, b msg.Msg) bool { return reflect.DeepEqual(norm(a), norm(b)) }
+
+func mustFrame(t testing.TB, m msg.Msg) []byte {
+	t.Helper()
+	b, err := AppendFrame(nil, m)
+	if err != nil {
+		t.Fatalf("AppendFrame(%v): %v", m, err)
+	}
+	return b
+}
+
+func TestRoundTrip(t *testing.T) {
+	seen := map[Type]bool{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := mustFrame(t, c.m)
+			if got := int(uint32(f[0]) | uint32(f[1])<<8 | uint32(f[2])<<16 | uint32(f[3])<<24); got != len(f)-4 {
+				t.Fatalf("length prefix %d, frame has %d bytes after it", got, len(f)-4)
+			}
+			seen[Type(f[4])] = true
+			if want := reflect.TypeOf(c.m).Name(); Type(f[4]).String() != want {
+				t.Fatalf("type byte 0x%02x is %v, message is %s", f[4], Type(f[4]), want)
+			}
+			got, err := Decode(f[4:])
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if !equalMsg(got, c.m) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, c.m)
+			}
+			// Through a Reader, fed one byte at a time.
+			r := NewReader(iotest.OneByteReader(bytes.NewReader(f)), 0)
+			got, err = r.Next()
+			if err != nil || !equalMsg(got, c.m) {
+				t.Fatalf("Reader: %v, %v", got, err)
+			}
+			if _, err := r.Next(); err != io.EOF {
+				t.Fatalf("after the only frame: %v, want io.EOF", err)
+			}
+			// A pointer encodes as its struct.
+			pv := reflect.New(reflect.TypeOf(c.m))
+			pv.Elem().Set(reflect.ValueOf(c.m))
+			if pf := mustFrame(t, pv.Interface().(msg.Msg)); !bytes.Equal(pf, f) {
+				t.Fatalf("pointer encodes differently")
+			}
+		})
+	}
+	if len(seen) != len(typeNames) {
+		t.Fatalf("cases cover %d of %d types", len(seen), len(typeNames))
+	}
+}
+
+// TestEventMatchesRecord pins the event encoding to msg.EncodeRecord's.
+func TestEventMatchesRecord(t *testing.T) {
+	ev := testEvent()
+	rec, err := msg.EncodeRecord(nil, msg.Record{Pubend: ev.Pubend, Event: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := appendEvent(nil, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, rec[1:]) {
+		t.Fatalf("event encoding differs from the record's:\n%x\n%x", got, rec[1:])
+	}
+}
+
+// TestGolden pins a few frames byte for byte (docs/PROTOCOL.md §5 shows them).
+func TestGolden(t *testing.T) {
+	for _, g := range []struct {
+		m   msg.Msg
+		hex string
+	}{
+		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: "b1", Incarnation: 300}, "08000000" + "01" + "01" + "01" + "026231" + "ac02"},
+		{msg.Heartbeat{}, "01000000" + "02"},
+		{msg.Ack{Pubend: "P1", T: 5}, "05000000" + "12" + "025031" + "05"},
+		{msg.Knowledge{Pubend: "P", Final: 1, Start: 2, End: 3, VTick: 2, Event: &msg.Event{Pubend: "P", Tick: 2, Topic: "t",
+			Props: map[string]any{"n": int64(-1)}, Payload: []byte{0xff}}},
+			"17000000" + "10" + "0150" + "01" + "02" + "03" + "02" + "00" + "01" +
+				"0150" + "02" + "00" + "00" + "0174" + "01" + "016e" + "01" + "01" + "01ff"},
+	} {
+		if got := hex.EncodeToString(mustFrame(t, g.m)); got != g.hex {
+			t.Errorf("%v:\n got %s\nwant %s", g.m, got, g.hex)
+		}
+	}
+}
+
+func TestTruncation(t *testing.T) {
+	for _, c := range cases {
+		f := mustFrame(t, c.m)
+		for i := 0; i < len(f); i++ {
+			m, err := NewReader(bytes.NewReader(f[:i]), 0).Next()
+			switch {
+			case m != nil:
+				t.Fatalf("%s: prefix %d/%d read as %v", c.name, i, len(f), m)
+			case i == 0 && err != io.EOF:
+				t.Fatalf("%s: empty stream: %v, want io.EOF", c.name, err)
+			case i > 0 && !errors.Is(err, io.ErrUnexpectedEOF):
+				t.Fatalf("%s: prefix %d/%d: %v, want unexpected EOF", c.name, i, len(f), err)
+			}
+			// The frame body cut short, as Decode sees it.
+			if i >= 4 {
+				if m, err := Decode(f[4:i]); m != nil || !errors.Is(err, ErrMalformed) {
+					t.Fatalf("%s: body prefix %d/%d: %v, %v", c.name, i-4, len(f)-4, m, err)
+				}
+			}
+		}
+	}
+}
+
+func TestFrameTooLarge(t *testing.T) {
+	// Reading: the length alone is refused, before anything is allocated.
+	for _, size := range []uint32{1025, 1 << 31, math.MaxUint32} {
+		hdr := []byte{byte(size), byte(size >> 8), byte(size >> 16), byte(size >> 24), byte(TypeHeartbeat)}
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := NewReader(bytes.NewReader(hdr), 1024).Next()
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrFrameTooLarge) {
+			t.Fatalf("length %d: %v", size, err)
+		}
+		if d := after.TotalAlloc - before.TotalAlloc; d > 256<<10 {
+			t.Fatalf("length %d: refusing it allocated %d bytes", size, d)
+		}
+	}
+	f := mustFrame(t, msg.Goodbye{Reason: strings.Repeat("x", 2000)})
+	if _, err := NewReader(bytes.NewReader(f), 1024).Next(); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("2000-byte goodbye with max 1024: %v", err)
+	}
+	if _, err := NewReader(bytes.NewReader(f), len(f)-4).Next(); err != nil {
+		t.Fatalf("frame of exactly the max refused: %v", err)
+	}
+
+	// A length within the max whose bytes never come costs little.
+	var before, after runtime.MemStats
+	hdr := []byte{0, 0, 0, 1, byte(TypeGoodbye)} // 16 MiB announced, 1 byte sent
+	runtime.ReadMemStats(&before)
+	_, err := NewReader(bytes.NewReader(hdr), 0).Next()
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("announced 16 MiB, sent 1 byte: %v", err)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+		t.Fatalf("announced 16 MiB, sent 1 byte: allocated %d bytes", d)
+	}
+
+	// Writing: a frame over DefaultMaxFrame is refused and dst kept.
+	dst := []byte("keep")
+	out, err := AppendFrame(dst, msg.Publish{Pubend: "P", Payload: make([]byte, DefaultMaxFrame)})
+	if !errors.Is(err, ErrFrameTooLarge) || string(out) != "keep" {
+		t.Fatalf("oversized publish: %q, %v", out, err)
+	}
+	// A large frame under the max goes through a Reader (grown step by step).
+	big := msg.Publish{Pubend: "P", Payload: bytes.Repeat([]byte{7}, 5<<20)}
+	m, err := NewReader(bytes.NewReader(mustFrame(t, big)), 0).Next()
+	if err != nil || !equalMsg(m, big) {
+		t.Fatalf("5 MiB publish: %v", err)
+	}
+}
+
+type embedded struct{ msg.Ack }
+
+func TestUnknownType(t *testing.T) {
+	for _, m := range []msg.Msg{nil, (*msg.Ack)(nil), embedded{msg.Ack{Pubend: "P"}}} {
+		out, err := AppendFrame([]byte("keep"), m)
+		if !errors.Is(err, ErrUnknownType) || string(out) != "keep" {
+			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
+		}
+	}
+	for _, typ := range []byte{0x00, 0x04, 0x17, 0x7f, 0xff} {
+		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
+			t.Fatalf("type 0x%02x: %v", typ, err)
+		}
+		_, err := NewReader(bytes.NewReader([]byte{1, 0, 0, 0, typ}), 0).Next()
+		if !errors.Is(err, ErrUnknownType) || !strings.Contains(err.Error(), "offset 0") {
+			t.Fatalf("Reader, type 0x%02x: %v", typ, err)
+		}
+	}
+	if _, err := AppendFrame(nil, msg.Publish{Props: map[string]any{"bad": 3}}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("int (not int64) property accepted: %v", err)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	ack := func(rest ...byte) []byte { return append([]byte{byte(TypeAck), 1, 'P'}, rest...) }
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  string
+	}{
+		{"empty", nil, "empty frame"},
+		{"trailing", ack(5, 0), "1 trailing bytes"},
+		{"overlong varint", ack(0x85, 0x00), "overlong varint"},
+		{"overlong zero", ack(0x80, 0x00), "overlong varint"},
+		{"varint overflow", ack(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), "overflows"},
+		{"truncated varint", ack(0x80), "truncated varint"},
+		{"string too long", []byte{byte(TypeAck), 9, 'P', 1}, "string of 9 bytes"},
+		{"bad bool", []byte{byte(TypeSummary), 2, 0}, "bool byte 2"},
+		{"count too large", []byte{byte(TypeSummary), 0, 5, 0, 0}, "5 patterns cannot fit"},
+		{"huge count", []byte{byte(TypeSubReq), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
+		{"version over 16 bits", []byte{byte(TypeHello), 0x80, 0x80, 0x04, 1, 1, 'b', 0}, "does not fit 16 bits"},
+		{"token unsorted", []byte{byte(TypeSubStarted), 0, 2, 1, 'b', 1, 1, 'a', 1}, `"a" not after "b"`},
+		{"token repeated", []byte{byte(TypeSubStarted), 0, 2, 1, 'a', 1, 1, 'a', 2}, `"a" not after "a"`},
+		{"props repeated", []byte{byte(TypePublish), 0, 0, 0, 0, 2, 1, 'k', propBool, 1, 1, 'k', propBool, 0, 0}, `"k" not after "k"`},
+		{"prop type", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', 9, 1, 0}, "unknown type 9"},
+		{"float truncated", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', propFloat, 1, 2, 3}, "truncated float64"},
+		{"event presence", []byte{byte(TypeDelivery), 0, 2}, "bool byte 2"},
+	} {
+		m, err := Decode(c.frame)
+		if m != nil || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "wire: ") {
+			t.Errorf("%s: %v, %v; want ErrMalformed with %q", c.name, m, err, c.want)
+		}
+	}
+	// The Reader names the frame, its offset in the stream, and the type.
+	var s []byte
+	s = append(s, mustFrame(t, msg.Heartbeat{})...)
+	s = append(s, 4, 0, 0, 0, byte(TypeAck), 1, 'P', 0x80)
+	_, err := readAll(NewReader(bytes.NewReader(s), 0))
+	if want := "frame 1 at stream offset 5: wire: malformed: Ack at offset 3: truncated varint"; err == nil || err.Error() != want {
+		t.Fatalf("got  %v\nwant %s", err, want)
+	}
+}
+
+func readAll(r *Reader) ([]msg.Msg, error) {
+	var ms []msg.Msg
+	for {
+		m, err := r.Next()
+		if err != nil {
+			return ms, err
+		}
+		ms = append(ms, m)
+	}
+}
+
+func TestStream(t *testing.T) {
+	var stream []byte
+	var want []msg.Msg
+	for i := 0; i < 5000; i++ {
+		m := cases[i%len(cases)].m
+		if a, ok := m.(msg.Ack); ok {
+			a.T = tick.Tick(i)
+			m = a
+		}
+		var err error
+		if stream, err = AppendFrame(stream, m); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, m)
+	}
+	for name, src := range map[string]io.Reader{
+		"bytes":   bytes.NewReader(stream),
+		"half":    iotest.HalfReader(bytes.NewReader(stream)),
+		"onebyte": iotest.OneByteReader(bytes.NewReader(stream)),
+		"dataerr": iotest.DataErrReader(bytes.NewReader(stream)),
+	} {
+		got, err := readAll(NewReader(src, 0))
+		if err != io.EOF {
+			t.Fatalf("%s: stream ended with %v", name, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: read %d messages, wrote %d", name, len(got), len(want))
+		}
+		for i := range got {
+			if !equalMsg(got[i], want[i]) {
+				t.Fatalf("%s: message %d: got %v want %v", name, i, got[i], want[i])
+			}
+		}
+	}
+	// Errors are sticky, and a read error is passed through.
+	boom := errors.New("boom")
+	r := NewReader(io.MultiReader(bytes.NewReader(stream[:100]), iotest.ErrReader(boom)), 0)
+	_, err := readAll(r)
+	if !errors.Is(err, boom) {
+		t.Fatalf("read error: %v", err)
+	}
+	if _, err2 := r.Next(); err2 != err {
+		t.Fatalf("error not sticky: %v then %v", err, err2)
+	}
+}
+
+func TestCheckHello(t *testing.T) {
+	ok := msg.Hello{Version: Version, Role: msg.RoleClient, ID: "c1", Incarnation: 1}
+	if err := CheckHello(ok); err != nil {
+		t.Fatal(err)
+	}
+	ok.ID = strings.Repeat("i", 255)
+	if err := CheckHello(ok); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		h    msg.Hello
+		is   error
+		text string
+	}{
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 1"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 1"},
+		{msg.Hello{Version: 1, Role: 3, ID: "b"}, ErrMalformed, "wire: malformed: Hello: unknown role 3 (want 1 broker or 2 client)"},
+		{msg.Hello{Version: 1, Role: 0, ID: "b"}, ErrMalformed, "unknown role 0"},
+		{msg.Hello{Version: 1, Role: msg.RoleBroker}, ErrMalformed, "wire: malformed: Hello: empty id"},
+		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: strings.Repeat("i", 256)}, ErrMalformed, "id of 256 bytes, at most 255"},
+	} {
+		err := CheckHello(c.h)
+		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%v: %v; want %v containing %q", c.h, err, c.is, c.text)
+		}
+	}
+	// A future version's Hello still decodes, so it can be refused politely.
+	m, err := Decode(mustFrame(t, msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"})[4:])
+	if err != nil || !errors.Is(CheckHello(m.(msg.Hello)), ErrVersion) {
+		t.Fatalf("future hello: %v, %v", m, err)
+	}
+}
+
+func BenchmarkAppendDecodeData(b *testing.B) {
+	payload := bytes.Repeat([]byte("x"), 256)
+	m := msg.Knowledge{Pubend: "P1", Final: 1<<40 + 100, Start: 1<<40 + 101, End: 1<<40 + 200, VTick: 1<<40 + 150,
+		Event: &msg.Event{Pubend: "P1", Tick: 1<<40 + 150, Publisher: "pub-1", Seq: 12345, Topic: "trades.eu.fr",
+			Props: map[string]any{"price": 101.25, "qty": int64(300), "region": "EU"}, Payload: payload}}
+	buf, err := AppendFrame(nil, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, err = AppendFrame(buf[:0], m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Decode(buf[4:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReaderData(b *testing.B) {
+	m := msg.Knowledge{Pubend: "P1", Final: 100, Start: 101, End: 200, VTick: 150,
+		Event: &msg.Event{Pubend: "P1", Tick: 150, Topic: "t", Payload: bytes.Repeat([]byte("x"), 256)}}
+	var stream []byte
+	for range 1000 {
+		stream, _ = AppendFrame(stream, m)
+	}
+	b.SetBytes(int64(len(stream) / 1000))
+	b.ReportAllocs()
+	br := bytes.NewReader(stream)
+	r := NewReader(br, 0)
+	for i := 0; b.Loop(); i++ {
+		if i%1000 == 0 {
+			br.Reset(stream)
+			r = NewReader(br, 0)
+		}
+		if _, err := r.Next(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
