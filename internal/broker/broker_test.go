@@ -38,7 +38,11 @@ func freeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
-func startNet(t testing.TB, fs vfs.FS) *net4 {
+func startNet(t testing.TB, fs vfs.FS) *net4 { return startNetWith(t, fs, nil) }
+
+// startNetWith lets mod rewrite the options (e.g. route a link through a
+// fault-injecting proxy) before the brokers start.
+func startNetWith(t testing.TB, fs vfs.FS, mod func(map[msg.NodeID]broker.Options)) *net4 {
 	n := &net4{t: t, opts: map[msg.NodeID]broker.Options{}, nodes: map[msg.NodeID]*broker.Node{},
 		cancel: map[msg.NodeID]context.CancelFunc{}, done: map[msg.NodeID]chan error{}, fs: fs}
 	cfg := gd.DefaultConfig()
@@ -55,6 +59,9 @@ func startNet(t testing.TB, fs vfs.FS) *net4 {
 	n.opts["b1"] = broker.Options{ID: "b1", Routes: route("p1", "s1", "s2"), GD: cfg, Listen: addr["b1"], Upstreams: map[msg.NodeID]string{"p1": addr["p1"]}}
 	n.opts["s1"] = broker.Options{ID: "s1", Routes: route("b1"), GD: cfg, Listen: addr["s1"], Clients: freeAddr(t), Upstreams: map[msg.NodeID]string{"b1": addr["b1"]}}
 	n.opts["s2"] = broker.Options{ID: "s2", Routes: route("b1"), GD: cfg, Listen: addr["s2"], Clients: freeAddr(t), Upstreams: map[msg.NodeID]string{"b1": addr["b1"]}}
+	if mod != nil {
+		mod(n.opts)
+	}
 	for _, id := range []msg.NodeID{"p1", "b1", "s1", "s2"} {
 		n.start(id)
 	}

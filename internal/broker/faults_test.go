@@ -1,0 +1,80 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/faultnet"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// TestLinkCutAndStall routes the link b1–s1 through a fault-injecting proxy.
+// Phase A cuts it while events flow, then heals it; phase B stalls it (it
+// accepts and forwards nothing, the failure seed 000 §4.2 says neighbours
+// notice late), then cuts it, then heals it. Both SHBs must end with every
+// event exactly once, in order per pubend; s2, on the healthy branch, is
+// never disturbed.
+func TestLinkCutAndStall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var proxy *faultnet.Proxy
+	n := startNetWith(t, vfs.OS(), func(opts map[msg.NodeID]broker.Options) {
+		var err error
+		proxy, err = faultnet.Listen(ctx, opts["b1"].Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := opts["s1"]
+		o.Upstreams = map[msg.NodeID]string{"b1": proxy.Addr()}
+		opts["s1"] = o
+	})
+	defer proxy.Close()
+	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := collect(t, sub1), collect(t, sub2)
+	pub := n.dial("p1", client.Options{ID: "pub-f", Pubend: "P1"})
+	want := map[int64]bool{}
+	add := func(m map[int64]bool) {
+		for k := range m {
+			want[k] = true
+		}
+	}
+
+	// Phase A: cut while publishing, heal.
+	_, all := publishAll(t, pub, 1, 200)
+	add(all)
+	proxy.Set(faultnet.Cut)
+	_, all = publishAll(t, pub, 201, 200)
+	add(all)
+	c2.waitFor(t, len(want), 20*time.Second) // the healthy branch is undisturbed
+	proxy.Set(faultnet.Pass)
+	_, all = publishAll(t, pub, 401, 200)
+	add(all)
+	c1.waitFor(t, len(want), 30*time.Second)
+
+	// Phase B: stall, then fail, then heal.
+	proxy.Set(faultnet.Stall)
+	_, all = publishAll(t, pub, 601, 300)
+	add(all)
+	c2.waitFor(t, len(want), 20*time.Second) // b1 has pushed these into the stalled link too
+	proxy.Set(faultnet.Cut)
+	_, all = publishAll(t, pub, 901, 200)
+	add(all)
+	proxy.Set(faultnet.Pass)
+	_, all = publishAll(t, pub, 1101, 200)
+	add(all)
+	c1.waitFor(t, len(want), 30*time.Second)
+	c2.waitFor(t, len(want), 30*time.Second)
+	c1.check(t, want)
+	c2.check(t, want)
+}
