@@ -26,6 +26,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/transport"
 	"github.com/aerie-mq/aerie/internal/vfs"
@@ -50,6 +51,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport tunes connections.
 	Transport transport.Options
+	// SegmentBytes is the event log's segment size (default 64 MiB); whole
+	// segments are the unit of trimming.
+	SegmentBytes int64
+	// TrimInterval: how often released log segments are dropped (default 5s).
+	TrimInterval time.Duration
 	// SubscriberQueue bounds the frames queued to one client connection; a
 	// subscriber that falls further behind is disconnected with a reason it
 	// can see (seed 003 §1.1). Default 100000.
@@ -66,7 +72,8 @@ type Node struct {
 	hosted  []msg.PubendID
 	downs   map[msg.NodeID]bool
 	inbox   chan event
-	syncRes chan error
+	syncRes chan syncResult
+	retain  retention.Tracker
 	status  chan chan Status
 
 	// Loop-owned state.
@@ -82,6 +89,12 @@ type Node struct {
 	clientLn  net.Listener
 	listening chan struct{}
 	wg        sync.WaitGroup
+}
+
+// syncResult reports a persisted batch: the log index of its first record.
+type syncResult struct {
+	first uint64
+	err   error
 }
 
 type client struct {
@@ -120,6 +133,9 @@ func New(opts Options) (*Node, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.TrimInterval <= 0 {
+		opts.TrimInterval = 5 * time.Second
+	}
 	if opts.SubscriberQueue <= 0 {
 		opts.SubscriberQueue = 100000
 	}
@@ -133,7 +149,7 @@ func New(opts Options) (*Node, error) {
 	n := &Node{
 		opts: opts, log: opts.Logger.With("broker", string(opts.ID)), eng: eng,
 		inc:   rand.Uint64() | 1, // boot nonce: a restart is a new incarnation
-		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096), syncRes: make(chan error, 1),
+		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096), syncRes: make(chan syncResult, 1),
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[uint64]*client{},
 		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}),
 	}
@@ -214,22 +230,14 @@ func (n *Node) openLog() error {
 	if err := n.opts.FS.MkdirAll(dir); err != nil {
 		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}
-	l, rec, err := eventlog.Open(n.opts.FS, dir, eventlog.Options{})
+	l, rec, err := eventlog.Open(n.opts.FS, dir, eventlog.Options{SegmentBytes: n.opts.SegmentBytes})
 	if err != nil {
 		return fmt.Errorf("broker %s: open event log: %w", n.opts.ID, err)
 	}
 	if rec.TornTail {
 		n.log.Warn("event log had a torn tail after a crash; truncated it", "segment", rec.Segment, "offset", rec.Offset, "bytes", rec.TruncatedBytes)
 	}
-	var recs []msg.Record
-	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
-		r, err := msg.DecodeRecord(p)
-		if err != nil {
-			return fmt.Errorf("record %d: %w", i, err)
-		}
-		recs = append(recs, r)
-		return nil
-	})
+	recs, err := retention.Load(n.opts.FS, n.snapPath(), l, &n.retain)
 	if err == nil {
 		err = n.eng.Restore(recs)
 	}
@@ -247,18 +255,35 @@ func (n *Node) openLog() error {
 func (n *Node) persister(in <-chan [][]byte) {
 	defer n.wg.Done()
 	for batch := range in {
-		{
-			var err error
-			for _, b := range batch {
-				if _, err = n.elog.Append(b); err != nil {
-					break
-				}
+		res := syncResult{first: n.elog.NextIndex()}
+		for _, b := range batch {
+			if _, res.err = n.elog.Append(b); res.err != nil {
+				break
 			}
-			if err == nil {
-				err = n.elog.Sync()
-			}
-			n.syncRes <- err
 		}
+		if res.err == nil {
+			res.err = n.elog.Sync()
+		}
+		n.syncRes <- res
+	}
+}
+
+func (n *Node) snapPath() string { return filepath.Join(n.opts.DataDir, "pubends.snapshot") }
+
+// trim drops log segments whose events every downstream has acked, after
+// writing a snapshot of what they summarise (internal/retention). It runs
+// in the loop while no batch is in flight, so the log is idle.
+func (n *Node) trim() {
+	if n.elog == nil || n.inflight != nil {
+		return
+	}
+	dropped, err := retention.Trim(n.opts.FS, n.snapPath(), n.elog, &n.retain, n.eng)
+	if err != nil {
+		n.log.Error("could not trim the event log (it keeps growing until this is fixed)", "err", err)
+		return
+	}
+	if dropped > 0 {
+		n.log.Info("trimmed event log", "records_dropped", dropped, "first_index", n.elog.FirstIndex())
 	}
 }
 
@@ -267,13 +292,17 @@ func now() tick.Time { return tick.Time(time.Now().UnixNano()) }
 func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
 	t := time.NewTicker(n.opts.GD.TickInterval)
 	defer t.Stop()
+	trim := time.NewTicker(n.opts.TrimInterval)
+	defer trim.Stop()
 	for {
 		select {
+		case <-trim.C:
+			n.trim()
 		case <-ctx.Done():
 			if n.inflight != nil {
 				// Finish the fsync in flight so its publishers get their acks.
-				if err := <-n.syncRes; err == nil {
-					n.released()
+				if res := <-n.syncRes; res.err == nil {
+					n.released(res.first)
 				}
 			}
 			n.closeAll("broker shutting down")
@@ -282,12 +311,12 @@ func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
 			n.step(gd.Tick{})
 		case ev := <-n.inbox:
 			n.handle(ev)
-		case err := <-n.syncRes:
-			if err != nil {
+		case res := <-n.syncRes:
+			if res.err != nil {
 				n.closeAll("broker storage failed")
-				return fmt.Errorf("broker %s: fsync failed, stopping (crash-only): %w", n.opts.ID, err)
+				return fmt.Errorf("broker %s: fsync failed, stopping (crash-only): %w", n.opts.ID, res.err)
 			}
-			n.released()
+			n.released(res.first)
 		case reply := <-n.status:
 			reply <- n.snapshot()
 		}
@@ -296,9 +325,12 @@ func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
 }
 
 // released: the in-flight batch is durable — acks go out, the engine learns.
-func (n *Node) released() {
+func (n *Node) released(first uint64) {
 	rd := *n.inflight
 	n.inflight = nil
+	for i, r := range rd.Persist {
+		n.retain.Appended(first+uint64(i), r)
+	}
 	for _, m := range rd.ToClientsAfterPersist {
 		n.toClient(m)
 	}

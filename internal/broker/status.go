@@ -15,6 +15,9 @@ type Status struct {
 	Stats   gd.Stats         `json:"stats"`
 	Peers   []string         `json:"peers"`
 	Clients int              `json:"clients"`
+	// LogFirst and LogNext bound the records the event log still holds.
+	LogFirst uint64 `json:"log_first"`
+	LogNext  uint64 `json:"log_next"`
 }
 
 // Status asks the loop for a snapshot.
@@ -39,6 +42,9 @@ func (n *Node) snapshot() Status {
 		s.Peers = append(s.Peers, string(p))
 	}
 	sort.Strings(s.Peers)
+	if n.elog != nil {
+		s.LogFirst, s.LogNext = n.elog.FirstIndex(), n.elog.NextIndex()
+	}
 	return s
 }
 

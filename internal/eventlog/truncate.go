@@ -25,3 +25,9 @@ func (l *Log) TruncateFront(index uint64) error {
 	}
 	return nil
 }
+
+// Removable reports whether TruncateFront(index) would remove at least one
+// segment (the active segment is never removed).
+func (l *Log) Removable(index uint64) bool {
+	return len(l.segs) > 1 && l.segs[1].base <= index
+}

@@ -97,3 +97,35 @@ func (e *Engine) FilterAt(p msg.PubendID, to msg.NodeID, t tick.Tick) match.Filt
 	}
 	return nil
 }
+
+// Snapshot returns one metadata record per hosted pubend — high-water mark,
+// release point (the final prefix) and remembered publishes — describing
+// every record persisted so far. It reports false while a batch is being
+// persisted or queued, when the engine's state and the log differ. A runtime
+// that stores a snapshot may drop log segments whose events are all at or
+// below their pubend's release point (see broker retention).
+func (e *Engine) Snapshot() ([]msg.Record, bool) {
+	if e.persistBusy || len(e.queuedRecs) > 0 {
+		return nil, false
+	}
+	var out []msg.Record
+	for _, ps := range e.streams {
+		if ps.pub == nil || len(ps.pub.Pending) > 0 {
+			if ps.pub != nil {
+				return nil, false
+			}
+			continue
+		}
+		m := ps.pub.Meta(ps.in.K.Final())
+		out = append(out, msg.Record{Pubend: ps.id, Meta: &m})
+	}
+	return out, true
+}
+
+// Released returns pubend p's release point (its final prefix) at a PHB.
+func (e *Engine) Released(p msg.PubendID) tick.Tick {
+	if ps := e.byPubend[p]; ps != nil {
+		return ps.in.K.Final()
+	}
+	return 0
+}

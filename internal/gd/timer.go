@@ -127,17 +127,26 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 }
 
 // Restore rebuilds hosted pubends from their log after a restart, before the
-// first Step: the recovered records in log order. Every tick up to the
+// first Step: the snapshot's metadata records (if any) then the recovered
+// log records, in log order. Every tick up to the
 // recovered high-water mark is decided (D where an event was logged, S
 // elsewhere) and will never be assigned again (MODEL.md P2, I9). Downstream
 // ostreams start at that mark: downstreams nack what they miss.
 func (e *Engine) Restore(recs []msg.Record) error {
 	events := map[msg.PubendID][]*msg.Event{}
 	hwm := map[msg.PubendID]tick.Tick{}
+	final := map[msg.PubendID]tick.Tick{}
 	for _, r := range recs {
 		ps := e.byPubend[r.Pubend]
 		if ps == nil || ps.pub == nil {
 			continue // a pubend no longer hosted here: its log is kept, unused
+		}
+		if r.Meta != nil {
+			// A snapshot: the log segments it summarises may be gone.
+			ps.pub.RestoreMeta(*r.Meta)
+			hwm[r.Pubend] = max(hwm[r.Pubend], r.Meta.HWM)
+			final[r.Pubend] = max(final[r.Pubend], r.Meta.Final)
+			continue
 		}
 		if r.Event != nil {
 			if l := events[r.Pubend]; len(l) > 0 && l[len(l)-1].Tick >= r.Event.Tick {
@@ -172,6 +181,12 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		// Silence fills the ticks around the logged events; it skips D ticks
 		// by design, so its contradiction count is meaningless here.
 		_ = ps.in.K.AddSilence(tick.Range{Lo: 1, Hi: h}, nil)
+		// Ticks up to the snapshot's release point are L: their events may
+		// have been dropped with the log segments that held them.
+		if f := final[ps.id]; f > 0 {
+			ps.in.K.SetFinal(min(f, h))
+			ps.in.AckPrefix = ps.in.K.Final()
+		}
 		for _, o := range ps.outs {
 			o.SentHi = h
 		}

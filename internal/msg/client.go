@@ -108,15 +108,38 @@ func (Delivery) isMsg()    {}
 // Record is what a pubend persists. An Event record logs one publish; a HWM
 // record raises the high-water mark that bounds every announced silence
 // (MODEL.md P2): after a restart the pubend allocates above it.
+//
+// A Meta record summarises a pubend at a point of its log: it is what a
+// snapshot holds, so that log segments below the release point can be
+// dropped without losing the high-water mark or publisher deduplication.
 type Record struct {
 	Pubend PubendID
-	Event  *Event    // nil for a HWM record
-	HWM    tick.Tick // for a HWM record
+	Event  *Event      // an event record
+	Meta   *PubendMeta // a metadata record
+	HWM    tick.Tick   // a HWM record (when Event and Meta are nil)
+}
+
+// PubendMeta is a pubend's durable state apart from its events: every tick
+// up to HWM is decided, every tick up to Final is released (L), and Dedup
+// lists the publisher sequence numbers remembered for idempotent retries.
+type PubendMeta struct {
+	HWM, Final tick.Tick
+	Dedup      []DedupEntry
+}
+
+// DedupEntry: publish (Publisher, Seq) was logged at Tick.
+type DedupEntry struct {
+	Publisher string
+	Seq       uint64
+	Tick      tick.Tick
 }
 
 func (r Record) String() string {
 	if r.Event != nil {
 		return fmt.Sprintf("Rec{%v}", r.Event)
+	}
+	if r.Meta != nil {
+		return fmt.Sprintf("Rec{%s meta HWM=%d final=%d dedup=%d}", r.Pubend, r.Meta.HWM, r.Meta.Final, len(r.Meta.Dedup))
 	}
 	return fmt.Sprintf("Rec{%s HWM=%d}", r.Pubend, r.HWM)
 }

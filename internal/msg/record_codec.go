@@ -18,6 +18,7 @@ var ErrBadRecord = errors.New("msg: bad record")
 // strings are a varint length and the bytes.
 //
 //	HWM record:   0x02 | pubend | hwm
+//	meta record:  0x03 | pubend | hwm | final | n | (publisher | seq | tick)*
 //	event record: 0x01 | pubend | tick | publisher | seq | topic |
 //	              nprops | (name | type | value)* | payload
 //	prop types:   0x01 int64 (zigzag varint) | 0x02 float64 (8 bytes LE) |
@@ -27,6 +28,7 @@ var ErrBadRecord = errors.New("msg: bad record")
 const (
 	recEvent byte = 1
 	recHWM   byte = 2
+	recMeta  byte = 3
 
 	propInt    byte = 1
 	propFloat  byte = 2
@@ -36,6 +38,19 @@ const (
 
 // EncodeRecord appends r's encoding to dst.
 func EncodeRecord(dst []byte, r Record) ([]byte, error) {
+	if m := r.Meta; m != nil {
+		dst = append(dst, recMeta)
+		dst = appendString(dst, string(r.Pubend))
+		dst = binary.AppendUvarint(dst, uint64(m.HWM))
+		dst = binary.AppendUvarint(dst, uint64(m.Final))
+		dst = binary.AppendUvarint(dst, uint64(len(m.Dedup)))
+		for _, d := range m.Dedup {
+			dst = appendString(dst, d.Publisher)
+			dst = binary.AppendUvarint(dst, d.Seq)
+			dst = binary.AppendUvarint(dst, uint64(d.Tick))
+		}
+		return dst, nil
+	}
 	if r.Event == nil {
 		dst = append(dst, recHWM)
 		dst = appendString(dst, string(r.Pubend))
@@ -94,6 +109,16 @@ func DecodeRecord(b []byte) (Record, error) {
 	switch kind {
 	case recHWM:
 		r = Record{Pubend: pubend, HWM: tick.Tick(d.uvarint())}
+	case recMeta:
+		m := &PubendMeta{HWM: tick.Tick(d.uvarint()), Final: tick.Tick(d.uvarint())}
+		n := d.uvarint()
+		if n > uint64(len(b)) {
+			return Record{}, fmt.Errorf("%w: %d dedup entries in %d bytes", ErrBadRecord, n, len(b))
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			m.Dedup = append(m.Dedup, DedupEntry{Publisher: d.string(), Seq: d.uvarint(), Tick: tick.Tick(d.uvarint())})
+		}
+		r = Record{Pubend: pubend, Meta: m}
 	case recEvent:
 		ev := &Event{Pubend: pubend}
 		ev.Tick = tick.Tick(d.uvarint())

@@ -2,6 +2,7 @@ package msg
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -11,6 +12,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Pubend: "P2", Event: &Event{Pubend: "P2", Tick: 12345, Publisher: "pub-1", Seq: 7, Topic: "a.b.c",
 			Props: map[string]any{"n": int64(-42), "x": 1.5, "ok": true, "region": "EU"}, Payload: []byte("hello")}},
 		{Pubend: "P3", Event: &Event{Pubend: "P3", Tick: 1, Topic: "t"}},
+		{Pubend: "P4", Meta: &PubendMeta{HWM: 900, Final: 850, Dedup: []DedupEntry{{"a", 1, 10}, {"b", 7, 12}}}},
 	}
 	for _, r := range recs {
 		b, err := EncodeRecord(nil, r)
@@ -21,7 +23,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", r, err)
 		}
-		if got.Pubend != r.Pubend || got.HWM != r.HWM || (r.Event != nil && !got.Event.Equal(r.Event)) || (r.Event == nil) != (got.Event == nil) {
+		if got.Pubend != r.Pubend || got.HWM != r.HWM || (r.Event != nil && !got.Event.Equal(r.Event)) || (r.Event == nil) != (got.Event == nil) ||
+			fmt.Sprint(got.Meta) != fmt.Sprint(r.Meta) {
 			t.Fatalf("round trip: got %v want %v", got, r)
 		}
 		// Every strict prefix is refused, never misread.
@@ -53,7 +56,8 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("decoded record does not re-encode: %v", err)
 		}
 		again, err := DecodeRecord(out)
-		if err != nil || again.Pubend != r.Pubend || again.HWM != r.HWM || (r.Event != nil && !again.Event.Equal(r.Event)) {
+		if err != nil || again.Pubend != r.Pubend || again.HWM != r.HWM || (r.Event != nil && !again.Event.Equal(r.Event)) ||
+			fmt.Sprint(again.Meta) != fmt.Sprint(r.Meta) {
 			t.Fatalf("round trip changed %x: %v -> %v (%v)", in, r, again, err)
 		}
 	})

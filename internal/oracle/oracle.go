@@ -116,8 +116,10 @@ func (o *Oracle) Logged(ev *msg.Event) {
 }
 
 // Recovered checks a restarted pubend's log: every event ever acked to a
-// publisher must still be there (MODEL.md I9).
-func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event) {
+// publisher must still be there (MODEL.md I9), unless the pubend had
+// released it (every downstream acked it, MODEL.md I10) and retention
+// dropped it: released is the recovered release point.
+func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event, released tick.Tick) {
 	have := map[tick.Tick]*msg.Event{}
 	for _, ev := range events {
 		have[ev.Tick] = ev
@@ -131,6 +133,9 @@ func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event) {
 	sort.Slice(keys, func(i, j int) bool { return o.acks[keys[i]] < o.acks[keys[j]] })
 	for _, k := range keys {
 		t := o.acks[k]
+		if t <= released {
+			continue
+		}
 		if ev := have[t]; ev == nil || ev.Publisher != k.pub || ev.Seq != k.seq {
 			o.fail("I9", "pubend %s lost acked publish %s#%d (tick %d) across a restart", p, k.pub, k.seq, t)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
@@ -14,16 +15,22 @@ import (
 // a crash keeps the synced bytes and a random prefix of the rest, so torn
 // tails happen and recovery must repair them.
 type disk struct {
-	fs   *vfs.MemFS
-	log  *eventlog.Log
-	buf  []byte
-	torn int // torn tails repaired on recovery
+	fs      *vfs.MemFS
+	log     *eventlog.Log
+	buf     []byte
+	tr      retention.Tracker
+	first   uint64 // log index of the batch being synced
+	torn    int    // torn tails repaired on recovery
+	trimmed uint64 // records dropped by retention
 }
 
-const diskDir = "/data/pubends"
+const (
+	diskDir  = "/data/pubends"
+	snapPath = "/data/pubends.snapshot"
+)
 
-// Small segments so that rolling happens in every run.
-var diskOpts = eventlog.Options{SegmentBytes: 64 << 10}
+// Small segments so that rolling and trimming happen in every run.
+var diskOpts = eventlog.Options{SegmentBytes: 4 << 10}
 
 func newDisk() *disk {
 	d := &disk{fs: vfs.NewMem()}
@@ -45,22 +52,12 @@ func (d *disk) open() ([]msg.Record, error) {
 		d.torn++
 	}
 	d.log = l
-	var out []msg.Record
-	err = l.Replay(0, func(_ uint64, payload []byte) error {
-		r, err := msg.DecodeRecord(payload)
-		if err != nil {
-			return err
-		}
-		out = append(out, r)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replay event log: %w", err)
-	}
-	return out, nil
+	d.tr = retention.Tracker{}
+	return retention.Load(d.fs, snapPath, l, &d.tr)
 }
 
 func (d *disk) append(recs []msg.Record) {
+	d.first = d.log.NextIndex()
 	for _, r := range recs {
 		var err error
 		d.buf, err = msg.EncodeRecord(d.buf[:0], r)
@@ -73,10 +70,20 @@ func (d *disk) append(recs []msg.Record) {
 	}
 }
 
-func (d *disk) sync() {
+func (d *disk) sync(recs []msg.Record) {
 	if err := d.log.Sync(); err != nil {
 		panic(fmt.Sprintf("sim: sync: %v", err))
 	}
+	for i, r := range recs {
+		d.tr.Appended(d.first+uint64(i), r)
+	}
+}
+
+// trim runs the broker's retention (snapshot, then drop released segments).
+func (d *disk) trim(eng retention.Engine) error {
+	n, err := retention.Trim(d.fs, snapPath, d.log, &d.tr, eng)
+	d.trimmed += n
+	return err
 }
 
 func (d *disk) crash(rng *rand.Rand) {

@@ -21,7 +21,8 @@ type Result struct {
 	Delivered  int
 	Sessions   int
 	Steps      int
-	TornTails  int // torn log tails repaired after PHB crashes
+	TornTails  int    // torn log tails repaired after PHB crashes
+	Trimmed    uint64 // log records dropped by retention
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -78,6 +79,7 @@ func Run(o Options) (Result, error) {
 	for _, id := range w.order {
 		if d := w.nodes[id].disk; d != nil {
 			res.TornTails += d.torn
+			res.Trimmed += d.trimmed
 		}
 	}
 	for _, s := range w.orc.Sessions() {
@@ -117,6 +119,9 @@ func (w *world) schedule() {
 		n := w.nodes[id]
 		inc := n.inc
 		w.after(time.Duration(w.rng.IntN(int(w.opts.Config.TickInterval))), func() { w.tickLoop(n, inc) })
+		if n.disk != nil {
+			w.after(time.Second, func() { w.trimLoop(n, inc) })
+		}
 	}
 	for _, l := range w.links {
 		w.after(0, func() { w.linkUp(l) })

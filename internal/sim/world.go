@@ -149,7 +149,7 @@ func (w *world) synced(n *node, inc int) {
 	}
 	rd := *n.inflight
 	n.inflight = nil
-	n.disk.sync()
+	n.disk.sync(rd.Persist)
 	for _, r := range rd.Persist {
 		if r.Event != nil {
 			w.orc.Logged(r.Event)
@@ -210,6 +210,20 @@ func pairKey(a, b msg.NodeID) [2]msg.NodeID {
 	return [2]msg.NodeID{a, b}
 }
 
+// trimLoop runs log retention on a PHB every second of its incarnation,
+// like the broker runtime does, between fsyncs.
+func (w *world) trimLoop(n *node, inc int) {
+	if !n.up || n.inc != inc {
+		return
+	}
+	if n.inflight == nil {
+		if err := n.disk.trim(n.eng); err != nil {
+			w.orc.Violate("I9", "%s cannot trim its event log: %v", n.id, err)
+		}
+	}
+	w.after(time.Second, func() { w.trimLoop(n, inc) })
+}
+
 // tickLoop calls a node's timer every TickInterval of its incarnation.
 func (w *world) tickLoop(n *node, inc int) {
 	if !n.up || n.inc != inc {
@@ -268,17 +282,24 @@ func (w *world) restart(n *node) {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
 	byPubend := map[msg.PubendID][]*msg.Event{}
+	released := map[msg.PubendID]tick.Tick{}
 	for _, r := range recs {
 		if r.Event != nil {
 			byPubend[r.Pubend] = append(byPubend[r.Pubend], r.Event)
 		}
+		if r.Meta != nil {
+			released[r.Pubend] = max(released[r.Pubend], r.Meta.Final)
+		}
 	}
 	for _, p := range n.broker.Pubends {
-		w.orc.Recovered(p, byPubend[p])
+		w.orc.Recovered(p, byPubend[p], released[p])
 	}
 	n.up = true
 	inc := n.inc
 	w.after(time.Duration(w.rng.IntN(int(w.opts.Config.TickInterval))), func() { w.tickLoop(n, inc) })
+	if n.disk != nil {
+		w.after(time.Second, func() { w.trimLoop(n, inc) })
+	}
 	for _, l := range w.links {
 		if l.up && (l.a == n.id || l.b == n.id) {
 			w.linkUp(l)

@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"sort"
+
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -122,4 +124,31 @@ func (p *Pubend) Restore(events []*msg.Event, hwm tick.Tick) {
 	}
 	p.HWM, p.HWMAsked, p.Announced = hwm, hwm, hwm
 	p.Next = hwm + 1
+}
+
+// Meta returns the durable state to snapshot, with final as the release
+// point. Only durable publishes are listed (call it with nothing pending).
+func (p *Pubend) Meta(final tick.Tick) msg.PubendMeta {
+	m := msg.PubendMeta{HWM: p.HWM, Final: final}
+	pubs := make([]string, 0, len(p.dedup))
+	for pub := range p.dedup {
+		pubs = append(pubs, pub)
+	}
+	sort.Strings(pubs)
+	for _, pub := range pubs {
+		w := p.dedup[pub]
+		for _, seq := range w.order {
+			if e := w.ticks[seq]; e.durable {
+				m.Dedup = append(m.Dedup, msg.DedupEntry{Publisher: pub, Seq: seq, Tick: e.t})
+			}
+		}
+	}
+	return m
+}
+
+// RestoreMeta loads a snapshot's dedup entries (before Restore).
+func (p *Pubend) RestoreMeta(m msg.PubendMeta) {
+	for _, d := range m.Dedup {
+		p.remember(d.Publisher, d.Seq, d.Tick, true)
+	}
 }

@@ -1,0 +1,122 @@
+// Package retention decides how much of a PHB's event log can be dropped.
+// An event is needed on disk until its pubend has released it (every
+// downstream acked it: the non-durable release point, MODEL.md I10). Below
+// the first unreleased event, the log's only other content — high-water
+// marks and the publishers remembered for deduplication — is summarised by
+// the engine's snapshot (gd.Engine.Snapshot). So: write the snapshot
+// durably, then drop the whole log segments below that first unreleased
+// event. A crash between the two leaves snapshot and log overlapping, which
+// restore handles.
+package retention
+
+import (
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Tracker remembers the log index of every event record not yet released.
+type Tracker struct {
+	q []entry
+}
+
+type entry struct {
+	index uint64
+	p     msg.PubendID
+	t     tick.Tick
+}
+
+// Appended notes that r was appended to the log at index.
+func (t *Tracker) Appended(index uint64, r msg.Record) {
+	if r.Event != nil {
+		t.q = append(t.q, entry{index, r.Pubend, r.Event.Tick})
+	}
+}
+
+// Cut returns the lowest log index that must be kept: that of the first
+// event not yet released, or next (the log's next index) when all are.
+// Events leave the tracker in log order, so an unreleased event of one
+// pubend holds back the cut for all: conservative, never wrong.
+func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64 {
+	n := 0
+	for n < len(t.q) && t.q[n].t <= released(t.q[n].p) {
+		n++
+	}
+	t.q = append(t.q[:0], t.q[n:]...)
+	if len(t.q) > 0 {
+		return t.q[0].index
+	}
+	return next
+}
+
+// Pending returns the number of unreleased events tracked.
+func (t *Tracker) Pending() int { return len(t.q) }
+
+// Engine is what retention needs from the GD engine.
+type Engine interface {
+	Snapshot() ([]msg.Record, bool)
+	Released(msg.PubendID) tick.Tick
+}
+
+// Trim writes a snapshot and drops the log segments below the cut, when at
+// least one whole segment can go. It reports how many records the log no
+// longer holds.
+func Trim(fsys vfs.FS, snapPath string, l *eventlog.Log, tr *Tracker, eng Engine) (dropped uint64, err error) {
+	cut := tr.Cut(l.NextIndex(), eng.Released)
+	if !l.Removable(cut) {
+		return 0, nil
+	}
+	snap, ok := eng.Snapshot()
+	if !ok {
+		return 0, nil // a batch is in flight: the engine and the log differ
+	}
+	payloads := make([][]byte, 0, len(snap))
+	for _, r := range snap {
+		b, err := msg.EncodeRecord(nil, r)
+		if err != nil {
+			return 0, fmt.Errorf("retention: %w", err)
+		}
+		payloads = append(payloads, b)
+	}
+	if err := eventlog.WriteSnapshot(fsys, snapPath, payloads); err != nil {
+		return 0, err
+	}
+	before := l.FirstIndex()
+	if err := l.TruncateFront(cut); err != nil {
+		return 0, fmt.Errorf("retention: %w", err)
+	}
+	return l.FirstIndex() - before, nil
+}
+
+// Load reads the snapshot and the log for a restart: snapshot records
+// first, then every record the log still holds, in order.
+func Load(fsys vfs.FS, snapPath string, l *eventlog.Log, tr *Tracker) ([]msg.Record, error) {
+	payloads, err := eventlog.ReadSnapshot(fsys, snapPath)
+	if err != nil {
+		return nil, err
+	}
+	var recs []msg.Record
+	for i, p := range payloads {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return nil, fmt.Errorf("retention: snapshot %s record %d: %w", snapPath, i, err)
+		}
+		recs = append(recs, r)
+	}
+	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", i, err)
+		}
+		tr.Appended(i, r)
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retention: %w", err)
+	}
+	return recs, nil
+}
