@@ -71,6 +71,10 @@ type Event struct {
 	Payload []byte
 	// PubTime is the pubend's time for the tick (MODEL.md §1).
 	PubTime time.Time
+	// Publisher and Seq identify the publish (client id and its sequence
+	// number), e.g. for an idempotent consumer.
+	Publisher string
+	Seq       uint64
 }
 
 // Client is a connection to one broker, re-established automatically.
@@ -92,6 +96,7 @@ type Client struct {
 }
 
 type publish struct {
+	seq  uint64
 	req  msg.Publish
 	done chan struct{}
 	ack  Ack
@@ -268,6 +273,7 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 		Topic: m.Topic, Props: props, Payload: m.Payload,
 	}}
 	c.pending[c.seq] = p
+	p.seq = c.seq
 	if c.conn != nil {
 		c.conn.Send(p.req)
 	}
@@ -276,9 +282,9 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 	go func() {
 		select {
 		case <-p.done:
-			out <- Result{Ack: p.ack, Err: p.err}
+			out <- Result{Ack: p.ack, Seq: p.seq, Err: p.err}
 		case <-c.done:
-			out <- Result{Err: ErrClosed}
+			out <- Result{Seq: p.seq, Err: ErrClosed}
 		}
 	}()
 	return out, nil
@@ -287,6 +293,7 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 // Result is the outcome of an asynchronous publish.
 type Result struct {
 	Ack Ack
+	Seq uint64 // the publish's sequence number for this client
 	Err error
 }
 
@@ -348,5 +355,5 @@ func (c *Client) Close() error {
 
 func eventOf(e *msg.Event) Event {
 	return Event{Pubend: string(e.Pubend), Tick: uint64(e.Tick), Topic: e.Topic, Props: e.Props, Payload: e.Payload,
-		PubTime: time.UnixMilli(tick.Tick(e.Tick).Millis())}
+		PubTime: time.UnixMilli(tick.Tick(e.Tick).Millis()), Publisher: e.Publisher, Seq: e.Seq}
 }
