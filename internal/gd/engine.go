@@ -97,6 +97,7 @@ type Engine struct {
 	subs     []*subscription
 	subByID  map[msg.SubID]*subscription
 
+	delta       tick.RangeSet // scratch: ticks one step made known, reused
 	out         Ready
 	queuedAfter []msg.Msg
 	queuedRecs  []msg.Record

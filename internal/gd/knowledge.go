@@ -26,7 +26,9 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	}
 	before := ps.in.Contradictions
 	oldFinal := ps.in.K.Final()
-	delta := ps.in.Accept(m)
+	delta := &e.delta
+	delta.Clear()
+	ps.in.Accept(m, delta)
 	if n := ps.in.Contradictions - before; n > 0 {
 		// A contradiction leaves the conflicting ticks unchanged, so the
 		// stream after the join still shows what the message contradicted.
@@ -49,7 +51,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 			}
 		}
 	}
-	e.propagate(ps, &delta)
+	e.propagate(ps, delta)
 	e.deliver(ps)
 	e.updateAck(ps)
 }
@@ -188,7 +190,8 @@ func (e *Engine) deliver(ps *pstream) {
 // (or up to the silence limit when ev is nil), then D(ev) once it is durable.
 func (e *Engine) announce(ps *pstream, ev *msg.Event) {
 	p := ps.pub
-	var delta tick.RangeSet
+	delta := &e.delta
+	delta.Clear()
 	lim := p.SilenceLimit(e.now)
 	if ev != nil {
 		lim = ev.Tick - 1
@@ -198,11 +201,11 @@ func (e *Engine) announce(ps *pstream, ev *msg.Event) {
 		p.Announced = lim
 	}
 	if ev != nil {
-		ps.in.AcceptData(ev.Tick, ev, &delta)
+		ps.in.AcceptData(ev.Tick, ev, delta)
 		p.Announced = max(p.Announced, ev.Tick)
 	}
 	p.Next = max(p.Next, p.Announced+1)
-	e.propagate(ps, &delta)
+	e.propagate(ps, delta)
 	e.deliver(ps)
 	e.updateAck(ps)
 }

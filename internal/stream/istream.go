@@ -28,15 +28,16 @@ type timedRange struct {
 	at tick.Time
 }
 
-// Accept joins a knowledge message into the stream and returns the ticks that
-// became known (Q to S or D). The final prefix moves up to m.Final.
-func (s *Istream) Accept(m msg.Knowledge) (delta tick.RangeSet) {
+// Accept joins a knowledge message into the stream and adds to delta the
+// ticks that became known (Q to S or D). The final prefix moves up to
+// m.Final.
+func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) {
 	if m.Final > s.K.Final() {
 		s.K.SetFinal(m.Final)
 		s.C.RemoveBelow(m.Final)
 	}
 	if m.Start > m.End {
-		return delta
+		return
 	}
 	add := func(r tick.Range) { delta.Add(r) }
 	if m.Event == nil {
@@ -48,12 +49,13 @@ func (s *Istream) Accept(m msg.Knowledge) (delta tick.RangeSet) {
 		if m.VTick < m.End {
 			s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.VTick + 1, Hi: m.End}, add)
 		}
-		s.AcceptData(m.VTick, m.Event, &delta)
+		s.AcceptData(m.VTick, m.Event, delta)
 	}
-	for _, r := range delta.Ranges() {
-		s.C.Remove(r)
+	if !s.C.IsEmpty() {
+		for _, r := range delta.Ranges() {
+			s.C.Remove(r)
+		}
 	}
-	return delta
 }
 
 // AcceptData joins D(ev) at t, adding t to delta if it was Q.

@@ -17,6 +17,7 @@ import (
 type Knowledge[V any] struct {
 	final Tick
 	runs  []run[V]
+	gaps  []Range // scratch for AddSilence, reused to avoid an allocation per call
 }
 
 type run[V any] struct {
@@ -83,10 +84,20 @@ func (k *Knowledge[V]) AddSilence(r Range, added func(Range)) (conflicts int) {
 	if r.Empty() {
 		return 0
 	}
+	// Fast path: r lies wholly above everything known (a stream growing at
+	// its end, the common case).
+	if n := len(k.runs); n == 0 || k.runs[n-1].hi < r.Lo {
+		k.insertS(r)
+		if added != nil {
+			added(r)
+		}
+		return 0
+	}
 	// Collect the Q gaps of r first (inserting while scanning would shift
 	// the runs under the scan), then insert them as S runs.
-	var gaps []Range
+	gaps := k.gaps[:0]
 	k.VisitQ(r, func(g Range) { gaps = append(gaps, g) })
+	k.gaps = gaps
 	for i := k.first(r.Lo); i < len(k.runs) && k.runs[i].lo <= r.Hi; i++ {
 		if k.runs[i].d {
 			conflicts++
