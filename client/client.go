@@ -7,6 +7,11 @@
 //	ack, err := c.Publish(ctx, client.Message{Topic: "orders.eu", Props: map[string]any{"qty": int64(3)}})
 //	sub, err := c.Subscribe(ctx, "orders.>")
 //	for ev := range sub.Events() { ... }
+//
+// One Client is one connection, read in order: a subscription whose Events
+// are not consumed holds up everything behind it on that connection,
+// including acks of this client's publishes, until the broker disconnects
+// the slow subscriber. Give independent consumers their own Client.
 package client
 
 import (
@@ -25,6 +30,11 @@ import (
 	"github.com/aerie-mq/aerie/internal/transport"
 	"github.com/aerie-mq/aerie/internal/wire"
 )
+
+// MaxEventBytes bounds an event's encoded size (topic, properties,
+// payload); larger events are refused before they are sent. The broker
+// enforces the same limit.
+const MaxEventBytes = msg.MaxEventBytes
 
 // Errors a caller can test with errors.Is.
 var (
@@ -46,7 +56,11 @@ type Options struct {
 	// before the connection stops reading (and the broker, once its own
 	// bounded queue is full, disconnects the subscriber). Default 4096.
 	SubscriptionBuffer int
-	Logger             *slog.Logger
+	// MaxInflight bounds unacknowledged publishes; PublishAsync blocks at
+	// the bound until an ack frees a slot (back-pressure, and a bound on
+	// what a reconnect resends). Default 10000.
+	MaxInflight int
+	Logger      *slog.Logger
 }
 
 // Message is what a publisher sends.
@@ -93,6 +107,7 @@ type Client struct {
 	closed  bool
 	cancel  context.CancelFunc
 	done    chan struct{}
+	slots   chan struct{} // one token per unacknowledged publish
 }
 
 type publish struct {
@@ -115,12 +130,16 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if opts.SubscriptionBuffer <= 0 {
 		opts.SubscriptionBuffer = 4096
 	}
+	if opts.MaxInflight <= 0 {
+		opts.MaxInflight = 10000
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c := &Client{addr: addr, opts: opts, log: opts.Logger.With("client", opts.ID), connUp: make(chan struct{}),
-		pending: map[uint64]*publish{}, subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{})}
+		pending: map[uint64]*publish{}, subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{}),
+		slots: make(chan struct{}, opts.MaxInflight)}
 	first := make(chan error, 1)
 	go c.run(runCtx, first)
 	select {
@@ -194,7 +213,9 @@ func (c *Client) connect(ctx context.Context) (*transport.Conn, *wire.Reader, er
 	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: c.opts.ID}, transport.Options{})
+	// The queue must hold every resent publish plus new traffic.
+	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: c.opts.ID},
+		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024})
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -251,6 +272,7 @@ func (c *Client) finish(seq uint64, ack Ack, err error) {
 	if p != nil {
 		p.ack, p.err = ack, err
 		close(p.done)
+		<-c.slots
 	}
 }
 
@@ -262,9 +284,18 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := msg.EventSize(m.Topic, props, m.Payload); n > MaxEventBytes {
+		return nil, fmt.Errorf("%w: event of %d bytes exceeds the %d-byte limit", ErrRejected, n, MaxEventBytes)
+	}
+	select { // back-pressure: at most MaxInflight unacknowledged
+	case c.slots <- struct{}{}:
+	case <-c.done:
+		return nil, ErrClosed
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		<-c.slots
 		return nil, ErrClosed
 	}
 	c.seq++
@@ -344,7 +375,16 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	conn := c.conn
+	subs := make([]*Subscription, 0, len(c.subs))
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
 	c.mu.Unlock()
+	// End subscriptions first: a reader blocked on a full Events channel is
+	// released, so the connection can wind down.
+	for _, s := range subs {
+		s.end(ErrClosed)
+	}
 	c.cancel() // first, so the run loop sees a requested close, not a loss
 	if conn != nil {
 		conn.Close()

@@ -49,6 +49,9 @@ func (c *Client) Subscribe(ctx context.Context, pattern string) (*Subscription, 
 	conn := c.conn
 	c.mu.Unlock()
 	if conn == nil || !conn.Send(msg.Subscribe{Sub: msg.SubID(s.name), Pattern: pattern}) {
+		c.mu.Lock()
+		delete(c.subs, s.name)
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: connection lost while subscribing", ErrDisconnected)
 	}
 	select {

@@ -118,18 +118,20 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	printDevSummary(stdout, netw, nodes, *dir, cfgPath, srv, *httpAddr)
-	select {
-	case <-ctx.Done():
-	case err := <-errs:
-		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
-	}
+	<-ctx.Done() // interrupted, or a broker failed and cancelled
 	cancel()
 	if srv != nil {
 		srv.Close()
 	}
 	wg.Wait()
+	close(errs)
+	code := 0
+	for err := range errs {
+		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+		code = 1
+	}
 	fmt.Fprintln(stderr, "aerie dev: stopped")
-	return 0
+	return code
 }
 
 func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, dir, cfgPath string, srv *http.Server, httpAddr string) {

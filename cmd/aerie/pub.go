@@ -58,7 +58,7 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	size := fs.Int("size", 0, "payload bytes")
 	id := fs.String("id", "", "client id (publishes are deduplicated per id and sequence number)")
 	pubend := fs.String("pubend", "", "pubend to publish to (default: a hash of the id)")
-	timeout := fs.Duration("timeout", time.Minute, "give up when not all events are acked within this time")
+	timeout := fs.Duration("timeout", time.Minute, "give up when not all events are acked this long after the last is sent")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -74,9 +74,9 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		}
 		base[k] = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	c, err := client.Dial(ctx, *addr, client.Options{ID: *id, Pubend: *pubend})
+	dctx, dcancel := context.WithTimeout(context.Background(), *timeout)
+	defer dcancel()
+	c, err := client.Dial(dctx, *addr, client.Options{ID: *id, Pubend: *pubend})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
 		return 1
@@ -111,6 +111,8 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	}
 	acked := 0
 	var last client.Ack
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout) // from the last publish on
+	defer cancel()
 	for _, ch := range results {
 		select {
 		case r := <-ch:

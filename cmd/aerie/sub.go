@@ -37,6 +37,11 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	ctx := context.Background()
+	if *timeout > 0 { // a subscription that never comes into force also times out
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
 	c, err := client.Dial(ctx, *addr, client.Options{})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)

@@ -38,7 +38,7 @@ func oneBroker(t *testing.T, subscriberQueue int) broker.Options {
 // a reason it can see — never unbounded growth (seed 003 §1.1).
 func TestSlowSubscriberIsDisconnectedWithReason(t *testing.T) {
 	opts := oneBroker(t, 64)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sc, err := client.Dial(ctx, opts.Clients, client.Options{SubscriptionBuffer: 1, Logger: quietLogger()})
 	if err != nil {
@@ -54,14 +54,15 @@ func TestSlowSubscriberIsDisconnectedWithReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	// The subscriber reads nothing while 2000 events are published. The
-	// PubAck of an event precedes its delivery by one engine step, so once
-	// every publish is acked, at least 1999 deliveries were queued for a
-	// connection whose broker-side queue holds 64 frames and whose socket
-	// buffers are full: the broker must have disconnected it by then.
+	// The subscriber reads nothing while 400 events of 64 KiB (26 MB: more
+	// than loopback socket buffers plus the broker's 64-frame queue) are
+	// published. The PubAck of an event precedes its delivery by one engine
+	// step, so once every publish is acked, at least 399 deliveries were
+	// queued for this connection: the broker must have cut it off by then.
+	const events = 400
 	var acks []<-chan client.Result
-	for i := 0; i < 2000; i++ {
-		ch, err := pub.PublishAsync(client.Message{Topic: "t", Payload: make([]byte, 4096)})
+	for i := 0; i < events; i++ {
+		ch, err := pub.PublishAsync(client.Message{Topic: "t", Payload: make([]byte, 64<<10)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestSlowSubscriberIsDisconnectedWithReason(t *testing.T) {
 	for range sub.Events() {
 		n++
 	}
-	if n >= 2000 {
+	if n >= events {
 		t.Fatalf("all %d events arrived: the subscriber was never cut off", n)
 	}
 	err = sub.Err()
@@ -127,5 +128,122 @@ func TestUnknownVersionRefusedWithReason(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Publish(ctx, client.Message{Topic: "t"}); err != nil {
 		t.Fatalf("broker stopped serving after a bad peer: %v", err)
+	}
+}
+
+// TestCloseWithUnreadSubscription: closing a client whose subscription
+// nobody reads returns (its reader was blocked on a full channel).
+func TestCloseWithUnreadSubscription(t *testing.T) {
+	opts := oneBroker(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, opts.Clients, client.Options{SubscriptionBuffer: 1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Publish from another client: on c itself the unread subscription
+	// would hold up the acks too (one connection, read in order).
+	pub, err := client.Dial(ctx, opts.Clients, client.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for i := 0; i < 20; i++ {
+		if _, err := pub.Publish(ctx, client.Message{Topic: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close hung on a subscription nobody reads")
+	}
+	if !errors.Is(sub.Err(), client.ErrClosed) {
+		t.Fatalf("subscription ended with %v, want ErrClosed", sub.Err())
+	}
+}
+
+// TestOversizedPublishRefused: an event over the limit is refused with a
+// reason — by the client before sending, and by the broker for a client
+// that does not check — and the broker keeps serving.
+func TestOversizedPublishRefused(t *testing.T) {
+	opts := oneBroker(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, opts.Clients, client.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := make([]byte, msg.MaxEventBytes+1)
+	if _, err := c.Publish(ctx, client.Message{Topic: "t", Payload: big}); !errors.Is(err, client.ErrRejected) {
+		t.Fatalf("client accepted an oversized event: %v", err)
+	}
+	// A raw client that skips the check gets a PubReject from the broker.
+	nc, err := net.Dial("tcp", opts.Clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	buf, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: "raw"})
+	buf, _ = wire.AppendFrame(buf, msg.Publish{Publisher: "raw", Seq: 1, Topic: "t", Payload: big})
+	nc.Write(buf)
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := wire.NewReader(bufio.NewReader(nc), wire.DefaultMaxFrame)
+	for {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatalf("no answer to an oversized publish: %v", err)
+		}
+		if rej, ok := m.(msg.PubReject); ok {
+			if !strings.Contains(rej.Reason, "exceeds") {
+				t.Fatalf("reason %q does not say the event is too large", rej.Reason)
+			}
+			break
+		}
+	}
+	if _, err := c.Publish(ctx, client.Message{Topic: "t", Payload: []byte("fine")}); err != nil {
+		t.Fatalf("broker stopped serving after an oversized publish: %v", err)
+	}
+}
+
+// TestShutdownSaysGoodbye: a broker that stops gracefully tells its clients
+// why, after delivering what it had queued.
+func TestShutdownSaysGoodbye(t *testing.T) {
+	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
+		Clients: freeAddr(t), DataDir: "/data", FS: vfs.NewMem(), Logger: quietLogger()}
+	node, err := broker.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(runCtx) }()
+	<-node.Listening()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, opts.Clients, client.Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for range sub.Events() {
+	}
+	if err := sub.Err(); err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("subscription ended with %v, want the broker's goodbye", err)
 	}
 }

@@ -83,6 +83,9 @@ type Node struct {
 	subOwner map[msg.SubID]uint64
 	inflight *gd.Ready
 	nextCID  uint64
+	// Copies of the log's bounds for Status: the log itself belongs to the
+	// persister while a batch is in flight.
+	logFirst, logNext uint64
 
 	mu        sync.Mutex // guards the addresses below, read by tests and dev
 	brokerLn  net.Listener
@@ -202,18 +205,21 @@ func (n *Node) Run(ctx context.Context) error {
 			n.elog.Close()
 		}
 	}()
-	ctx, cancel := context.WithCancel(ctx)
+	// Connections live under their own context, cancelled only after the
+	// loop has released the last acks and flushed every queue into a
+	// Goodbye (graceful shutdown).
+	connCtx, cancel := context.WithCancel(context.Background())
 	defer func() {
 		cancel()
 		n.wg.Wait()
 	}()
-	if err := n.listen(ctx); err != nil {
+	if err := n.listen(connCtx); err != nil {
 		return err
 	}
 	close(n.listening)
 	for up, addr := range n.opts.Upstreams {
 		n.wg.Add(1)
-		go n.dialLoop(ctx, up, addr)
+		go n.dialLoop(connCtx, up, addr)
 	}
 	persist := make(chan [][]byte)
 	defer close(persist) // ends the persister after the loop
@@ -246,6 +252,7 @@ func (n *Node) openLog() error {
 		return fmt.Errorf("broker %s: recover event log %s: %w", n.opts.ID, dir, err)
 	}
 	n.elog = l
+	n.logFirst, n.logNext = l.FirstIndex(), l.NextIndex()
 	n.log.Info("event log recovered", "dir", dir, "records", len(recs))
 	return nil
 }
@@ -282,6 +289,7 @@ func (n *Node) trim() {
 		n.log.Error("could not trim the event log (it keeps growing until this is fixed)", "err", err)
 		return
 	}
+	n.logFirst = n.elog.FirstIndex()
 	if dropped > 0 {
 		n.log.Info("trimmed event log", "records_dropped", dropped, "first_index", n.elog.FirstIndex())
 	}
@@ -314,7 +322,7 @@ func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
 		case res := <-n.syncRes:
 			if res.err != nil {
 				n.closeAll("broker storage failed")
-				return fmt.Errorf("broker %s: fsync failed, stopping (crash-only): %w", n.opts.ID, res.err)
+				return fmt.Errorf("broker %s: event log append or fsync failed, stopping (crash-only): %w", n.opts.ID, res.err)
 			}
 			n.released(res.first)
 		case reply := <-n.status:
@@ -331,6 +339,7 @@ func (n *Node) released(first uint64) {
 	for i, r := range rd.Persist {
 		n.retain.Appended(first+uint64(i), r)
 	}
+	n.logNext = first + uint64(len(rd.Persist))
 	for _, m := range rd.ToClientsAfterPersist {
 		n.toClient(m)
 	}
@@ -403,6 +412,11 @@ func (n *Node) handle(ev event) {
 				delete(n.subOwner, sub)
 				n.step(gd.Local{Msg: msg.Unsubscribe{Sub: sub}})
 			}
+			for p, owner := range n.pubOwner {
+				if owner == ev.cid {
+					delete(n.pubOwner, p)
+				}
+			}
 			delete(n.clients, ev.cid)
 		}
 	}
@@ -424,7 +438,16 @@ func (n *Node) clientRequest(cid uint64, m msg.Msg) {
 			c.conn.Send(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: err.Error()})
 			return
 		}
-		n.pubOwner[m.Publisher] = cid
+		if size := msg.EventSize(m.Topic, m.Props, m.Payload); size > msg.MaxEventBytes {
+			c.conn.Send(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq,
+				Reason: fmt.Sprintf("event of %d bytes exceeds the %d-byte limit", size, msg.MaxEventBytes)})
+			return
+		}
+		// Connection ids only grow: a late publish from a client's old
+		// connection must not steal its acks from the new one.
+		if cur, ok := n.pubOwner[m.Publisher]; !ok || cid > cur {
+			n.pubOwner[m.Publisher] = cid
+		}
 		n.step(gd.Local{Msg: m})
 	case msg.Subscribe:
 		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
@@ -497,10 +520,10 @@ func (n *Node) toClient(m msg.Msg) {
 
 func (n *Node) closeAll(reason string) {
 	for _, c := range n.peers {
-		c.CloseWith(errors.New(reason), reason)
+		c.CloseFlush(reason)
 	}
 	for _, c := range n.clients {
-		c.conn.CloseWith(errors.New(reason), reason)
+		c.conn.CloseFlush(reason)
 	}
 	n.mu.Lock()
 	if n.brokerLn != nil {

@@ -42,9 +42,7 @@ func (n *Node) snapshot() Status {
 		s.Peers = append(s.Peers, string(p))
 	}
 	sort.Strings(s.Peers)
-	if n.elog != nil {
-		s.LogFirst, s.LogNext = n.elog.FirstIndex(), n.elog.NextIndex()
-	}
+	s.LogFirst, s.LogNext = n.logFirst, n.logNext
 	return s
 }
 

@@ -105,6 +105,12 @@ func (p *Proxy) accept(ctx context.Context) {
 			continue
 		}
 		p.mu.Lock()
+		if p.mode == Cut { // cut while dialing
+			p.mu.Unlock()
+			c.Close()
+			t.Close()
+			continue
+		}
 		p.conns[c], p.conns[t] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)

@@ -65,7 +65,9 @@ type Conn struct {
 	wake    chan struct{}
 	closed  bool   // no more Sends; the writer winds the connection down
 	goodbye string // reason to send the peer before closing
+	flush   bool   // write what is queued before the goodbye
 	running bool   // the writer goroutine owns the socket
+	fin     sync.Once
 	err     error
 	done    chan struct{} // closed once the socket is closed
 }
@@ -185,37 +187,61 @@ func (c *Conn) writeLoop() error {
 		case <-c.wake:
 		}
 		c.mu.Lock()
-		closed := c.closed
+		closed, flush := c.closed, c.flush
 		batch, c.queue = c.queue, batch[:0]
 		c.mu.Unlock()
+		if !closed || flush {
+			buf = c.writeBatch(buf, batch)
+		}
+		clear(batch)
 		if closed {
 			c.finish()
 			return nil
 		}
-		if len(batch) == 0 {
-			continue
-		}
-		buf = buf[:0]
-		for _, m := range batch {
-			var err error
-			if buf, err = wire.AppendFrame(buf, m); err != nil {
-				c.CloseWith(err, "internal encoding error")
-				break
-			}
-		}
-		clear(batch)
+	}
+}
+
+// writeBatch encodes and writes batch in chunks of about 1 MiB, each with
+// its own deadline: a large backlog on a slow but healthy link is not
+// mistaken for a dead peer, and the buffer stays small.
+func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
+	const chunk = 1 << 20
+	buf = buf[:0]
+	write := func() bool {
 		c.nc.SetWriteDeadline(time.Now().Add(c.opts.DeadAfter))
 		if _, err := c.nc.Write(buf); err != nil {
 			c.CloseWith(err, "")
+			return false
+		}
+		buf = buf[:0]
+		return true
+	}
+	for _, m := range batch {
+		var err error
+		if buf, err = wire.AppendFrame(buf, m); err != nil {
+			c.CloseWith(err, "internal encoding error")
+			return buf[:0]
+		}
+		if len(buf) >= chunk && !write() {
+			return buf[:0]
 		}
 	}
+	if len(buf) > 0 {
+		write()
+	}
+	if cap(buf) > 4*chunk {
+		buf = nil // do not keep a one-off peak for the connection's life
+	}
+	return buf
 }
 
 // finish sends the Goodbye (after every byte already written, never
 // interleaved with a frame), half-closes so the peer reads it before EOF,
 // waits briefly for the peer to close (closing with unread data would make
 // TCP reset the connection and discard the Goodbye), then closes.
-func (c *Conn) finish() {
+func (c *Conn) finish() { c.fin.Do(c.finishOnce) }
+
+func (c *Conn) finishOnce() {
 	c.mu.Lock()
 	reason := c.goodbye
 	c.mu.Unlock()
@@ -259,6 +285,28 @@ func (c *Conn) CloseWith(err error, reason string) {
 	c.mu.Unlock()
 	if !running {
 		go c.finish() // no writer owns the socket (refused before Run)
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// CloseFlush closes the connection after writing everything already queued
+// and then a Goodbye with reason: a graceful shutdown, where the last acks
+// must still reach their clients.
+func (c *Conn) CloseFlush(reason string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed, c.err, c.goodbye, c.flush = true, errors.New("transport: closed: "+reason), reason, true
+	running := c.running
+	c.mu.Unlock()
+	if !running {
+		go c.finish()
 		return
 	}
 	select {
