@@ -159,6 +159,9 @@ func (c *Conn) Run(ctx context.Context, r *wire.Reader, deliver func(msg.Msg)) e
 			<-errc
 			return c.Err()
 		}
+		if c.isClosed() {
+			continue // closing (e.g. after a protocol error): read to EOF, act on nothing
+		}
 		switch m := m.(type) {
 		case msg.Heartbeat:
 		case msg.Hello:
@@ -317,6 +320,12 @@ func (c *Conn) CloseFlush(reason string) {
 
 // Close closes the connection cleanly.
 func (c *Conn) Close() { c.CloseWith(errors.New("transport: closed"), "") }
+
+func (c *Conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
 
 // Err returns why the connection closed (nil while open).
 func (c *Conn) Err() error {
