@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,19 +31,8 @@ func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "aerie")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	port := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
-	}
+	bin, dir := buildAerie(t)
+	port := func() int { return freePort(t) }
 	ports := map[string][2]int{"p1": {port(), port()}, "b1": {port(), 0}, "s1": {port(), port()}, "s2": {port(), port()}}
 	cfg := ""
 	for _, id := range []string{"p1", "b1", "s1", "s2"} {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,17 +22,9 @@ func TestSIGTERMGraceful(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a process")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "aerie")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
-	listen := ln2.Addr().String()
-	ln2.Close()
+	bin, dir := buildAerie(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := fmt.Sprintf("[[broker]]\nid = \"p1\"\nlisten = %q\nclients = %q\ndata = \"data\"\npubends = [\"P1\"]\n", listen, addr)
 	cfgPath := filepath.Join(dir, "network.toml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o644)

@@ -17,10 +17,10 @@ import (
 	"github.com/aerie-mq/aerie/internal/wire"
 )
 
-// oneBroker runs a single PHB that also hosts subscribers.
-func oneBroker(t *testing.T, subscriberQueue int) broker.Options {
-	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
-		Clients: freeAddr(t), DataDir: "/data", FS: vfs.NewMem(), Logger: quietLogger(), SubscriberQueue: subscriberQueue}
+// runNode starts a broker and returns it with a stop function that cancels
+// it and returns Run's error.
+func runNode(t testing.TB, opts broker.Options) (*broker.Node, func() error) {
+	t.Helper()
 	node, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -28,8 +28,26 @@ func oneBroker(t *testing.T, subscriberQueue int) broker.Options {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx) }()
-	<-node.Listening()
-	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-node.Listening():
+	case err := <-done:
+		t.Fatalf("broker %s: %v", opts.ID, err)
+	}
+	return node, func() error { cancel(); return <-done }
+}
+
+// phbOptions is a single PHB hosting P1 on an in-memory disk, with clients.
+func phbOptions(t testing.TB) broker.Options {
+	return broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
+		Clients: freeAddr(t), DataDir: "/data", FS: vfs.NewMem(), Logger: quietLogger()}
+}
+
+// oneBroker runs a single PHB that also hosts subscribers, until the test ends.
+func oneBroker(t *testing.T, subscriberQueue int) broker.Options {
+	opts := phbOptions(t)
+	opts.SubscriberQueue = subscriberQueue
+	_, stop := runNode(t, opts)
+	t.Cleanup(func() { stop() })
 	return opts
 }
 
@@ -216,16 +234,8 @@ func TestOversizedPublishRefused(t *testing.T) {
 // TestShutdownSaysGoodbye: a broker that stops gracefully tells its clients
 // why, after delivering what it had queued.
 func TestShutdownSaysGoodbye(t *testing.T) {
-	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
-		Clients: freeAddr(t), DataDir: "/data", FS: vfs.NewMem(), Logger: quietLogger()}
-	node, err := broker.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.Run(runCtx) }()
-	<-node.Listening()
+	opts := phbOptions(t)
+	_, stop := runNode(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, opts.Clients, client.Options{Logger: quietLogger()})
@@ -237,8 +247,7 @@ func TestShutdownSaysGoodbye(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	for range sub.Events() {

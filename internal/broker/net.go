@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"time"
 
@@ -106,7 +107,7 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 				n.runPeer(ctx, up, c, r)
 			}
 		}
-		wait := backoff + time.Duration(float64(backoff)*0.2*randFloat())
+		wait := backoff + time.Duration(float64(backoff)*0.2*rand.Float64())
 		backoff = min(2*backoff, 2*time.Second)
 		select {
 		case <-ctx.Done():

@@ -7,8 +7,6 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
-	"github.com/aerie-mq/aerie/internal/gd"
-	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // TestLogTrimmedAndRecoveredAcrossRestart: released log segments are
@@ -16,21 +14,9 @@ import (
 // the original ticks (dedup survived the trim) and new publishes land above
 // the recovered high-water mark.
 func TestLogTrimmedAndRecoveredAcrossRestart(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
-		Clients: freeAddr(t), DataDir: "/data", FS: fs, Logger: quietLogger(),
-		SegmentBytes: 4 << 10, TrimInterval: 20 * time.Millisecond}
-	run := func() (*broker.Node, func()) {
-		node, err := broker.New(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- node.Run(ctx) }()
-		<-node.Listening()
-		return node, func() { cancel(); <-done }
-	}
+	opts := phbOptions(t) // one in-memory FS, kept across the restart
+	opts.SegmentBytes, opts.TrimInterval = 4<<10, 20*time.Millisecond
+	run := func() (*broker.Node, func() error) { return runNode(t, opts) }
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -62,9 +48,8 @@ func TestLogTrimmedAndRecoveredAcrossRestart(t *testing.T) {
 	c.Close()
 	stop()
 
-	node, stop = run()
+	_, stop = run()
 	defer stop()
-	_ = node
 	// Replay the same client's publishes 1..3 by hand: a new client with the
 	// same id and seqs starting over is exactly a publisher retrying.
 	c2, err := client.Dial(ctx, opts.Clients, client.Options{ID: "pub", Logger: quietLogger()})

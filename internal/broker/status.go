@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"math/rand/v2"
 	"sort"
 
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -45,5 +44,3 @@ func (n *Node) snapshot() Status {
 	s.LogFirst, s.LogNext = n.logFirst, n.logNext
 	return s
 }
-
-func randFloat() float64 { return rand.Float64() }
