@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -70,13 +71,21 @@ func (d *disk) append(recs []msg.Record) {
 	}
 }
 
-func (d *disk) sync(recs []msg.Record) {
+// sync makes the batch durable; an error (an injected I/O fault) leaves the
+// log failed, as after a real failed fsync.
+func (d *disk) sync(recs []msg.Record) error {
 	if err := d.log.Sync(); err != nil {
-		panic(fmt.Sprintf("sim: sync: %v", err))
+		return err
 	}
 	for i, r := range recs {
 		d.tr.Appended(d.first+uint64(i), r)
 	}
+	return nil
+}
+
+// failNextSync makes the next fsync of the log fail.
+func (d *disk) failNextSync() {
+	d.fs.InjectError(vfs.OpSync, "", errors.New("sim: injected fsync failure"))
 }
 
 // trim runs the broker's retention (snapshot, then drop released segments).

@@ -8,7 +8,7 @@ import (
 // scheduleFaults draws the fault schedule of the fault phase from the seed.
 func (w *world) scheduleFaults() {
 	var kinds []string
-	for _, f := range []string{FaultCrash, FaultCut, FaultStall, FaultPartition} {
+	for _, f := range []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultIOError} {
 		if w.plan.faults[f] {
 			kinds = append(kinds, f)
 		}
@@ -56,6 +56,16 @@ func (w *world) inject(kind string) {
 				w.after(ms(1000, 5000), func() { w.heal(l) })
 			}
 		})
+	case FaultIOError:
+		var phbs []*node
+		for _, id := range w.order {
+			if n := w.nodes[id]; n.disk != nil && n.up {
+				phbs = append(phbs, n)
+			}
+		}
+		if len(phbs) > 0 {
+			phbs[w.rng.IntN(len(phbs))].disk.failNextSync()
+		}
 	case FaultPartition:
 		id := w.order[w.rng.IntN(len(w.order))]
 		for _, l := range w.links {

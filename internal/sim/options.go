@@ -28,10 +28,11 @@ const (
 	FaultLoss      = "loss"      // connections reset (a message is lost, the link reconnects)
 	FaultDelay     = "delay"     // delay variance on links
 	FaultDrift     = "drift"     // clocks drift, are offset, and step back across restarts
+	FaultIOError   = "ioerror"   // a PHB's fsync fails: the broker stops (crash-only) and restarts
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -101,12 +102,19 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		allowed = allFaults
 	}
 	p := plan{topo: topo, faults: map[string]bool{}}
+	// Faults added after the first release decide from their own sub-seed,
+	// so that adding one does not change what every earlier seed replays.
+	later := rand.New(rand.NewPCG(o.Seed, 0x6c61746572)) // "later"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
 		}
+		r := rng
+		if f == FaultIOError {
+			r = later
+		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
-		if o.Scenario != "" || rng.IntN(3) > 0 {
+		if o.Scenario != "" || r.IntN(3) > 0 {
 			p.faults[f] = true
 		}
 	}

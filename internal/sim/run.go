@@ -23,6 +23,8 @@ type Result struct {
 	Steps      int
 	TornTails  int    // torn log tails repaired after PHB crashes
 	Trimmed    uint64 // log records dropped by retention
+	// FsyncFailures: injected fsync failures that stopped a PHB mid-batch.
+	FsyncFailures int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -68,7 +70,8 @@ func Run(o Options) (Result, error) {
 	if w.trace != nil {
 		w.trace.flush()
 	}
-	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps}
+	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
+		FsyncFailures: w.fsyncFailures}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {

@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"errors"
+
 	"container/heap"
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/match"
 	"math/rand/v2"
 	"time"
@@ -35,6 +38,8 @@ type world struct {
 	healed bool
 	trace  *tracer
 	steps  int
+	// fsyncFailures counts injected fsync failures that stopped a PHB.
+	fsyncFailures int
 }
 
 type node struct {
@@ -149,7 +154,16 @@ func (w *world) synced(n *node, inc int) {
 	}
 	rd := *n.inflight
 	n.inflight = nil
-	n.disk.sync(rd.Persist)
+	if err := n.disk.sync(rd.Persist); err != nil {
+		// A failed fsync cannot be retried safely: the broker stops without
+		// acking the batch (crash-only) and is restarted, like a supervisor
+		// would, after a moment.
+		w.watchf("fsync failed at %s: %v", n.id, err)
+		w.fsyncFailures++
+		w.crash(n)
+		w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, func() { w.restart(n) })
+		return
+	}
 	for _, r := range rd.Persist {
 		if r.Event != nil {
 			w.orc.Logged(r.Event)
@@ -217,8 +231,10 @@ func (w *world) trimLoop(n *node, inc int) {
 		return
 	}
 	if n.inflight == nil {
+		// A failed trim (an I/O error writing the snapshot) truncates
+		// nothing; the broker logs it and tries again later.
 		if err := n.disk.trim(n.eng); err != nil {
-			w.orc.Violate("I9", "%s cannot trim its event log: %v", n.id, err)
+			w.watchf("trim failed at %s: %v", n.id, err)
 		}
 	}
 	w.after(time.Second, func() { w.trimLoop(n, inc) })
@@ -274,7 +290,13 @@ func (w *world) restart(n *node) {
 	if n.disk != nil {
 		var err error
 		if recs, err = n.disk.recover(); err != nil {
-			w.orc.Violate("I9", "%s cannot recover its event log after a crash: %v", n.id, err)
+			if errors.Is(err, eventlog.ErrCorrupt) {
+				w.orc.Violate("I9", "%s cannot recover its event log after a crash: %v", n.id, err)
+				return
+			}
+			// An I/O error while opening: the supervisor tries again.
+			w.watchf("restart of %s failed: %v", n.id, err)
+			w.after(100*time.Millisecond, func() { w.restart(n) })
 			return
 		}
 	}
