@@ -56,6 +56,10 @@ type Options struct {
 	// before the connection stops reading (and the broker, once its own
 	// bounded queue is full, disconnects the subscriber). Default 4096.
 	SubscriptionBuffer int
+	// RetryDial makes Dial keep trying (with backoff) until its context
+	// ends, instead of failing at the first refused connection — for
+	// clients that may start before their broker.
+	RetryDial bool
 	// MaxInflight bounds unacknowledged publishes; PublishAsync blocks at
 	// the bound until an ack frees a slot (back-pressure, and a bound on
 	// what a reconnect resends). Default 10000.
@@ -151,7 +155,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		return c, nil
 	case <-ctx.Done():
 		c.Close()
-		return nil, ctx.Err()
+		return nil, fmt.Errorf("aerie: connect to %s: %w", addr, ctx.Err())
 	}
 }
 
@@ -164,10 +168,11 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 	for ctx.Err() == nil {
 		conn, r, err := c.connect(ctx)
 		if err != nil {
-			if first != nil {
+			if first != nil && !c.opts.RetryDial {
 				first <- fmt.Errorf("aerie: connect to %s: %w", c.addr, err)
 				return
 			}
+			c.log.Debug("connect failed; retrying", "addr", c.addr, "err", err)
 			select {
 			case <-ctx.Done():
 				return

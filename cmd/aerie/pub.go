@@ -76,7 +76,7 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), *timeout)
 	defer dcancel()
-	c, err := client.Dial(dctx, *addr, client.Options{ID: *id, Pubend: *pubend})
+	c, err := client.Dial(dctx, *addr, client.Options{ID: *id, Pubend: *pubend, RetryDial: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
 		return 1

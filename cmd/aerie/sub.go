@@ -42,7 +42,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	c, err := client.Dial(ctx, *addr, client.Options{})
+	c, err := client.Dial(ctx, *addr, client.Options{RetryDial: *timeout > 0})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1

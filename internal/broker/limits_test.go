@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -256,3 +257,53 @@ func TestShutdownSaysGoodbye(t *testing.T) {
 		t.Fatalf("subscription ended with %v, want the broker's goodbye", err)
 	}
 }
+
+// TestRetryDialWaitsForBroker: with RetryDial a client started before its
+// broker connects once the broker is up.
+func TestRetryDialWaitsForBroker(t *testing.T) {
+	opts := phbOptions(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dialed := make(chan error, 1)
+	failed := make(chan struct{}, 1)
+	logger := slog.New(&signalHandler{msg: "connect failed; retrying", ch: failed})
+	var c *client.Client
+	go func() {
+		var err error
+		c, err = client.Dial(ctx, opts.Clients, client.Options{RetryDial: true, Logger: logger})
+		dialed <- err
+	}()
+	<-failed                    // the client has been refused at least once...
+	_, stop := runNode(t, opts) // ...before the broker comes up
+	defer stop()
+	if err := <-dialed; err != nil {
+		t.Fatalf("RetryDial did not wait for the broker: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Publish(ctx, client.Message{Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	// Without RetryDial, a refused first connection fails at once.
+	if _, err := client.Dial(ctx, freeAddr(t), client.Options{Logger: quietLogger()}); err == nil {
+		t.Fatal("Dial to nothing succeeded")
+	}
+}
+
+// signalHandler is a slog handler that signals when a record with msg is logged.
+type signalHandler struct {
+	msg string
+	ch  chan struct{}
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.ch <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
