@@ -74,10 +74,13 @@ type Message struct {
 	Payload []byte
 }
 
-// Ack confirms a publish is durable at its pubend.
+// Ack confirms a publish is durable at its pubend. Duplicate: the publish
+// had been logged before (a retry, or a rerun with the same client ID and
+// sequence numbers) and was not logged again.
 type Ack struct {
-	Pubend string
-	Tick   uint64
+	Pubend    string
+	Tick      uint64
+	Duplicate bool
 }
 
 // Event is a delivered message.
@@ -242,7 +245,7 @@ func (c *Client) pendingInOrder() []*publish {
 func (c *Client) dispatch(m msg.Msg) {
 	switch m := m.(type) {
 	case msg.PubAck:
-		c.finish(m.Seq, Ack{Pubend: string(m.Pubend), Tick: uint64(m.Tick)}, nil)
+		c.finish(m.Seq, Ack{Pubend: string(m.Pubend), Tick: uint64(m.Tick), Duplicate: m.Duplicate}, nil)
 	case msg.PubReject:
 		c.finish(m.Seq, Ack{}, fmt.Errorf("%w: %s", ErrRejected, m.Reason))
 	case msg.SubStarted:

@@ -109,7 +109,7 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "pub: %d sent\n", i)
 		}
 	}
-	acked := 0
+	acked, dups := 0, 0
 	var last client.Ack
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout) // from the last publish on
 	defer cancel()
@@ -121,6 +121,9 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			acked++
+			if r.Ack.Duplicate {
+				dups++
+			}
 			last = r.Ack
 		case <-ctx.Done():
 			fmt.Fprintf(stdout, "published %d acked %d (timed out after %v)\n", *count, acked, *timeout)
@@ -128,8 +131,11 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	el := time.Since(began)
-	fmt.Fprintf(stdout, "published %d acked %d pubend %s last_tick %d in %v (%.0f/s)\n", *count, acked, last.Pubend, last.Tick,
-		el.Round(time.Millisecond), float64(acked)/el.Seconds())
+	fmt.Fprintf(stdout, "published %d acked %d duplicates %d pubend %s last_tick %d in %v (%.0f/s)\n", *count, acked, dups,
+		last.Pubend, last.Tick, el.Round(time.Millisecond), float64(acked)/el.Seconds())
+	if dups > 0 {
+		fmt.Fprintf(stderr, "pub: %d of %d were already logged under client id %q (not logged again)\n", dups, acked, *id)
+	}
 	if acked != *count {
 		return 1
 	}

@@ -97,7 +97,7 @@ func (e *Engine) publish(m msg.Publish) {
 	if a.Event == nil {
 		e.stats.DuplicatePublishes++
 		if a.DupDurable {
-			e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.DupTick})
+			e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.DupTick, Duplicate: true})
 		}
 		return // a pending original acks when durable
 	}

@@ -20,11 +20,15 @@ type Publish struct {
 }
 
 // PubAck confirms that a publish is durable at its pubend, at Tick.
+// Duplicate says the publish had been logged before: this is a retry (or
+// a rerun with the same publisher id and sequence numbers), answered with
+// the original tick and not logged again.
 type PubAck struct {
 	Pubend    PubendID
 	Publisher string
 	Seq       uint64
 	Tick      tick.Tick
+	Duplicate bool
 }
 
 // PubReject refuses a publish (unknown pubend, bad request) with a reason.
@@ -85,7 +89,11 @@ func (m Publish) String() string {
 	return fmt.Sprintf("Publish{%s %s#%d %s}", m.Pubend, m.Publisher, m.Seq, m.Topic)
 }
 func (m PubAck) String() string {
-	return fmt.Sprintf("PubAck{%s %s#%d @%d}", m.Pubend, m.Publisher, m.Seq, m.Tick)
+	dup := ""
+	if m.Duplicate {
+		dup = " duplicate"
+	}
+	return fmt.Sprintf("PubAck{%s %s#%d @%d%s}", m.Pubend, m.Publisher, m.Seq, m.Tick, dup)
 }
 func (m PubReject) String() string {
 	return fmt.Sprintf("PubReject{%s#%d %s}", m.Publisher, m.Seq, m.Reason)

@@ -77,7 +77,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.Unsubscribe{Sub: msg.SubID(d.string())}
 
 	case TypePubAck:
-		m = msg.PubAck{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Tick: d.tick()}
+		m = msg.PubAck{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Tick: d.tick(), Duplicate: d.bool()}
 	case TypePubReject:
 		m = msg.PubReject{Publisher: d.string(), Seq: d.uvarint(), Reason: d.string()}
 	case TypeSubStarted:

@@ -125,7 +125,8 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Pubend))
 		b = appendString(b, v.Publisher)
 		b = binary.AppendUvarint(b, v.Seq)
-		return appendTick(b, v.Tick), nil
+		b = appendTick(b, v.Tick)
+		return appendBool(b, v.Duplicate), nil
 	case msg.PubReject:
 		b = append(b, byte(TypePubReject))
 		b = appendString(b, v.Publisher)

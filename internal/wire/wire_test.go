@@ -60,6 +60,7 @@ var cases = []struct {
 	{"Subscribe", msg.Subscribe{Sub: "c1/s1", Pattern: "trades.*.fr"}},
 	{"Unsubscribe", msg.Unsubscribe{Sub: "c1/s1"}},
 	{"PubAck", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7}},
+	{"PubAckDuplicate", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7, Duplicate: true}},
 	{"PubReject", msg.PubReject{Publisher: "pub-1", Seq: 100, Reason: `unknown pubend "P7"`}},
 	{"SubStarted", msg.SubStarted{Sub: "c1/s1", Token: msg.Token{"P3": 30, "P1": 1 << 41, "P2": 0, "P10": 5}}},
 	{"SubStartedEmpty", msg.SubStarted{Sub: "c1/s2"}},
