@@ -29,6 +29,13 @@ type Subscription struct {
 // separated by dots; "*" matches one word, ">" the rest) and returns once
 // the subscription is in force.
 func (c *Client) Subscribe(ctx context.Context, pattern string) (*Subscription, error) {
+	return c.SubscribeSelector(ctx, pattern, "")
+}
+
+// SubscribeSelector is Subscribe narrowed by a JMS SQL-92 selector over the
+// events' properties (docs/SELECTORS.md), e.g. "region = 'EU' AND qty > 3".
+// A bad selector is refused with its column and cause (ErrRejected).
+func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string) (*Subscription, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -48,7 +55,7 @@ func (c *Client) Subscribe(ctx context.Context, pattern string) (*Subscription, 
 	c.subs[s.name] = s
 	conn := c.conn
 	c.mu.Unlock()
-	if conn == nil || !conn.Send(msg.Subscribe{Sub: msg.SubID(s.name), Pattern: pattern}) {
+	if conn == nil || !conn.Send(msg.Subscribe{Sub: msg.SubID(s.name), Pattern: pattern, Selector: selector}) {
 		c.mu.Lock()
 		delete(c.subs, s.name)
 		c.mu.Unlock()

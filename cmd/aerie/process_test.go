@@ -217,7 +217,7 @@ func TestKill9(t *testing.T) {
 	smu.Lock()
 	defer smu.Unlock()
 	for _, s := range sessions {
-		orc.Started(s.id, msg.NodeID(s.node), ">", s.token)
+		orc.Started(s.id, msg.NodeID(s.node), ">", "", s.token)
 		for _, ev := range s.events {
 			orc.Delivered(s.id, ev)
 		}

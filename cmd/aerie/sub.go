@@ -18,7 +18,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("connect", "127.0.0.1:7203", "broker client address")
 	topic := fs.String("topic", ">", "topic pattern: words separated by dots, * one word, > the rest")
-	selector := fs.String("selector", "", "SQL-92 selector over properties (arrives with the content-based subscription issue)")
+	selector := fs.String("selector", "", "JMS SQL-92 selector over properties, e.g. \"region = 'EU' AND qty > 3\" (docs/SELECTORS.md)")
 	count := fs.Int("count", 0, "exit 0 after this many events (0: run until interrupted)")
 	timeout := fs.Duration("timeout", 0, "exit 1 if --count events have not arrived this long after subscribing (0: no limit)")
 	asJSON := fs.Bool("json", false, "one JSON object per event on stdout")
@@ -30,7 +30,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	for name, v := range map[string]string{"--selector": *selector, "--durable": *durable, "--from": *from} {
+	for name, v := range map[string]string{"--durable": *durable, "--from": *from} {
 		if v != "" {
 			fmt.Fprintf(stderr, "aerie sub: %s is not supported yet\n", name)
 			return 2
@@ -48,7 +48,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	sub, err := c.Subscribe(ctx, *topic)
+	sub, err := c.SubscribeSelector(ctx, *topic, *selector)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1

@@ -43,6 +43,9 @@ func startNet(t testing.TB, fs vfs.FS) *net4 { return startNetWith(t, fs, nil) }
 // startNetWith lets mod rewrite the options (e.g. route a link through a
 // fault-injecting proxy) before the brokers start.
 func startNetWith(t testing.TB, fs vfs.FS, mod func(map[msg.NodeID]broker.Options)) *net4 {
+	if fs == nil {
+		fs = vfs.OS()
+	}
 	n := &net4{t: t, opts: map[msg.NodeID]broker.Options{}, nodes: map[msg.NodeID]*broker.Node{},
 		cancel: map[msg.NodeID]context.CancelFunc{}, done: map[msg.NodeID]chan error{}, fs: fs}
 	cfg := gd.DefaultConfig()

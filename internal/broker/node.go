@@ -453,7 +453,7 @@ func (n *Node) clientRequest(cid uint64, m msg.Msg) {
 		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
 		c.subs[full] = string(m.Sub)
 		n.subOwner[full] = cid
-		n.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern}})
+		n.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector}})
 	case msg.Unsubscribe:
 		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
 		delete(c.subs, full)

@@ -132,6 +132,7 @@ type pstream struct {
 type subscription struct {
 	id      msg.SubID
 	pat     match.Pattern
+	sel     *match.Selector // nil: no selector
 	start   map[msg.PubendID]tick.Tick
 	pending map[msg.PubendID]tick.Time // SubReq last sent
 	started bool

@@ -174,7 +174,7 @@ func (e *Engine) deliver(ps *pstream) {
 				return true
 			}
 			for _, s := range ps.subs {
-				if st, ok := s.start[ps.id]; ok && s.started && ev.Tick > st && s.pat.MatchTopic(ev.Topic) {
+				if st, ok := s.start[ps.id]; ok && s.started && ev.Tick > st && (s.matches(ev) || (e.mut&MutIgnoreSelector != 0 && s.pat.MatchTopic(ev.Topic))) {
 					e.toClient(msg.Delivery{Sub: s.id, Event: ev})
 					e.stats.Delivered++
 				}

@@ -81,6 +81,8 @@ const (
 	MutReuseTicks
 	// MutDeliverPastGaps: deliver up to the highest known tick, not the DH.
 	MutDeliverPastGaps
+	// MutIgnoreSelector: deliver on the topic pattern alone.
+	MutIgnoreSelector
 )
 
 // Mutate switches off the given rules (tests only).

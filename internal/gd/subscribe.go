@@ -115,11 +115,21 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 		e.toClient(msg.SubRejected{Sub: m.Sub, Reason: err.Error()})
 		return
 	}
+	// A selector filters here, at the subscriber's broker. Upstream filter
+	// edges carry topic patterns only: wider than needed, never narrower,
+	// so nothing the subscription needs is filtered out on the way.
+	var sel *match.Selector
+	if m.Selector != "" {
+		if sel, err = match.ParseSelector(m.Selector); err != nil {
+			e.toClient(msg.SubRejected{Sub: m.Sub, Reason: err.Error()})
+			return
+		}
+	}
 	if _, dup := e.subByID[m.Sub]; dup {
 		e.toClient(msg.SubRejected{Sub: m.Sub, Reason: "subscription id already in use"})
 		return
 	}
-	s := &subscription{id: m.Sub, pat: pat, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
+	s := &subscription{id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
 	e.subByID[m.Sub] = s
 	e.subs = append(e.subs, s)
 	if e.local.Add(pat) {
@@ -215,4 +225,10 @@ func (e *Engine) onSubReply(from msg.NodeID, m msg.SubReply) {
 	delete(s.pending, m.Pubend)
 	s.start[m.Pubend] = max(m.Start, ps.delivered, ps.in.K.Final())
 	e.maybeStarted(s)
+}
+
+// matches reports whether ev is for this subscription: its topic matches
+// the pattern and its properties satisfy the selector (TRUE, not UNKNOWN).
+func (s *subscription) matches(ev *msg.Event) bool {
+	return s.pat.MatchTopic(ev.Topic) && (s.sel == nil || s.sel.Match(ev.Topic, ev.Props))
 }

@@ -38,10 +38,13 @@ type PubReject struct {
 	Reason    string
 }
 
-// Subscribe asks an SHB for a (non-durable) subscription.
+// Subscribe asks an SHB for a (non-durable) subscription to the events
+// whose topic matches Pattern and, when Selector is not empty, whose
+// properties satisfy the SQL-92 Selector.
 type Subscribe struct {
-	Sub     SubID
-	Pattern string
+	Sub      SubID
+	Pattern  string
+	Selector string
 }
 
 // Unsubscribe ends a subscription.
@@ -98,7 +101,12 @@ func (m PubAck) String() string {
 func (m PubReject) String() string {
 	return fmt.Sprintf("PubReject{%s#%d %s}", m.Publisher, m.Seq, m.Reason)
 }
-func (m Subscribe) String() string   { return fmt.Sprintf("Subscribe{%s %s}", m.Sub, m.Pattern) }
+func (m Subscribe) String() string {
+	if m.Selector != "" {
+		return fmt.Sprintf("Subscribe{%s %s where %s}", m.Sub, m.Pattern, m.Selector)
+	}
+	return fmt.Sprintf("Subscribe{%s %s}", m.Sub, m.Pattern)
+}
 func (m Unsubscribe) String() string { return fmt.Sprintf("Unsubscribe{%s}", m.Sub) }
 func (m SubStarted) String() string  { return fmt.Sprintf("SubStarted{%s %s}", m.Sub, m.Token) }
 func (m SubRejected) String() string { return fmt.Sprintf("SubRejected{%s %s}", m.Sub, m.Reason) }

@@ -56,13 +56,14 @@ type pubLog struct {
 
 // Session is one subscription as its subscriber saw it.
 type Session struct {
-	ID      msg.SubID
-	Node    msg.NodeID
-	Pattern match.Pattern
-	Start   msg.Token
-	Last    map[msg.PubendID]tick.Tick
-	Count   int
-	Ended   bool
+	ID       msg.SubID
+	Node     msg.NodeID
+	Pattern  match.Pattern
+	Selector *match.Selector // nil: none
+	Start    msg.Token
+	Last     map[msg.PubendID]tick.Tick
+	Count    int
+	Ended    bool
 }
 
 // New returns an empty oracle.
@@ -192,18 +193,26 @@ func (o *Oracle) Sent(from msg.NodeID, fromPubend bool, m msg.Knowledge, filterA
 	l.announced = max(l.announced, m.End)
 }
 
-// Started opens a subscriber session at its start token.
-func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern string, tok msg.Token) {
+// Started opens a subscriber session at its start token; selector may be
+// empty.
+func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern, selector string, tok msg.Token) {
 	p, err := match.ParsePattern(pattern)
 	if err != nil {
 		o.fail("I1", "session %s started with bad pattern %q", id, pattern)
 		return
 	}
+	var sel *match.Selector
+	if selector != "" {
+		if sel, err = match.ParseSelector(selector); err != nil {
+			o.fail("I1", "session %s started with bad selector %q: %v", id, selector, err)
+			return
+		}
+	}
 	last := map[msg.PubendID]tick.Tick{}
 	for k, v := range tok {
 		last[k] = v
 	}
-	o.sessions[id] = &Session{ID: id, Node: node, Pattern: p, Start: tok, Last: last}
+	o.sessions[id] = &Session{ID: id, Node: node, Pattern: p, Selector: sel, Start: tok, Last: last}
 }
 
 // Ended closes a session (its broker crashed or it unsubscribed).
@@ -230,7 +239,7 @@ func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
 		o.fail("I1", "%s got %v, which is not in the log of %s", id, ev, ev.Pubend)
 		return
 	}
-	if !s.Pattern.MatchTopic(ev.Topic) {
+	if !s.wants(ev) {
 		o.fail("I1", "%s (%s) got non-matching %v", id, s.Pattern, ev)
 	}
 	last, ok := s.Last[ev.Pubend]
@@ -242,18 +251,23 @@ func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
 		o.fail("I2", "%s got %s@%d after %d (duplicate or out of order)", id, ev.Pubend, ev.Tick, last)
 		return
 	}
-	if miss := o.firstMatch(l, s.Pattern, last, ev.Tick); miss != nil {
+	if miss := o.firstMatch(l, s, last, ev.Tick); miss != nil {
 		o.fail("I5", "%s skipped %v (got %s@%d after %d)", id, miss, ev.Pubend, ev.Tick, last)
 	}
 	s.Last[ev.Pubend] = ev.Tick
 	s.Count++
 }
 
-// firstMatch returns the first logged event in (lo, hi) that p matches.
-func (o *Oracle) firstMatch(l *pubLog, p match.Pattern, lo, hi tick.Tick) *msg.Event {
+// wants reports whether the session's filter f_s admits ev.
+func (s *Session) wants(ev *msg.Event) bool {
+	return s.Pattern.MatchTopic(ev.Topic) && (s.Selector == nil || s.Selector.Match(ev.Topic, ev.Props))
+}
+
+// firstMatch returns the first logged event in (lo, hi) that s wants.
+func (o *Oracle) firstMatch(l *pubLog, s *Session, lo, hi tick.Tick) *msg.Event {
 	i, _ := slices.BinarySearch(l.ticks, lo+1)
 	for ; i < len(l.ticks) && l.ticks[i] < hi; i++ {
-		if ev := l.events[l.ticks[i]]; p.MatchTopic(ev.Topic) {
+		if ev := l.events[l.ticks[i]]; s.wants(ev) {
 			return ev
 		}
 	}
@@ -309,7 +323,7 @@ func (o *Oracle) Converged(node msg.NodeID, states []gd.StreamState, target map[
 			if !ok {
 				continue
 			}
-			if miss := o.firstMatch(l, s.Pattern, last, st.Delivered+1); miss != nil {
+			if miss := o.firstMatch(l, s, last, st.Delivered+1); miss != nil {
 				o.fail("I11", "%s never got %v (delivered to tick %d at %s)", id, miss, last, node)
 			}
 		}

@@ -12,6 +12,9 @@ import (
 var (
 	topics   = []string{"a.x", "a.y", "b.x", "b.y.z", "c"}
 	patterns = []string{">", "a.*", "a.>", "b.>", "*.x", "a.x", "c", "b.y.*"}
+	// Selectors over the "seq" property every simulated event carries.
+	selectors = []string{"seq > 20", "seq BETWEEN 5 AND 60", "seq < 10 OR seq > 100", "NOT (seq >= 30)",
+		"seq * 2 > 50", "missing IS NULL", "seq IN ('1', '2')", "seq <> 7 AND (seq / 2) * 2 = seq"}
 )
 
 // publisher publishes to one pubend at a rate that changes between steady,
@@ -86,13 +89,14 @@ func (p *publisher) acked(w *world, a msg.PubAck) {
 // session ends and it subscribes again after the restart (a new session with
 // a new start token).
 type subscriber struct {
-	name    string
-	node    msg.NodeID
-	pattern string
-	n       int
-	cur     msg.SubID
-	active  bool
-	started bool
+	name     string
+	node     msg.NodeID
+	pattern  string
+	selector string // "" for none
+	n        int
+	cur      msg.SubID
+	active   bool
+	started  bool
 }
 
 func (s *subscriber) start(w *world) {
@@ -104,8 +108,8 @@ func (s *subscriber) start(w *world) {
 	s.cur = msg.SubID(fmt.Sprintf("%s/%s.%d", s.node, s.name, s.n))
 	s.active, s.started = true, false
 	n.sessions = append(n.sessions, s)
-	w.watchf("subscribe %s %s", s.cur, s.pattern)
-	w.step(n, gd.Local{Msg: msg.Subscribe{Sub: s.cur, Pattern: s.pattern}})
+	w.watchf("subscribe %s %s %s", s.cur, s.pattern, s.selector)
+	w.step(n, gd.Local{Msg: msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector}})
 }
 
 func (s *subscriber) lost(w *world) {
@@ -149,7 +153,7 @@ func (w *world) toClient(n *node, m msg.Msg) {
 		for _, s := range n.sessions {
 			if s.cur == m.Sub {
 				s.started = true
-				w.orc.Started(m.Sub, n.id, s.pattern, m.Token)
+				w.orc.Started(m.Sub, n.id, s.pattern, s.selector, m.Token)
 			}
 		}
 	case msg.PubAck:

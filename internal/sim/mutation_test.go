@@ -23,6 +23,7 @@ func TestOracleBites(t *testing.T) {
 		{"skip the forgetting interval", gd.MutNoForgetting, []string{"I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}},
 		{"reuse ticks after restart", gd.MutReuseTicks, []string{"I9"}, "swarm", []string{FaultCrash, FaultDrift}},
 		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}},
+		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}},
 	}
 	const maxSeeds = 60
 	for _, c := range cases {

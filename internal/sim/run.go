@@ -150,8 +150,14 @@ func (w *world) schedule() {
 			}
 		}
 	}
+	// Selectors came after the first release: drawn from their own sub-seed
+	// so that earlier seeds replay unchanged.
+	selRng := rand.New(rand.NewPCG(w.opts.Seed, 0x73656c)) // "sel"
 	for i := 0; i < w.plan.subscribers; i++ {
 		s := &subscriber{name: fmt.Sprintf("c%d", i), node: shbs[w.rng.IntN(len(shbs))], pattern: patterns[w.rng.IntN(len(patterns))]}
+		if selRng.IntN(2) == 0 {
+			s.selector = selectors[selRng.IntN(len(selectors))]
+		}
 		w.subs = append(w.subs, s)
 		w.after(time.Duration(w.rng.Int64N(int64(w.opts.FaultPhase*2/3))), func() { s.start(w) })
 		if w.rng.IntN(4) == 0 {

@@ -72,7 +72,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 		p.Payload = d.bytes()
 		m = p
 	case TypeSubscribe:
-		m = msg.Subscribe{Sub: msg.SubID(d.string()), Pattern: d.string()}
+		m = msg.Subscribe{Sub: msg.SubID(d.string()), Pattern: d.string(), Selector: d.string()}
 	case TypeUnsubscribe:
 		m = msg.Unsubscribe{Sub: msg.SubID(d.string())}
 

@@ -115,7 +115,8 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.Subscribe:
 		b = append(b, byte(TypeSubscribe))
 		b = appendString(b, string(v.Sub))
-		return appendString(b, v.Pattern), nil
+		b = appendString(b, v.Pattern)
+		return appendString(b, v.Selector), nil
 	case msg.Unsubscribe:
 		b = append(b, byte(TypeUnsubscribe))
 		return appendString(b, string(v.Sub)), nil

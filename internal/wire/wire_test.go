@@ -58,6 +58,7 @@ var cases = []struct {
 	{"Publish", msg.Publish{Pubend: "P1", Publisher: "pub-1", Seq: 99, Topic: "a.b", Props: testEvent().Props, Payload: []byte("hello\x00world")}},
 	{"PublishBare", msg.Publish{Pubend: "P1", Topic: "a"}},
 	{"Subscribe", msg.Subscribe{Sub: "c1/s1", Pattern: "trades.*.fr"}},
+	{"SubscribeSelector", msg.Subscribe{Sub: "c1/s2", Pattern: ">", Selector: "region = 'EU' AND qty > 3"}},
 	{"Unsubscribe", msg.Unsubscribe{Sub: "c1/s1"}},
 	{"PubAck", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7}},
 	{"PubAckDuplicate", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7, Duplicate: true}},
