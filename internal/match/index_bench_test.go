@@ -1,0 +1,133 @@
+package match
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+var benchSizes = []int{1_000, 10_000, 100_000, 1_000_000}
+
+// benchSubs builds n subscriptions with the mix documented in
+// docs/BENCHMARKS.md §5. Identical selector texts share one *Selector.
+func benchSubs(n int) []bruteSub {
+	r := rand.New(rand.NewPCG(uint64(n), 7))
+	regions := []string{"EU", "US", "APAC", "LATAM"}
+	cache := map[string]*Selector{}
+	sel := func(src string) *Selector {
+		s, ok := cache[src]
+		if !ok {
+			s = MustSelector(src)
+			cache[src] = s
+		}
+		return s
+	}
+	out := make([]bruteSub, n)
+	for i := range out {
+		reg := regions[r.IntN(len(regions))]
+		prod := r.IntN(1000)
+		lo := 10 * r.IntN(100)
+		var src string
+		switch k := r.IntN(1000); {
+		case k < 800:
+			src = fmt.Sprintf("region = '%s' AND product = 'p%d'", reg, prod)
+		case k < 900:
+			src = fmt.Sprintf("product = 'p%d' AND price BETWEEN %d AND %d", prod, lo, lo+10)
+		case k < 950:
+			src = fmt.Sprintf("price BETWEEN %d AND %d", lo, lo+10)
+		case k < 990:
+			src = fmt.Sprintf("region = '%s' AND product = 'p%d' AND customer LIKE 'acme%%'", reg, prod)
+		case k < 999:
+			src = fmt.Sprintf("product = 'p%d' AND qty > %d", prod, r.IntN(100))
+		default:
+			src = "customer LIKE '%corp'"
+		}
+		pat := "orders.>"
+		switch k := r.IntN(100); {
+		case k < 5:
+			pat = "orders.eu.*"
+		case k < 10:
+			pat = "trades.>"
+		}
+		out[i] = bruteSub{id: uint64(i), pat: MustPattern(pat), sel: sel(src)}
+	}
+	return out
+}
+
+type benchEvent struct {
+	topic string
+	props map[string]any
+}
+
+func benchEvents() []benchEvent {
+	r := rand.New(rand.NewPCG(1, 2))
+	regions := []string{"EU", "US", "APAC", "LATAM"}
+	topics := []string{"orders.eu.new", "orders.us.new", "orders.eu.cancel", "trades.eu"}
+	customers := []string{"acme-1", "bigcorp", "acme-2", "shop"}
+	ev := make([]benchEvent, 1024)
+	for i := range ev {
+		p := map[string]any{
+			"region":   regions[r.IntN(len(regions))],
+			"product":  fmt.Sprintf("p%d", r.IntN(1000)),
+			"qty":      int64(r.IntN(120)),
+			"customer": customers[r.IntN(len(customers))],
+		}
+		if r.IntN(2) == 0 {
+			p["price"] = float64(r.IntN(100000)) / 100
+		} else {
+			p["price"] = int64(r.IntN(1000))
+		}
+		ev[i] = benchEvent{topics[r.IntN(len(topics))], p}
+	}
+	return ev
+}
+
+func BenchmarkIndexMatch(b *testing.B) {
+	events := benchEvents()
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			subs := benchSubs(n)
+			ix := NewIndex()
+			for _, s := range subs {
+				ix.Add(s.id, s.pat, s.sel)
+			}
+			subs = nil
+			matched := 0
+			fn := func(uint64) { matched++ }
+			ix.Match(events[0].topic, events[0].props, fn) // sort range lists
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				e := &events[i&1023]
+				ix.Match(e.topic, e.props, fn)
+				i++
+			}
+			b.ReportMetric(float64(matched)/float64(i), "matches/event")
+		})
+	}
+}
+
+func BenchmarkBruteForce(b *testing.B) {
+	events := benchEvents()
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			subs := benchSubs(n)
+			matched := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				e := &events[i&1023]
+				for j := range subs {
+					s := &subs[j]
+					if s.pat.MatchTopic(e.topic) && (s.sel == nil || s.sel.Match(e.topic, e.props)) {
+						matched++
+					}
+				}
+				i++
+			}
+			b.ReportMetric(float64(matched)/float64(i), "matches/event")
+		})
+	}
+}
