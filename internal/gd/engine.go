@@ -96,6 +96,12 @@ type Engine struct {
 	reported *match.Union // summary sent upstream; nil until first sent
 	subs     []*subscription
 	subByID  map[msg.SubID]*subscription
+	// index finds the local subscriptions an event matches without
+	// testing them all (issue 4's matching engine); slots are its ids.
+	index    *match.Index
+	bySlot   map[uint64]*subscription
+	nextSlot uint64
+	matched  []uint64 // scratch for deliver
 
 	delta       tick.RangeSet // scratch: ticks one step made known, reused
 	out         Ready
@@ -130,6 +136,7 @@ type pstream struct {
 }
 
 type subscription struct {
+	slot    uint64 // id in Engine.index
 	id      msg.SubID
 	pat     match.Pattern
 	sel     *match.Selector // nil: no selector
@@ -148,6 +155,8 @@ func New(id msg.NodeID, cfg Config, routes []Route) (*Engine, error) {
 		byPubend: map[msg.PubendID]*pstream{},
 		downs:    map[msg.NodeID]*downstream{},
 		subByID:  map[msg.SubID]*subscription{},
+		index:    match.NewIndex(),
+		bySlot:   map[uint64]*subscription{},
 	}
 	for _, r := range routes {
 		if _, dup := e.byPubend[r.Pubend]; dup {

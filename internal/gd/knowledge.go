@@ -5,6 +5,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/stream"
 	"github.com/aerie-mq/aerie/internal/tick"
+	"slices"
 )
 
 // onKnowledge joins a data or silence message from upstream into istream[P]
@@ -170,14 +171,8 @@ func (e *Engine) deliver(ps *pstream) {
 	}
 	if len(ps.subs) > 0 {
 		ps.in.K.Visit(tick.Range{Lo: ps.delivered + 1, Hi: dh}, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
-			if k != tick.D {
-				return true
-			}
-			for _, s := range ps.subs {
-				if st, ok := s.start[ps.id]; ok && s.started && ev.Tick > st && (s.matches(ev) || (e.mut&MutIgnoreSelector != 0 && s.pat.MatchTopic(ev.Topic))) {
-					e.toClient(msg.Delivery{Sub: s.id, Event: ev})
-					e.stats.Delivered++
-				}
+			if k == tick.D {
+				e.deliverEvent(ps, ev)
 			}
 			return true
 		})
@@ -215,4 +210,28 @@ func clip(s string) string {
 		return s[:300] + " … " + s[len(s)-300:]
 	}
 	return s
+}
+
+// deliverEvent hands ev to every in-force local subscription it matches,
+// found through the index (not by testing every subscription), in
+// subscription order so that runs are deterministic.
+func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
+	e.matched = e.matched[:0]
+	if e.mut&MutIgnoreSelector != 0 {
+		for _, s := range ps.subs { // broken on purpose: the pattern alone
+			if s.pat.MatchTopic(ev.Topic) {
+				e.matched = append(e.matched, s.slot)
+			}
+		}
+	} else {
+		e.index.Match(ev.Topic, ev.Props, func(slot uint64) { e.matched = append(e.matched, slot) })
+	}
+	slices.Sort(e.matched)
+	for _, slot := range e.matched {
+		s := e.bySlot[slot]
+		if st, ok := s.start[ps.id]; ok && s.started && ev.Tick > st {
+			e.toClient(msg.Delivery{Sub: s.id, Event: ev})
+			e.stats.Delivered++
+		}
+	}
 }

@@ -129,9 +129,12 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 		e.toClient(msg.SubRejected{Sub: m.Sub, Reason: "subscription id already in use"})
 		return
 	}
-	s := &subscription{id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
+	e.nextSlot++
+	s := &subscription{slot: e.nextSlot, id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
 	e.subByID[m.Sub] = s
 	e.subs = append(e.subs, s)
+	e.index.Add(s.slot, pat, sel)
+	e.bySlot[s.slot] = s
 	if e.local.Add(pat) {
 		e.reportSummary()
 	}
@@ -176,6 +179,8 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 		return
 	}
 	delete(e.subByID, id)
+	e.index.Remove(s.slot)
+	delete(e.bySlot, s.slot)
 	e.subs = slices.DeleteFunc(e.subs, func(x *subscription) bool { return x == s })
 	for _, ps := range e.streams {
 		ps.subs = slices.DeleteFunc(ps.subs, func(x *subscription) bool { return x == s })

@@ -459,15 +459,17 @@ type scratch struct {
 }
 
 func (s *scratch) reset(nattr, npat int) {
+	// Grown arrays start at stamp 0, which never equals a live generation,
+	// so the generation must NOT restart here: the other array keeps its
+	// stamps, and restarting would make them look current. (Found by the
+	// simulator once the index served delivery with subscription churn.)
 	if len(s.vgen) < nattr {
 		s.vgen = make([]uint32, nattr+nattr/2+1)
 		s.vals = make([]value, len(s.vgen))
-		s.gen = 0
 	}
 	if len(s.pgen) < npat {
 		s.pgen = make([]uint32, npat+npat/2+1)
 		s.pres = make([]bool, len(s.pgen))
-		s.gen = 0
 	}
 	s.gen++
 	if s.gen == 0 { // wrapped: clear stamps

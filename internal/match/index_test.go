@@ -297,3 +297,40 @@ func TestIndexMatchNoAllocs(t *testing.T) {
 		t.Errorf("Match allocates %.1f times per event", a)
 	}
 }
+
+// TestIndexGrowsBetweenMatches interleaves every Add with a Match, so that
+// attributes and patterns appear after the per-event scratch state was
+// sized: the way a broker's subscriptions arrive over time. (The first
+// version reused stale per-event values after such growth; the simulator
+// found it once the index served delivery.)
+func TestIndexGrowsBetweenMatches(t *testing.T) {
+	for seed := range 200 {
+		r := rand.New(rand.NewPCG(uint64(seed), 7))
+		ix := NewIndex()
+		subs := map[uint64]bruteSub{}
+		for id := uint64(0); id < 60; id++ {
+			var sel *Selector
+			if r.IntN(4) > 0 {
+				src := randCond(r, 2)
+				var err error
+				if sel, err = ParseSelector(src); err != nil {
+					t.Fatalf("generated selector %q: %v", src, err)
+				}
+			}
+			p := randPattern(r)
+			ix.Add(id, p, sel)
+			subs[id] = bruteSub{id, p, sel}
+			for range 3 {
+				topic, props := randTopic(r), randProps(r)
+				want := bruteMatch(subs, topic, props)
+				var got []uint64
+				ix.Match(topic, props, func(id uint64) { got = append(got, id) })
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("seed %d after %d adds, topic %q props %v:\n got %v\nwant %v\n%s",
+						seed, id+1, topic, props, got, want, diffSubs(subs, got, want))
+				}
+			}
+		}
+	}
+}
