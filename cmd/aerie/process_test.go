@@ -81,18 +81,13 @@ func TestKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dial := func(id string, cid string) *client.Client {
-		for {
-			c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", ports[id][1]), client.Options{ID: cid, Logger: quiet})
-			if err == nil {
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
-			select { // the process is still starting: retry on its own schedule
-			case <-ctx.Done():
-				t.Fatalf("dial %s: %v", id, err)
-			case <-time.After(20 * time.Millisecond):
-			}
+		// The process may still be starting: RetryDial waits for it (until ctx ends).
+		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", ports[id][1]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
+		if err != nil {
+			t.Fatalf("dial %s: %v", id, err)
 		}
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
 	// A session is one subscription as its subscriber saw it; the oracle
 	// checks them all once the whole log is known.
@@ -103,6 +98,7 @@ func TestKill9(t *testing.T) {
 		events []*msg.Event
 		ended  error
 		done   chan struct{}
+		more   chan struct{} // signalled after each delivery
 	}
 	var smu sync.Mutex
 	var sessions []*session
@@ -112,7 +108,7 @@ func TestKill9(t *testing.T) {
 		if err != nil {
 			t.Fatalf("subscribe at %s: %v", node, err)
 		}
-		s := &session{id: msg.SubID(fmt.Sprintf("%s/%d", node, n)), node: node, token: msg.Token{}, done: make(chan struct{})}
+		s := &session{id: msg.SubID(fmt.Sprintf("%s/%d", node, n)), node: node, token: msg.Token{}, done: make(chan struct{}), more: make(chan struct{}, 1)}
 		for p, tk := range sub.Token() {
 			s.token[msg.PubendID(p)] = tick.Tick(tk)
 		}
@@ -126,6 +122,10 @@ func TestKill9(t *testing.T) {
 				s.events = append(s.events, &msg.Event{Pubend: msg.PubendID(ev.Pubend), Tick: tick.Tick(ev.Tick), Publisher: ev.Publisher,
 					Seq: ev.Seq, Topic: ev.Topic, Props: ev.Props, Payload: ev.Payload})
 				smu.Unlock()
+				select {
+				case s.more <- struct{}{}:
+				default:
+				}
 			}
 			smu.Lock()
 			s.ended = sub.Err()
@@ -210,7 +210,7 @@ func TestKill9(t *testing.T) {
 			select {
 			case <-ctx.Done():
 				t.Fatalf("session %s got %d of the %d events after its token", s.id, got, want)
-			case <-time.After(20 * time.Millisecond): // re-check the count; the deadline bounds the wait
+			case <-s.more:
 			}
 		}
 	}

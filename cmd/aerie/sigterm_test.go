@@ -40,17 +40,12 @@ func TestSIGTERMGraceful(t *testing.T) {
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dial := func() *client.Client {
-		for {
-			c, err := client.Dial(ctx, addr, client.Options{ID: "pub", Logger: quiet})
-			if err == nil {
-				return c
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("dial: %v", err)
-			case <-time.After(20 * time.Millisecond): // the process is starting
-			}
+		// The process is still starting: RetryDial waits for it (until ctx ends).
+		c, err := client.Dial(ctx, addr, client.Options{ID: "pub", Logger: quiet, RetryDial: true})
+		if err != nil {
+			t.Fatalf("dial: %v", err)
 		}
+		return c
 	}
 	cmd := start()
 	c := dial()
