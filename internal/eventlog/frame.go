@@ -65,11 +65,18 @@ type frameReader struct {
 }
 
 func newFrameReader(f vfs.File, size int64, maxRecord int) *frameReader {
+	return newFrameReaderAt(f, 0, size, maxRecord)
+}
+
+// newFrameReaderAt reads frames from offset start, which must be the start
+// of a frame, up to size; offsets it reports stay file offsets.
+func newFrameReaderAt(f vfs.File, start, size int64, maxRecord int) *frameReader {
 	// No point in a buffer bigger than the data (bufio rounds tiny sizes
 	// up to its minimum).
-	bufSize := int(min(size, 256<<10))
+	bufSize := int(min(size-start, 256<<10))
 	return &frameReader{
-		br:        bufio.NewReaderSize(io.NewSectionReader(f, 0, size), bufSize),
+		br:        bufio.NewReaderSize(io.NewSectionReader(f, start, size-start), bufSize),
+		off:       start,
 		size:      size,
 		maxRecord: maxRecord,
 	}

@@ -88,8 +88,11 @@ func (l *Log) Sync() error {
 			if err := l.roll(index); err != nil {
 				return l.fail(err)
 			}
-			chunk = off
+			chunk, pending = off, 0
 		}
+		// A mark for a frame that a failed write leaves unwritten is
+		// harmless: the log is fail-stopped and is never read again.
+		l.segs[len(l.segs)-1].note(index, pending)
 		off += n
 		index++
 	}

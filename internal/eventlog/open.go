@@ -94,7 +94,7 @@ func (l *Log) recover(segs []segment) (Recovery, error) {
 		if err != nil {
 			return Recovery{}, fmt.Errorf("eventlog: open segment: %w", err)
 		}
-		count, end, rec, err := l.scan(f, s.path, last)
+		count, end, rec, err := l.scan(f, &segs[i], last)
 		if err == nil && last {
 			l.segs = segs
 			l.active, l.activeSize = f, end
@@ -130,7 +130,8 @@ func (l *Log) syncRecovered() error {
 
 // scan checks every frame of one segment. In the last segment it truncates
 // a torn tail; anywhere else a bad frame is corruption.
-func (l *Log) scan(f vfs.File, path string, last bool) (count uint64, end int64, rec Recovery, err error) {
+func (l *Log) scan(f vfs.File, seg *segment, last bool) (count uint64, end int64, rec Recovery, err error) {
+	path := seg.path
 	size, err := f.Size()
 	if err != nil {
 		return 0, 0, Recovery{}, fmt.Errorf("eventlog: size of %s: %w", path, err)
@@ -138,6 +139,7 @@ func (l *Log) scan(f vfs.File, path string, last bool) (count uint64, end int64,
 	r := newFrameReader(f, size, l.opts.MaxRecordBytes)
 	var scratch []byte
 	for {
+		at := r.off
 		payload, err := r.next(scratch)
 		if err == io.EOF {
 			return count, size, Recovery{}, nil
@@ -153,6 +155,7 @@ func (l *Log) scan(f vfs.File, path string, last bool) (count uint64, end int64,
 		if err != nil {
 			return 0, 0, Recovery{}, fmt.Errorf("eventlog: read %s at offset %d: %w", path, r.off, err)
 		}
+		seg.note(seg.base+count, at)
 		scratch = payload[:0]
 		count++
 	}

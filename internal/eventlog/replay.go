@@ -70,9 +70,17 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		}
 		want = l.segs[i+1].base
 	}
-	r := newFrameReader(f, size, l.opts.MaxRecordBytes)
+	// Start at the last mark at or before from instead of the segment's
+	// first frame. The marks of the active segment may run past what is
+	// written (never past a successful Sync's end, since marks are only
+	// taken for frames being written), so a mark beyond size is ignored.
+	m := s.seek(from)
+	if m.off > size {
+		m = mark{index: s.base}
+	}
+	r := newFrameReaderAt(f, m.off, size, l.opts.MaxRecordBytes)
 	var scratch []byte
-	index := s.base
+	index := m.index
 	for {
 		var buf []byte
 		if index < from {
