@@ -78,3 +78,72 @@ func TestLinkCutAndStall(t *testing.T) {
 	c1.check(t, want)
 	c2.check(t, want)
 }
+
+// TestPHBAnswersNacksFromItsLog: the PHB keeps only 1 KiB of payloads in
+// memory (gd.Config.PubendCacheBytes), so when its link to the IB is cut
+// while events are published, the IB's nacks after the heal reach payloads
+// the PHB evicted: it must read them back from its event log (through the
+// sparse tick index) and answer them. Every subscriber ends with every event
+// exactly once, in order, and the PHB reports the reads.
+func TestPHBAnswersNacksFromItsLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var proxy *faultnet.Proxy
+	n := startNetWith(t, vfs.OS(), func(opts map[msg.NodeID]broker.Options) {
+		var err error
+		proxy, err = faultnet.Listen(ctx, opts["p1"].Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := opts["p1"]
+		p.GD.PubendCacheBytes = 1 << 10
+		opts["p1"] = p
+		b := opts["b1"]
+		b.Upstreams = map[msg.NodeID]string{"p1": proxy.Addr()}
+		opts["b1"] = b
+	})
+	defer proxy.Close()
+	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2, err := n.dial("s2", client.Options{}).SubscribeSelector(ctx, ">", "seq > 100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := collect(t, sub1), collect(t, sub2)
+	pub := n.dial("p1", client.Options{ID: "pub-log", Pubend: "P1"})
+	want := map[int64]bool{}
+	phases := []struct {
+		mode      faultnet.Mode
+		from, num int
+	}{{faultnet.Pass, 1, 200}, {faultnet.Cut, 201, 400}, {faultnet.Pass, 601, 200}}
+	for _, ph := range phases {
+		proxy.Set(ph.mode)
+		_, all := publishAll(t, pub, ph.from, ph.num)
+		for k := range all {
+			want[k] = true
+		}
+	}
+	c1.waitFor(t, len(want), 30*time.Second)
+	c1.check(t, want)
+	want2 := map[int64]bool{}
+	for k := range want {
+		if k > 100 {
+			want2[k] = true
+		}
+	}
+	c2.waitFor(t, len(want2), 30*time.Second)
+	c2.check(t, want2)
+	st, err := n.nodes["p1"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stats.Evicted == 0 || st.Stats.Fetches == 0 {
+		t.Fatalf("the PHB evicted %d payloads and read back %d times: the test did not exercise the log path", st.Stats.Evicted, st.Stats.Fetches)
+	}
+	if st.Stats.FetchMisses != 0 || st.Stats.FetchErrors != 0 {
+		t.Fatalf("fetch misses %d, errors %d", st.Stats.FetchMisses, st.Stats.FetchErrors)
+	}
+	t.Logf("PHB evicted %d payloads, read back from the log %d times", st.Stats.Evicted, st.Stats.Fetches)
+}

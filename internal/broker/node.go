@@ -73,8 +73,11 @@ type Node struct {
 	downs   map[msg.NodeID]bool
 	inbox   chan event
 	syncRes chan syncResult
-	retain  retention.Tracker
-	status  chan chan Status
+	// fetchRes returns events read back from the log (gd.Fetch); at most
+	// one fetch per hosted pubend is out, so its buffer never fills.
+	fetchRes chan gd.Fetched
+	retain   retention.Tracker
+	status   chan chan Status
 
 	// Loop-owned state.
 	peers    map[msg.NodeID]*transport.Conn
@@ -82,6 +85,7 @@ type Node struct {
 	pubOwner map[string]uint64
 	subOwner map[msg.SubID]uint64
 	inflight *gd.Ready
+	fetching int // fetches handed to the persister and not yet returned
 	nextCID  uint64
 	// Copies of the log's bounds for Status: the log itself belongs to the
 	// persister while a batch is in flight.
@@ -92,6 +96,18 @@ type Node struct {
 	clientLn  net.Listener
 	listening chan struct{}
 	wg        sync.WaitGroup
+}
+
+// job is work for the persister, which owns the log: a batch to append and
+// fsync, or events to read back.
+type job struct {
+	batch [][]byte
+	fetch *fetchJob
+}
+
+type fetchJob struct {
+	f    gd.Fetch
+	from []uint64 // log index to start each range's read at
 }
 
 // syncResult reports a persisted batch: the log index of its first record.
@@ -165,6 +181,7 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 	sort.Slice(n.hosted, func(i, j int) bool { return n.hosted[i] < n.hosted[j] })
+	n.fetchRes = make(chan gd.Fetched, len(n.hosted)+1)
 	if len(n.hosted) > 0 && opts.DataDir == "" {
 		return nil, fmt.Errorf("broker %s hosts pubends %v but has no data directory", opts.ID, n.hosted)
 	}
@@ -221,7 +238,9 @@ func (n *Node) Run(ctx context.Context) error {
 		n.wg.Add(1)
 		go n.dialLoop(connCtx, up, addr)
 	}
-	persist := make(chan [][]byte)
+	// One batch and at most one fetch per hosted pubend are ever queued, so
+	// the loop never blocks handing work over.
+	persist := make(chan job, 1+len(n.hosted))
 	defer close(persist) // ends the persister after the loop
 	n.wg.Add(1)
 	go n.persister(persist)
@@ -259,11 +278,16 @@ func (n *Node) openLog() error {
 
 // persister appends and fsyncs one batch at a time (group commit: the loop
 // hands over everything that queued during the previous fsync).
-func (n *Node) persister(in <-chan [][]byte) {
+func (n *Node) persister(in <-chan job) {
 	defer n.wg.Done()
-	for batch := range in {
+	for j := range in {
+		if j.fetch != nil {
+			evs, err := retention.Fetch(n.elog, j.fetch.f.Pubend, j.fetch.f.Ranges, j.fetch.from)
+			n.fetchRes <- gd.Fetched{Pubend: j.fetch.f.Pubend, Events: evs, Err: err}
+			continue
+		}
 		res := syncResult{first: n.elog.NextIndex()}
-		for _, b := range batch {
+		for _, b := range j.batch {
 			if _, res.err = n.elog.Append(b); res.err != nil {
 				break
 			}
@@ -281,8 +305,8 @@ func (n *Node) snapPath() string { return filepath.Join(n.opts.DataDir, "pubends
 // writing a snapshot of what they summarise (internal/retention). It runs
 // in the loop while no batch is in flight, so the log is idle.
 func (n *Node) trim() {
-	if n.elog == nil || n.inflight != nil {
-		return
+	if n.elog == nil || n.inflight != nil || n.fetching > 0 {
+		return // the persister is using the log
 	}
 	dropped, err := retention.Trim(n.opts.FS, n.snapPath(), n.elog, &n.retain, n.eng)
 	if err != nil {
@@ -297,7 +321,7 @@ func (n *Node) trim() {
 
 func now() tick.Time { return tick.Time(time.Now().UnixNano()) }
 
-func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
+func (n *Node) loop(ctx context.Context, persist chan<- job) error {
 	t := time.NewTicker(n.opts.GD.TickInterval)
 	defer t.Stop()
 	trim := time.NewTicker(n.opts.TrimInterval)
@@ -325,6 +349,12 @@ func (n *Node) loop(ctx context.Context, persist chan<- [][]byte) error {
 				return fmt.Errorf("broker %s: event log append or fsync failed, stopping (crash-only): %w", n.opts.ID, res.err)
 			}
 			n.released(res.first)
+		case f := <-n.fetchRes:
+			n.fetching--
+			if f.Err != nil {
+				n.log.Error("could not read events back from the event log; downstream will nack again", "pubend", string(f.Pubend), "err", f.Err)
+			}
+			n.step(f)
 		case reply := <-n.status:
 			reply <- n.snapshot()
 		}
@@ -352,7 +382,7 @@ func (n *Node) step(in gd.Input) {
 	}
 }
 
-func (n *Node) drain(persist chan<- [][]byte) {
+func (n *Node) drain(persist chan<- job) {
 	for n.eng.HasReady() {
 		rd := n.eng.Ready()
 		for _, env := range rd.Send {
@@ -374,7 +404,15 @@ func (n *Node) drain(persist chan<- [][]byte) {
 			}
 			r := rd
 			n.inflight = &r
-			persist <- batch
+			persist <- job{batch: batch}
+		}
+		for _, f := range rd.Fetch {
+			from := make([]uint64, len(f.Ranges))
+			for i, r := range f.Ranges {
+				from[i] = n.retain.FetchStart(f.Pubend, r.Lo)
+			}
+			n.fetching++
+			persist <- job{fetch: &fetchJob{f: f, from: from}}
 		}
 	}
 }

@@ -72,6 +72,13 @@ type Config struct {
 	// remembers for idempotent retries. Default 4096; it must exceed a
 	// publisher's maximum number of unacknowledged publishes.
 	DedupWindow int
+
+	// PubendCacheBytes: payload bytes of logged events a pubend keeps in
+	// memory until they are released; older payloads are read back from
+	// the event log when a nack needs them (cache.go). Default 64 MiB per
+	// pubend. Raise it to serve long catch-ups from memory; lower it to
+	// bound a PHB's memory when downstreams may stay away long.
+	PubendCacheBytes int64
 }
 
 // DefaultConfig returns the seed's parameters (see each field).
@@ -89,6 +96,7 @@ func DefaultConfig() Config {
 		NackChunk:               600 * time.Millisecond,
 		HWMLead:                 2 * time.Second,
 		DedupWindow:             4096,
+		PubendCacheBytes:        64 << 20,
 	}
 }
 
@@ -118,6 +126,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: HWMLead %v too short for TickInterval %v", ErrConfig, c.HWMLead, c.TickInterval)
 	case c.DedupWindow < 1:
 		return fmt.Errorf("%w: DedupWindow must be at least 1", ErrConfig)
+	case c.PubendCacheBytes < 0:
+		return fmt.Errorf("%w: PubendCacheBytes must not be negative", ErrConfig)
 	}
 	return nil
 }

@@ -22,7 +22,25 @@ func (e *Engine) onNack(from msg.NodeID, m msg.Nack) {
 		return
 	}
 	e.stats.NacksReceived++
-	r := tick.Range{Lo: m.Start, Hi: m.End}
+	e.answerNack(ps, o, from, tick.Range{Lo: m.Start, Hi: m.End}, false)
+}
+
+// answerNack answers, records and forwards a nack for r from o's
+// downstream. At the pubend, a nack that reaches payloads evicted from
+// memory waits for them to be read back from the log (see cache.go); after
+// such a read (fetched), ticks whose payload the log did not return are
+// left for downstream to nack again.
+func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r tick.Range, fetched bool) {
+	if ps.pub != nil && e.mut&MutSkipFetch == 0 {
+		if need := missing(ps, r); len(need) > 0 {
+			if !fetched || !ps.cache.fetchedAll(need) {
+				e.park(ps, from, r, need)
+				return
+			}
+			e.stats.FetchMisses++
+			return
+		}
+	}
 	if ps.pub != nil {
 		// The pubend decides the present on demand, so that a nack beyond
 		// the last announcement (DCT, AckExpected) is answered with silence

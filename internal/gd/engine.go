@@ -73,11 +73,14 @@ type Ready struct {
 	// ToClientsAfterPersist: publish acks, to release only after the fsync
 	// of this Ready's Persist.
 	ToClientsAfterPersist []msg.Msg
+	// Fetch: logged events to read back from the event log, answered with
+	// a Fetched input (see cache.go). Independent of Persist and Advance.
+	Fetch []Fetch
 }
 
 // IsEmpty reports whether the Ready asks for nothing.
 func (rd *Ready) IsEmpty() bool {
-	return len(rd.Persist) == 0 && len(rd.Send) == 0 && len(rd.ToClients) == 0 && len(rd.ToClientsAfterPersist) == 0
+	return len(rd.Persist) == 0 && len(rd.Send) == 0 && len(rd.ToClients) == 0 && len(rd.ToClientsAfterPersist) == 0 && len(rd.Fetch) == 0
 }
 
 // Engine is one broker's GD state.
@@ -129,6 +132,7 @@ type pstream struct {
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	dhMovedAt tick.Time
+	cache     payloadCache // pubend: payloads in memory (cache.go)
 	ackSent   tick.Tick
 	ackSentAt tick.Time
 	aeNext    tick.Time // pubend: next AckExpected allowed
@@ -214,6 +218,8 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.tick()
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
+	case Fetched:
+		e.onFetched(in)
 	default:
 		return fmt.Errorf("gd: unknown input %T", in)
 	}
@@ -244,7 +250,7 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 
 // HasReady reports whether Ready would return something.
 func (e *Engine) HasReady() bool {
-	return len(e.out.Send) > 0 || len(e.out.ToClients) > 0 || (!e.persistBusy && len(e.queuedRecs) > 0)
+	return len(e.out.Send) > 0 || len(e.out.ToClients) > 0 || len(e.out.Fetch) > 0 || (!e.persistBusy && len(e.queuedRecs) > 0)
 }
 
 // Ready returns the pending work and clears it. Records (and the acks that
@@ -282,6 +288,12 @@ func (e *Engine) Advance(rd Ready) {
 			panic(fmt.Sprintf("gd: broker %s: durable record %v is not the oldest pending event", e.id, r.Event))
 		}
 		e.announce(ps, r.Event)
+		ps.cache.push(r.Event.Tick, r.Event)
+	}
+	for _, ps := range e.streams {
+		if ps.pub != nil && ps.cache.bytes > e.cfg.PubendCacheBytes {
+			e.evict(ps)
+		}
 	}
 }
 

@@ -15,6 +15,10 @@ type Stats struct {
 	Delivered          uint64
 	DuplicatePublishes uint64
 	Stale              uint64 // messages for unknown pubends or from non-neighbours
+	// Pubend payload cache (cache.go): payloads dropped from memory, reads
+	// asked of the event log, failed reads, and nacks whose evicted
+	// payloads the log did not return (must stay 0: a lost event).
+	Evicted, Fetches, FetchErrors, FetchMisses uint64
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (MODEL.md P1).
 	Contradictions int
 	// FirstContradiction describes the first one, for diagnosis.
@@ -83,6 +87,9 @@ const (
 	MutDeliverPastGaps
 	// MutIgnoreSelector: deliver on the topic pattern alone.
 	MutIgnoreSelector
+	// MutSkipFetch: the pubend answers nacks for payloads it evicted from
+	// memory without reading them back from its log.
+	MutSkipFetch
 )
 
 // Mutate switches off the given rules (tests only).

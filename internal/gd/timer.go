@@ -177,6 +177,7 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		var none tick.RangeSet
 		for _, ev := range evs {
 			ps.in.AcceptData(ev.Tick, ev, &none)
+			ps.cache.push(ev.Tick, ev)
 		}
 		// Silence fills the ticks around the logged events; it skips D ticks
 		// by design, so its contradiction count is meaningless here.
@@ -190,6 +191,10 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		for _, o := range ps.outs {
 			o.SentHi = h
 		}
+		// No local subscription exists before the first Step, so there is
+		// nothing to deliver below the doubt horizon.
+		ps.delivered = max(ps.delivered, ps.in.K.DoubtHorizon())
+		e.evict(ps)
 	}
 	return nil
 }

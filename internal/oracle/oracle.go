@@ -278,6 +278,10 @@ func (o *Oracle) firstMatch(l *pubLog, s *Session, lo, hi tick.Tick) *msg.Event 
 // prefixes and horizons never move back within one incarnation; P1: no
 // contradiction was ever joined).
 func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState, stats gd.Stats) {
+	if stats.FetchMisses > 0 || stats.FetchErrors > 0 {
+		// An evicted payload the log could not give back is a lost event.
+		o.fail("I9", "%s could not read %d evicted payloads back from its log (%d read errors)", node, stats.FetchMisses, stats.FetchErrors)
+	}
 	if stats.Contradictions > 0 {
 		o.fail("I7", "%s joined %d contradictory knowledge values: %s", node, stats.Contradictions, stats.FirstContradiction)
 	}

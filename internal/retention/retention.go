@@ -1,5 +1,8 @@
-// Package retention decides how much of a PHB's event log can be dropped.
-// An event is needed on disk until its pubend has released it (every
+// Package retention keeps track of a PHB's logged events: how much of the
+// event log can be dropped, and where to read an event back when a nack
+// needs a payload the engine evicted from memory (fetch.go).
+//
+// Dropping: an event is needed on disk until its pubend has released it (every
 // downstream acked it: the non-durable release point, MODEL.md I10). Below
 // the first unreleased event, the log's only other content — high-water
 // marks and the publishers remembered for deduplication — is summarised by
@@ -18,9 +21,11 @@ import (
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
-// Tracker remembers the log index of every event record not yet released.
+// Tracker remembers the log index of every event record not yet released,
+// and a sparse tick index per pubend for fetching events back.
 type Tracker struct {
-	q []entry
+	q     []entry
+	ticks map[msg.PubendID]*tickIndex
 }
 
 type entry struct {
@@ -33,6 +38,15 @@ type entry struct {
 func (t *Tracker) Appended(index uint64, r msg.Record) {
 	if r.Event != nil {
 		t.q = append(t.q, entry{index, r.Pubend, r.Event.Tick})
+		if t.ticks == nil {
+			t.ticks = map[msg.PubendID]*tickIndex{}
+		}
+		x := t.ticks[r.Pubend]
+		if x == nil {
+			x = &tickIndex{}
+			t.ticks[r.Pubend] = x
+		}
+		x.note(r.Event.Tick, index)
 	}
 }
 
@@ -46,10 +60,14 @@ func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64
 		n++
 	}
 	t.q = append(t.q[:0], t.q[n:]...)
+	cut := next
 	if len(t.q) > 0 {
-		return t.q[0].index
+		cut = t.q[0].index
 	}
-	return next
+	for _, x := range t.ticks {
+		x.dropBelow(cut)
+	}
+	return cut
 }
 
 // Pending returns the number of unreleased events tracked.

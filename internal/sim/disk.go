@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/vfs"
@@ -81,6 +82,15 @@ func (d *disk) sync(recs []msg.Record) error {
 		d.tr.Appended(d.first+uint64(i), r)
 	}
 	return nil
+}
+
+// fetch reads a pubend's events back from the log (gd.Fetch).
+func (d *disk) fetch(f gd.Fetch) ([]*msg.Event, error) {
+	from := make([]uint64, len(f.Ranges))
+	for i, r := range f.Ranges {
+		from[i] = d.tr.FetchStart(f.Pubend, r.Lo)
+	}
+	return retention.Fetch(d.log, f.Pubend, f.Ranges, from)
 }
 
 // failNextSync makes the next fsync of the log fail.

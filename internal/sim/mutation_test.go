@@ -24,6 +24,7 @@ func TestOracleBites(t *testing.T) {
 		{"reuse ticks after restart", gd.MutReuseTicks, []string{"I9"}, "swarm", []string{FaultCrash, FaultDrift}},
 		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}},
 		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}},
+		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}},
 	}
 	const maxSeeds = 60
 	for _, c := range cases {

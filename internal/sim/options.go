@@ -79,6 +79,10 @@ type plan struct {
 	lossProb    float64
 	subscribers int
 	diskLatency time.Duration
+	// cacheBytes overrides Config.PubendCacheBytes when non-zero: small
+	// caches make the PHB evict payloads and read them back from its log
+	// to answer nacks.
+	cacheBytes int64
 }
 
 func (p plan) String() string {
@@ -88,8 +92,12 @@ func (p plan) String() string {
 			on = append(on, f)
 		}
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers)
+	cache := "default"
+	if p.cacheBytes > 0 {
+		cache = fmt.Sprintf("%d B", p.cacheBytes)
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache)
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {
@@ -131,5 +139,10 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	}
 	p.subscribers = 1 + rng.IntN(50)
 	p.diskLatency = time.Duration(100+rng.IntN(3000)) * time.Microsecond
+	// The payload cache came after the first release: its own sub-seed.
+	cacheRng := rand.New(rand.NewPCG(o.Seed, 0x6361636865)) // "cache"
+	if cacheRng.IntN(2) == 0 {
+		p.cacheBytes = int64(64 << cacheRng.IntN(9)) // 64 B … 16 KiB
+	}
 	return p, nil
 }

@@ -25,6 +25,8 @@ type Result struct {
 	Trimmed    uint64 // log records dropped by retention
 	// FsyncFailures: injected fsync failures that stopped a PHB mid-batch.
 	FsyncFailures int
+	// Fetches: payloads read back from a PHB's log to answer nacks.
+	Fetches int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -71,7 +73,7 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
-		FsyncFailures: w.fsyncFailures}
+		FsyncFailures: w.fsyncFailures, Fetches: w.fetches}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {

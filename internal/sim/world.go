@@ -40,6 +40,8 @@ type world struct {
 	steps  int
 	// fsyncFailures counts injected fsync failures that stopped a PHB.
 	fsyncFailures int
+	// fetches counts payload reads from a PHB's log (gd.Fetch).
+	fetches int
 }
 
 type node struct {
@@ -103,7 +105,11 @@ func (w *world) localNow(n *node) tick.Time {
 }
 
 func (w *world) newEngine(n *node) {
-	eng, err := gd.New(n.id, w.opts.Config, n.routes)
+	cfg := w.opts.Config
+	if w.plan.cacheBytes > 0 {
+		cfg.PubendCacheBytes = w.plan.cacheBytes
+	}
+	eng, err := gd.New(n.id, cfg, n.routes)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %v", err))
 	}
@@ -142,6 +148,10 @@ func (w *world) drain(n *node) {
 			inc := n.inc
 			w.after(w.plan.diskLatency, func() { w.synced(n, inc) })
 		}
+		for _, f := range rd.Fetch {
+			inc := n.inc
+			w.after(w.plan.diskLatency, func() { w.fetch(n, inc, f) })
+		}
 	}
 	w.orc.CheckStreams(n.id, n.inc, n.eng.Inspect(), n.eng.Stats())
 }
@@ -174,6 +184,17 @@ func (w *world) synced(n *node, inc int) {
 	}
 	n.eng.Advance(rd)
 	w.drain(n)
+}
+
+// fetch reads events back from a PHB's log for its engine (gd.Fetch), one
+// disk latency after the engine asked, unless the PHB crashed meanwhile.
+func (w *world) fetch(n *node, inc int, f gd.Fetch) {
+	if !n.up || n.inc != inc {
+		return
+	}
+	evs, err := n.disk.fetch(f)
+	w.fetches++
+	w.step(n, gd.Fetched{Pubend: f.Pubend, Events: evs, Err: err})
 }
 
 func (w *world) transmit(env msg.Envelope) {

@@ -70,8 +70,13 @@ func (o *Ostream) SetFilter(f match.Filter, from, final tick.Tick) {
 func (o *Ostream) ResetFilter() { o.filters = nil }
 
 // Passes reports whether ev passes the filter edge (nil filter: pass all).
+//
+// An event whose payload the pubend evicted from memory (ev == nil) may
+// pass: callers that need the answer to render knowledge fetch the payload
+// first; for acks, "may pass" keeps the tick curious until acked, the safe
+// side.
 func Passes(f match.Filter, ev *msg.Event) bool {
-	return f == nil || f.Match(ev.Topic, ev.Props)
+	return f == nil || ev == nil || f.Match(ev.Topic, ev.Props)
 }
 
 // Anti reports whether t is anti-curious at this ostream: acked by c, or

@@ -151,6 +151,22 @@ func (k *Knowledge[V]) AddData(t Tick, v V) (added, conflict bool) {
 	return true, false
 }
 
+// SetValue replaces the value of the D tick t and reports whether t is D.
+// The knowledge itself does not change: a cache can drop a payload (store
+// the zero value) and put it back later without moving t on the lattice
+// (MODEL.md I8, P12).
+func (k *Knowledge[V]) SetValue(t Tick, v V) bool {
+	if t <= k.final {
+		return false
+	}
+	i := k.first(t)
+	if i < len(k.runs) && k.runs[i].lo <= t && k.runs[i].d {
+		k.runs[i].v = v
+		return true
+	}
+	return false
+}
+
 // SetFinal raises the final prefix to t (L on every tick <= t) and drops what
 // lies below it. It reports whether the prefix moved.
 func (k *Knowledge[V]) SetFinal(t Tick) bool {

@@ -100,6 +100,12 @@ func (s *RangeSet) RemoveBelow(t Tick) {
 	}
 }
 
+// Covers reports whether every tick of r is in the set.
+func (s *RangeSet) Covers(r Range) bool {
+	i := s.first(r.Lo)
+	return i < len(s.rs) && s.rs[i].Lo <= r.Lo && s.rs[i].Hi >= r.Hi
+}
+
 // Visit calls fn for each part of the set inside r, in ascending order.
 func (s *RangeSet) Visit(r Range, fn func(Range)) {
 	if r.Empty() {

@@ -1,0 +1,173 @@
+package gd
+
+import (
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// The pubend's payload cache: bounded memory at the PHB (issue 3).
+//
+// Every logged event stays D in the pubend's istream until it is released
+// (L), which can take as long as the slowest downstream needs. Its payload
+// need not stay in memory all that time, since the event log holds it. Once
+// first-time knowledge has gone to every downstream, a payload is needed
+// again only to answer a nack. The engine therefore keeps at most
+// Config.PubendCacheBytes of payloads per pubend, dropping the oldest.
+// When a nack reaches a dropped one, the engine parks the nack and asks the
+// runtime to read the events back from the log (Ready.Fetch); the Fetched
+// input brings them back, and the parked nacks are answered.
+//
+// The tick stays D throughout. Only the payload leaves memory, so knowledge
+// never moves down the lattice (MODEL.md I8; P12 is the same choice for IB
+// caches).
+
+// Fetch asks the runtime to read the logged events of Pubend with ticks in
+// Ranges back from the event log and return them in a Fetched input.
+type Fetch struct {
+	Pubend msg.PubendID
+	Ranges []tick.Range
+}
+
+// Fetched returns what a Fetch read: every logged event of Pubend in the
+// requested ranges that the log still holds. Err says the read failed; the
+// parked nacks are then dropped, and downstream nacks again.
+type Fetched struct {
+	Pubend msg.PubendID
+	Events []*msg.Event
+	Err    error
+}
+
+func (Fetched) isInput() {}
+
+type payloadCache struct {
+	fifo     []cached // ticks whose payload is in memory, oldest first
+	head     int      // fifo[:head] were evicted or released
+	bytes    int64    // payload bytes of fifo[head:]
+	parked   []parkedNack
+	fetching bool          // a Fetch is out; parked nacks wait for it
+	asked    tick.RangeSet // the ranges of the Fetch out
+	returned tick.RangeSet // the ranges of the Fetch just returned
+}
+
+type cached struct {
+	t    tick.Tick
+	size int64
+}
+
+type parkedNack struct {
+	from msg.NodeID
+	r    tick.Range
+}
+
+func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
+	sz := int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
+	c.fifo = append(c.fifo, cached{t, sz})
+	c.bytes += sz
+}
+
+// evict drops the oldest payloads while the cache is over budget. Only
+// payloads that every ostream has had first-time (at or below its SentHi)
+// and that local delivery has passed can go: nothing but a nack needs them
+// after that. Entries for released ticks just leave the accounting.
+func (e *Engine) evict(ps *pstream) {
+	c := &ps.cache
+	limit := ps.delivered
+	for _, o := range ps.outs {
+		limit = min(limit, o.SentHi)
+	}
+	final := ps.in.K.Final()
+	for c.head < len(c.fifo) {
+		x := c.fifo[c.head]
+		if x.t > final && (c.bytes <= e.cfg.PubendCacheBytes || x.t > limit) {
+			break
+		}
+		c.head++
+		c.bytes -= x.size
+		if x.t > final && ps.in.K.SetValue(x.t, nil) {
+			e.stats.Evicted++
+		}
+	}
+	if c.head > len(c.fifo)/2 {
+		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)
+		c.head = 0
+	}
+}
+
+// missing returns the D ticks in r whose payload was evicted.
+func missing(ps *pstream, r tick.Range) []tick.Range {
+	var out []tick.Range
+	ps.in.K.Visit(r, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
+		if k == tick.D && ev == nil {
+			if n := len(out); n > 0 && out[n-1].Hi+1 == p.Lo {
+				out[n-1].Hi = p.Hi
+			} else {
+				out = append(out, p)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// park holds a nack that needs evicted payloads and asks for them, one Fetch
+// per pubend at a time.
+func (e *Engine) park(ps *pstream, from msg.NodeID, r tick.Range, need []tick.Range) {
+	c := &ps.cache
+	c.parked = append(c.parked, parkedNack{from, r})
+	if !c.fetching {
+		c.fetching = true
+		c.asked.Clear()
+		for _, r := range need {
+			c.asked.Add(r)
+		}
+		e.out.Fetch = append(e.out.Fetch, Fetch{Pubend: ps.id, Ranges: need})
+		e.stats.Fetches++
+	}
+}
+
+// onFetched puts the read payloads back and answers the parked nacks.
+// Payloads that are back count against the budget again and leave at the
+// next eviction.
+func (e *Engine) onFetched(f Fetched) {
+	ps := e.byPubend[f.Pubend]
+	if ps == nil || ps.pub == nil {
+		return
+	}
+	c := &ps.cache
+	c.fetching = false
+	// Replaying a parked nack may park it again and send the next Fetch,
+	// which resets asked: judge misses against what this Fetch covered.
+	c.returned.Clear()
+	for _, r := range c.asked.Ranges() {
+		c.returned.Add(r)
+	}
+	parked := c.parked
+	c.parked = nil
+	if f.Err != nil {
+		e.stats.FetchErrors++
+		return
+	}
+	for _, ev := range f.Events {
+		if k, v := ps.in.K.Get(ev.Tick); k == tick.D && v == nil && ev.Pubend == ps.id {
+			ps.in.K.SetValue(ev.Tick, ev)
+			c.push(ev.Tick, ev)
+		}
+	}
+	for _, p := range parked {
+		if o := ps.out(p.from); o != nil {
+			e.answerNack(ps, o, p.from, p.r, true)
+		}
+	}
+}
+
+// fetchedAll reports whether every range in need was part of the Fetch that
+// just returned: then a payload still missing is one the log does not hold.
+// Otherwise it was evicted after that Fetch left, and another is due.
+func (c *payloadCache) fetchedAll(need []tick.Range) bool {
+	for _, r := range need {
+		if !c.returned.Covers(r) {
+			return false
+		}
+	}
+	return true
+}
