@@ -23,7 +23,7 @@ func commands() map[string]command {
 		"broker": {"run one broker of a network: --config FILE --id ID", runBroker},
 		"pub":    {"publish events: --connect ADDR --topic T --prop k=v --count N", runPub},
 		"sub":    {"subscribe and print events: --connect ADDR --topic PATTERN [--json]", runSub},
-		"bench":  {"benchmark workloads side by side with peers (arrives with the benchmark issue)", notYet("bench")},
+		"bench":  {"benchmark workloads side by side with NATS: --workload NAME --peer nats --json", runBench},
 	}
 }
 

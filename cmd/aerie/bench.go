@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/bench"
+)
+
+// runBench implements `aerie bench`: named workloads against an in-process
+// aerie network and, with --peer nats (a binary built with -tags
+// natspeer), the same workloads against an embedded NATS server.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aerie bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workload := fs.String("workload", "all", "workload: "+strings.Join(bench.Workloads, ", ")+", or all (comma-separated list allowed)")
+	peer := fs.String("peer", "", "also run the workloads against this peer: nats (needs a binary built with -tags natspeer)")
+	duration := fs.Duration("duration", 0, "publishing time per point and run (default 10s; 1.5s with --quick)")
+	runs := fs.Int("runs", 0, "repetitions per point; the median and range are reported (default 3; 1 with --quick)")
+	asJSON := fs.Bool("json", false, "write one JSON object per (workload, system) to stdout instead of tables")
+	plots := fs.String("plots", "", "write PNG plots (bench-*.png) into this directory")
+	quick := fs.Bool("quick", false, "a few seconds per workload, small sizes (CI smoke)")
+	size := fs.Int("size", 256, "payload bytes")
+	rates := fs.String("rates", "1000,10000", "latency workload's fixed rates, msgs/s")
+	fanout := fs.String("fanout", "", "fanout workload's subscriber counts (default 100,1000,4000,16000; 10,50 with --quick)")
+	selective := fs.Int("selective-subs", 0, "selective workload's subscribers (default 1000; 50 with --quick)")
+	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
+	catchRate := fs.Int("catchup-rate", 2000, "catchup workload's publish rate, msgs/s")
+	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "aerie bench: unexpected arguments %v\n", fs.Args())
+		return 2
+	}
+	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
+		Size: *size, Selective: *selective, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Progress: stderr}
+	var err error
+	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {
+		o.FanoutN, err = ints(*fanout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie bench: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+	rep, err := bench.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie bench: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		if err := bench.WriteJSON(stdout, rep); err != nil {
+			fmt.Fprintf(stderr, "aerie bench: %v\n", err)
+			return 1
+		}
+	} else {
+		bench.WriteTables(stdout, rep)
+	}
+	if *plots != "" {
+		files, err := bench.WritePlots(*plots, rep)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie bench: plots: %v\n", err)
+			return 1
+		}
+		for _, f := range files {
+			fmt.Fprintf(stderr, "bench: wrote %s\n", f)
+		}
+	}
+	fmt.Fprintf(stderr, "bench: done in %s\n", time.Since(began).Round(time.Second))
+	for _, r := range rep.Results {
+		if r.Err != "" {
+			return 1 // a failed run is a failed report, even if the tables are written
+		}
+	}
+	return 0
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

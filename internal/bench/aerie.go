@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/faultnet"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// aerieWindow bounds a publisher's unacknowledged publishes, the same for
+// every system so their pipelines are equally deep.
+const aerieWindow = 1024
+
+var benchPubends = []msg.PubendID{"P1", "P2", "P3", "P4"}
+
+// AerieFactory starts aerie networks: PHB p1 (pubends P1–P4, fsync before
+// ack) → IB b1 → SHB s1, or the single broker p1, in this process over
+// loopback TCP.
+func AerieFactory() Factory {
+	return Factory{System: SysAerie, Durable: true, Start: startAerie}
+}
+
+// aerieNet is one running network; it owns its brokers' goroutines.
+type aerieNet struct {
+	subBuf  int
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errs    chan error
+	nodes   []*broker.Node
+	pubAddr string
+	subAddr string
+	proxy   *faultnet.Proxy
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	clients []*client.Client
+}
+
+func routes(up msg.NodeID, down ...msg.NodeID) []gd.Route {
+	rs := make([]gd.Route, 0, len(benchPubends))
+	for _, p := range benchPubends {
+		rs = append(rs, gd.Route{Pubend: p, Up: up, Down: down})
+	}
+	return rs
+}
+
+func startAerie(ctx context.Context, topo Topology, dir string) (Target, error) {
+	runCtx, cancel := context.WithCancel(context.Background())
+	a := &aerieNet{subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := gd.DefaultConfig()
+	const lo = "127.0.0.1:0"
+	var err error
+	if !topo.Hops3 {
+		p1, err := a.start(ctx, runCtx, broker.Options{ID: "p1", Routes: routes(""), GD: cfg, Listen: lo, Clients: lo,
+			DataDir: filepath.Join(dir, "p1"), SubscriberQueue: 1 << 20})
+		if err != nil {
+			return nil, a.closeWith(err)
+		}
+		a.pubAddr, a.subAddr = p1.ClientAddr(), p1.ClientAddr()
+		return a, nil
+	}
+	p1, err := a.start(ctx, runCtx, broker.Options{ID: "p1", Routes: routes("", "b1"), GD: cfg, Listen: lo, Clients: lo,
+		DataDir: filepath.Join(dir, "p1")})
+	if err != nil {
+		return nil, a.closeWith(err)
+	}
+	b1, err := a.start(ctx, runCtx, broker.Options{ID: "b1", Routes: routes("p1", "s1"), GD: cfg, Listen: lo,
+		Upstreams: map[msg.NodeID]string{"p1": p1.BrokerAddr()}})
+	if err != nil {
+		return nil, a.closeWith(err)
+	}
+	up := b1.BrokerAddr()
+	if topo.Cuttable {
+		if a.proxy, err = faultnet.Listen(runCtx, up); err != nil {
+			return nil, a.closeWith(fmt.Errorf("bench: fault proxy: %w", err))
+		}
+		up = a.proxy.Addr()
+	}
+	s1, err := a.start(ctx, runCtx, broker.Options{ID: "s1", Routes: routes("b1"), GD: cfg, Listen: lo, Clients: lo,
+		Upstreams: map[msg.NodeID]string{"b1": up}, SubscriberQueue: 1 << 20})
+	if err != nil {
+		return nil, a.closeWith(err)
+	}
+	a.pubAddr, a.subAddr = p1.ClientAddr(), s1.ClientAddr()
+	return a, nil
+}
+
+// start runs one broker under runCtx and waits until it listens.
+func (a *aerieNet) start(ctx, runCtx context.Context, o broker.Options) (*broker.Node, error) {
+	o.Logger = a.log
+	node, err := broker.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("bench: broker %s: %w", o.ID, err)
+	}
+	done := make(chan struct{})
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		defer close(done)
+		if err := node.Run(runCtx); err != nil {
+			a.errs <- fmt.Errorf("broker %s: %w", o.ID, err)
+		}
+	}()
+	select {
+	case <-node.Listening():
+	case <-done:
+		return nil, fmt.Errorf("bench: broker %s stopped while starting: %w", o.ID, <-a.errs)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	a.nodes = append(a.nodes, node)
+	return node, nil
+}
+
+func (a *aerieNet) System() string { return SysAerie }
+func (a *aerieNet) Durable() bool  { return true }
+
+func (a *aerieNet) dial(ctx context.Context, addr string, o client.Options) (*client.Client, error) {
+	o.Logger = a.log
+	c, err := client.Dial(ctx, addr, o)
+	if err != nil {
+		return nil, fmt.Errorf("bench: dial %s: %w", addr, err)
+	}
+	a.mu.Lock()
+	a.clients = append(a.clients, c)
+	a.mu.Unlock()
+	return c, nil
+}
+
+func (a *aerieNet) Publisher(ctx context.Context, idx int) (Publisher, error) {
+	c, err := a.dial(ctx, a.pubAddr, client.Options{ID: fmt.Sprintf("bench-pub-%d", idx),
+		Pubend: string(benchPubends[idx%len(benchPubends)]), MaxInflight: aerieWindow})
+	if err != nil {
+		return nil, err
+	}
+	p := &aeriePub{c: c, idx: uint32(idx), acks: make(chan (<-chan client.Result), aerieWindow), done: make(chan struct{})}
+	go p.collectAcks()
+	return p, nil
+}
+
+func (a *aerieNet) Subscribe(ctx context.Context, f Filter, fn func(Delivery)) (Sub, error) {
+	c, err := a.dial(ctx, a.subAddr, client.Options{SubscriptionBuffer: a.subBuf})
+	if err != nil {
+		return nil, err
+	}
+	sel := ""
+	if f.Keyed {
+		sel = fmt.Sprintf("k = %d", f.Key)
+	}
+	s, err := c.SubscribeSelector(ctx, "bench.>", sel)
+	if err != nil {
+		return nil, fmt.Errorf("bench: subscribe: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range s.Events() {
+			d, err := decodePayload(ev.Payload, time.Now().UnixNano())
+			if err != nil {
+				continue // not ours; the checker counts only what it knows
+			}
+			fn(d)
+		}
+	}()
+	return &aerieSub{s: s, done: done}, nil
+}
+
+func (a *aerieNet) Outage(cut bool) error {
+	if a.proxy == nil {
+		return fmt.Errorf("bench: outage needs a Cuttable topology: %w", errUnsupported)
+	}
+	if cut {
+		a.proxy.Set(faultnet.Cut)
+	} else {
+		a.proxy.Set(faultnet.Pass)
+	}
+	return nil
+}
+
+func (a *aerieNet) closeWith(err error) error {
+	a.Close()
+	return err
+}
+
+// Close closes the clients, then stops the brokers and waits for them.
+func (a *aerieNet) Close() error {
+	a.mu.Lock()
+	cs := a.clients
+	a.clients = nil
+	a.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+	}
+	a.cancel()
+	a.wg.Wait()
+	select {
+	case err := <-a.errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+type aerieSub struct {
+	s    *client.Subscription
+	done chan struct{}
+}
+
+func (s *aerieSub) Close() error {
+	s.s.Close()
+	<-s.done
+	return nil
+}
+
+// aeriePub publishes asynchronously; a collector goroutine takes the acks
+// in order, so Finish knows when the last one is durable.
+type aeriePub struct {
+	c    *client.Client
+	idx  uint32
+	acks chan (<-chan client.Result)
+	done chan struct{}
+	err  error // set by collectAcks before done closes
+}
+
+func (p *aeriePub) collectAcks() {
+	defer close(p.done)
+	for ch := range p.acks {
+		if r := <-ch; r.Err != nil && p.err == nil {
+			p.err = r.Err
+		}
+	}
+}
+
+func (p *aeriePub) Publish(ctx context.Context, m Msg) error {
+	ch, err := p.c.PublishAsync(client.Message{Topic: "bench.t", Props: map[string]any{"k": int64(m.Key)},
+		Payload: encodePayload(p.idx, m)})
+	if err != nil {
+		return fmt.Errorf("bench: publish %d: %w", m.Seq, err)
+	}
+	select {
+	case p.acks <- ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *aeriePub) Finish(ctx context.Context) error {
+	close(p.acks)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return fmt.Errorf("bench: waiting for acks: %w", ctx.Err())
+	}
+	if p.err != nil {
+		return fmt.Errorf("bench: publish failed: %w", p.err)
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuickSmoke runs every aerie workload briefly and checks the results
+// are sane: everything published is delivered exactly once, in order per
+// pubend, and the percentiles are there. Speed is never asserted: CI
+// machines are shared.
+func TestQuickSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real brokers for several seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	rep, err := Run(ctx, Options{Quick: true, Duration: time.Second, Dir: t.TempDir(), Progress: &progress})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	t.Log(progress.String())
+	if rep.Machine.GroupCommitPerS <= 0 || rep.Machine.FsyncP50us <= 0 || rep.Machine.LoopbackMBPerSec <= 0 {
+		t.Errorf("machine limits missing: %+v", rep.Machine)
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		seen[r.Workload] = true
+		if r.Workload == "overhead" {
+			continue
+		}
+		name := r.Workload + "/" + r.Point + "/" + r.System
+		if r.Err != "" || r.Runs == 0 {
+			t.Errorf("%s: failed: %s", name, r.Err)
+			continue
+		}
+		if r.Published == 0 || r.Delivered != r.Expected || r.Dups != 0 || r.Gaps != 0 {
+			t.Errorf("%s: published %d, delivered %d of %d expected, %d dups, %d gaps", name, r.Published, r.Delivered, r.Expected, r.Dups, r.Gaps)
+		}
+		if r.MsgsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 || r.P999 < r.P99 || r.CPUPerMillion <= 0 {
+			t.Errorf("%s: implausible figures %+v", name, r)
+		}
+	}
+	for _, w := range Workloads {
+		if !seen[w] {
+			t.Errorf("workload %s missing from the report", w)
+		}
+	}
+}

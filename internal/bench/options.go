@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Workload names, in report order.
+var Workloads = []string{"throughput", "latency", "fanout", "selective", "catchup", "overhead"}
+
+// Options configure a bench run.
+type Options struct {
+	Workloads []string      // names from Workloads
+	Peer      string        // "" or "nats"
+	Duration  time.Duration // publishing time per point and run
+	Runs      int           // repetitions per point (median and range reported)
+	Quick     bool          // CI smoke: small sizes, short runs
+	Size      int           // payload bytes (default 256)
+	Rates     []int         // latency workload's fixed rates (msgs/s)
+	FanoutN   []int         // subscriber connection counts
+	Selective int           // subscribers in the selective workload
+	Outage    time.Duration // catch-up workload's outage
+	CatchRate int           // catch-up workload's publish rate (msgs/s)
+	Dir       string        // scratch directory for data (default: a temporary one)
+	Progress  io.Writer     // progress lines (stderr); nil for none
+}
+
+// withDefaults fills what is unset; quick shrinks everything for CI.
+func (o Options) withDefaults() (Options, error) {
+	if len(o.Workloads) == 0 || slices.Contains(o.Workloads, "all") {
+		o.Workloads = slices.Clone(Workloads)
+	}
+	for _, w := range o.Workloads {
+		if !slices.Contains(Workloads, w) {
+			return o, fmt.Errorf("bench: unknown workload %q (have %v or all)", w, Workloads)
+		}
+	}
+	if o.Peer != "" && o.Peer != "nats" {
+		return o, fmt.Errorf("bench: unknown peer %q (have: nats)", o.Peer)
+	}
+	if o.Size == 0 {
+		o.Size = 256
+	}
+	if o.Size < headerLen {
+		return o, fmt.Errorf("bench: --size %d is below the %d-byte harness header", o.Size, headerLen)
+	}
+	if o.Runs <= 0 {
+		o.Runs = 3
+		if o.Quick {
+			o.Runs = 1
+		}
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+		if o.Quick {
+			o.Duration = 1500 * time.Millisecond
+		}
+	}
+	if len(o.Rates) == 0 {
+		o.Rates = []int{1000, 10000}
+	}
+	if len(o.FanoutN) == 0 {
+		o.FanoutN = []int{100, 1000, 4000, 16000}
+		if o.Quick {
+			o.FanoutN = []int{10, 50}
+		}
+	}
+	if o.Selective <= 0 {
+		o.Selective = 1000
+		if o.Quick {
+			o.Selective = 50
+		}
+	}
+	if o.Outage <= 0 {
+		o.Outage = 30 * time.Second
+		if o.Quick {
+			o.Outage = time.Second
+		}
+	}
+	if o.CatchRate <= 0 {
+		o.CatchRate = 2000
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return o, nil
+}

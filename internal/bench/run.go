@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+)
+
+// Report is everything one `aerie bench` run measured.
+type Report struct {
+	Started time.Time
+	Elapsed time.Duration
+	Options Options
+	Machine Machine
+	Results []Result
+}
+
+// Run measures the machine's limits, then every selected workload against
+// aerie and, with Peer "nats", the NATS systems, interleaving the systems
+// run by run so drift on a shared machine hits them alike.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	facts := []Factory{AerieFactory()}
+	if o.Peer == "nats" {
+		nf, err := NATSFactories()
+		if err != nil {
+			return nil, err
+		}
+		facts = append(facts, nf...)
+	}
+	if o.Dir == "" {
+		d, err := os.MkdirTemp("", "aerie-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("bench: scratch directory: %w", err)
+		}
+		defer os.RemoveAll(d)
+		o.Dir = d
+	}
+	rep := &Report{Started: time.Now(), Options: o}
+	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback) …\n")
+	if rep.Machine, err = MeasureMachine(ctx, o.Dir, o.Quick); err != nil {
+		return nil, err
+	}
+	for _, w := range o.Workloads {
+		if w == "overhead" {
+			rep.Results = append(rep.Results, overheadPlaceholder())
+			continue
+		}
+		for _, p := range points(w, o) {
+			for _, r := range runPoint(ctx, o, w, p, facts) {
+				rep.Results = append(rep.Results, r)
+			}
+			if err := ctx.Err(); err != nil {
+				return rep, err
+			}
+		}
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	return rep, nil
+}
+
+// runPoint repeats one point o.Runs times for every system.
+func runPoint(ctx context.Context, o Options, w string, p point, facts []Factory) []Result {
+	runs := make([][]runResult, len(facts))
+	errs := make([]error, len(facts))
+	for i := 1; i <= o.Runs; i++ {
+		for j, f := range facts {
+			if errors.Is(errs[j], errUnsupported) || ctx.Err() != nil {
+				continue
+			}
+			fmt.Fprintf(o.Progress, "bench: %s %s %s run %d/%d …", w, p.label, f.System, i, o.Runs)
+			r, err := runOnce(ctx, o, f, p)
+			if err != nil {
+				fmt.Fprintf(o.Progress, " failed: %v\n", err)
+				errs[j] = err
+				continue
+			}
+			fmt.Fprintf(o.Progress, " %.0f msgs/s, p50 %.0f µs, p99 %.0f µs, %.2f CPU-s/M, %d/%d delivered\n",
+				r.MsgsPerSec, r.P50, r.P99, r.CPUPerMillion, r.Delivered, r.Expected)
+			runs[j] = append(runs[j], r)
+		}
+	}
+	out := make([]Result, 0, len(facts))
+	for j, f := range facts {
+		res := Result{Workload: w, System: f.System, Point: p.label, Durable: f.Durable, Note: p.note, headline: p.headline}
+		res.aggregate(runs[j])
+		switch {
+		case errors.Is(errs[j], errUnsupported):
+			res.Note = "not applicable: " + errs[j].Error()
+		case errs[j] != nil:
+			res.Err = errs[j].Error()
+		}
+		if !f.Durable && f.System == SysJetStreamDef {
+			res.Note += " [not durable: acks before fsync]"
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, error) {
+	dir, err := os.MkdirTemp(o.Dir, "run-")
+	if err != nil {
+		return runResult{}, fmt.Errorf("bench: run directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	runtime.GC() // start every run from a collected heap, not the last run's garbage
+	t, err := f.Start(ctx, p.topo, dir)
+	if err != nil {
+		return runResult{}, err
+	}
+	r, err := drive(ctx, t, p.spec)
+	if cerr := t.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("bench: closing %s: %w", f.System, cerr)
+	}
+	return r, err
+}
+
+// overheadPlaceholder stands in for the GD-vs-best-effort workload until
+// the broker has a best-effort mode.
+func overheadPlaceholder() Result {
+	return Result{Workload: "overhead", System: SysAerieBestEffort, Point: "-", headline: true,
+		Note: "awaits broker.Options.BestEffort (no logging, no NACK/ACK); not measured yet"}
+}

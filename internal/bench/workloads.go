@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// point is one measurement point of a workload (a topology and a load).
+type point struct {
+	label    string
+	topo     Topology
+	spec     loadSpec
+	note     string
+	headline bool // the point a JSON line leads with
+}
+
+// points lists a workload's measurement points.
+func points(name string, o Options) []point {
+	idle := 15 * time.Second
+	all := []Filter{{}}
+	switch name {
+	case "throughput":
+		s := loadSpec{subs: all, duration: o.Duration, size: o.Size, idle: idle}
+		return []point{
+			{label: "3hops", topo: Topology{Hops3: true}, spec: s, headline: true,
+				note: "1 pub → 1 sub through PHB → IB → SHB, as fast as a 1024-deep publish window allows"},
+			{label: "1broker", topo: Topology{}, spec: s, note: "1 pub → 1 sub on one broker"},
+		}
+	case "latency":
+		var ps []point
+		for i, r := range o.Rates {
+			ps = append(ps, point{label: fmt.Sprintf("rate=%d", r), topo: Topology{Hops3: true}, headline: i == len(o.Rates)-1,
+				spec: loadSpec{subs: all, rate: r, duration: o.Duration, size: o.Size, series: true, idle: idle},
+				note: "fixed schedule; latency from each message's intended send time (coordinated omission included)"})
+		}
+		return ps
+	case "fanout":
+		var ps []point
+		limit := fdLimit()
+		seen := map[int]bool{}
+		for i, n := range o.FanoutN {
+			note := fmt.Sprintf("%d subscriber connections at one SHB, 2 msgs/s each", n)
+			// Each in-process subscriber costs two descriptors (its end and
+			// the broker's), plus a margin for the brokers and logs.
+			if fit := (limit - 200) / 2; n > fit {
+				note = fmt.Sprintf("%d requested; the open-file limit (%d) fits %d connections with both ends in this process", n, limit, fit)
+				n = fit
+			}
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			subs := make([]Filter, n)
+			ps = append(ps, point{label: fmt.Sprintf("n=%d", n), topo: Topology{Hops3: true, SubBuffer: 64}, headline: i == len(o.FanoutN)-1,
+				spec: loadSpec{subs: subs, rate: 2, duration: max(o.Duration, 2*time.Second), size: o.Size, idle: idle}, note: note})
+		}
+		return ps
+	case "selective":
+		subs := make([]Filter, o.Selective)
+		for i := range subs {
+			subs[i] = Filter{Keyed: true, Key: i}
+		}
+		return []point{{label: fmt.Sprintf("subs=%d", o.Selective), topo: Topology{Hops3: true, SubBuffer: 1024}, headline: true,
+			spec: loadSpec{subs: subs, keys: o.Selective, duration: o.Duration, size: o.Size, idle: idle},
+			note: fmt.Sprintf("%d subscribers, each selecting k = i; k = seq mod %d, so each event matches one", o.Selective, o.Selective)}}
+	case "catchup":
+		warm := 2 * time.Second
+		if o.Quick {
+			warm = 500 * time.Millisecond
+		}
+		return []point{{label: fmt.Sprintf("outage=%s", o.Outage), topo: Topology{Hops3: true, Cuttable: true}, headline: true,
+			spec: loadSpec{subs: all, rate: o.CatchRate, size: o.Size, idle: idle + o.Outage, outage: &outageSpec{warm: warm, down: o.Outage}},
+			note: fmt.Sprintf("publishing %d msgs/s; the subscriber's path cut for %s", o.CatchRate, o.Outage)}}
+	}
+	return nil
+}
+
+// fdLimit is the soft open-file limit (the Go runtime raises it to the
+// hard limit at start-up).
+func fdLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	return int(min(rl.Cur, 1<<20))
+}
