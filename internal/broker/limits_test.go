@@ -307,3 +307,45 @@ func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestBestEffortMode: with BestEffort on every broker, events still flow
+// PHB → IB → SHB to matching subscribers in order, publishes are acked, and
+// nothing is written to the PHB's event log and no knowledge is kept: the
+// baseline of seed 000 §4.1.
+func TestBestEffortMode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := startNetWith(t, vfs.OS(), func(opts map[msg.NodeID]broker.Options) {
+		for id, o := range opts {
+			o.BestEffort = true
+			opts[id] = o
+		}
+	})
+	sub, err := n.dial("s1", client.Options{}).SubscribeSelector(ctx, ">", "seq <= 150")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := collect(t, sub)
+	pub := n.dial("p1", client.Options{ID: "pub-be", Pubend: "P1"})
+	_, all := publishAll(t, pub, 1, 300)
+	want := map[int64]bool{}
+	for k := range all {
+		if k <= 150 {
+			want[k] = true
+		}
+	}
+	c.waitFor(t, len(want), 20*time.Second)
+	c.check(t, want)
+	st, err := n.nodes["p1"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LogNext != 0 {
+		t.Fatalf("best-effort PHB wrote %d records to its event log", st.LogNext)
+	}
+	for _, s := range st.Streams {
+		if s.Runs != 0 {
+			t.Fatalf("best-effort PHB keeps knowledge for %s: %d runs", s.Pubend, s.Runs)
+		}
+	}
+}

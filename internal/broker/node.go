@@ -56,6 +56,11 @@ type Options struct {
 	SegmentBytes int64
 	// TrimInterval: how often released log segments are dropped (default 5s).
 	TrimInterval time.Duration
+	// BestEffort runs the broker without guaranteed delivery: nothing is
+	// logged, acked or repaired (gd.Config.BestEffort). Only for measuring
+	// what GD costs (aerie bench --workload overhead); every broker of a
+	// network must agree on it.
+	BestEffort bool
 	// SubscriberQueue bounds the frames queued to one client connection; a
 	// subscriber that falls further behind is disconnected with a reason it
 	// can see (seed 003 §1.1). Default 100000.
@@ -160,6 +165,9 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.GD == (gd.Config{}) {
 		opts.GD = gd.DefaultConfig()
+	}
+	if opts.BestEffort {
+		opts.GD.BestEffort = true
 	}
 	eng, err := gd.New(opts.ID, opts.GD, opts.Routes)
 	if err != nil {

@@ -79,6 +79,12 @@ type Config struct {
 	// pubend. Raise it to serve long catch-ups from memory; lower it to
 	// bound a PHB's memory when downstreams may stay away long.
 	PubendCacheBytes int64
+
+	// BestEffort switches guaranteed delivery off (besteffort.go): no log,
+	// no knowledge, no nacks or acks; events go down once and are lost if
+	// a link drops them. Default false. It is the baseline that seed 000
+	// §4.1 measures GD against; use it only to measure.
+	BestEffort bool
 }
 
 // DefaultConfig returns the seed's parameters (see each field).

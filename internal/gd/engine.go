@@ -227,6 +227,15 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 }
 
 func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
+	if e.cfg.BestEffort {
+		switch m := m.(type) {
+		case msg.Knowledge:
+			e.onKnowledgeBestEffort(from, m)
+			return nil
+		case msg.Nack, msg.Ack, msg.AckExpected:
+			return nil // none are sent in this mode
+		}
+	}
 	switch m := m.(type) {
 	case msg.Knowledge:
 		e.onKnowledge(from, m)

@@ -93,6 +93,10 @@ func (e *Engine) publish(m msg.Publish) {
 		e.toClient(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: fmt.Sprintf("pubend %q is not hosted at broker %s", m.Pubend, e.id)})
 		return
 	}
+	if e.cfg.BestEffort {
+		e.publishBestEffort(ps, m)
+		return
+	}
 	a := ps.pub.Assign(e.now, m)
 	if a.Event == nil {
 		e.stats.DuplicatePublishes++

@@ -12,6 +12,9 @@ import (
 // subscription-request retries.
 func (e *Engine) tick() {
 	for _, ps := range e.streams {
+		if e.cfg.BestEffort {
+			break // no stream timers: nothing is accumulated or repaired
+		}
 		if ps.pub != nil {
 			e.tickPubend(ps)
 		} else {

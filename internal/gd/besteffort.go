@@ -1,0 +1,52 @@
+package gd
+
+import (
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/stream"
+)
+
+// Best-effort mode (Config.BestEffort) is the baseline of seed 000 §4.1:
+// "no knowledge accumulation, curiosity propagation, message logging, or
+// retransmission; only sends downstream D tick messages". The pubend
+// assigns a tick and acks at once without logging; every broker forwards
+// each event down the edges whose filter it passes and hands it to the
+// local subscriptions it matches; nothing is remembered, so a lost message
+// is lost. Subscriptions still widen filters and get a start tick, as in GD,
+// so the two modes differ only in what guaranteed delivery costs. It exists
+// to measure that cost (aerie bench, workload "overhead"); no user should
+// run it for data that matters.
+
+// publishBestEffort: tick, ack, forward, deliver — no record, no fsync.
+func (e *Engine) publishBestEffort(ps *pstream, m msg.Publish) {
+	a := ps.pub.Assign(e.now, m)
+	if a.Event == nil {
+		e.stats.DuplicatePublishes++
+		e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.DupTick, Duplicate: true})
+		return
+	}
+	ps.pub.MadeDurable(a.Event) // nothing to wait for: drop it from Pending
+	ps.pub.Announced = a.Event.Tick
+	e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick})
+	e.forwardBestEffort(ps, a.Event)
+}
+
+// onKnowledgeBestEffort passes an event on; silence and finals carry
+// nothing in this mode.
+func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
+	ps := e.byPubend[m.Pubend]
+	if ps == nil || ps.pub != nil || from != ps.up || m.Event == nil {
+		return
+	}
+	e.forwardBestEffort(ps, m.Event)
+}
+
+func (e *Engine) forwardBestEffort(ps *pstream, ev *msg.Event) {
+	for _, o := range ps.outs {
+		if stream.Passes(o.FilterAt(ev.Tick), ev) {
+			e.send(o.Down, msg.Knowledge{Pubend: ps.id, Start: ev.Tick, VTick: ev.Tick, End: ev.Tick, Event: ev})
+		}
+	}
+	if len(ps.subs) > 0 {
+		e.deliverEvent(ps, ev)
+	}
+}
