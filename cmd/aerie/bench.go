@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +35,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	selective := fs.Int("selective-subs", 0, "selective workload's subscribers (default 1000; 50 with --quick)")
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
 	catchRate := fs.Int("catchup-rate", 2000, "catchup workload's publish rate, msgs/s")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -57,6 +59,14 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *cpuprofile != "" {
+		stopProf, err := startCPUProfile(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie bench: %v\n", err)
+			return 1
+		}
+		defer stopProf()
+	}
 	began := time.Now()
 	rep, err := bench.Run(ctx, o)
 	if err != nil {
@@ -88,6 +98,23 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// startCPUProfile profiles the whole process (brokers, clients and the
+// harness alike) until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func ints(s string) ([]int, error) {

@@ -89,6 +89,13 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 			seq--
 			break
 		}
+		// A system that cannot sustain the fixed rate falls behind the
+		// schedule; stop at the end of the wall-clock window rather than
+		// let the run stretch, and report the shortfall.
+		if interval > 0 && s.outage == nil && time.Now().After(end) {
+			seq--
+			break
+		}
 		if s.outage != nil {
 			if !cut && !intended.Before(cutAt) {
 				if err := t.Outage(true); err != nil {
@@ -152,6 +159,9 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	r.P50 = float64(coll.hist.ValueAtQuantile(50))
 	r.P99 = float64(coll.hist.ValueAtQuantile(99))
 	r.P999 = float64(coll.hist.ValueAtQuantile(99.9))
+	if s.rate > 0 && s.outage == nil {
+		r.Extra["scheduled"] = float64(int64(s.duration / interval))
+	}
 	if s.outage != nil {
 		if caught == 0 {
 			return r, fmt.Errorf("never caught up after the outage (%d of %d delivered)", coll.delivered, expected)

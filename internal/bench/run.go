@@ -96,6 +96,12 @@ func runPoint(ctx context.Context, o Options, w string, p point, facts []Factory
 		case errs[j] != nil:
 			res.Err = errs[j].Error()
 		}
+		for _, r := range runs[j] {
+			if sch := r.Extra["scheduled"]; sch > 0 && float64(r.Published) < 0.99*sch {
+				res.Note += fmt.Sprintf(" [could not sustain the rate: published %d of %.0f scheduled in a run]", r.Published, sch)
+				break
+			}
+		}
 		if !f.Durable && f.System == SysJetStreamDef {
 			res.Note += " [not durable: acks before fsync]"
 		}
