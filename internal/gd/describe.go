@@ -24,7 +24,7 @@ func (e *Engine) Describe() string {
 		for _, o := range ps.outs {
 			f := "all"
 			if d := e.downs[o.Down]; d != nil && d.filter != nil {
-				f = strings.Join(d.filter.Patterns(), ",")
+				f = d.filter.String()
 				if d.filter.IsAll() {
 					f = "all(reported)"
 				}

@@ -281,9 +281,23 @@ func (h *harness) run(td *datadriven.TestData) {
 		}
 		h.seqs[pub] = max(h.seqs[pub], seq)
 		m := msg.Publish{Pubend: msg.PubendID(arg(1)), Publisher: pub, Seq: seq, Topic: args["topic"]}
+		for _, a := range td.CmdArgs {
+			if a.Key != "props" {
+				continue
+			}
+			m.Props = map[string]any{}
+			for _, kv := range a.Vals { // props=(k:v,...): integers, else strings
+				k, v, _ := strings.Cut(kv, ":")
+				if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+					m.Props[k] = i
+				} else {
+					m.Props[k] = v
+				}
+			}
+		}
 		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
 	case "subscribe":
-		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"]}
+		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"]}
 		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
 	case "unsubscribe":
 		h.step(msg.NodeID(arg(0)), gd.Local{Msg: msg.Unsubscribe{Sub: msg.SubID(args["sub"])}}, 0)

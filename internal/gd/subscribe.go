@@ -18,22 +18,10 @@ func (e *Engine) onSummary(from msg.NodeID, m msg.Summary) {
 		e.stats.Stale++
 		return
 	}
-	u := &match.Union{}
-	if m.All {
-		u.AddAll()
-	}
-	for _, s := range m.Patterns {
-		p, err := match.ParsePattern(s)
-		if err != nil {
-			u.AddAll() // cannot parse: never filter out what c may need
-			break
-		}
-		u.Add(p)
-	}
-	d.filter = u
+	d.filter = unionOf(m)
 	for _, ps := range e.streams {
 		if o := ps.out(from); o != nil {
-			o.SetFilter(u, ps.in.K.KnownHi()+1, ps.in.K.Final())
+			o.SetFilter(d.filter, ps.in.K.KnownHi()+1, ps.in.K.Final())
 		}
 	}
 	e.reportSummary()
@@ -67,7 +55,39 @@ func (e *Engine) reportSummary() {
 }
 
 func (e *Engine) summaryMsg() msg.Summary {
-	return msg.Summary{All: e.reported.IsAll(), Patterns: e.reported.Patterns()}
+	m := msg.Summary{All: e.reported.IsAll()}
+	m.Patterns, m.Selectors = e.reported.Clauses()
+	if !slices.ContainsFunc(m.Selectors, func(s string) bool { return s != "" }) {
+		m.Selectors = nil
+	}
+	return m
+}
+
+// unionOf turns a neighbour's summary into the filter of the edge towards
+// it. A clause this broker cannot parse widens the edge to pass everything:
+// never filter out what the neighbour may need.
+func unionOf(m msg.Summary) *match.Union {
+	u := &match.Union{}
+	if m.All {
+		u.AddAll()
+		return u
+	}
+	for i, src := range m.Patterns {
+		p, err := match.ParsePattern(src)
+		if err != nil {
+			u.AddAll()
+			return u
+		}
+		var sel *match.Selector
+		if i < len(m.Selectors) && m.Selectors[i] != "" {
+			if sel, err = match.ParseSelector(m.Selectors[i]); err != nil {
+				u.AddAll()
+				return u
+			}
+		}
+		u.AddClause(p, sel)
+	}
+	return u
 }
 
 func (e *Engine) localRequest(m msg.Msg) error {
@@ -119,9 +139,9 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 		e.toClient(msg.SubRejected{Sub: m.Sub, Reason: err.Error()})
 		return
 	}
-	// A selector filters here, at the subscriber's broker. Upstream filter
-	// edges carry topic patterns only: wider than needed, never narrower,
-	// so nothing the subscription needs is filtered out on the way.
+	// The selector filters at every edge on the way up (through the
+	// summaries) and again here, where the subscription's own clause
+	// decides delivery.
 	var sel *match.Selector
 	if m.Selector != "" {
 		if sel, err = match.ParseSelector(m.Selector); err != nil {
@@ -139,7 +159,7 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 	e.subs = append(e.subs, s)
 	e.index.Add(s.slot, pat, sel)
 	e.bySlot[s.slot] = s
-	if e.local.Add(pat) {
+	if e.local.AddClause(pat, sel) {
 		e.reportSummary()
 	}
 	for _, ps := range e.streams {

@@ -8,7 +8,6 @@ package match
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -93,86 +92,3 @@ func (p Pattern) MatchTopic(topic string) bool {
 
 // Match implements Filter.
 func (p Pattern) Match(topic string, _ map[string]any) bool { return p.MatchTopic(topic) }
-
-// Union is the filter of a filter edge: the union of the subscriptions
-// reachable through it (MODEL.md §4). The zero value matches nothing; All
-// matches everything.
-type Union struct {
-	all  bool
-	pats map[string]Pattern
-}
-
-// All returns a union that passes every event.
-func All() *Union { return &Union{all: true} }
-
-// IsAll reports whether the union passes everything.
-func (u *Union) IsAll() bool { return u.all }
-
-// Add widens the union by p and reports whether it changed.
-func (u *Union) Add(p Pattern) bool {
-	if u.all {
-		return false
-	}
-	if p.src == ">" {
-		u.all = true
-		u.pats = nil
-		return true
-	}
-	if _, ok := u.pats[p.src]; ok {
-		return false
-	}
-	if u.pats == nil {
-		u.pats = map[string]Pattern{}
-	}
-	u.pats[p.src] = p
-	return true
-}
-
-// AddAll widens the union to pass everything and reports whether it changed.
-func (u *Union) AddAll() bool {
-	if u.all {
-		return false
-	}
-	u.all, u.pats = true, nil
-	return true
-}
-
-// Match implements Filter.
-func (u *Union) Match(topic string, _ map[string]any) bool {
-	if u.all {
-		return true
-	}
-	for _, p := range u.pats {
-		if p.MatchTopic(topic) {
-			return true
-		}
-	}
-	return false
-}
-
-// Patterns returns the union's patterns in sorted order (nil when All).
-func (u *Union) Patterns() []string {
-	if u.all {
-		return nil
-	}
-	out := make([]string, 0, len(u.pats))
-	for s := range u.pats {
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Merge widens u by every pattern of o and reports whether u changed.
-func (u *Union) Merge(o *Union) bool {
-	if o.all {
-		return u.AddAll()
-	}
-	changed := false
-	for _, p := range o.pats {
-		if u.Add(p) {
-			changed = true
-		}
-	}
-	return changed
-}

@@ -1,6 +1,7 @@
 package match
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -80,4 +81,61 @@ func FuzzPattern(f *testing.F) {
 			t.Fatalf("literal %q vs %q: %v", pat, topic, m)
 		}
 	})
+}
+
+func TestUnionClauses(t *testing.T) {
+	var u Union
+	eu := map[string]any{"region": "EU", "qty": int64(5)}
+	us := map[string]any{"region": "US", "qty": int64(500)}
+	if !u.AddClause(MustPattern("orders.*"), MustSelector("region = 'EU'")) {
+		t.Fatal("first clause not added")
+	}
+	if u.AddClause(MustPattern("orders.*"), MustSelector("region = 'EU'")) {
+		t.Fatal("the same clause added twice")
+	}
+	if !u.Match("orders.new", eu) || u.Match("orders.new", us) || u.Match("trades.new", eu) {
+		t.Fatal("a clause must need both its pattern and its selector")
+	}
+	u.AddClause(MustPattern("orders.*"), MustSelector("qty > 100"))
+	if !u.Match("orders.new", us) {
+		t.Fatal("a second clause on the same pattern must widen")
+	}
+	// The bare pattern covers both clauses.
+	if !u.Add(MustPattern("orders.*")) {
+		t.Fatal("bare pattern not added")
+	}
+	if ps, ss := u.Clauses(); len(ps) != 1 || ss[0] != "" {
+		t.Fatalf("covering left %v %q", ps, ss)
+	}
+	if u.AddClause(MustPattern("orders.*"), MustSelector("qty > 1")) {
+		t.Fatal("a clause under a bare pattern must be covered")
+	}
+	if !u.Match("orders.x", map[string]any{}) {
+		t.Fatal("bare pattern must pass events without properties")
+	}
+}
+
+// TestUnionCapDropsSelectors: past MaxUnionClauses a union keeps patterns
+// only — wider, never narrower — and merging is order-independent.
+func TestUnionCapDropsSelectors(t *testing.T) {
+	var a, b Union
+	for i := 0; i <= MaxUnionClauses; i++ {
+		a.AddClause(MustPattern("t.*"), MustSelector(fmt.Sprintf("k = %d", i)))
+	}
+	ps, ss := a.Clauses()
+	if len(ps) != 1 || ss[0] != "" || ps[0] != "t.*" {
+		t.Fatalf("over the cap: %d clauses, first selector %q", len(ps), ss[0])
+	}
+	if !a.Match("t.x", map[string]any{"k": int64(100000)}) {
+		t.Fatal("dropping selectors must widen")
+	}
+	for i := MaxUnionClauses; i >= 0; i-- {
+		b.AddClause(MustPattern(fmt.Sprintf("t%d", i)), MustSelector("k = 1"))
+	}
+	var m1, m2 Union
+	m1.Merge(&b)
+	m2.Merge(&b)
+	if m1.String() != m2.String() {
+		t.Fatal("Merge is not deterministic")
+	}
 }

@@ -141,16 +141,28 @@ func (m AckExpected) String() string { return fmt.Sprintf("AckExpected{%s %d}", 
 // through the sender: its filter edge (MODEL.md §4, P6). All means "pass
 // everything", which is also what an upstream assumes before a summary arrives.
 // Within one sender's lifetime summaries only widen.
+//
+// Each clause is a topic pattern with an optional selector (issue 4:
+// selectors filter inside the network): Selectors is nil or as long as
+// Patterns, "" meaning the pattern alone.
 type Summary struct {
-	All      bool
-	Patterns []string
+	All       bool
+	Patterns  []string
+	Selectors []string
 }
 
 func (m Summary) String() string {
 	if m.All {
 		return "Summary{all}"
 	}
-	return fmt.Sprintf("Summary{%s}", strings.Join(m.Patterns, " "))
+	parts := make([]string, len(m.Patterns))
+	for i, p := range m.Patterns {
+		parts[i] = p
+		if i < len(m.Selectors) && m.Selectors[i] != "" {
+			parts[i] += "[" + m.Selectors[i] + "]"
+		}
+	}
+	return fmt.Sprintf("Summary{%s}", strings.Join(parts, " "))
 }
 
 // SubReq travels from an SHB up to a pubend after every filter on the way

@@ -53,10 +53,17 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
 	case TypeSummary:
 		s := msg.Summary{All: d.bool()}
-		if n := d.count(1, "patterns"); n > 0 {
+		if n := d.count(2, "clauses"); n > 0 {
 			s.Patterns = make([]string, n)
+			s.Selectors = make([]string, n)
+			any := false
 			for i := range s.Patterns {
 				s.Patterns[i] = d.string()
+				s.Selectors[i] = d.string()
+				any = any || s.Selectors[i] != ""
+			}
+			if !any {
+				s.Selectors = nil // the pattern-only form, as most summaries are
 			}
 		}
 		m = s

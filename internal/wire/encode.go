@@ -84,9 +84,17 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.Summary:
 		b = append(b, byte(TypeSummary))
 		b = appendBool(b, v.All)
+		if len(v.Selectors) != 0 && len(v.Selectors) != len(v.Patterns) {
+			return nil, fmt.Errorf("wire: Summary with %d patterns and %d selectors", len(v.Patterns), len(v.Selectors))
+		}
 		b = binary.AppendUvarint(b, uint64(len(v.Patterns)))
-		for _, p := range v.Patterns {
+		for i, p := range v.Patterns {
 			b = appendString(b, p)
+			sel := ""
+			if len(v.Selectors) > 0 {
+				sel = v.Selectors[i]
+			}
+			b = appendString(b, sel)
 		}
 		return b, nil
 	case msg.SubReq:

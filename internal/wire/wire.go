@@ -26,7 +26,9 @@ import (
 )
 
 // Version is the protocol version this package speaks, carried in Hello.
-const Version uint16 = 1
+//
+// History: 1 — first release; 2 — Summary clauses carry a selector (issue 4).
+const Version uint16 = 2
 
 // DefaultMaxFrame is the largest frame (type byte and body, without the
 // length prefix) AppendFrame produces and the default a Reader accepts.

@@ -52,6 +52,7 @@ var cases = []struct {
 	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
 	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
 	{"SummaryAll", msg.Summary{All: true}},
+	{"SummarySelectors", msg.Summary{Patterns: []string{"a.b", "a.b", "c.>"}, Selectors: []string{"", "x > 3 AND region = 'EU'", "k IN (1, 2)"}}},
 	{"SubReq", msg.SubReq{Pubend: "P1", Sub: "shb1/s7", Path: []msg.NodeID{"shb1", "ib3", "ib2"}}},
 	{"SubReqNoPath", msg.SubReq{Pubend: "P1", Sub: "s"}},
 	{"SubReply", msg.SubReply{Pubend: "P1", Sub: "shb1/s7", Start: 1<<40 + 3, Path: []msg.NodeID{"ib2", "ib3", "shb1"}}},
@@ -343,7 +344,7 @@ func TestMalformed(t *testing.T) {
 		{"truncated varint", ack(0x80), "truncated varint"},
 		{"string too long", []byte{byte(TypeAck), 9, 'P', 1}, "string of 9 bytes"},
 		{"bad bool", []byte{byte(TypeSummary), 2, 0}, "bool byte 2"},
-		{"count too large", []byte{byte(TypeSummary), 0, 5, 0, 0}, "5 patterns cannot fit"},
+		{"count too large", []byte{byte(TypeSummary), 0, 5, 0, 0}, "5 clauses cannot fit"},
 		{"huge count", []byte{byte(TypeSubReq), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
 		{"version over 16 bits", []byte{byte(TypeHello), 0x80, 0x80, 0x04, 1, 1, 'b', 0}, "does not fit 16 bits"},
 		{"token unsorted", []byte{byte(TypeSubStarted), 0, 2, 1, 'b', 1, 1, 'a', 1}, `"a" not after "b"`},
@@ -439,12 +440,12 @@ func TestCheckHello(t *testing.T) {
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 1"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 1"},
-		{msg.Hello{Version: 1, Role: 3, ID: "b"}, ErrMalformed, "wire: malformed: Hello: unknown role 3 (want 1 broker or 2 client)"},
-		{msg.Hello{Version: 1, Role: 0, ID: "b"}, ErrMalformed, "unknown role 0"},
-		{msg.Hello{Version: 1, Role: msg.RoleBroker}, ErrMalformed, "wire: malformed: Hello: empty id"},
-		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: strings.Repeat("i", 256)}, ErrMalformed, "id of 256 bytes, at most 255"},
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 2"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 2"},
+		{msg.Hello{Version: Version, Role: 3, ID: "b"}, ErrMalformed, "wire: malformed: Hello: unknown role 3 (want 1 broker or 2 client)"},
+		{msg.Hello{Version: Version, Role: 0, ID: "b"}, ErrMalformed, "unknown role 0"},
+		{msg.Hello{Version: Version, Role: msg.RoleBroker}, ErrMalformed, "wire: malformed: Hello: empty id"},
+		{msg.Hello{Version: Version, Role: msg.RoleBroker, ID: strings.Repeat("i", 256)}, ErrMalformed, "id of 256 bytes, at most 255"},
 	} {
 		err := CheckHello(c.h)
 		if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.text) {
