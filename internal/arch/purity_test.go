@@ -14,7 +14,7 @@ const module = "github.com/aerie-mq/aerie"
 
 // purePackages are the protocol cores: inputs in, outputs out, nothing else
 // (DESIGN.md §2, §3).
-var purePackages = []string{"tick", "match", "msg", "stream", "gd"}
+var purePackages = []string{"tick", "match", "msg", "stream", "gd", "member"}
 
 // forbiddenDirect may not be imported by a pure package: clocks are passed
 // in, randomness is seeded by the caller, there is no I/O and no locking.

@@ -1,0 +1,418 @@
+package member
+
+import (
+	"slices"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// newestAlive maps each broker to the largest boot nonce among its
+// incarnations known here, dead or alive: an incarnation with a smaller
+// nonce has been superseded by a restart and never comes back, even when
+// the newer one dies first.
+func (m *Membership) newestAlive() map[string]uint64 {
+	n := map[string]uint64{m.self.ID.Broker: m.self.ID.BootNonce}
+	note := func(id ID) {
+		if cur, ok := n[id.Broker]; !ok || id.BootNonce > cur {
+			n[id.Broker] = id.BootNonce
+		}
+	}
+	for id := range m.fd {
+		note(id)
+	}
+	for _, mem := range m.cur.Members {
+		note(mem.ID)
+	}
+	return n
+}
+
+// live: not declared failed or left, not superseded. A member the failure
+// detector has never reported counts as live for JoinSettle after this
+// member first saw it in a view (the detector's reports may still be on
+// their way), and as gone after that: a joiner's detector learns every live member when it
+// joins, so a view member it never heard of died before it joined.
+func (m *Membership) live(id ID, newest map[string]uint64) bool {
+	if id == m.self.ID {
+		return true
+	}
+	p := m.fd[id]
+	switch {
+	case p == nil && m.now.Sub(m.listedSince(id)) >= m.cfg.JoinSettle:
+		return false
+	case p != nil && (p.state == stateFailed || p.state == stateLeft):
+		return false
+	}
+	return newest[id.Broker] <= id.BootNonce
+}
+
+// reportedAlive: the failure detector positively reports id alive.
+func (m *Membership) reportedAlive(id ID, newest map[string]uint64) bool {
+	p := m.fd[id]
+	return p != nil && (p.state == stateAlive || p.state == stateSuspect) && newest[id.Broker] <= id.BootNonce
+}
+
+// listedSince is when id first appeared in a view installed here (this
+// member's start if never).
+func (m *Membership) listedSince(id ID) tick.Time {
+	if t, ok := m.listed[id]; ok {
+		return t
+	}
+	return m.start
+}
+
+// reportedDead: the failure detector declared id failed or left, or a
+// newer incarnation of its broker exists. Rival elders are judged by this,
+// not by live: a stranger our detector has not reported yet is not dead.
+func (m *Membership) reportedDead(id ID, newest map[string]uint64) bool {
+	p := m.fd[id]
+	return p != nil && (p.state == stateFailed || p.state == stateLeft) || newest[id.Broker] > id.BootNonce
+}
+
+func (m *Membership) elderOf(v View, newest map[string]uint64) ID {
+	for _, mem := range v.Members {
+		if m.live(mem.ID, newest) {
+			return mem.ID
+		}
+	}
+	return ID{}
+}
+
+func (m *Membership) amElder(newest map[string]uint64) bool {
+	if !m.installed || m.elderOf(m.cur, newest) != m.self.ID {
+		return false
+	}
+	if m.yieldAt == m.cur.ID && !m.reportedDead(m.yieldTo, newest) {
+		return false // a conflicting elder wins; wait for its view
+	}
+	return true
+}
+
+// reconcile issues a view if this member is the elder and its failure
+// detector disagrees with the installed view, or bootstraps one if it is a
+// fresh member whose turn it is.
+func (m *Membership) reconcile() {
+	newest := m.newestAlive()
+	if !m.installed {
+		m.maybeBootstrap(newest)
+		return
+	}
+	if !m.amElder(newest) {
+		m.bump = false
+		return
+	}
+	next := m.desired(newest)
+	if !m.bump && sameMembers(next.Members, m.cur.Members) {
+		return
+	}
+	if m.cur.Elder().ID != m.self.ID && !m.probed(newest) {
+		return
+	}
+	m.bump = false
+	next.ID = m.maxSeen + 1
+	m.issue(next)
+}
+
+// desired is the view the elder's failure detector calls for: survivors in
+// their order, then newcomers sorted by name.
+func (m *Membership) desired(newest map[string]uint64) View {
+	var v View
+	for _, mem := range m.cur.Members {
+		p := m.fd[mem.ID]
+		switch {
+		case m.live(mem.ID, newest):
+			v.Members = append(v.Members, mem)
+		case p != nil && p.state == stateLeft:
+			v.Left = append(v.Left, mem.ID)
+		default: // failed, or superseded by a newer incarnation: a crash
+			v.Crashed = append(v.Crashed, mem.ID)
+		}
+	}
+	var joiners []Member
+	for id, p := range m.fd {
+		if p.state == stateAlive && !m.cur.Contains(id) && m.reportedAlive(id, newest) {
+			joiners = append(joiners, Member{ID: id, Meta: p.meta})
+		}
+	}
+	slices.SortFunc(joiners, byName)
+	for _, j := range joiners {
+		v.Members = append(v.Members, j)
+		v.Joined = append(v.Joined, j.ID)
+	}
+	return v
+}
+
+// maybeBootstrap: a member in no view, that has heard of no live view and
+// has waited JoinSettle, bootstraps one if it has the smallest name among
+// the members its failure detector reports alive.
+func (m *Membership) maybeBootstrap(newest map[string]uint64) {
+	if m.now.Sub(m.start) < m.cfg.JoinSettle {
+		return
+	}
+	for _, mem := range m.heard.Members {
+		if mem.ID != m.self.ID && m.reportedAlive(mem.ID, newest) {
+			return // a live cluster exists: its elder will admit us
+		}
+	}
+	v := View{Members: []Member{m.self}, Joined: []ID{m.self.ID}}
+	for id, p := range m.fd {
+		if !m.reportedAlive(id, newest) {
+			continue
+		}
+		if id.less(m.self.ID) {
+			return // not our turn: the smaller member bootstraps
+		}
+		v.Members = append(v.Members, Member{ID: id, Meta: p.meta})
+		v.Joined = append(v.Joined, id)
+	}
+	slices.SortFunc(v.Members, byName)
+	slices.SortFunc(v.Joined, func(a, b ID) int { return cmpID(a, b) })
+	v.ID = m.maxSeen + 1
+	m.issue(v)
+}
+
+// probed: a member taking over from a dead elder asks every live member
+// for its view before issuing one, and waits for all answers or
+// ProbeTimeout. An answer with a newer view is installed like any
+// announcement, so the id the new elder issues is above every view a
+// live member installed.
+func (m *Membership) probed(newest map[string]uint64) bool {
+	// Ask the view's live members and every member the failure detector
+	// reports alive: a joiner may have installed the dead elder's last view.
+	var ask []ID
+	for _, mem := range m.cur.Members {
+		if mem.ID != m.self.ID && m.live(mem.ID, newest) {
+			ask = append(ask, mem.ID)
+		}
+	}
+	for id := range m.fd {
+		if !m.cur.Contains(id) && m.reportedAlive(id, newest) {
+			ask = append(ask, id)
+		}
+	}
+	if m.takeoverAt != m.cur.ID {
+		m.takeoverAt, m.probeStart, m.answered = m.cur.ID, m.now, map[ID]bool{}
+		slices.SortFunc(ask, cmpID)
+		for _, id := range ask {
+			m.send(id, Message{Kind: Probe})
+		}
+	}
+	if m.now.Sub(m.probeStart) >= m.cfg.ProbeTimeout {
+		return true
+	}
+	for _, id := range ask {
+		if !m.answered[id] {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Membership) issue(v View) {
+	m.install(v)
+	m.lastAnnounce = m.now
+	for _, mem := range v.Members {
+		m.send(mem.ID, announce(v))
+	}
+}
+
+// retransmit re-announces the view to members that have not acknowledged it.
+func (m *Membership) retransmit() {
+	newest := m.newestAlive()
+	if !m.amElder(newest) || m.now.Sub(m.lastAnnounce) < m.cfg.RetransmitInterval {
+		return
+	}
+	m.lastAnnounce = m.now
+	for _, mem := range m.cur.Members {
+		if !m.acked[mem.ID] && m.live(mem.ID, newest) {
+			m.send(mem.ID, announce(m.cur))
+		}
+	}
+}
+
+func (m *Membership) recv(from ID, msg Message) error {
+	if m.answered != nil {
+		m.answered[from] = true
+	}
+	switch msg.Kind {
+	case Probe:
+		if v, ok := m.LocalState(); ok {
+			m.send(from, announce(v))
+		} else {
+			m.send(from, Message{Kind: Ack}) // nothing to tell, but answer
+		}
+	case Ack:
+		if m.installed && msg.Ack == (Ref{ID: m.cur.ID, Digest: m.cur.Digest()}) {
+			m.acked[from] = true
+		}
+	case Announce:
+		if msg.View == nil || len(msg.View.Members) == 0 {
+			return ErrBadMessage
+		}
+		m.announced(from, *msg.View)
+	default:
+		return ErrBadMessage
+	}
+	return nil
+}
+
+func (m *Membership) announced(from ID, v View) {
+	if v.ID > m.maxSeen {
+		m.maxSeen = v.ID
+	}
+	if e := v.Elder().ID; v.ID > m.cur.ID && e != m.self.ID && !m.live(e, m.newestAlive()) && m.fd[e] != nil {
+		// An announcement still in flight from an elder our failure
+		// detector reports dead: its successor issues the next view.
+		return
+	}
+	if m.installed && m.foreign(v) {
+		m.merge(from, v)
+		return
+	}
+	switch {
+	case v.ID > m.cur.ID:
+		m.adopt(v)
+	case !m.installed:
+		if v.ID > m.heard.ID && !v.Contains(m.self.ID) {
+			m.heard = v
+		}
+	case v.ID == m.cur.ID && v.Digest() == m.cur.Digest():
+		m.send(from, Message{Kind: Ack, Ack: Ref{ID: v.ID, Digest: v.Digest()}})
+	case v.ID == m.cur.ID:
+		m.conflict(from, v)
+	default:
+		m.send(from, announce(m.cur)) // a stale sender: tell it the news
+	}
+}
+
+// adopt installs a newer view that contains this member, or notes that it
+// has been left out.
+func (m *Membership) adopt(v View) {
+	if v.Contains(m.self.ID) {
+		m.install(v)
+		m.send(v.Elder().ID, Message{Kind: Ack, Ack: Ref{ID: v.ID, Digest: v.Digest()}})
+		return
+	}
+	if m.installed {
+		m.installed = false
+		m.ready.Excluded = v.ID
+	}
+	if v.ID > m.heard.ID {
+		m.heard = v
+	}
+}
+
+// foreign: v does not descend from this member's view. It does when its
+// elder is ours, or is in our view and every member ranked before it is
+// gone from v (its issuer found them failed: succession). Otherwise it
+// comes from another cluster (a partition healed, first members
+// bootstrapped apart) or from a member that wrongly took itself for the
+// elder.
+func (m *Membership) foreign(v View) bool {
+	e := v.Elder().ID
+	if e == m.self.ID || e == m.elderOf(m.cur, m.newestAlive()) {
+		return false
+	}
+	r := m.cur.Rank(e)
+	if r < 0 {
+		return true
+	}
+	for _, mem := range m.cur.Members[:r] {
+		if v.Contains(mem.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// rivalWins says whether v's elder, rather than ours, should issue the
+// merged view: a dead elder loses, otherwise the smaller name wins. The
+// rule must be one both sides compute alike, so it cannot use ranks (the
+// two views may rank the elders differently).
+func (m *Membership) rivalWins(v View, newest map[string]uint64) bool {
+	mine, rival := m.elderOf(m.cur, newest), v.Elder().ID
+	switch {
+	case m.reportedDead(rival, newest):
+		return false
+	case mine == ID{}:
+		return true
+	}
+	return rival.less(mine)
+}
+
+// merge settles a meeting of two clusters the way conflicts are settled:
+// one cluster absorbs the other. Its elder issues a view with an id above
+// both (once its failure detector reports the other cluster's members, they
+// are appended); the other cluster's members install that view and their
+// elder yields.
+func (m *Membership) merge(from ID, v View) {
+	newest := m.newestAlive()
+	rival := v.Elder().ID
+	if !m.rivalWins(v, newest) {
+		// We absorb them. Our elder must go above their id; their elder
+		// must learn it lost.
+		if v.ID >= m.cur.ID {
+			if mine := m.elderOf(m.cur, newest); mine == m.self.ID {
+				m.bump = true
+			} else {
+				m.send(mine, announce(v))
+			}
+		}
+		m.send(rival, announce(m.cur))
+		return
+	}
+	// They absorb us.
+	if v.ID > m.cur.ID {
+		m.adopt(v)
+		return
+	}
+	if m.amElder(newest) {
+		m.yieldTo, m.yieldAt = rival, m.cur.ID
+	}
+	m.send(rival, announce(m.cur)) // so that it goes above our id
+}
+
+// conflict: v has our installed view's id but other members. The elders of
+// the two views settle it: the one with the smaller name (or the only one
+// alive) issues a fresh view with a higher id, the other yields. A member
+// that is not an elder forwards each view to the other's elder.
+func (m *Membership) conflict(from ID, v View) {
+	newest := m.newestAlive()
+	other := v.Elder().ID
+	if m.amElder(newest) {
+		if other == m.self.ID || m.reportedDead(other, newest) || m.self.ID.less(other) {
+			m.bump = true
+			return
+		}
+		m.yieldTo, m.yieldAt = other, m.cur.ID
+		m.send(other, announce(m.cur))
+		return
+	}
+	m.send(other, announce(m.cur))
+	if e := m.elderOf(m.cur, newest); e != from {
+		m.send(e, announce(v))
+	}
+}
+
+func sameMembers(a, b []Member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || !a[i].Meta.equal(b[i].Meta) {
+			return false
+		}
+	}
+	return true
+}
+
+func byName(a, b Member) int { return cmpID(a.ID, b.ID) }
+
+func cmpID(a, b ID) int {
+	switch {
+	case a.less(b):
+		return -1
+	case b.less(a):
+		return 1
+	}
+	return 0
+}
