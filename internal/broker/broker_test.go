@@ -126,7 +126,7 @@ type collector struct {
 	more  chan struct{}
 }
 
-func collect(t *testing.T, sub *client.Subscription) *collector {
+func collect(t testing.TB, sub *client.Subscription) *collector {
 	c := &collector{last: map[string]uint64{}, seqs: map[int64]int{}, more: make(chan struct{}, 1)}
 	for p, tk := range sub.Token() {
 		c.last[p] = tk
@@ -151,7 +151,7 @@ func collect(t *testing.T, sub *client.Subscription) *collector {
 }
 
 // waitFor waits (on deliveries, with a deadline) until the collector holds n events.
-func (c *collector) waitFor(t *testing.T, n int, within time.Duration) {
+func (c *collector) waitFor(t testing.TB, n int, within time.Duration) {
 	t.Helper()
 	deadline := time.After(within)
 	for {
@@ -172,7 +172,7 @@ func (c *collector) waitFor(t *testing.T, n int, within time.Duration) {
 	}
 }
 
-func (c *collector) check(t *testing.T, want map[int64]bool) {
+func (c *collector) check(t testing.TB, want map[int64]bool) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,7 +203,7 @@ func topicOf(i int) string {
 
 // publishAll publishes seq 1..n (topics alternating) and returns the expected
 // seqs per pattern.
-func publishAll(t *testing.T, c *client.Client, from, n int) (orders, all map[int64]bool) {
+func publishAll(t testing.TB, c *client.Client, from, n int) (orders, all map[int64]bool) {
 	t.Helper()
 	orders, all = map[int64]bool{}, map[int64]bool{}
 	var chans []<-chan client.Result

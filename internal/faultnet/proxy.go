@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Mode is the proxy's state.
@@ -31,6 +32,16 @@ type Proxy struct {
 	conns map[net.Conn]struct{}
 	gate  chan struct{} // closed while passing; stalled copiers wait on it
 	wg    sync.WaitGroup
+
+	// Bytes forwarded towards the target and back from it, for benchmarks
+	// that measure what crosses a link.
+	toTarget, fromTarget atomic.Int64
+}
+
+// Forwarded returns the bytes forwarded so far towards the target (from
+// the dialing side) and from the target (towards the dialing side).
+func (p *Proxy) Forwarded() (toTarget, fromTarget int64) {
+	return p.toTarget.Load(), p.fromTarget.Load()
 }
 
 // Listen starts a proxy on 127.0.0.1 (random port) towards target.
@@ -114,13 +125,13 @@ func (p *Proxy) accept(ctx context.Context) {
 		p.conns[c], p.conns[t] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.copy(t, c)
-		go p.copy(c, t)
+		go p.copy(t, c, &p.toTarget)
+		go p.copy(c, t, &p.fromTarget)
 	}
 }
 
 // copy forwards src to dst, holding bytes back while stalled.
-func (p *Proxy) copy(dst, src net.Conn) {
+func (p *Proxy) copy(dst, src net.Conn, count *atomic.Int64) {
 	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
@@ -141,6 +152,7 @@ func (p *Proxy) copy(dst, src net.Conn) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			count.Add(int64(n))
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
