@@ -34,7 +34,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fanout := fs.String("fanout", "", "fanout workload's subscriber counts (default 100,1000,4000,16000; 10,50 with --quick)")
 	selective := fs.Int("selective-subs", 0, "selective workload's subscribers (default 1000; 50 with --quick)")
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
-	catchRate := fs.Int("catchup-rate", 2000, "catchup workload's publish rate, msgs/s")
+	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {

@@ -71,7 +71,10 @@ func startNATS(ctx context.Context, sys string, js, syncAlways bool, dir string)
 		j, err := jetstream.New(nc)
 		if err == nil {
 			_, err = j.CreateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{"bench.>"},
-				Storage: jetstream.FileStorage, Replicas: 1})
+				Storage: jetstream.FileStorage, Replicas: 1,
+				// Explicit, so the server's default cap (1000) does not
+				// stop the fan-out workload's thousands of consumers.
+				MaxConsumers: 1 << 20})
 		}
 		if err != nil {
 			return nil, t.closeWith(fmt.Errorf("bench: create stream: %w", err))

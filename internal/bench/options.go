@@ -80,7 +80,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	if o.CatchRate <= 0 {
-		o.CatchRate = 2000
+		o.CatchRate = 1000
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

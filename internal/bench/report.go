@@ -65,7 +65,7 @@ func WriteTables(w io.Writer, rep *Report) {
 			if why == "" {
 				why = r.Note
 			}
-			fmt.Fprintf(w, "| %s | %s | — | — | — | — | — | — | — | %s |\n", r.Point, r.System, strings.ReplaceAll(why, "|", "/"))
+			fmt.Fprintf(w, "| %s | %s | — | — | — | — | — | — | — | %s |\n", r.Point, r.System, strings.NewReplacer("|", "/", "\n", "; ").Replace(why))
 			continue
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %.0f | %d / %d%s | %s |\n",

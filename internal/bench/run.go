@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -116,7 +116,7 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 		return runResult{}, fmt.Errorf("bench: run directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	runtime.GC() // start every run from a collected heap, not the last run's garbage
+	debug.FreeOSMemory() // start every run from a collected heap returned to the OS, so peak RSS is this run's
 	t, err := f.Start(ctx, p.topo, dir)
 	if err != nil {
 		return runResult{}, err
