@@ -234,6 +234,14 @@ func (m *Membership) recv(from ID, msg Message) error {
 		m.answered[from] = true
 	}
 	switch msg.Kind {
+	case Bye:
+		if from != m.self.ID {
+			if p := m.fd[from]; p != nil {
+				p.leaving = true
+			} else {
+				m.fd[from] = &peer{state: stateAlive, since: m.now, leaving: true}
+			}
+		}
 	case Probe:
 		if v, ok := m.LocalState(); ok {
 			m.send(from, announce(v))

@@ -54,6 +54,11 @@ const (
 	// elder first learns the highest view any live member installed, so it
 	// does not reuse an id the dead elder issued.
 	Probe
+	// Bye says the sender is leaving gracefully. The failure detector's
+	// report of its departure then counts as a leave even when the detector
+	// cannot tell a leave from a death (memberlist v0.7 does not set
+	// Node.State in NotifyLeave).
+	Bye
 )
 
 // Ref names a view without carrying it.
@@ -92,7 +97,7 @@ func DecodeMessage(b []byte) (Message, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Message{}, fmt.Errorf("%w: %w", ErrBadMessage, err)
 	}
-	if m.Kind < Announce || m.Kind > Probe || m.Kind == Announce && (m.View == nil || len(m.View.Members) == 0) {
+	if m.Kind < Announce || m.Kind > Bye || m.Kind == Announce && (m.View == nil || len(m.View.Members) == 0) {
 		return Message{}, fmt.Errorf("%w: kind %d", ErrBadMessage, m.Kind)
 	}
 	return m, nil

@@ -70,9 +70,10 @@ const (
 
 // peer is what the failure detector last said about another member.
 type peer struct {
-	meta  Meta
-	state peerState
-	since tick.Time
+	meta    Meta
+	state   peerState
+	since   tick.Time
+	leaving bool // it said Bye: its death is a leave
 }
 
 // Ready is what the member asks its runtime to do.
@@ -204,6 +205,21 @@ func (m *Membership) Elder() (Member, bool) {
 // IsElder says whether this member is the elder and issues views.
 func (m *Membership) IsElder() bool { return m.amElder(m.newestAlive()) }
 
+// Leave tells the other members that this member is leaving gracefully;
+// send the resulting Ready before stopping the failure detector.
+func (m *Membership) Leave() {
+	sent := map[ID]bool{}
+	for _, mem := range m.cur.Members {
+		sent[mem.ID] = true
+		m.send(mem.ID, Message{Kind: Bye})
+	}
+	for id, p := range m.fd {
+		if !sent[id] && (p.state == stateAlive || p.state == stateSuspect) {
+			m.send(id, Message{Kind: Bye})
+		}
+	}
+}
+
 // LocalState is what this member offers a joiner that joins through it (the
 // failure detector's state exchange): its view, or the view it heard of.
 func (m *Membership) LocalState() (View, bool) {
@@ -224,6 +240,9 @@ func (m *Membership) observe(id ID, s peerState, meta *Meta) {
 	}
 	if meta != nil {
 		p.meta = *meta
+	}
+	if s == stateFailed && p.leaving {
+		s = stateLeft
 	}
 	if p.state != s {
 		p.state, p.since = s, m.now

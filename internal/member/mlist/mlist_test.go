@@ -1,0 +1,143 @@
+package mlist
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/member"
+)
+
+// crashBound is the promise of LoopbackTiming: a crashed broker is out of
+// every member's view within this long on loopback. Generous against a
+// loaded CI host; the measured figures are in docs/MEMBERSHIP.md.
+const crashBound = 1500 * time.Millisecond
+
+func startCluster(t *testing.T, ctx context.Context, brokers ...string) (*Cluster, []string) {
+	t.Helper()
+	c := NewCluster()
+	t.Cleanup(c.Close)
+	var nodes []*Node
+	for _, b := range brokers {
+		n, err := c.Create(Config{ID: member.ID{Broker: b, BootNonce: 1},
+			Meta: member.Meta{Cell: "cell-" + b, Role: "ib", Addrs: []member.Addr{{Purpose: "broker", HostPort: "127.0.0.1:7" + b}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	var seeds []string
+	for _, n := range nodes[:3] {
+		seeds = append(seeds, n.Addr())
+	}
+	for _, n := range nodes {
+		n.cfg.Seeds = seeds
+	}
+	for _, b := range brokers { // concurrent start of the first members
+		c.Start(ctx, b)
+	}
+	return c, seeds
+}
+
+// TestLoopbackCluster: five members on loopback form one view (concurrent
+// start, metadata, one elder); a crashed member is reported crashed within
+// crashBound, a member that leaves is reported left, and a restarted
+// broker comes back as a new incarnation.
+func TestLoopbackCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	brokers := []string{"b1", "b2", "b3", "b4", "b5"}
+	c, seeds := startCluster(t, ctx, brokers...)
+	v, err := waitView(ctx, c, 10*time.Second, func(v member.View) bool { return len(v.Members) == 5 })
+	if err != nil {
+		t.Fatalf("forming the view: %v", err)
+	}
+	for _, m := range v.Members {
+		if m.Meta.Cell != "cell-"+m.ID.Broker || m.Meta.Addr("broker") != "127.0.0.1:7"+m.ID.Broker {
+			t.Errorf("metadata of %s: %+v", m.ID, m.Meta)
+		}
+	}
+	t.Logf("formed %s", v)
+
+	// Crash: Kill without Leave. Not the elder, so the elder's view tells.
+	victim := v.Members[len(v.Members)-1].ID
+	start := time.Now()
+	if err := c.Kill(victim.Broker); err != nil {
+		t.Fatal(err)
+	}
+	first, all, err := waitGone(ctx, c, victim, start, crashBound)
+	if err != nil {
+		t.Fatalf("crash of %s: %v", victim, err)
+	}
+	t.Logf("crash of %s detected: first view after %v, all after %v", victim, first, all)
+	expectReason(t, c, victim, "crashed")
+
+	// Graceful leave.
+	v, _ = c.Agreed()
+	leaver := v.Members[1].ID
+	if err := c.Leave(leaver.Broker); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := waitGone(ctx, c, leaver, time.Now(), 5*time.Second); err != nil {
+		t.Fatalf("leave of %s: %v", leaver, err)
+	}
+	expectReason(t, c, leaver, "left")
+
+	// Restart: the crashed broker comes back with a new boot nonce.
+	if _, err := c.Create(Config{ID: member.ID{Broker: victim.Broker, BootNonce: victim.BootNonce + 1}, Seeds: seeds}); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(ctx, victim.Broker)
+	v, err = waitView(ctx, c, 10*time.Second, func(v member.View) bool { return len(v.Members) == 4 })
+	if err != nil {
+		t.Fatalf("restart of %s: %v", victim.Broker, err)
+	}
+	if !v.Contains(member.ID{Broker: victim.Broker, BootNonce: victim.BootNonce + 1}) {
+		t.Fatalf("view %s lacks the new incarnation of %s", v, victim.Broker)
+	}
+	t.Logf("after restart %s", v)
+}
+
+// expectReason: every running member's log reports id gone for reason.
+func expectReason(t *testing.T, c *Cluster, id member.ID, reason string) {
+	t.Helper()
+	for _, b := range c.Brokers() {
+		got := ""
+		for _, ch := range c.Log(b) {
+			for _, m := range ch.Crashed {
+				if m.ID == id {
+					got = "crashed"
+				}
+			}
+			for _, m := range ch.Left {
+				if m.ID == id {
+					got = "left"
+				}
+			}
+		}
+		if got != reason {
+			t.Errorf("%s reports %s %q, want %q", b, id, got, reason)
+		}
+	}
+}
+
+// TestScale runs Scale with 20 members in CI; AERIE_MEMBER_SCALE=N runs N
+// (the figures in docs/MEMBERSHIP.md).
+func TestScale(t *testing.T) {
+	n := 20
+	if s := os.Getenv("AERIE_MEMBER_SCALE"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("AERIE_MEMBER_SCALE=%q: %v", s, err)
+		}
+	} else if testing.Short() {
+		t.Skip("-short")
+	}
+	rep, err := Scale(context.Background(), ScaleOptions{N: n, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(rep)
+}
