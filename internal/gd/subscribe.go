@@ -29,8 +29,11 @@ func (e *Engine) onSummary(from msg.NodeID, m msg.Summary) {
 
 // reportSummary tells upstream neighbours the union of local subscriptions
 // and downstream filters, once every downstream has reported (until then the
-// upstreams pass everything, which is safe). What was reported only widens
-// within this broker's lifetime.
+// upstreams pass everything, which is safe), whenever it changed. It widens
+// when a subscription arrives and narrows when one leaves (MODEL.md P6): the
+// upstream applies each version only to ticks above what it already knows
+// (Ostream.SetFilter), so no tick is ever told two ways, and a narrower
+// union still covers every subscription that remains.
 func (e *Engine) reportSummary() {
 	if len(e.ups) == 0 {
 		return
@@ -43,12 +46,10 @@ func (e *Engine) reportSummary() {
 		}
 		u.Merge(d.filter)
 	}
-	if e.reported != nil && !e.reported.Merge(u) {
+	if e.reported != nil && e.reported.Equal(u) {
 		return
 	}
-	if e.reported == nil {
-		e.reported = u
-	}
+	e.reported = u
 	for _, up := range e.ups {
 		e.send(up, e.summaryMsg())
 	}
@@ -210,8 +211,12 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 		ps.subs = slices.DeleteFunc(ps.subs, func(x *subscription) bool { return x == s })
 		e.updateAck(ps)
 	}
-	// Filters upstream stay wide: narrowing safely needs the P6 handshake,
-	// and a wider filter costs only bandwidth.
+	// Narrow the filters upstream to what the remaining subscriptions need.
+	e.local = match.Union{}
+	for _, x := range e.subs {
+		e.local.AddClause(x.pat, x.sel)
+	}
+	e.reportSummary()
 }
 
 // onSubReq forwards a subscription request towards the pubend, or answers it

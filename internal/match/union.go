@@ -166,6 +166,22 @@ func (u *Union) String() string {
 	return strings.Join(parts, ",")
 }
 
+// Equal reports whether u and o pass exactly the same clauses.
+func (u *Union) Equal(o *Union) bool {
+	if u.all || o.all {
+		return u.all == o.all
+	}
+	if len(u.clauses) != len(o.clauses) {
+		return false
+	}
+	for k := range u.clauses {
+		if _, ok := o.clauses[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // Merge widens u by every clause of o and reports whether u changed.
 func (u *Union) Merge(o *Union) bool {
 	if o.all {
