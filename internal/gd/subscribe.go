@@ -28,8 +28,8 @@ func (e *Engine) onSummary(from msg.NodeID, m msg.Summary) {
 }
 
 // reportSummary tells upstream neighbours the union of local subscriptions
-// and downstream filters, once every downstream has reported (until then the
-// upstreams pass everything, which is safe), whenever it changed. It widens
+// and downstream filters whenever it changed; while some downstream has not
+// reported, the union is all. It widens
 // when a subscription arrives and narrows when one leaves (MODEL.md P6): the
 // upstream applies each version only to ticks above what it already knows
 // (Ostream.SetFilter), so no tick is ever told two ways, and a narrower
@@ -42,12 +42,20 @@ func (e *Engine) reportSummary() {
 	u.Merge(&e.local)
 	for _, d := range e.downs {
 		if d.filter == nil {
-			return
+			// A downstream that has not reported (or restarted) may need
+			// anything: report all rather than keep the last summary in
+			// force upstream, which would miss what was added since
+			// (seed 5958: a SubReq overtook the widening it needed).
+			u.AddAll()
+			break
 		}
 		u.Merge(d.filter)
 	}
 	if e.reported != nil && e.reported.Equal(u) {
 		return
+	}
+	if e.reported == nil && u.IsAll() {
+		return // upstreams pass everything until a first summary
 	}
 	e.reported = u
 	for _, up := range e.ups {
