@@ -2,6 +2,7 @@ package match
 
 import (
 	"cmp"
+	"encoding/binary"
 	"math"
 	"slices"
 	"strings"
@@ -10,27 +11,38 @@ import (
 // Index matches one event against many subscriptions (topic pattern plus
 // optional selector) without evaluating every subscription.
 //
-// Each selector's top-level AND is split into conjuncts. `ident = literal`
-// (string, number, boolean) and `ident <,<=,>,>= number` / `ident BETWEEN
-// number AND number` are indexable; everything else is residual. Every
-// subscription is filed under one access conjunct (after Fabret et al.,
-// SIGMOD 2001): the equality whose (attribute, value) cluster is smallest, else
-// a range conjunct, else — when it has no indexable conjunct — a list keyed by
-// the first word of its topic pattern. For an event, the index probes one hash
-// lookup per event attribute and one stabbing query per numeric attribute;
-// only the subscriptions found that way are verified: topic pattern (cached
-// per pattern per event), then every conjunct with the selector's own
-// three-valued comparison rules. The index is therefore only required to
-// return a superset of the true matches, and the final answer equals brute
-// force (pattern.MatchTopic && (sel == nil || sel.Match)).
+// Predicates. Each selector's top-level AND is split into conjuncts, and
+// every distinct conjunct is interned once as a predicate, shared by every
+// subscription that uses it: `ident = literal` (string, number, boolean) is
+// an equality predicate, `ident <,<=,>,>= number` and `ident BETWEEN number
+// AND number` are range predicates, anything else is a residual predicate
+// (keyed by its canonical text). Per event, a predicate is evaluated at most
+// once and its result memoised in a generation-stamped array (counting-style
+// sharing, after Aguilera et al., PODC 1999, and Fabret et al., SIGMOD 2001):
+// all true equality predicates are found up front by one hash lookup per
+// event attribute, the others are evaluated on first use.
+//
+// Groups. Subscriptions with the same pattern and the same predicate set
+// (whatever the order or spelling of their selectors) form one group, which
+// is verified once per event and then reports all its ids. A group is filed
+// under one access predicate: the equality used by the fewest selectors,
+// else a range predicate, else — when it has no indexable conjunct — a list
+// keyed by the first word of its topic pattern. A group's record holds its
+// pattern and its first other predicates inline, so verifying a candidate
+// costs about one cache line plus a few lookups in small per-event arrays.
+//
+// For an event, the index probes one hash lookup per event attribute and one
+// stabbing query per numeric attribute over the distinct range predicates
+// that have groups; only the groups found that way are verified: pattern
+// (memoised per pattern per event), then every other predicate. Access
+// predicates are themselves verified exactly, so the final answer equals
+// brute force (pattern.MatchTopic && (sel == nil || sel.Match)).
 //
 // An Index belongs to one goroutine (the broker loop, like every pure core
 // of aerie): Add, Remove and Match must not run concurrently. fn must not
 // modify the index.
 type Index struct {
-	byID  map[uint64]int32
-	subs  []isub
-	free  []int32
+	byID  map[uint64]subRef
 	count int
 
 	attrByName map[string]int32
@@ -41,13 +53,28 @@ type Index struct {
 	patRefs  []int32
 	patFree  []int32
 
-	compiled map[*Selector]*compiledSel
+	compiled map[string]*compiledSel // by selector source text
 
-	always     map[string][]int32 // by first literal word of the pattern
-	alwaysWild []int32            // patterns starting with * or >
+	predByKey map[predKey]int32
+	preds     []pred     // hot part, read per event
+	pcold     []predCold // cold part, read by Add and Remove
+	predFree  []int32
+
+	groupByKey map[string]int32
+	groups     []group     // hot part, read per candidate
+	gcold      []groupCold // cold part, read by Add and Remove
+	groupFree  []int32
+
+	always     map[string][]accEnt // groups by first literal word of the pattern
+	alwaysWild []accEnt            // groups whose pattern starts with * or >
 
 	dirty bool    // some range list needs sorting before the next Match
 	scr   scratch // per-Match state, reused so Match does not allocate
+}
+
+type subRef struct {
+	g, pos int32
+	cs     *compiledSel // nil: no selector
 }
 
 type conjKind uint8
@@ -59,57 +86,95 @@ const (
 	cjResidual
 )
 
-// conj is one top-level conjunct. For cjEq/cjCmp the property is on the left:
-// compare(op, prop, lit). For cjBetween lit is the lower and hi the upper bound.
-type conj struct {
-	kind conjKind
-	op   cmpOp
-	attr int32
-	lit  value
-	hi   value
-	n    node
+// predKey identifies a predicate. For cjEq/cjCmp the property is on the
+// left: compare(op, prop, lit). For cjBetween lit is the lower and hi the
+// upper bound. Residual predicates are keyed by their canonical text, which
+// re-parses to an equivalent condition (see the selector fuzz test), so two
+// conjuncts with the same text always have the same truth value.
+type predKey struct {
+	kind   conjKind
+	op     cmpOp
+	attr   int32
+	lk, hk kind
+	li, hi int64
+	lf, hf float64
+	ls     string
 }
 
+// pred is the hot part of a predicate: numeric literals are held both as
+// int64 (when the literal is exact) and as float64, so range checks need no
+// value conversion; n is the residual condition.
+type pred struct {
+	kind       conjKind
+	op         cmpOp
+	lInt, hInt bool // literal is an exact numeric
+	attr       int32
+	li, hi     int64
+	lf, hf     float64
+	n          node
+	acc        []accEnt // groups filed under it
+}
+
+type predCold struct {
+	key  predKey
+	lit  value
+	refs int32 // compiled selectors using it
+}
+
+// accEnt is a group in an access list, with what rejects most candidates
+// inline: the pattern and the group's first other predicate (noPred if
+// none), so that a rejected candidate costs no access to its group record.
+type accEnt struct {
+	g, pat, p0 int32
+}
+
+const noPred = math.MaxInt32
+
 type compiledSel struct {
-	conjs []conj
+	src   string
+	preds []int32 // distinct, eq first
 	refs  int
 }
 
-const (
-	accNone = iota
-	accEq
-	accRange
-)
+const groupInline = 4
 
-type isub struct {
-	id      uint64
-	live    bool
-	pat     int32
-	sel     *Selector
-	cs      *compiledSel
-	accKind uint8
-	acc     int32  // index into cs.conjs
-	accWord string // accNone: first pattern word ("" = wild list)
+// group is the hot part of a group of identical subscriptions. p holds the
+// predicates other than the access one (equality predicates as ^pid, others
+// as pid), the first groupInline of them inline.
+type group struct {
+	pat int32
+	np  int32
+	p   [groupInline]int32
+	ids []uint64
+}
+
+type groupCold struct {
+	key     string
+	more    []int32 // predicates beyond groupInline
+	acc     int32   // access predicate, or -1
+	accWord string  // acc < 0: first pattern word ("" = wild list)
 }
 
 type rangeEnt struct {
-	key  float64
-	slot int32
+	key float64
+	pid int32
 }
 
 type boundEnt struct {
 	lo, hi float64
-	slot   int32
+	pid    int32
 }
 
 type attrIndex struct {
 	name string
-	str  map[string][]int32
-	num  map[float64][]int32
-	boo  [2][]int32
+	// every equality predicate on this attribute
+	str map[string]int32
+	num map[float64][]int32 // by numKey: ints and floats that may be equal
+	boo [2]int32            // -1: none
 
-	lower   []rangeEnt // prop >= key: sorted by key
-	upper   []rangeEnt // prop <= key: sorted by key
+	// range predicates that have groups filed under them
+	lower   []rangeEnt // prop >(=) key: sorted by key
+	upper   []rangeEnt // prop <(=) key: sorted by key
 	bounded []boundEnt // key in [lo, hi]: sorted by lo
 	maxSpan float64
 	dirty   bool
@@ -117,14 +182,15 @@ type attrIndex struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	ix := &Index{
-		byID:       map[uint64]int32{},
+	return &Index{
+		byID:       map[uint64]subRef{},
 		attrByName: map[string]int32{},
 		patBySrc:   map[string]int32{},
-		compiled:   map[*Selector]*compiledSel{},
-		always:     map[string][]int32{},
+		compiled:   map[string]*compiledSel{},
+		predByKey:  map[predKey]int32{},
+		groupByKey: map[string]int32{},
+		always:     map[string][]accEnt{},
 	}
-	return ix
 }
 
 // Len returns the number of subscriptions in the index.
@@ -135,7 +201,7 @@ func (ix *Index) attrID(name string) int32 {
 		return a
 	}
 	a := int32(len(ix.attrs))
-	ix.attrs = append(ix.attrs, &attrIndex{name: name, str: map[string][]int32{}, num: map[float64][]int32{}})
+	ix.attrs = append(ix.attrs, &attrIndex{name: name, str: map[string]int32{}, num: map[float64][]int32{}, boo: [2]int32{-1, -1}})
 	ix.attrByName[name] = a
 	return a
 }
@@ -151,7 +217,14 @@ func flattenAnd(n node, out []node) []node {
 
 var flipOp = [...]cmpOp{opEq: opEq, opNe: opNe, opLt: opGt, opLe: opGe, opGt: opLt, opGe: opLe}
 
-func (ix *Index) classify(n node) conj {
+func litKey(v value) (kind, int64, float64, string) {
+	if v.k == kBool {
+		return v.k, int64(b2i(v.b)), 0, ""
+	}
+	return v.k, v.i, v.f, v.s
+}
+
+func (ix *Index) classify(n node) predCold {
 	switch c := n.(type) {
 	case *cmpNode:
 		id, lit, op := c.l, c.r, c.op
@@ -165,32 +238,146 @@ func (ix *Index) classify(n node) conj {
 		}
 		switch {
 		case op == opEq && ln.v.k != kNull:
-			return conj{kind: cjEq, op: opEq, attr: ix.attrID(in.name), lit: ln.v}
+			return predCold{key: predKey{kind: cjEq, op: opEq, attr: ix.attrID(in.name)}, lit: ln.v}
 		case op != opEq && op != opNe && ln.v.isNum():
-			return conj{kind: cjCmp, op: op, attr: ix.attrID(in.name), lit: ln.v}
+			return predCold{key: predKey{kind: cjCmp, op: op, attr: ix.attrID(in.name)}, lit: ln.v}
 		}
 	case *betweenNode:
 		in, ok := c.x.(*identNode)
 		lo, ok1 := c.lo.(*litNode)
 		hi, ok2 := c.hi.(*litNode)
 		if !c.not && ok && ok1 && ok2 && lo.v.isNum() && hi.v.isNum() {
-			return conj{kind: cjBetween, attr: ix.attrID(in.name), lit: lo.v, hi: hi.v}
+			c := predCold{key: predKey{kind: cjBetween, attr: ix.attrID(in.name)}, lit: lo.v}
+			c.key.hk, c.key.hi, c.key.hf, _ = litKey(hi.v)
+			return c
 		}
 	}
-	return conj{kind: cjResidual, n: n}
+	return predCold{key: predKey{kind: cjResidual, attr: -1, ls: string(writeNode(nil, n, 0))}}
+}
+
+// internPred returns the id of the predicate for conjunct n, taking one
+// reference.
+func (ix *Index) internPred(n node) int32 {
+	c := ix.classify(n)
+	if c.key.kind != cjResidual {
+		c.key.lk, c.key.li, c.key.lf, c.key.ls = litKey(c.lit)
+	}
+	if id, ok := ix.predByKey[c.key]; ok {
+		ix.pcold[id].refs++
+		return id
+	}
+	c.refs = 1
+	p := pred{kind: c.key.kind, op: c.key.op, attr: c.key.attr}
+	switch p.kind {
+	case cjResidual:
+		p.n = n
+	case cjEq, cjCmp, cjBetween:
+		p.lInt, p.li, p.lf = c.lit.k == kInt, c.lit.i, c.lit.num()
+		if p.kind == cjBetween {
+			p.hInt, p.hi, p.hf = c.key.hk == kInt, c.key.hi, c.key.hf
+			if p.hInt {
+				p.hf = float64(p.hi)
+			}
+		}
+	}
+	var id int32
+	if k := len(ix.predFree); k > 0 {
+		id = ix.predFree[k-1]
+		ix.predFree = ix.predFree[:k-1]
+		p.acc = ix.preds[id].acc[:0]
+		ix.preds[id], ix.pcold[id] = p, c
+	} else {
+		id = int32(len(ix.preds))
+		ix.preds = append(ix.preds, p)
+		ix.pcold = append(ix.pcold, c)
+	}
+	ix.predByKey[c.key] = id
+	if p.kind == cjEq {
+		a := ix.attrs[p.attr]
+		switch c.lit.k {
+		case kString:
+			a.str[c.lit.s] = id
+		case kBool:
+			a.boo[b2i(c.lit.b)] = id
+		default:
+			k := numKey(c.lit)
+			a.num[k] = append(a.num[k], id)
+		}
+	}
+	return id
+}
+
+func (ix *Index) releasePred(id int32) {
+	p, c := &ix.preds[id], &ix.pcold[id]
+	c.refs--
+	if c.refs > 0 {
+		return
+	}
+	if p.kind == cjEq {
+		a := ix.attrs[p.attr]
+		switch c.lit.k {
+		case kString:
+			delete(a.str, c.lit.s)
+		case kBool:
+			a.boo[b2i(c.lit.b)] = -1
+		default:
+			k := numKey(c.lit)
+			if l := removeSlot(a.num[k], id); len(l) == 0 {
+				delete(a.num, k)
+			} else {
+				a.num[k] = l
+			}
+		}
+	}
+	delete(ix.predByKey, c.key)
+	*p, *c = pred{acc: p.acc[:0]}, predCold{}
+	ix.predFree = append(ix.predFree, id)
+}
+
+func predClass(k conjKind) int {
+	switch k {
+	case cjEq:
+		return 0
+	case cjResidual:
+		return 2
+	}
+	return 1
 }
 
 func (ix *Index) compile(sel *Selector) *compiledSel {
-	if cs, ok := ix.compiled[sel]; ok {
+	if cs, ok := ix.compiled[sel.src]; ok {
 		cs.refs++
 		return cs
 	}
-	cs := &compiledSel{refs: 1}
+	cs := &compiledSel{src: sel.src, refs: 1}
 	for _, n := range flattenAnd(sel.root, nil) {
-		cs.conjs = append(cs.conjs, ix.classify(n))
+		id := ix.internPred(n)
+		if slices.Contains(cs.preds, id) {
+			ix.releasePred(id)
+			continue
+		}
+		cs.preds = append(cs.preds, id)
 	}
-	ix.compiled[sel] = cs
+	// cheap, selective checks first: equality, then ranges, then residuals
+	slices.SortFunc(cs.preds, func(a, b int32) int {
+		if c := cmp.Compare(predClass(ix.preds[a].kind), predClass(ix.preds[b].kind)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	ix.compiled[sel.src] = cs
 	return cs
+}
+
+func (ix *Index) releaseCompiled(cs *compiledSel) {
+	cs.refs--
+	if cs.refs > 0 {
+		return
+	}
+	for _, id := range cs.preds {
+		ix.releasePred(id)
+	}
+	delete(ix.compiled, cs.src)
 }
 
 func (ix *Index) internPattern(p Pattern) int32 {
@@ -231,49 +418,26 @@ func numKey(v value) float64 {
 	return f
 }
 
-func (a *attrIndex) eqList(v value) *[]int32 {
-	switch v.k {
-	case kString:
-		l := a.str[v.s]
-		return &l
-	case kBool:
-		if v.b {
-			return &a.boo[1]
-		}
-		return &a.boo[0]
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	l := a.num[numKey(v)]
-	return &l
-}
-
-func (a *attrIndex) eqLen(v value) int { return len(*a.eqList(v)) }
-
-func (a *attrIndex) eqSet(v value, l []int32) {
-	switch v.k {
-	case kString:
-		if len(l) == 0 {
-			delete(a.str, v.s)
-		} else {
-			a.str[v.s] = l
-		}
-	case kBool:
-		if v.b {
-			a.boo[1] = l
-		} else {
-			a.boo[0] = l
-		}
-	default:
-		if len(l) == 0 {
-			delete(a.num, numKey(v))
-		} else {
-			a.num[numKey(v)] = l
-		}
-	}
+	return 0
 }
 
 func removeSlot(l []int32, slot int32) []int32 {
 	for i, s := range l {
 		if s == slot {
+			l[i] = l[len(l)-1]
+			return l[:len(l)-1]
+		}
+	}
+	return l
+}
+
+func removeEnt(l []accEnt, g int32) []accEnt {
+	for i := range l {
+		if l[i].g == g {
 			l[i] = l[len(l)-1]
 			return l[:len(l)-1]
 		}
@@ -288,134 +452,217 @@ func firstWord(s string) string {
 	return s
 }
 
-// Add files subscription id (replacing any earlier one with the same id). A
-// nil sel means no selector.
-func (ix *Index) Add(id uint64, pattern Pattern, sel *Selector) {
-	if _, ok := ix.byID[id]; ok {
-		ix.Remove(id)
+// chooseAccess picks the predicate a new group is filed under: the equality
+// predicate used by the fewest selectors (ties: the shorter access list),
+// else a BETWEEN, else a one-sided range; -1 if there is none.
+func (ix *Index) chooseAccess(preds []int32) int32 {
+	best := int32(-1)
+	for _, id := range preds {
+		p := &ix.preds[id]
+		if p.kind != cjEq {
+			continue
+		}
+		if best < 0 {
+			best = id
+			continue
+		}
+		b := &ix.preds[best]
+		pr, br := ix.pcold[id].refs, ix.pcold[best].refs
+		if pr < br || (pr == br && len(p.acc) < len(b.acc)) {
+			best = id
+		}
 	}
-	var slot int32
-	if n := len(ix.free); n > 0 {
-		slot = ix.free[n-1]
-		ix.free = ix.free[:n-1]
+	if best >= 0 {
+		return best
+	}
+	for _, k := range [...]conjKind{cjBetween, cjCmp} {
+		for _, id := range preds {
+			if ix.preds[id].kind == k {
+				return id
+			}
+		}
+	}
+	return -1
+}
+
+func (ix *Index) groupKey(pat int32, preds []int32) string {
+	b := make([]byte, 0, 4+4*len(preds))
+	b = binary.LittleEndian.AppendUint32(b, uint32(pat))
+	for _, id := range preds {
+		b = binary.LittleEndian.AppendUint32(b, uint32(id))
+	}
+	return string(b)
+}
+
+func (ix *Index) newGroup(key string, pat int32, pattern Pattern, preds []int32) int32 {
+	var g int32
+	if n := len(ix.groupFree); n > 0 {
+		g = ix.groupFree[n-1]
+		ix.groupFree = ix.groupFree[:n-1]
 	} else {
-		slot = int32(len(ix.subs))
-		ix.subs = append(ix.subs, isub{})
+		g = int32(len(ix.groups))
+		ix.groups = append(ix.groups, group{})
+		ix.gcold = append(ix.gcold, groupCold{})
 	}
-	s := isub{id: id, live: true, pat: ix.internPattern(pattern), sel: sel, acc: -1}
-	if sel != nil {
-		s.cs = ix.compile(sel)
-		best := -1
-		for i, c := range s.cs.conjs {
-			if c.kind == cjEq {
-				if l := ix.attrs[c.attr].eqLen(c.lit); best < 0 || l < best {
-					best, s.acc, s.accKind = l, int32(i), accEq
-				}
-			}
+	acc := ix.chooseAccess(preds)
+	gr := group{pat: pat, ids: ix.groups[g].ids[:0]}
+	gc := groupCold{key: key, acc: acc}
+	for _, id := range preds {
+		if id == acc {
+			continue
 		}
-		if s.accKind == accNone {
-			for i, c := range s.cs.conjs {
-				if c.kind == cjCmp || c.kind == cjBetween {
-					s.acc, s.accKind = int32(i), accRange
-					break
-				}
-			}
+		e := id
+		if ix.preds[id].kind == cjEq {
+			e = ^id
 		}
+		if gr.np < groupInline {
+			gr.p[gr.np] = e
+		} else {
+			gc.more = append(gc.more, e)
+		}
+		gr.np++
 	}
-	switch s.accKind {
-	case accEq:
-		c := s.cs.conjs[s.acc]
-		a := ix.attrs[c.attr]
-		a.eqSet(c.lit, append(*a.eqList(c.lit), slot))
-	case accRange:
-		c := s.cs.conjs[s.acc]
-		a := ix.attrs[c.attr]
-		switch {
-		case c.kind == cjBetween:
-			a.bounded = append(a.bounded, boundEnt{lo: c.lit.num(), hi: c.hi.num(), slot: slot})
-		case c.op == opGt || c.op == opGe:
-			a.lower = append(a.lower, rangeEnt{key: c.lit.num(), slot: slot})
-		default:
-			a.upper = append(a.upper, rangeEnt{key: c.lit.num(), slot: slot})
+	ent := accEnt{g: g, pat: pat, p0: noPred}
+	if gr.np > 0 {
+		ent.p0 = gr.p[0]
+	}
+	if acc >= 0 {
+		p := &ix.preds[acc]
+		p.acc = append(p.acc, ent)
+		if len(p.acc) == 1 && p.kind != cjEq {
+			ix.addRange(acc)
 		}
-		a.dirty = true
-		ix.dirty = true
-	default:
+	} else {
 		w := ""
 		if len(pattern.words) > 0 {
 			w = pattern.words[0]
 		}
 		if w == "" || w == "*" || w == ">" {
-			ix.alwaysWild = append(ix.alwaysWild, slot)
+			ix.alwaysWild = append(ix.alwaysWild, ent)
 			w = ""
 		} else {
-			ix.always[w] = append(ix.always[w], slot)
+			ix.always[w] = append(ix.always[w], ent)
 		}
-		s.accWord = w
+		gc.accWord = w
 	}
-	ix.subs[slot] = s
-	ix.byID[id] = slot
-	ix.count++
+	ix.groups[g], ix.gcold[g] = gr, gc
+	ix.groupByKey[key] = g
+	return g
 }
 
-func removeRange(l []rangeEnt, slot int32) []rangeEnt {
+func (ix *Index) dropGroup(g int32) {
+	gc := &ix.gcold[g]
+	if gc.acc >= 0 {
+		p := &ix.preds[gc.acc]
+		p.acc = removeEnt(p.acc, g)
+		if len(p.acc) == 0 && p.kind != cjEq {
+			ix.removeRange(gc.acc)
+		}
+	} else if gc.accWord == "" {
+		ix.alwaysWild = removeEnt(ix.alwaysWild, g)
+	} else if l := removeEnt(ix.always[gc.accWord], g); len(l) == 0 {
+		delete(ix.always, gc.accWord)
+	} else {
+		ix.always[gc.accWord] = l
+	}
+	delete(ix.groupByKey, gc.key)
+	ix.groups[g] = group{ids: ix.groups[g].ids[:0]}
+	ix.gcold[g] = groupCold{}
+	ix.groupFree = append(ix.groupFree, g)
+}
+
+func (ix *Index) addRange(id int32) {
+	p := &ix.preds[id]
+	a := ix.attrs[p.attr]
+	switch {
+	case p.kind == cjBetween:
+		a.bounded = append(a.bounded, boundEnt{lo: p.lf, hi: p.hf, pid: id})
+	case p.op == opGt || p.op == opGe:
+		a.lower = append(a.lower, rangeEnt{key: p.lf, pid: id})
+	default:
+		a.upper = append(a.upper, rangeEnt{key: p.lf, pid: id})
+	}
+	a.dirty = true
+	ix.dirty = true
+}
+
+func removeRangeEnt(l []rangeEnt, id int32) []rangeEnt {
 	for i := range l {
-		if l[i].slot == slot {
+		if l[i].pid == id {
 			return append(l[:i], l[i+1:]...)
 		}
 	}
 	return l
 }
 
+func (ix *Index) removeRange(id int32) {
+	p := &ix.preds[id]
+	a := ix.attrs[p.attr]
+	switch {
+	case p.kind == cjBetween:
+		for i := range a.bounded {
+			if a.bounded[i].pid == id {
+				a.bounded = append(a.bounded[:i], a.bounded[i+1:]...)
+				break
+			}
+		}
+		a.dirty = true // recompute maxSpan
+		ix.dirty = true
+	case p.op == opGt || p.op == opGe:
+		a.lower = removeRangeEnt(a.lower, id)
+	default:
+		a.upper = removeRangeEnt(a.upper, id)
+	}
+}
+
+// Add files subscription id (replacing any earlier one with the same id). A
+// nil sel means no selector.
+func (ix *Index) Add(id uint64, pattern Pattern, sel *Selector) {
+	if _, ok := ix.byID[id]; ok {
+		ix.Remove(id)
+	}
+	pat := ix.internPattern(pattern)
+	var cs *compiledSel
+	var preds []int32
+	if sel != nil {
+		cs = ix.compile(sel)
+		preds = cs.preds
+	}
+	key := ix.groupKey(pat, preds)
+	g, ok := ix.groupByKey[key]
+	if !ok {
+		g = ix.newGroup(key, pat, pattern, preds)
+	}
+	gr := &ix.groups[g]
+	gr.ids = append(gr.ids, id)
+	ix.byID[id] = subRef{g: g, pos: int32(len(gr.ids) - 1), cs: cs}
+	ix.count++
+}
+
 // Remove drops subscription id; unknown ids are ignored.
 func (ix *Index) Remove(id uint64) {
-	slot, ok := ix.byID[id]
+	ref, ok := ix.byID[id]
 	if !ok {
 		return
 	}
-	s := &ix.subs[slot]
-	switch s.accKind {
-	case accEq:
-		c := s.cs.conjs[s.acc]
-		a := ix.attrs[c.attr]
-		a.eqSet(c.lit, removeSlot(*a.eqList(c.lit), slot))
-	case accRange:
-		c := s.cs.conjs[s.acc]
-		a := ix.attrs[c.attr]
-		switch {
-		case c.kind == cjBetween:
-			for i := range a.bounded {
-				if a.bounded[i].slot == slot {
-					a.bounded = append(a.bounded[:i], a.bounded[i+1:]...)
-					break
-				}
-			}
-			a.dirty = true // recompute maxSpan
-			ix.dirty = true
-		case c.op == opGt || c.op == opGe:
-			a.lower = removeRange(a.lower, slot)
-		default:
-			a.upper = removeRange(a.upper, slot)
-		}
-	default:
-		if s.accWord == "" {
-			ix.alwaysWild = removeSlot(ix.alwaysWild, slot)
-		} else if l := removeSlot(ix.always[s.accWord], slot); len(l) == 0 {
-			delete(ix.always, s.accWord)
-		} else {
-			ix.always[s.accWord] = l
-		}
-	}
-	if s.cs != nil {
-		s.cs.refs--
-		if s.cs.refs == 0 {
-			delete(ix.compiled, s.sel)
-		}
-	}
-	ix.releasePattern(s.pat)
-	*s = isub{}
-	ix.free = append(ix.free, slot)
 	delete(ix.byID, id)
+	gr := &ix.groups[ref.g]
+	pat := gr.pat
+	last := len(gr.ids) - 1
+	if moved := gr.ids[last]; moved != id {
+		gr.ids[ref.pos] = moved
+		r := ix.byID[moved]
+		r.pos = ref.pos
+		ix.byID[moved] = r
+	}
+	gr.ids = gr.ids[:last]
+	if last == 0 {
+		ix.dropGroup(ref.g) // before releasing its predicates
+	}
+	if ref.cs != nil {
+		ix.releaseCompiled(ref.cs)
+	}
+	ix.releasePattern(pat)
 	ix.count--
 }
 
@@ -448,36 +695,48 @@ func (ix *Index) prepare() {
 	ix.dirty = false
 }
 
-// scratch is per-Match state, reused so Match does not allocate.
+// scratch is per-Match state, reused so Match does not allocate. Memo
+// entries are gen<<1 | result; an entry from another generation (or a fresh
+// zero) is unknown.
 type scratch struct {
 	gen     uint32
 	vgen    []uint32
 	vals    []value
 	present []int32
-	pgen    []uint32
-	pres    []bool
+	pmemo   []uint32 // per pattern: MatchTopic
+	memo    []uint32 // per predicate: TRUE
+	hits    []int32  // true equality predicates with groups
 }
 
-func (s *scratch) reset(nattr, npat int) {
+const maxGen = 1<<31 - 1
+
+func grow(l []uint32, n int) []uint32 {
+	if len(l) >= n {
+		return l
+	}
+	return make([]uint32, n+n/2+1)
+}
+
+func (s *scratch) reset(nattr, npat, npred int) {
 	// Grown arrays start at stamp 0, which never equals a live generation,
-	// so the generation must NOT restart here: the other array keeps its
+	// so the generation must NOT restart here: the other arrays keep their
 	// stamps, and restarting would make them look current. (Found by the
 	// simulator once the index served delivery with subscription churn.)
 	if len(s.vgen) < nattr {
 		s.vgen = make([]uint32, nattr+nattr/2+1)
 		s.vals = make([]value, len(s.vgen))
 	}
-	if len(s.pgen) < npat {
-		s.pgen = make([]uint32, npat+npat/2+1)
-		s.pres = make([]bool, len(s.pgen))
-	}
+	s.pmemo = grow(s.pmemo, npat)
+	s.memo = grow(s.memo, npred)
 	s.gen++
-	if s.gen == 0 { // wrapped: clear stamps
+	if s.gen > maxGen { // wrapped: clear stamps
 		clear(s.vgen)
-		clear(s.pgen)
+		clear(s.pmemo)
+		clear(s.memo)
 		s.gen = 1
 	}
 	s.present = s.present[:0]
+	s.hits = s.hits[:0]
 }
 
 func (s *scratch) val(a int32) value {
@@ -485,6 +744,53 @@ func (s *scratch) val(a int32) value {
 		return s.vals[a]
 	}
 	return value{}
+}
+
+func (s *scratch) stamp(b bool) uint32 {
+	if b {
+		return s.gen<<1 | 1
+	}
+	return s.gen << 1
+}
+
+// predTrue evaluates predicate id on the current event, once per event.
+func (ix *Index) predTrue(s *scratch, id int32, props map[string]any) bool {
+	if m := s.memo[id]; m>>1 == s.gen {
+		return m&1 != 0
+	}
+	p := &ix.preds[id]
+	var r bool
+	switch p.kind {
+	case cjEq:
+		r = compare(opEq, s.val(p.attr), ix.pcold[id].lit) == True
+	case cjCmp:
+		// compare's rules, specialised: a NULL or non-numeric property is
+		// not TRUE; int with int compares exactly, otherwise as float64
+		if v := s.val(p.attr); v.k == kInt && p.lInt {
+			r = ordered(p.op, v.i, p.li)
+		} else if v.k == kInt || v.k == kFloat {
+			r = ordered(p.op, v.num(), p.lf)
+		}
+	case cjBetween:
+		if v := s.val(p.attr); v.k == kInt || v.k == kFloat {
+			var lo, hi bool
+			if v.k == kInt && p.lInt {
+				lo = p.li <= v.i
+			} else {
+				lo = p.lf <= v.num()
+			}
+			if v.k == kInt && p.hInt {
+				hi = v.i <= p.hi
+			} else {
+				hi = v.num() <= p.hf
+			}
+			r = lo && hi
+		}
+	default:
+		r = p.n.cond(props) == True
+	}
+	s.memo[id] = s.stamp(r)
+	return r
 }
 
 // Match calls fn once for each subscription whose pattern matches topic and
@@ -495,7 +801,7 @@ func (ix *Index) Match(topic string, props map[string]any, fn func(id uint64)) {
 	}
 	ix.prepare()
 	s := &ix.scr
-	s.reset(len(ix.attrs), len(ix.pats))
+	s.reset(len(ix.attrs), len(ix.pats), len(ix.preds))
 
 	set := func(a int32, x any) {
 		v := fromAny(x)
@@ -511,6 +817,13 @@ func (ix *Index) Match(topic string, props map[string]any, fn func(id uint64)) {
 				set(a, x)
 			}
 		}
+		// map order is random: visit attributes in a fixed order so that
+		// the callbacks come in a deterministic order
+		for i := 1; i < len(s.present); i++ {
+			for j := i; j > 0 && s.present[j] < s.present[j-1]; j-- {
+				s.present[j], s.present[j-1] = s.present[j-1], s.present[j]
+			}
+		}
 	} else {
 		for a, at := range ix.attrs {
 			if x, ok := props[at.name]; ok {
@@ -519,27 +832,40 @@ func (ix *Index) Match(topic string, props map[string]any, fn func(id uint64)) {
 		}
 	}
 
+	// 1. every true equality predicate, so that an unstamped equality
+	// predicate is known to be false
 	for _, a := range s.present {
 		at := ix.attrs[a]
 		v := s.vals[a]
-		var l []int32
 		switch v.k {
 		case kString:
-			l = at.str[v.s]
+			if id, ok := at.str[v.s]; ok {
+				ix.eqHit(s, id)
+			}
 		case kBool:
-			if v.b {
-				l = at.boo[1]
-			} else {
-				l = at.boo[0]
+			if id := at.boo[b2i(v.b)]; id >= 0 {
+				ix.eqHit(s, id)
 			}
 		default:
 			if f := v.num(); f == f {
-				l = at.num[numKey(v)]
+				for _, id := range at.num[numKey(v)] {
+					p := &ix.preds[id]
+					if v.k == kInt && p.lInt && v.i == p.li || !(v.k == kInt && p.lInt) && f == p.lf {
+						ix.eqHit(s, id)
+					}
+				}
 			}
 		}
-		for _, slot := range l {
-			ix.check(s, slot, topic, props, fn)
+	}
+	// 2. groups filed under them
+	for _, id := range s.hits {
+		for _, e := range ix.preds[id].acc {
+			ix.check(s, e, topic, props, fn)
 		}
+	}
+	// 3. groups filed under range predicates, stabbed per numeric attribute
+	for _, a := range s.present {
+		v := s.vals[a]
 		if !v.isNum() {
 			continue
 		}
@@ -547,60 +873,89 @@ func (ix *Index) Match(topic string, props map[string]any, fn func(id uint64)) {
 		if f != f {
 			continue // NaN satisfies no range
 		}
-		// prop >= key: every entry with key <= f
+		at := ix.attrs[a]
+		// prop >(=) key: candidates are every entry with key <= f
 		lo := at.lower
 		for i, n := 0, searchKeyGT(lo, f); i < n; i++ {
-			ix.check(s, lo[i].slot, topic, props, fn)
+			ix.rangeHit(s, lo[i].pid, topic, props, fn)
 		}
-		// prop <= key: every entry with key >= f
+		// prop <(=) key: candidates are every entry with key >= f
 		up := at.upper
 		for i := searchKeyGE(up, f); i < len(up); i++ {
-			ix.check(s, up[i].slot, topic, props, fn)
+			ix.rangeHit(s, up[i].pid, topic, props, fn)
 		}
 		b := at.bounded
 		for i := searchLoGE(b, math.Nextafter(f-at.maxSpan, math.Inf(-1))); i < len(b) && b[i].lo <= f; i++ {
 			if b[i].hi >= f {
-				ix.check(s, b[i].slot, topic, props, fn)
+				ix.rangeHit(s, b[i].pid, topic, props, fn)
 			}
 		}
 	}
-
-	for _, slot := range ix.always[firstWord(topic)] {
-		ix.check(s, slot, topic, props, fn)
+	// 4. groups with no indexable predicate
+	for _, e := range ix.always[firstWord(topic)] {
+		ix.check(s, e, topic, props, fn)
 	}
-	for _, slot := range ix.alwaysWild {
-		ix.check(s, slot, topic, props, fn)
+	for _, e := range ix.alwaysWild {
+		ix.check(s, e, topic, props, fn)
 	}
 }
 
-func (ix *Index) check(s *scratch, slot int32, topic string, props map[string]any, fn func(uint64)) {
-	sb := &ix.subs[slot]
-	p := sb.pat
-	if s.pgen[p] != s.gen {
-		s.pgen[p], s.pres[p] = s.gen, ix.pats[p].MatchTopic(topic)
+func (ix *Index) eqHit(s *scratch, id int32) {
+	s.memo[id] = s.gen<<1 | 1
+	if len(ix.preds[id].acc) > 0 {
+		s.hits = append(s.hits, id)
 	}
-	if !s.pres[p] {
+}
+
+// rangeHit verifies a candidate range predicate exactly (the stabbing
+// query works on float64 keys) and checks its groups.
+func (ix *Index) rangeHit(s *scratch, id int32, topic string, props map[string]any, fn func(uint64)) {
+	if !ix.predTrue(s, id, props) {
 		return
 	}
-	if sb.cs != nil {
-		for i := range sb.cs.conjs {
-			c := &sb.cs.conjs[i]
-			var t Tri
-			switch c.kind {
-			case cjEq, cjCmp:
-				t = compare(c.op, s.val(c.attr), c.lit)
-			case cjBetween:
-				v := s.val(c.attr)
-				t = triAnd(compare(opLe, c.lit, v), compare(opLe, v, c.hi))
-			default:
-				t = c.n.cond(props)
-			}
-			if t != True {
+	for _, e := range ix.preds[id].acc {
+		ix.check(s, e, topic, props, fn)
+	}
+}
+
+// check verifies group e.g, whose access predicate is known to be true.
+func (ix *Index) check(s *scratch, e accEnt, topic string, props map[string]any, fn func(uint64)) {
+	p := e.pat
+	m := s.pmemo[p]
+	if m>>1 != s.gen {
+		m = s.stamp(ix.pats[p].MatchTopic(topic))
+		s.pmemo[p] = m
+	}
+	if m&1 == 0 || e.p0 != noPred && !ix.holds(s, e.p0, props) {
+		return
+	}
+	g := e.g
+	gr := &ix.groups[g]
+	n := int(gr.np)
+	for i := 1; i < n && i < groupInline; i++ {
+		if !ix.holds(s, gr.p[i], props) {
+			return
+		}
+	}
+	if n > groupInline {
+		for _, e := range ix.gcold[g].more {
+			if !ix.holds(s, e, props) {
 				return
 			}
 		}
 	}
-	fn(sb.id)
+	for _, id := range gr.ids {
+		fn(id)
+	}
+}
+
+// holds reports whether group predicate entry e is true: ^id for equality
+// predicates (true exactly when stamped by step 1 of Match), id otherwise.
+func (ix *Index) holds(s *scratch, e int32, props map[string]any) bool {
+	if e < 0 {
+		return s.memo[^e] == s.gen<<1|1
+	}
+	return ix.predTrue(s, e, props)
 }
 
 func searchKeyGT(l []rangeEnt, f float64) int {

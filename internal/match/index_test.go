@@ -216,7 +216,8 @@ func TestIndexMatchesBruteForce(t *testing.T) {
 		for id := range subs {
 			ix.Remove(id)
 		}
-		if ix.Len() != 0 || len(ix.compiled) != 0 || len(ix.patBySrc) != 0 || len(ix.always) != 0 || len(ix.alwaysWild) != 0 {
+		if ix.Len() != 0 || len(ix.compiled) != 0 || len(ix.patBySrc) != 0 || len(ix.always) != 0 || len(ix.alwaysWild) != 0 ||
+			len(ix.predByKey) != 0 || len(ix.groupByKey) != 0 || len(ix.byID) != 0 || !ix.rangeListsEmpty() {
 			t.Fatalf("seed %d: index not empty after removing all: len %d", seed, ix.Len())
 		}
 		ix.Match("orders", map[string]any{"a": int64(1)}, func(id uint64) { t.Fatalf("empty index matched %d", id) })
@@ -333,4 +334,127 @@ func TestIndexGrowsBetweenMatches(t *testing.T) {
 			}
 		}
 	}
+}
+
+func (ix *Index) rangeListsEmpty() bool {
+	for _, a := range ix.attrs {
+		if len(a.lower)+len(a.upper)+len(a.bounded)+len(a.str)+len(a.num) != 0 || a.boo != [2]int32{-1, -1} {
+			return false
+		}
+	}
+	return true
+}
+
+// TestIndexSharedPredicatesMatchBruteForce stresses what the index shares:
+// selectors drawn from a small pool of conjuncts (so predicates are reused
+// across selectors, conjunct order varies, and identical subscriptions form
+// groups), selector texts re-parsed per subscription (as the broker does),
+// many range and BETWEEN subscriptions mixing int and float literals near
+// 2^53, and churn that empties and refills groups between events.
+func TestIndexSharedPredicatesMatchBruteForce(t *testing.T) {
+	seeds := 200
+	if testing.Short() {
+		seeds = 20
+	}
+	nums := []string{"0", "1", "2", "-1", "1.0", "1.5", "-0.0", "3", "9007199254740993", "9007199254740992", "9007199254740992.0", "1e300"}
+	evNums := []any{int64(0), int64(1), int64(2), int64(3), int64(-1), 1.0, 1.5, 2.5, math.Copysign(0, -1), math.NaN(),
+		int64(9007199254740993), int64(9007199254740992), 9007199254740992.0, int64(9007199254740994), 1e300, math.Inf(1), int32(2), uint8(1), "1", true}
+	pats := []Pattern{MustPattern("orders.>"), MustPattern("orders.eu.*"), MustPattern(">"), MustPattern("*.eu"), MustPattern("trades.>")}
+	topics := []string{"orders.eu.new", "orders.us", "trades.eu", "orders.eu", "x"}
+	pairs := 0
+	for seed := range seeds {
+		r := rand.New(rand.NewPCG(uint64(seed), 99))
+		pick := func(l []string) string { return l[r.IntN(len(l))] }
+		var pool []string
+		for range 12 + r.IntN(20) {
+			x := pick([]string{"a", "b", "c", "d"})
+			var atom string
+			switch r.IntN(9) {
+			case 0, 1:
+				atom = x + " = " + pick([]string{"'EU'", "'US'", "TRUE", "FALSE", "'1'"})
+			case 2, 3:
+				atom = x + " = " + pick(nums)
+			case 4:
+				atom = x + " " + pick([]string{"<", "<=", ">", ">="}) + " " + pick(nums)
+			case 5:
+				atom = pick(nums) + " " + pick([]string{"<", "<=", ">", ">="}) + " " + x
+			case 6, 7:
+				atom = x + " BETWEEN " + pick(nums) + " AND " + pick(nums)
+			default:
+				atom = pick([]string{x + " LIKE 'E%'", x + " IS NULL", x + " <> 1", x + " IN ('EU', 'US')", "NOT " + x + " BETWEEN 0 AND 2", x + " + 0 >= 1"})
+			}
+			pool = append(pool, atom)
+		}
+		newSel := func() *Selector {
+			if r.IntN(10) == 0 {
+				return nil
+			}
+			parts := make([]string, 1+r.IntN(4))
+			for i := range parts {
+				parts[i] = pick(pool)
+			}
+			return MustSelector(strings.Join(parts, " AND "))
+		}
+		ix := NewIndex()
+		subs := map[uint64]bruteSub{}
+		add := func(id uint64) {
+			var s bruteSub
+			if old, ok := subs[id]; ok && r.IntN(2) == 0 {
+				s = old // same subscription again under a new selector pointer
+				if s.sel != nil {
+					s.sel = MustSelector(s.sel.String())
+				}
+			} else {
+				s = bruteSub{id, pats[r.IntN(len(pats))], newSel()}
+			}
+			ix.Add(id, s.pat, s.sel)
+			subs[id] = s
+		}
+		nsub := 20 + r.IntN(200)
+		for id := range uint64(nsub) {
+			add(id)
+		}
+		for round := range 6 {
+			for range 25 {
+				topic := topics[r.IntN(len(topics))]
+				props := map[string]any{}
+				for _, a := range []string{"a", "b", "c", "d"} {
+					switch r.IntN(5) {
+					case 0:
+					case 1:
+						props[a] = pick([]string{"EU", "US", "1"})
+					case 2:
+						props[a] = r.IntN(2) == 0
+					default:
+						props[a] = evNums[r.IntN(len(evNums))]
+					}
+				}
+				want := bruteMatch(subs, topic, props)
+				var got []uint64
+				ix.Match(topic, props, func(id uint64) { got = append(got, id) })
+				slices.Sort(got)
+				pairs += len(subs)
+				if !slices.Equal(got, want) {
+					t.Fatalf("seed %d round %d topic %q props %v:\n got %v\nwant %v\n%s",
+						seed, round, topic, props, got, want, diffSubs(subs, got, want))
+				}
+			}
+			for id := range subs {
+				if r.IntN(3) == 0 {
+					ix.Remove(id)
+					delete(subs, id)
+				}
+			}
+			for range nsub / 3 {
+				add(uint64(r.IntN(nsub + 20)))
+			}
+		}
+		for id := range subs {
+			ix.Remove(id)
+		}
+		if ix.Len() != 0 || len(ix.compiled) != 0 || len(ix.predByKey) != 0 || len(ix.groupByKey) != 0 || !ix.rangeListsEmpty() {
+			t.Fatalf("seed %d: index not empty after removing all", seed)
+		}
+	}
+	t.Logf("%d (event, subscription) pairs checked", pairs)
 }
