@@ -34,7 +34,7 @@ func (e *Engine) publishBestEffort(ps *pstream, m msg.Publish) {
 // nothing in this mode.
 func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
 	ps := e.byPubend[m.Pubend]
-	if ps == nil || ps.pub != nil || from != ps.up || m.Event == nil {
+	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up || m.Event == nil {
 		return
 	}
 	e.forwardBestEffort(ps, m.Event)
@@ -43,7 +43,7 @@ func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
 func (e *Engine) forwardBestEffort(ps *pstream, ev *msg.Event) {
 	for _, o := range ps.outs {
 		if stream.Passes(o.FilterAt(ev.Tick), ev) {
-			e.send(o.Down, msg.Knowledge{Pubend: ps.id, Start: ev.Tick, VTick: ev.Tick, End: ev.Tick, Event: ev})
+			e.sendDown(ps.id, o.Down, msg.Knowledge{Pubend: ps.id, Start: ev.Tick, VTick: ev.Tick, End: ev.Tick, Event: ev})
 		}
 	}
 	if len(ps.subs) > 0 {

@@ -154,7 +154,7 @@ func (e *Engine) onFetched(f Fetched) {
 		}
 	}
 	for _, p := range parked {
-		if o := ps.out(p.from); o != nil {
+		if o := e.outFrom(ps, p.from); o != nil {
 			e.answerNack(ps, o, p.from, p.r, true)
 		}
 	}

@@ -16,11 +16,12 @@ func (e *Engine) onNack(from msg.NodeID, m msg.Nack) {
 		e.stats.Stale++
 		return
 	}
-	o := ps.out(from)
+	o := e.outFrom(ps, from)
 	if o == nil {
 		e.stats.Stale++
 		return
 	}
+	o.Nacker = from
 	e.stats.NacksReceived++
 	e.answerNack(ps, o, from, tick.Range{Lo: m.Start, Hi: m.End}, false)
 }
@@ -70,7 +71,7 @@ func (e *Engine) sendNack(ps *pstream, r tick.Range) {
 		if hi-lo >= chunk {
 			hi = lo + chunk - 1
 		}
-		e.send(ps.up, msg.Nack{Pubend: ps.id, Start: lo, End: hi})
+		e.sendUp(ps, msg.Nack{Pubend: ps.id, Start: lo, End: hi})
 		e.stats.NacksSent++
 		e.stats.NackTicksSent += uint64(hi-lo) + 1
 		if hi == tick.Max {
@@ -86,7 +87,7 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	if ps == nil {
 		return
 	}
-	o := ps.out(from)
+	o := e.outFrom(ps, from)
 	if o == nil {
 		e.stats.Stale++
 		return
@@ -127,7 +128,7 @@ func (e *Engine) updateAck(ps *pstream) {
 // nacks its Q ticks up to T at once.
 func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
 	ps := e.byPubend[m.Pubend]
-	if ps == nil || ps.pub != nil || from != ps.up {
+	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
 		return
 	}
 	if ps.isSubend() && !ps.sub.FloorSet {
@@ -140,7 +141,7 @@ func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
 	}
 	for _, o := range ps.outs {
 		if o.AckPrefix < m.T {
-			e.send(o.Down, m)
+			e.sendDown(ps.id, o.Down, m)
 		}
 	}
 	if ps.isSubend() {
@@ -150,7 +151,7 @@ func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
 }
 
 func (e *Engine) sendAck(ps *pstream) {
-	e.send(ps.up, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix})
+	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix})
 	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now
 }
 

@@ -22,9 +22,9 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// Route places this broker in one pubend's tree: Up is the neighbour knowledge
-// comes from ("" when the pubend is hosted here) and Down the neighbours it
-// flows to.
+// Route places this broker in one pubend's tree: Up is the neighbouring
+// cell knowledge comes from ("" when the pubend is hosted here) and Down the
+// cells it flows to. Without cells (New), a cell is the broker of that id.
 type Route struct {
 	Pubend msg.PubendID
 	Up     msg.NodeID
@@ -92,7 +92,16 @@ type Engine struct {
 
 	streams  []*pstream // sorted by pubend id: deterministic output order
 	byPubend map[msg.PubendID]*pstream
-	ups      []msg.NodeID // distinct upstream neighbours, sorted
+	ups      []msg.NodeID // members of every upstream cell, sorted
+
+	// Cells (cells.go): cell of each broker listed in a multi-broker cell,
+	// members of those cells, this broker's cell and its other members, and
+	// which neighbours' links are up.
+	cellOf  map[msg.NodeID]msg.NodeID
+	members map[msg.NodeID][]msg.NodeID
+	myCell  msg.NodeID
+	peers   []msg.NodeID
+	live    map[msg.NodeID]bool
 	downs    map[msg.NodeID]*downstream
 
 	local    match.Union  // patterns of local subscriptions in this lifetime
@@ -123,7 +132,10 @@ type downstream struct {
 // pstream is everything this broker holds for one pubend.
 type pstream struct {
 	id   msg.PubendID
-	up   msg.NodeID
+	up   msg.NodeID // upstream cell ("" when hosted here)
+	// lastFrom is the upstream member that last sent knowledge of this
+	// pubend: nacks go to it (seed 000 §3.1).
+	lastFrom msg.NodeID
 	pub  *stream.Pubend // non-nil when hosted here
 	in   stream.Istream
 	outs []*stream.Ostream
@@ -149,38 +161,53 @@ type subscription struct {
 	started bool
 }
 
-// New returns the engine of broker id with its place in every pubend's tree.
+// New returns the engine of broker id with its place in every pubend's
+// tree, in a network where every broker is a cell of its own.
 func New(id msg.NodeID, cfg Config, routes []Route) (*Engine, error) {
+	return NewWithCells(id, cfg, routes, nil)
+}
+
+// init builds the streams of every route; Route.Up and Route.Down name
+// cells (cells.go).
+func (e *Engine) init(cfg Config, routes []Route) error {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	e := &Engine{
-		id: id, cfg: cfg,
-		byPubend: map[msg.PubendID]*pstream{},
-		downs:    map[msg.NodeID]*downstream{},
-		subByID:  map[msg.SubID]*subscription{},
-		index:    match.NewIndex(),
-		bySlot:   map[uint64]*subscription{},
-	}
+	id := e.id
+	e.cfg = cfg
+	e.byPubend = map[msg.PubendID]*pstream{}
+	e.downs = map[msg.NodeID]*downstream{}
+	e.subByID = map[msg.SubID]*subscription{}
+	e.index = match.NewIndex()
+	e.bySlot = map[uint64]*subscription{}
 	for _, r := range routes {
 		if _, dup := e.byPubend[r.Pubend]; dup {
-			return nil, fmt.Errorf("gd: broker %s: pubend %s routed twice", id, r.Pubend)
+			return fmt.Errorf("gd: broker %s: pubend %s routed twice", id, r.Pubend)
+		}
+		if r.Up == e.myCell {
+			return fmt.Errorf("gd: broker %s: pubend %s: upstream is its own cell %s", id, r.Pubend, r.Up)
 		}
 		ps := &pstream{id: r.Pubend, up: r.Up}
 		if r.Up == "" {
 			ps.pub = stream.NewPubend(r.Pubend, cfg.DedupWindow)
-		} else if !slices.Contains(e.ups, r.Up) {
-			e.ups = append(e.ups, r.Up)
+		} else {
+			for _, m := range e.membersOf(r.Up) {
+				if !slices.Contains(e.ups, m) {
+					e.ups = append(e.ups, m)
+				}
+			}
 		}
 		down := slices.Clone(r.Down)
 		slices.Sort(down)
 		for _, d := range down {
-			if d == id || d == r.Up {
-				return nil, fmt.Errorf("gd: broker %s: pubend %s: bad downstream %s", id, r.Pubend, d)
+			if d == e.myCell || d == r.Up {
+				return fmt.Errorf("gd: broker %s: pubend %s: bad downstream %s", id, r.Pubend, d)
 			}
 			ps.outs = append(ps.outs, &stream.Ostream{Down: d, Fresh: r.Up != ""})
-			if e.downs[d] == nil {
-				e.downs[d] = &downstream{}
+			for _, m := range e.membersOf(d) {
+				if e.downs[m] == nil {
+					e.downs[m] = &downstream{}
+				}
 			}
 		}
 		e.streams = append(e.streams, ps)
@@ -188,7 +215,7 @@ func New(id msg.NodeID, cfg Config, routes []Route) (*Engine, error) {
 	}
 	slices.SortFunc(e.streams, func(a, b *pstream) int { return cmpStr(string(a.id), string(b.id)) })
 	slices.Sort(e.ups)
-	return e, nil
+	return nil
 }
 
 func cmpStr(a, b string) int {
@@ -218,6 +245,8 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.tick()
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
+	case LinkDown:
+		e.live[in.Peer] = false
 	case Fetched:
 		e.onFetched(in)
 	default:
@@ -237,6 +266,8 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		}
 	}
 	switch m := m.(type) {
+	case msg.Relay:
+		return e.onRelay(from, m)
 	case msg.Knowledge:
 		e.onKnowledge(from, m)
 	case msg.Nack:
@@ -316,6 +347,11 @@ func (e *Engine) toClient(m msg.Msg) { e.out.ToClients = append(e.out.ToClients,
 // subscribers, or it is a leaf of the pubend's tree.
 func (ps *pstream) isSubend() bool {
 	return ps.pub == nil && (len(ps.subs) > 0 || len(ps.outs) == 0)
+}
+
+// outFrom returns the ostream towards the cell of downstream broker n.
+func (e *Engine) outFrom(ps *pstream, n msg.NodeID) *stream.Ostream {
+	return ps.out(e.cellOfNode(n))
 }
 
 func (ps *pstream) out(to msg.NodeID) *stream.Ostream {

@@ -12,10 +12,11 @@ import (
 // and propagates what became known (seed 000 §3.1 "Propagating Knowledge").
 func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	ps := e.byPubend[m.Pubend]
-	if ps == nil || ps.pub != nil || from != ps.up {
+	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
 		e.stats.Stale++
 		return
 	}
+	ps.lastFrom = from
 	if ps.isSubend() && !ps.sub.FloorSet {
 		// A fresh stream starts needing ticks where the first message it sees
 		// starts (MODEL.md P6); subscriptions started earlier bound it.
@@ -78,7 +79,7 @@ func (e *Engine) finalMoved(ps *pstream, f tick.Tick) {
 	for _, o := range ps.outs {
 		if lo, ok := o.C.Min(); ok && lo <= f {
 			o.C.RemoveBelow(f)
-			e.send(o.Down, msg.Knowledge{Pubend: ps.id, Final: f, Start: 1, End: 0, Retrans: true})
+			e.sendAnswer(ps, o, msg.Knowledge{Pubend: ps.id, Final: f, Start: 1, End: 0, Retrans: true})
 		}
 	}
 }
@@ -155,7 +156,11 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 			}
 			o.C.Remove(tick.Range{Lo: k.Start, Hi: k.End}) // answered
 		}
-		e.send(o.Down, k)
+		if retrans {
+			e.sendAnswer(ps, o, k)
+		} else {
+			e.sendDown(ps.id, o.Down, k)
+		}
 	})
 }
 

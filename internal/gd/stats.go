@@ -19,6 +19,8 @@ type Stats struct {
 	// asked of the event log, failed reads, and nacks whose evicted
 	// payloads the log did not return (must stay 0: a lost event).
 	Evicted, Fetches, FetchErrors, FetchMisses uint64
+	// Relayed counts messages sent sideways through a cell peer (cells.go).
+	Relayed uint64
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (MODEL.md P1).
 	Contradictions int
 	// FirstContradiction describes the first one, for diagnosis.
@@ -100,7 +102,7 @@ func (e *Engine) Mutate(m Mutation) { e.mut = m }
 // soundness check of silence.
 func (e *Engine) FilterAt(p msg.PubendID, to msg.NodeID, t tick.Tick) match.Filter {
 	if ps := e.byPubend[p]; ps != nil {
-		if o := ps.out(to); o != nil {
+		if o := e.outFrom(ps, to); o != nil {
 			return o.FilterAt(t)
 		}
 	}

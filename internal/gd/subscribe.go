@@ -19,11 +19,7 @@ func (e *Engine) onSummary(from msg.NodeID, m msg.Summary) {
 		return
 	}
 	d.filter = unionOf(m)
-	for _, ps := range e.streams {
-		if o := ps.out(from); o != nil {
-			o.SetFilter(d.filter, ps.in.K.KnownHi()+1, ps.in.K.Final())
-		}
-	}
+	e.refilter(e.cellOfNode(from))
 	e.reportSummary()
 }
 
@@ -183,7 +179,7 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 			continue
 		}
 		s.pending[ps.id] = e.now
-		e.send(ps.up, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
+		e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
 	}
 	e.maybeStarted(s)
 }
@@ -232,13 +228,13 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 // filters that already admit the subscription.
 func (e *Engine) onSubReq(from msg.NodeID, m msg.SubReq) {
 	ps := e.byPubend[m.Pubend]
-	if ps == nil || ps.out(from) == nil {
+	if ps == nil || e.outFrom(ps, from) == nil {
 		e.stats.Stale++
 		return
 	}
 	if ps.pub == nil {
 		path := append(slices.Clone(m.Path), e.id)
-		e.send(ps.up, msg.SubReq{Pubend: m.Pubend, Sub: m.Sub, Path: path})
+		e.sendUp(ps, msg.SubReq{Pubend: m.Pubend, Sub: m.Sub, Path: path})
 		return
 	}
 	if len(m.Path) == 0 {

@@ -30,7 +30,7 @@ func (e *Engine) tick() {
 		for _, ps := range e.streams {
 			if at, ok := s.pending[ps.id]; ok && e.now.Sub(at) >= e.cfg.NackRepetitionMin {
 				s.pending[ps.id] = e.now
-				e.send(ps.up, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
+				e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
 			}
 		}
 	}
@@ -52,7 +52,7 @@ func (e *Engine) tickPubend(ps *pstream) {
 		sent := false
 		for _, o := range ps.outs {
 			if o.AckPrefix < t {
-				e.send(o.Down, msg.AckExpected{Pubend: ps.id, T: t})
+				e.sendDown(ps.id, o.Down, msg.AckExpected{Pubend: ps.id, T: t})
 				sent = true
 			}
 		}
@@ -93,19 +93,27 @@ func (e *Engine) tickRelay(ps *pstream) {
 // merely reconnected keeps its filter: narrowing it would contradict what it
 // received under the wider one.
 func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
+	e.live[peer] = true
 	if d := e.downs[peer]; d != nil && d.incarnation != inc {
 		d.incarnation = inc
 		d.filter = nil
-		for _, ps := range e.streams {
-			if o := ps.out(peer); o != nil {
-				o.ResetFilter()
-				o.C.Clear()
+		c := e.cellOfNode(peer)
+		if len(e.membersOf(c)) == 1 {
+			for _, ps := range e.streams {
+				if o := ps.out(c); o != nil {
+					o.ResetFilter()
+					o.C.Clear()
+				}
 			}
+		} else {
+			// The cell's other members still hold what was rendered under
+			// the old versions: pass everything from here on instead.
+			e.refilter(c)
 		}
 	}
 	isUp := false
 	for _, ps := range e.streams {
-		if ps.up != peer {
+		if ps.up != e.cellOfNode(peer) {
 			continue
 		}
 		isUp = true
@@ -121,7 +129,7 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 	}
 	for _, s := range e.subs {
 		for _, ps := range e.streams {
-			if _, ok := s.pending[ps.id]; ok && ps.up == peer {
+			if _, ok := s.pending[ps.id]; ok && ps.up == e.cellOfNode(peer) {
 				s.pending[ps.id] = e.now
 				e.send(peer, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
 			}

@@ -189,6 +189,18 @@ func (m SubReply) String() string {
 	return fmt.Sprintf("SubReply{%s %s start=%d via %v}", m.Pubend, m.Sub, m.Start, m.Path)
 }
 
+// Relay carries a broker-to-broker message sideways to a member of the
+// sender's own cell, which forwards it to To: the sender has lost its links
+// to To's cell (seed 000 §3.1, "Propagation through Link Bundles"). Msg is
+// never itself a Relay.
+type Relay struct {
+	To  NodeID
+	Msg Msg
+}
+
+func (m Relay) String() string { return fmt.Sprintf("Relay{to %s: %v}", m.To, m.Msg) }
+
+func (Relay) isMsg()       {}
 func (Knowledge) isMsg()   {}
 func (Nack) isMsg()        {}
 func (Ack) isMsg()         {}

@@ -29,10 +29,14 @@ const (
 	FaultDelay     = "delay"     // delay variance on links
 	FaultDrift     = "drift"     // clocks drift, are offset, and step back across restarts
 	FaultIOError   = "ioerror"   // a PHB's fsync fails: the broker stops (crash-only) and restarts
+	// FaultCells is not a fault but redundancy to break: intermediate cells
+	// of two brokers joined by link bundles (seed 000 §3), so that crashes
+	// and cuts hit single members of a cell and single links of a bundle.
+	FaultCells = "cells"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -112,14 +116,18 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	p := plan{topo: topo, faults: map[string]bool{}}
 	// Faults added after the first release decide from their own sub-seed,
 	// so that adding one does not change what every earlier seed replays.
-	later := rand.New(rand.NewPCG(o.Seed, 0x6c61746572)) // "later"
+	later := rand.New(rand.NewPCG(o.Seed, 0x6c61746572))    // "later"
+	cellsRng := rand.New(rand.NewPCG(o.Seed, 0x63656c6c73)) // "cells"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
 		}
 		r := rng
-		if f == FaultIOError {
+		switch f {
+		case FaultIOError:
 			r = later
+		case FaultCells:
+			r = cellsRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {
@@ -128,6 +136,9 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	}
 	if o.Scenario != "" {
 		p.faults = map[string]bool{}
+	}
+	if p.faults[FaultCells] {
+		p.topo = p.topo.withCells(cellsRng)
 	}
 	p.faultEvery = time.Duration(500+rng.IntN(4500)) * time.Millisecond
 	p.linkDelay = time.Duration(100+rng.IntN(2000)) * time.Microsecond

@@ -27,6 +27,8 @@ type Result struct {
 	FsyncFailures int
 	// Fetches: payloads read back from a PHB's log to answer nacks.
 	Fetches int
+	// Relays: messages routed sideways through a cell peer.
+	Relays int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -73,7 +75,7 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
-		FsyncFailures: w.fsyncFailures, Fetches: w.fetches}
+		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {
@@ -97,7 +99,7 @@ func Run(o Options) (Result, error) {
 func (w *world) build() {
 	routes := w.plan.topo.Routes()
 	for _, b := range w.plan.topo.Brokers {
-		n := &node{id: b.ID, broker: b, routes: routes[b.ID], up: true}
+		n := &node{id: b.ID, broker: b, routes: routes[w.plan.topo.CellOf(b.ID)], up: true}
 		if b.Role == PHB {
 			n.disk = newDisk()
 		}
@@ -109,7 +111,7 @@ func (w *world) build() {
 		w.nodes[b.ID] = n
 		w.order = append(w.order, b.ID)
 	}
-	for _, l := range w.plan.topo.Links {
+	for _, l := range w.plan.topo.Physical() {
 		lk := &link{a: l.Up, b: l.Down, up: true}
 		if w.plan.faults[FaultLoss] {
 			lk.loss = w.rng.IntN(2) == 0

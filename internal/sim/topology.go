@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -32,10 +33,79 @@ type Link struct{ Up, Down msg.NodeID }
 
 // Topology is a network: per pubend, the links reachable from its PHB form a
 // tree (every non-PHB broker has exactly one upstream neighbour).
+//
+// Links join cells. A cell is the broker of the same id unless Cells lists
+// it with several members (seed 000 §3: a virtual broker on several
+// machines); every member of an upstream cell then links to every member
+// of the downstream cell (a link bundle), and members of a cell link to
+// each other (for sideways routing).
 type Topology struct {
 	Name    string
 	Brokers []Broker
 	Links   []Link
+	Cells   gd.Cells
+}
+
+// withCells makes about half the IBs that have downstream cells cells of
+// two brokers: b3 gets a twin b3x in cell b3. As in seed 000 §3, only
+// intermediate brokers form cells: a leaf (a subend) would have one member
+// without the flow poll its upstream forever (DCT).
+func (t Topology) withCells(rng *rand.Rand) Topology {
+	out := Topology{Name: t.Name, Links: t.Links, Cells: gd.Cells{}}
+	hasDown := map[msg.NodeID]bool{}
+	for _, l := range t.Links {
+		hasDown[l.Up] = true
+	}
+	for _, b := range t.Brokers {
+		out.Brokers = append(out.Brokers, b)
+		if b.Role == IB && rng.IntN(2) == 0 && hasDown[b.ID] {
+			twin := b.ID + "x"
+			out.Brokers = append(out.Brokers, Broker{ID: twin, Role: IB})
+			out.Cells[b.ID] = []msg.NodeID{b.ID, twin}
+		}
+	}
+	return out
+}
+
+// CellOf returns the cell of broker id.
+func (t Topology) CellOf(id msg.NodeID) msg.NodeID {
+	for c, ms := range t.Cells {
+		for _, m := range ms {
+			if m == id {
+				return c
+			}
+		}
+	}
+	return id
+}
+
+func (t Topology) members(c msg.NodeID) []msg.NodeID {
+	if ms, ok := t.Cells[c]; ok {
+		return ms
+	}
+	return []msg.NodeID{c}
+}
+
+// Physical returns the connections between brokers: every pair of members
+// across each virtual link, and every pair within a cell.
+func (t Topology) Physical() []Link {
+	var out []Link
+	for _, l := range t.Links {
+		for _, u := range t.members(l.Up) {
+			for _, d := range t.members(l.Down) {
+				out = append(out, Link{u, d})
+			}
+		}
+	}
+	for _, b := range t.Brokers {
+		ms := t.members(t.CellOf(b.ID))
+		for _, m := range ms {
+			if m > b.ID {
+				out = append(out, Link{b.ID, m})
+			}
+		}
+	}
+	return out
 }
 
 // Topologies lists the named topologies `aerie sim --topology` accepts.
@@ -124,7 +194,8 @@ func swarmTopology(rng *rand.Rand) Topology {
 	return t
 }
 
-// Routes computes every broker's place in every pubend's tree.
+// Routes computes every cell's place in every pubend's tree, keyed by cell
+// id (every member of a cell has its cell's routes).
 func (t Topology) Routes() map[msg.NodeID][]gd.Route {
 	downs := map[msg.NodeID][]msg.NodeID{}
 	ups := map[msg.NodeID][]msg.NodeID{}
@@ -170,6 +241,14 @@ func (t Topology) String() string {
 	b.WriteString(" links:")
 	for _, l := range t.Links {
 		fmt.Fprintf(&b, " %s>%s", l.Up, l.Down)
+	}
+	if len(t.Cells) > 0 {
+		var cs []string
+		for c, ms := range t.Cells {
+			cs = append(cs, fmt.Sprintf("%s=%v", c, ms))
+		}
+		slices.Sort(cs)
+		fmt.Fprintf(&b, " cells: %s", strings.Join(cs, " "))
 	}
 	return b.String()
 }

@@ -42,6 +42,8 @@ type world struct {
 	fsyncFailures int
 	// fetches counts payload reads from a PHB's log (gd.Fetch).
 	fetches int
+	// relays counts messages sent sideways within a cell (msg.Relay).
+	relays int
 }
 
 type node struct {
@@ -109,7 +111,7 @@ func (w *world) newEngine(n *node) {
 	if w.plan.cacheBytes > 0 {
 		cfg.PubendCacheBytes = w.plan.cacheBytes
 	}
-	eng, err := gd.New(n.id, cfg, n.routes)
+	eng, err := gd.NewWithCells(n.id, cfg, n.routes, w.plan.topo.Cells)
 	if err != nil {
 		panic(fmt.Sprintf("sim: %v", err))
 	}
@@ -198,6 +200,9 @@ func (w *world) fetch(n *node, inc int, f gd.Fetch) {
 }
 
 func (w *world) transmit(env msg.Envelope) {
+	if _, ok := env.Msg.(msg.Relay); ok {
+		w.relays++
+	}
 	l := w.byPair[pairKey(env.From, env.To)]
 	if l == nil {
 		panic(fmt.Sprintf("sim: %s sent to non-neighbour %s: %v", env.From, env.To, env.Msg))
@@ -286,6 +291,13 @@ func (w *world) crash(n *node) {
 	for _, l := range w.links {
 		if l.a == n.id || l.b == n.id {
 			l.epoch++
+			if l.up {
+				other := l.a
+				if other == n.id {
+					other = l.b
+				}
+				w.linkDown(other, n.id)
+			}
 		}
 	}
 	for _, s := range n.sessions {
@@ -366,8 +378,21 @@ func (w *world) linkUp(l *link) {
 
 func (w *world) cut(l *link) {
 	w.watchf("cut %s-%s", l.a, l.b)
+	wasUp := l.up
 	l.up, l.stalled = false, false
 	l.epoch++
+	if wasUp {
+		// Both ends see the connection drop (a reset, or the heartbeat
+		// timeout after a stall): bundles route around it.
+		w.linkDown(l.a, l.b)
+		w.linkDown(l.b, l.a)
+	}
+}
+
+func (w *world) linkDown(at, peer msg.NodeID) {
+	if n := w.nodes[at]; n.up {
+		w.step(n, gd.LinkDown{Peer: peer})
+	}
 }
 
 func (w *world) heal(l *link) {

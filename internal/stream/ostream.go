@@ -7,7 +7,7 @@ import (
 )
 
 // Ostream is ostream[P,c]: the view of istream[P] through the filter edge to
-// downstream neighbour c.
+// downstream cell c (a neighbour broker, or a cell of several).
 type Ostream struct {
 	Down msg.NodeID
 	// filters is the filter edge, versioned by tick: the union of the
@@ -33,6 +33,9 @@ type Ostream struct {
 	Fresh bool
 	// LastFlush is when first-time silence was last sent (MODEL.md P5).
 	LastFlush tick.Time
+	// Nacker is the member of Down's cell that last nacked: answers go to
+	// it (a cell of several brokers, seed 000 §3.1).
+	Nacker msg.NodeID
 }
 
 type filterVersion struct {

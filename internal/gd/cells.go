@@ -1,0 +1,245 @@
+package gd
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"github.com/aerie-mq/aerie/internal/match"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/stream"
+)
+
+// Cells and link bundles (seed 000 §3 "Virtual Brokers and Physical
+// Topology", §3.1 "Propagation through Link Bundles"; MODEL.md P13).
+//
+// Routes name cells: a virtual broker is a cell of one or more physical
+// brokers, each with its own replica of the GD streams, and a virtual link
+// is a bundle of connections between every member of the upstream cell and
+// every member of the downstream cell. A cell that Cells does not list is
+// the broker of the same id alone, so a network without cells behaves
+// exactly as before.
+//
+// The rules, per pubend P:
+//   - knowledge goes down a bundle to one member of the downstream cell,
+//     chosen by hashing P over the members whose link is up (rendezvous
+//     hashing: a failure moves only the pubends that used the failed link);
+//   - a broker that has lost its links to a downstream cell sends through a
+//     member of its own cell that still has them ("sideways", msg.Relay);
+//   - answers to a nack go back to the member that asked;
+//   - nacks and subscription requests go up to the member that last sent
+//     knowledge of P, else to one chosen by the same hash; acks and
+//     summaries go to every member of the upstream cell, so each replica
+//     can release and each knows every filter;
+//   - an upstream's ostream for a cell takes the highest ack any member
+//     sends: a member acks T only when every downstream of the cell has.
+//
+// Filters: members of one cell learn filter changes at different ticks, so
+// two of them could render the same tick to one downstream under different
+// filter versions (D from one, S from the other: a contradiction). So a
+// broker whose cell has several members forwards everything it knows
+// (no filter edge of its own); filtering happens on the edges into the
+// cell, where the single upstream sender keeps one sequence of versions.
+
+// Cells maps a cell id to its members.
+type Cells map[msg.NodeID][]msg.NodeID
+
+// NewWithCells is New for a network with cells: routes name cells, and
+// cells lists the members of every cell with more than one broker.
+func NewWithCells(id msg.NodeID, cfg Config, routes []Route, cells Cells) (*Engine, error) {
+	cellOf := map[msg.NodeID]msg.NodeID{}
+	members := map[msg.NodeID][]msg.NodeID{}
+	for c, ms := range cells {
+		if len(ms) == 0 {
+			return nil, fmt.Errorf("gd: cell %s has no members", c)
+		}
+		sorted := slices.Clone(ms)
+		slices.Sort(sorted)
+		members[c] = sorted
+		for _, m := range sorted {
+			if prev, dup := cellOf[m]; dup {
+				return nil, fmt.Errorf("gd: broker %s is in cells %s and %s", m, prev, c)
+			}
+			cellOf[m] = c
+		}
+	}
+	e := &Engine{id: id, cellOf: cellOf, members: members, live: map[msg.NodeID]bool{}}
+	e.myCell = e.cellOfNode(id)
+	for _, m := range e.membersOf(e.myCell) {
+		if m != id {
+			e.peers = append(e.peers, m)
+		}
+	}
+	if err := e.init(cfg, routes); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) cellOfNode(n msg.NodeID) msg.NodeID {
+	if c, ok := e.cellOf[n]; ok {
+		return c
+	}
+	return n
+}
+
+func (e *Engine) membersOf(c msg.NodeID) []msg.NodeID {
+	if ms, ok := e.members[c]; ok {
+		return ms
+	}
+	return []msg.NodeID{c}
+}
+
+// multi reports whether this broker shares its cell: then it applies no
+// filter of its own downstream (see above).
+func (e *Engine) multi() bool { return len(e.peers) > 0 }
+
+// pick chooses the member of cell c that carries pubend p: the highest
+// rendezvous hash among members whose link is up, or among all of them if
+// none is (the message then waits for the protocol to repeat it).
+func (e *Engine) pick(c msg.NodeID, p msg.PubendID) msg.NodeID {
+	ms := e.membersOf(c)
+	if len(ms) == 1 {
+		return ms[0]
+	}
+	return e.pickFrom(ms, p)
+}
+
+func (e *Engine) pickFrom(ms []msg.NodeID, p msg.PubendID) msg.NodeID {
+	var best msg.NodeID
+	var bestH uint64
+	bestLive := false
+	for _, m := range ms {
+		h := rendezvous(p, m)
+		l := e.live[m]
+		if best == "" || (l && !bestLive) || (l == bestLive && h > bestH) {
+			best, bestH, bestLive = m, h, l
+		}
+	}
+	return best
+}
+
+func rendezvous(p msg.PubendID, m msg.NodeID) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	h.Write([]byte{0})
+	h.Write([]byte(m))
+	return h.Sum64()
+}
+
+// sendDown sends m for pubend p to downstream cell c: to the member the
+// hash picks, or sideways through a cell peer when this broker has no link
+// up to any member of c.
+func (e *Engine) sendDown(p msg.PubendID, c msg.NodeID, m msg.Msg) {
+	to := e.pick(c, p)
+	e.sendOrRelay(p, to, m)
+}
+
+// sendOrRelay sends m to node to, or sideways through a live peer of this
+// cell when the link to `to` is down (seed 000 §3.1: "b1 will route
+// messages towards s1 sideways via its cell neighbor b2").
+func (e *Engine) sendOrRelay(p msg.PubendID, to msg.NodeID, m msg.Msg) {
+	if e.live[to] || !e.multi() {
+		e.send(to, m)
+		return
+	}
+	if via := e.pickLivePeer(p); via != "" {
+		e.send(via, msg.Relay{To: to, Msg: m})
+		e.stats.Relayed++
+		return
+	}
+	e.send(to, m)
+}
+
+func (e *Engine) pickLivePeer(p msg.PubendID) msg.NodeID {
+	var live []msg.NodeID
+	for _, m := range e.peers {
+		if e.live[m] {
+			live = append(live, m)
+		}
+	}
+	return e.pickFrom(live, p)
+}
+
+// sendAnswer sends a retransmission to the member of o's cell that asked
+// for it, if its link is up, else like first-time knowledge.
+func (e *Engine) sendAnswer(ps *pstream, o *stream.Ostream, m msg.Msg) {
+	if o.Nacker != "" && e.cellOfNode(o.Nacker) == o.Down && (e.live[o.Nacker] || len(e.membersOf(o.Down)) == 1) {
+		e.sendOrRelay(ps.id, o.Nacker, m)
+		return
+	}
+	e.sendDown(ps.id, o.Down, m)
+}
+
+// sendUp sends m (a nack or subscription request) towards ps's upstream
+// cell: to the member that last sent knowledge of ps, if its link is up.
+func (e *Engine) sendUp(ps *pstream, m msg.Msg) {
+	if ps.lastFrom != "" && e.live[ps.lastFrom] {
+		e.send(ps.lastFrom, m)
+		return
+	}
+	e.send(e.pick(ps.up, ps.id), m)
+}
+
+// sendUpAll sends m (an ack) to every member of ps's upstream cell.
+func (e *Engine) sendUpAll(ps *pstream, m msg.Msg) {
+	for _, u := range e.membersOf(ps.up) {
+		e.send(u, m)
+	}
+}
+
+// onRelay forwards a message a cell peer could not deliver itself.
+func (e *Engine) onRelay(from msg.NodeID, m msg.Relay) error {
+	if e.cellOfNode(from) != e.myCell || from == e.id {
+		e.stats.Stale++
+		return nil
+	}
+	if _, nested := m.Msg.(msg.Relay); nested || m.Msg == nil {
+		return fmt.Errorf("gd: broker %s: bad relay from %s", e.id, from)
+	}
+	e.send(m.To, m.Msg)
+	return nil
+}
+
+// cellFilter is the filter of the edge towards downstream cell c: the union
+// of what its members reported, or nil (pass everything) while one of them
+// has not reported.
+func (e *Engine) cellFilter(c msg.NodeID) match.Filter {
+	ms := e.membersOf(c)
+	if len(ms) == 1 {
+		if d := e.downs[ms[0]]; d != nil && d.filter != nil {
+			return d.filter
+		}
+		return nil
+	}
+	u := &match.Union{}
+	for _, m := range ms {
+		d := e.downs[m]
+		if d == nil || d.filter == nil {
+			return nil
+		}
+		u.Merge(d.filter)
+	}
+	return u
+}
+
+// refilter gives every ostream towards cell c the cell's current filter,
+// from the next tick this broker learns. A broker sharing its cell keeps no
+// filters (see above).
+func (e *Engine) refilter(c msg.NodeID) {
+	if e.multi() {
+		return
+	}
+	f := e.cellFilter(c)
+	for _, ps := range e.streams {
+		if o := ps.out(c); o != nil {
+			o.SetFilter(f, ps.in.K.KnownHi()+1, ps.in.K.Final())
+		}
+	}
+}
+
+// LinkDown says the connection to neighbour Peer was lost: bundles route
+// around it until its next LinkUp.
+type LinkDown struct{ Peer msg.NodeID }
+
+func (LinkDown) isInput() {}
