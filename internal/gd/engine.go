@@ -102,7 +102,7 @@ type Engine struct {
 	myCell  msg.NodeID
 	peers   []msg.NodeID
 	live    map[msg.NodeID]bool
-	downs    map[msg.NodeID]*downstream
+	downs   map[msg.NodeID]*downstream
 
 	local    match.Union  // patterns of local subscriptions in this lifetime
 	reported *match.Union // summary sent upstream; nil until first sent
@@ -131,16 +131,16 @@ type downstream struct {
 
 // pstream is everything this broker holds for one pubend.
 type pstream struct {
-	id   msg.PubendID
-	up   msg.NodeID // upstream cell ("" when hosted here)
+	id msg.PubendID
+	up msg.NodeID // upstream cell ("" when hosted here)
 	// lastFrom is the upstream member that last sent knowledge of this
 	// pubend: nacks go to it (seed 000 §3.1).
 	lastFrom msg.NodeID
-	pub  *stream.Pubend // non-nil when hosted here
-	in   stream.Istream
-	outs []*stream.Ostream
-	sub  stream.Subend
-	subs []*subscription // local subscriptions (started or pending)
+	pub      *stream.Pubend // non-nil when hosted here
+	in       stream.Istream
+	outs     []*stream.Ostream
+	sub      stream.Subend
+	subs     []*subscription // local subscriptions (started or pending)
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	dhMovedAt tick.Time
