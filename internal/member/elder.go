@@ -27,7 +27,7 @@ func (m *Membership) newestAlive() map[string]uint64 {
 }
 
 // live: not declared failed or left, not superseded. A member the failure
-// detector has never reported counts as live for JoinSettle after this
+// detector has never reported counts as live for UnknownGrace after this
 // member first saw it in a view (the detector's reports may still be on
 // their way), and as gone after that: a joiner's detector learns every live member when it
 // joins, so a view member it never heard of died before it joined.
@@ -37,7 +37,7 @@ func (m *Membership) live(id ID, newest map[string]uint64) bool {
 	}
 	p := m.fd[id]
 	switch {
-	case p == nil && m.now.Sub(m.listedSince(id)) >= m.cfg.JoinSettle:
+	case p == nil && m.now.Sub(m.listedSince(id)) >= m.cfg.UnknownGrace:
 		return false
 	case p != nil && (p.state == stateFailed || p.state == stateLeft):
 		return false
@@ -102,6 +102,13 @@ func (m *Membership) reconcile() {
 	}
 	next := m.desired(newest)
 	if !m.bump && sameMembers(next.Members, m.cur.Members) {
+		m.pending = false
+		return
+	}
+	if !m.pending {
+		m.pending, m.pendingSince = true, m.now
+	}
+	if !m.bump && m.now.Sub(m.pendingSince) < m.cfg.ViewBundling {
 		return
 	}
 	if m.cur.Elder().ID != m.self.ID && !m.probed(newest) {
@@ -208,6 +215,7 @@ func (m *Membership) probed(newest map[string]uint64) bool {
 }
 
 func (m *Membership) issue(v View) {
+	m.pending = false
 	m.install(v)
 	m.lastAnnounce = m.now
 	for _, mem := range v.Members {
@@ -324,8 +332,13 @@ func (m *Membership) foreign(v View) bool {
 	if r < 0 {
 		return true
 	}
+	newest := m.newestAlive()
 	for _, mem := range m.cur.Members[:r] {
-		if v.Contains(mem.ID) {
+		// A member ranked before v's elder must be gone from v, and our
+		// own failure detector must not report it alive: an issuer whose
+		// detector has not heard of the older members yet (a large
+		// cluster starting) is not their successor.
+		if v.Contains(mem.ID) || m.reportedAlive(mem.ID, newest) {
 			return true
 		}
 	}

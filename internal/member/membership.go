@@ -25,6 +25,18 @@ type Config struct {
 	// unreachable; short enough that it catches up within one detection
 	// period.
 	RetransmitInterval time.Duration
+	// UnknownGrace (default 5 s) is how long a view member that this
+	// member's failure detector has never reported counts as alive. A
+	// joiner's detector learns the live members when it joins, but while
+	// a large cluster starts, news of every member takes seconds to spread;
+	// after the grace the member is taken to have died before we joined.
+	UnknownGrace time.Duration
+	// ViewBundling (default 0: none) is how long the elder lets changes
+	// accumulate before it issues a view: during a concurrent start of N
+	// members one view admits many of them instead of N views each sent to
+	// every member (JGroups' view bundling). It delays every view change by
+	// up to this much plus a TickInterval.
+	ViewBundling time.Duration
 	// ProbeTimeout (default 250 ms) bounds how long a member taking over
 	// from a dead elder waits for the other members' views: members the
 	// failure detector has not yet declared dead may not answer.
@@ -46,6 +58,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetransmitInterval == 0 {
 		c.RetransmitInterval = 250 * time.Millisecond
+	}
+	if c.UnknownGrace == 0 {
+		c.UnknownGrace = 5 * time.Second
 	}
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = 250 * time.Millisecond
@@ -112,7 +127,9 @@ type Membership struct {
 	bump         bool   // a conflict this member wins: issue a fresh view
 	yieldTo      ID     // a conflicting elder this member yielded to...
 	yieldAt      uint64 // ...while its installed view had this id
-	takeoverAt   uint64 // the view id at which this member probed the others
+	pending      bool      // the elder has seen a change it has not issued yet...
+	pendingSince tick.Time // ...since then
+	takeoverAt   uint64    // the view id at which this member probed the others
 	probeStart   tick.Time
 	answered     map[ID]bool
 

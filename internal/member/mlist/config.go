@@ -101,6 +101,25 @@ func LoopbackTiming() *memberlist.Config {
 	// 30 s in LAN: stop gossiping to a dead member after 2 s; a restarted
 	// broker comes back under a new name (new boot nonce) anyway.
 	c.GossipToTheDeadTime = 2 * time.Second
+	// true in LAN: compressing push/pull state and large messages only
+	// costs CPU on loopback or a fast LAN.
+	c.EnableCompression = false
+	return c
+}
+
+// ScaleTiming is the LAN profile adjusted for many members sharing a few
+// busy cores (Scale on one host). There every instance's probes and gossip
+// compete for the CPU with each other and with whatever else runs, and
+// LoopbackTiming's 50 ms probe timeout turns scheduling delays into false
+// suspicions that churn the views. It keeps LAN's 1 s probe interval and
+// suspicion multiplier (detection ≈ 2–5 s), doubles the probe timeout to
+// 1 s, and turns compression off (on loopback it only costs CPU).
+func ScaleTiming() *memberlist.Config {
+	c := memberlist.DefaultLANConfig()
+	c.ProbeTimeout = time.Second
+	c.EnableCompression = false
+	c.PushPullInterval = 10 * time.Second
+	c.TCPTimeout = 2 * time.Second
 	return c
 }
 
@@ -116,6 +135,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timing == nil {
 		c.Timing = LoopbackTiming()
+	}
+	if c.View.ViewBundling == 0 {
+		// Gossip spreads a concurrent start's joins over a few hundred
+		// ms; bundling them for 100 ms cuts the views (each sent to every
+		// member over TCP) by an order of magnitude for < 150 ms latency.
+		c.View.ViewBundling = 100 * time.Millisecond
 	}
 	c.View.Self = member.Member{ID: c.ID, Meta: c.Meta}
 	return c

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/aerie-mq/aerie/internal/member"
 )
 
@@ -135,9 +137,20 @@ func TestScale(t *testing.T) {
 	} else if testing.Short() {
 		t.Skip("-short")
 	}
-	rep, err := Scale(context.Background(), ScaleOptions{N: n, Timeout: 2 * time.Minute})
+	rep, err := Scale(context.Background(), ScaleOptions{N: n, Timeout: 2 * time.Minute, Timing: timingFromEnv()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(rep)
+}
+
+// timingFromEnv: AERIE_MEMBER_TIMING=loopback (default), scale or lan.
+func timingFromEnv() func() *memberlist.Config {
+	switch os.Getenv("AERIE_MEMBER_TIMING") {
+	case "scale":
+		return ScaleTiming
+	case "lan":
+		return memberlist.DefaultLANConfig
+	}
+	return LoopbackTiming
 }

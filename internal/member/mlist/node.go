@@ -27,9 +27,9 @@ type Node struct {
 	ml   *memberlist.Memberlist
 	core *member.Membership // only Run's goroutine touches it
 
-	sendq chan envelope
-	kill  chan struct{}
-	once  sync.Once
+	out  *sender
+	kill chan struct{}
+	once sync.Once
 
 	mu      sync.Mutex
 	current member.View
@@ -54,7 +54,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("%w: metadata is %d bytes, memberlist allows %d", ErrConfig, len(meta), metaMax)
 	}
 	n := &Node{cfg: cfg, d: newDelegate(cfg.ID, meta), core: member.New(cfg.View),
-		sendq: make(chan envelope, 4096), kill: make(chan struct{})}
+		out: newSender(), kill: make(chan struct{})}
 	ml, err := memberlist.Create(cfg.memberlist(n.d))
 	if err != nil {
 		return nil, fmt.Errorf("mlist: starting memberlist for %s: %w", cfg.ID, err)
@@ -141,10 +141,7 @@ func (n *Node) step(now tick.Time, in member.Input) {
 	}
 	rd := n.core.Ready()
 	for _, e := range rd.Send {
-		select {
-		case n.sendq <- envelope{to: e.To, msg: frame(n.cfg.ID, e.Msg)}:
-		default: // queue full: the elder retransmits to members that did not ack
-		}
+		n.out.put(e.To, e.Msg.Kind, frame(n.cfg.ID, e.Msg))
 	}
 	if len(rd.Installed) > 0 || rd.Excluded != 0 {
 		v, ok := n.core.View()
@@ -161,22 +158,6 @@ func (n *Node) step(now tick.Time, in member.Input) {
 		}
 	}
 	n.core.Advance(rd)
-}
-
-// sendLoop sends view-layer messages over memberlist's reliable (TCP)
-// channel, off the Run loop: a send to a dead member may block up to the
-// TCP timeout.
-func (n *Node) sendLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e := <-n.sendq:
-			if to := n.d.node(e.to); to != nil {
-				_ = n.ml.SendReliable(to, e.msg) // lost: retransmitted by the elder
-			}
-		}
-	}
 }
 
 // joinLoop joins through the seeds, retrying with jittered exponential

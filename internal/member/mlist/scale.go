@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/aerie-mq/aerie/internal/member"
 )
 
@@ -18,6 +20,9 @@ type ScaleOptions struct {
 	Seeds int
 	// Timeout bounds each phase (default 60 s).
 	Timeout time.Duration
+
+	// Timing is the memberlist profile (nil: LoopbackTiming).
+	Timing func() *memberlist.Config
 }
 
 // ScaleReport is what Scale measured.
@@ -68,7 +73,11 @@ func Scale(ctx context.Context, o ScaleOptions) (ScaleReport, error) {
 	var seeds []string
 	create := func(i int, nonce uint64) error {
 		b := "m" + strconv.Itoa(i)
-		_, err := c.Create(Config{ID: member.ID{Broker: b, BootNonce: nonce}, Seeds: seeds,
+		var timing *memberlist.Config
+		if o.Timing != nil {
+			timing = o.Timing()
+		}
+		_, err := c.Create(Config{ID: member.ID{Broker: b, BootNonce: nonce}, Seeds: seeds, Timing: timing,
 			Meta: member.Meta{Cell: b, Role: "broker"}})
 		return err
 	}
