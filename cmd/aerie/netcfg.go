@@ -20,23 +20,41 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		return broker.Options{}, fmt.Errorf("broker %q is not in the network config", id)
 	}
 	routes := n.Routes(id)
+	cells := n.Cells()
+	// This broker dials every member of its upstream cells (a link bundle)
+	// and the members of its own cell whose ids sort after its own.
 	ups := map[msg.NodeID]string{}
+	dial := func(peer msg.NodeID) error {
+		pb, ok := n.Broker(string(peer))
+		if !ok {
+			return fmt.Errorf("broker %q: neighbour %q not found", id, peer)
+		}
+		ups[peer] = pb.Listen
+		return nil
+	}
 	for _, r := range routes {
 		if r.Up == "" {
 			continue
 		}
-		ub, ok := n.Broker(string(r.Up))
-		if !ok {
-			return broker.Options{}, fmt.Errorf("broker %q: upstream %q not found", id, r.Up)
+		for _, m := range cells[r.Up] {
+			if err := dial(m); err != nil {
+				return broker.Options{}, err
+			}
 		}
-		ups[r.Up] = ub.Listen
+	}
+	for _, p := range n.Peers(id) {
+		if p > id {
+			if err := dial(msg.NodeID(p)); err != nil {
+				return broker.Options{}, err
+			}
+		}
 	}
 	data := b.Data
 	if data != "" && !filepath.IsAbs(data) {
 		data = filepath.Join(base, data)
 	}
 	return broker.Options{
-		ID: msg.NodeID(id), Routes: routes, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
+		ID: msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
 		Upstreams: ups, DataDir: data, Logger: logger,
 	}, nil
 }

@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -35,13 +36,17 @@ import (
 // Options configure one broker.
 type Options struct {
 	ID     msg.NodeID
-	Routes []gd.Route
-	GD     gd.Config
+	Routes []gd.Route // Up and Down name cells
+	// Cells lists the brokers of every cell whose id is not that of its
+	// only broker (nil: every broker is its own cell). See gd/cells.go.
+	Cells gd.Cells
+	GD    gd.Config
 	// Listen is the broker-to-broker address; Clients the client address
 	// (either may be empty).
 	Listen, Clients string
-	// Upstreams maps each upstream neighbour to its broker address: this
-	// broker dials its upstreams; downstreams dial it.
+	// Upstreams maps each neighbour this broker dials to its address:
+	// every member of its upstream cells, and the members of its own cell
+	// whose ids sort after its own. The others dial it.
 	Upstreams map[msg.NodeID]string
 	// DataDir holds the event log of the pubends hosted here.
 	DataDir string
@@ -169,7 +174,7 @@ func New(opts Options) (*Node, error) {
 	if opts.BestEffort {
 		opts.GD.BestEffort = true
 	}
-	eng, err := gd.New(opts.ID, opts.GD, opts.Routes)
+	eng, err := gd.NewWithCells(opts.ID, opts.GD, opts.Routes, opts.Cells)
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", opts.ID, err)
 	}
@@ -180,12 +185,29 @@ func New(opts Options) (*Node, error) {
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[uint64]*client{},
 		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}),
 	}
+	members := func(c msg.NodeID) []msg.NodeID {
+		if ms, ok := opts.Cells[c]; ok {
+			return ms
+		}
+		return []msg.NodeID{c}
+	}
 	for _, r := range opts.Routes {
 		if r.Up == "" {
 			n.hosted = append(n.hosted, r.Pubend)
 		}
 		for _, d := range r.Down {
-			n.downs[d] = true
+			for _, m := range members(d) {
+				n.downs[m] = true // may dial us
+			}
+		}
+	}
+	for _, ms := range opts.Cells {
+		if slices.Contains(ms, opts.ID) {
+			for _, m := range ms {
+				if m < opts.ID {
+					n.downs[m] = true // a cell peer that dials us
+				}
+			}
 		}
 	}
 	sort.Slice(n.hosted, func(i, j int) bool { return n.hosted[i] < n.hosted[j] })
@@ -447,6 +469,7 @@ func (n *Node) handle(ev event) {
 		if n.peers[ev.peer] == ev.conn {
 			delete(n.peers, ev.peer)
 			n.log.Info("link down", "peer", string(ev.peer), "err", ev.conn.Err())
+			n.step(gd.LinkDown{Peer: ev.peer})
 		}
 	case evClientUp:
 		n.clients[ev.cid] = &client{id: ev.cid, conn: ev.conn, subs: map[msg.SubID]string{}}

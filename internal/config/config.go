@@ -19,8 +19,10 @@
 // the links reachable downward from its PHB's cell must form a tree [000 §3];
 // Routes turns that tree into one broker's gd.Route list.
 //
-// v1 runs one broker per cell; cells with several brokers (redundant cells)
-// arrive with the redundant-overlay issue and are refused until then.
+// A cell of several brokers is a redundant intermediate virtual broker
+// (seed 000 §3): its brokers share the cell's place in every tree, each
+// with its own replica of the streams, and every link to or from the cell
+// is a bundle of connections to each of them (Cells, Peers).
 package config
 
 import (
@@ -129,23 +131,19 @@ func (b Broker) cell() string {
 }
 
 // Routes returns broker id's place in every pubend's tree whose cells
-// include the broker's cell, sorted by pubend: Up is the broker of the
-// upstream cell on the path from the pubend's PHB ("" when this broker hosts
-// the pubend), Down the brokers of the downstream cells, sorted. It assumes
-// a valid network (one broker per cell); an unknown id has no routes.
+// include the broker's cell, sorted by pubend: Up is the upstream cell on
+// the path from the pubend's PHB ("" when this broker hosts the pubend),
+// Down the downstream cells, sorted (gd.NewWithCells with Cells). It
+// assumes a valid network; an unknown id has no routes.
 func (n *Network) Routes(id string) []gd.Route {
 	me, ok := n.Broker(id)
 	if !ok {
 		return nil
 	}
 	cell := me.cell()
-	brokerOf := map[string]string{} // cell → broker id, 1:1 in v1
 	hostCell := map[string]string{} // pubend → its PHB's cell
 	var pubends []string
 	for _, b := range n.Brokers {
-		if _, dup := brokerOf[b.cell()]; !dup {
-			brokerOf[b.cell()] = b.ID
-		}
 		for _, p := range b.Pubends {
 			if _, dup := hostCell[p]; !dup {
 				hostCell[p] = b.cell()
@@ -164,15 +162,45 @@ func (n *Network) Routes(id string) []gd.Route {
 		}
 		r := gd.Route{Pubend: msg.PubendID(p)}
 		if cell != hostCell[p] {
-			r.Up = msg.NodeID(brokerOf[parent])
+			r.Up = msg.NodeID(parent)
 		}
 		for _, c := range t.children[cell] {
-			r.Down = append(r.Down, msg.NodeID(brokerOf[c]))
+			r.Down = append(r.Down, msg.NodeID(c))
 		}
 		slices.Sort(r.Down)
 		routes = append(routes, r)
 	}
 	return routes
+}
+
+// Cells returns every cell with its brokers, sorted: routes name cells,
+// and the engine needs to know who is in each.
+func (n *Network) Cells() gd.Cells {
+	out := gd.Cells{}
+	for _, b := range n.Brokers {
+		c := msg.NodeID(b.cell())
+		out[c] = append(out[c], msg.NodeID(b.ID))
+	}
+	for _, ms := range out {
+		slices.Sort(ms)
+	}
+	return out
+}
+
+// Peers returns the other brokers of id's cell, sorted.
+func (n *Network) Peers(id string) []string {
+	me, ok := n.Broker(id)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, b := range n.Brokers {
+		if b.ID != id && b.cell() == me.cell() {
+			out = append(out, b.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // downLinks indexes the usable links (not self-links, not repeats) by

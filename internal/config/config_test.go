@@ -63,7 +63,7 @@ func TestParseDesignExample(t *testing.T) {
 	}
 	wantRoutes := map[string][]gd.Route{
 		"p1": {{Pubend: "P1", Down: ids("b1")}, {Pubend: "P2", Down: ids("b1")}},
-		"b1": {{Pubend: "P1", Up: "p1", Down: ids("s1")}, {Pubend: "P2", Up: "p1", Down: ids("s1")}},
+		"b1": {{Pubend: "P1", Up: "phb", Down: ids("s1")}, {Pubend: "P2", Up: "phb", Down: ids("s1")}},
 		"s1": {{Pubend: "P1", Up: "b1"}, {Pubend: "P2", Up: "b1"}},
 	}
 	for id, want := range wantRoutes {
@@ -347,8 +347,7 @@ listen = "h:2"
 id = "c"
 listen = "h:3"
 `, []string{
-			`net.toml:7:1: cell "c" has more than one broker ("a" and "b"): v1 runs one broker per cell; cells with several brokers arrive with the redundant-overlay issue`,
-			`net.toml:9:1: cell "c" has more than one broker ("a" and "c"): v1 runs one broker per cell; cells with several brokers arrive with the redundant-overlay issue`,
+			`net.toml:3:1: cell "c" has several brokers but no downstream cell: only intermediate cells can be redundant (seed 000 §3)`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -480,7 +479,7 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"p1", []gd.Route{{Pubend: "P1", Down: ids("b1")}, {Pubend: "P2", Down: ids("b1")}}},
 		{"p2", []gd.Route{{Pubend: "P3", Down: ids("b2", "s3")}}},
-		{"b1", []gd.Route{{Pubend: "P1", Up: "p1", Down: ids("b2")}, {Pubend: "P2", Up: "p1", Down: ids("b2")}}},
+		{"b1", []gd.Route{{Pubend: "P1", Up: "phb", Down: ids("b2")}, {Pubend: "P2", Up: "phb", Down: ids("b2")}}},
 		{"b2", []gd.Route{
 			{Pubend: "P1", Up: "b1", Down: ids("s1", "s2")},
 			{Pubend: "P2", Up: "b1", Down: ids("s1", "s2")},
@@ -614,4 +613,63 @@ func mustParse(t *testing.T, src string) *Network {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestRedundantCell: an intermediate cell of two brokers (seed 000 Fig. 3).
+// Routes name cells, Cells lists every cell's brokers, Peers a broker's
+// cell-mates; pubends and clients in such a cell are refused.
+func TestRedundantCell(t *testing.T) {
+	const src = `[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+[[broker]]
+id = "b1"
+cell = "ib1"
+listen = "h:2"
+[[broker]]
+id = "b2"
+cell = "ib1"
+listen = "h:3"
+[[broker]]
+id = "s1"
+listen = "h:4"
+clients = "h:5"
+[[link]]
+up = "p1"
+down = "ib1"
+[[link]]
+up = "ib1"
+down = "s1"
+`
+	n, err := Parse([]byte(src), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.Routes("b2"), []gd.Route{{Pubend: "P1", Up: "p1", Down: ids("s1")}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Routes(b2) = %+v, want %+v", got, want)
+	}
+	if got, want := n.Routes("s1"), []gd.Route{{Pubend: "P1", Up: "ib1"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Routes(s1) = %+v, want %+v", got, want)
+	}
+	if got := n.Cells()["ib1"]; !reflect.DeepEqual(got, ids("b1", "b2")) {
+		t.Errorf("Cells()[ib1] = %v", got)
+	}
+	if got := n.Peers("b1"); !reflect.DeepEqual(got, []string{"b2"}) {
+		t.Errorf("Peers(b1) = %v", got)
+	}
+	bad := strings.Replace(src, `cell = "ib1"
+listen = "h:3"`, `cell = "ib1"
+listen = "h:3"
+clients = "h:6"
+pubends = ["P2"]`, 1)
+	_, err = Parse([]byte(bad), "net.toml")
+	for _, want := range []string{
+		`cell "ib1" has several brokers and cannot host pubends`,
+		`cell "ib1" has several brokers and cannot take clients`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want error %q, got %v", want, err)
+		}
+	}
 }

@@ -41,10 +41,7 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 		// A repeated id in its default cell is one problem, not two.
 		if c := b.cell(); c != "" && !(dupID && c == b.ID) {
 			cells[c] = true
-			if j, dup := cellOwner[c]; dup {
-				p.field("broker", i, "cell", "cell %q has more than one broker (%q and %q): v1 runs one broker per cell; "+
-					"cells with several brokers arrive with the redundant-overlay issue", c, n.Brokers[j].ID, b.ID)
-			} else {
+			if _, dup := cellOwner[c]; !dup {
 				cellOwner[c] = i
 			}
 		}
@@ -80,7 +77,49 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 			}
 		}
 	}
+	n.checkRedundantCells(p, cellOwner)
 	return cells
+}
+
+// checkRedundantCells: a cell of several brokers is an intermediate virtual
+// broker (seed 000 §3: "PHBs and SHBs each map to a cell consisting of a
+// single physical broker"). It hosts no pubend (a pubend's log lives on one
+// machine; the Raft-replicated PHB is the answer there), takes no clients,
+// and has a downstream cell to forward to.
+func (n *Network) checkRedundantCells(p *problems, cellOwner map[string]int) {
+	ids := map[string]map[string]bool{} // cell → distinct broker ids
+	for _, b := range n.Brokers {
+		if b.cell() == "" || b.ID == "" {
+			continue // reported elsewhere
+		}
+		if ids[b.cell()] == nil {
+			ids[b.cell()] = map[string]bool{}
+		}
+		ids[b.cell()][b.ID] = true
+	}
+	hasDown := map[string]bool{}
+	for _, l := range n.Links {
+		hasDown[l.Up] = true
+	}
+	reported := map[string]bool{}
+	for i, b := range n.Brokers {
+		c := b.cell()
+		if len(ids[c]) < 2 {
+			continue
+		}
+		who := p.who(b, i)
+		if len(b.Pubends) > 0 {
+			p.field("broker", i, "pubends", "%s: cell %q has several brokers and cannot host pubends: a pubend's log lives on one broker (put the PHB in a cell of its own)", who, c)
+		}
+		if b.Clients != "" {
+			p.field("broker", i, "clients", "%s: cell %q has several brokers and cannot take clients: publishers and subscribers connect to cells of one broker", who, c)
+		}
+		if !hasDown[c] && !reported[c] {
+			reported[c] = true
+			j := cellOwner[c]
+			p.field("broker", j, "cell", "cell %q has several brokers but no downstream cell: only intermediate cells can be redundant (seed 000 §3)", c)
+		}
+	}
 }
 
 // normalizeAddr checks that addr is host:port with a numeric port and

@@ -35,6 +35,22 @@ func Decode(frame []byte) (msg.Msg, error) {
 	case TypeGoodbye:
 		m = msg.Goodbye{Reason: d.string()}
 
+	case TypeRelay:
+		to := msg.NodeID(d.string())
+		if d.err == nil {
+			inner := d.b[d.off:]
+			if len(inner) == 0 || Type(inner[0]) < TypeKnowledge || Type(inner[0]) > TypeSubReply {
+				d.failf("relayed message must be a broker-to-broker GD message (0x10–0x16)")
+				break
+			}
+			im, err := Decode(inner)
+			if err != nil {
+				return nil, fmt.Errorf("%w (inside Relay to %s, from offset %d)", err, to, d.off)
+			}
+			d.off = len(d.b)
+			m = msg.Relay{To: to, Msg: im}
+		}
+
 	case TypeKnowledge:
 		d.setArena(skipKnowledgeHead)
 		k := msg.Knowledge{Pubend: msg.PubendID(d.string())}

@@ -59,6 +59,16 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeGoodbye))
 		return appendString(b, v.Reason), nil
 
+	case msg.Relay:
+		switch v.Msg.(type) {
+		case msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
+		default:
+			return nil, fmt.Errorf("wire: Relay may carry only a broker-to-broker GD message, not %T", v.Msg)
+		}
+		b = append(b, byte(TypeRelay))
+		b = appendString(b, string(v.To))
+		return appendBody(b, v.Msg)
+
 	case msg.Knowledge:
 		b = append(b, byte(TypeKnowledge))
 		b = appendString(b, string(v.Pubend))
@@ -163,6 +173,10 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 // deref turns a non-nil pointer to a message struct into the struct.
 func deref(m msg.Msg) (msg.Msg, bool) {
 	switch p := m.(type) {
+	case *msg.Relay:
+		if p != nil {
+			return *p, true
+		}
 	case *msg.Hello:
 		if p != nil {
 			return *p, true

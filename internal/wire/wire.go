@@ -73,6 +73,7 @@ const (
 	TypeSummary     Type = 0x14
 	TypeSubReq      Type = 0x15
 	TypeSubReply    Type = 0x16
+	TypeRelay       Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -90,7 +91,7 @@ const (
 var typeNames = map[Type]string{
 	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye",
 	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
-	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply",
+	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply", TypeRelay: "Relay",
 	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",

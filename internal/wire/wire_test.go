@@ -52,6 +52,7 @@ var cases = []struct {
 	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
 	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
 	{"SummaryAll", msg.Summary{All: true}},
+	{"Relay", msg.Relay{To: "s1", Msg: msg.Nack{Pubend: "P1", Start: 5, End: 9}}},
 	{"SummarySelectors", msg.Summary{Patterns: []string{"a.b", "a.b", "c.>"}, Selectors: []string{"", "x > 3 AND region = 'EU'", "k IN (1, 2)"}}},
 	{"SubReq", msg.SubReq{Pubend: "P1", Sub: "shb1/s7", Path: []msg.NodeID{"shb1", "ib3", "ib2"}}},
 	{"SubReqNoPath", msg.SubReq{Pubend: "P1", Sub: "s"}},
@@ -315,7 +316,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x04, 0x17, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x04, 0x18, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
@@ -345,6 +346,10 @@ func TestMalformed(t *testing.T) {
 		{"string too long", []byte{byte(TypeAck), 9, 'P', 1}, "string of 9 bytes"},
 		{"bad bool", []byte{byte(TypeSummary), 2, 0}, "bool byte 2"},
 		{"count too large", []byte{byte(TypeSummary), 0, 5, 0, 0}, "5 clauses cannot fit"},
+		{"relay of a relay", []byte{byte(TypeRelay), 1, 's', byte(TypeRelay), 1, 't'}, "must be a broker-to-broker GD message"},
+		{"relay of a client message", []byte{byte(TypeRelay), 1, 's', byte(TypeDelivery), 0}, "must be a broker-to-broker GD message"},
+		{"relay of nothing", []byte{byte(TypeRelay), 1, 's'}, "must be a broker-to-broker GD message"},
+		{"relay of a bad nack", []byte{byte(TypeRelay), 1, 's', byte(TypeNack), 9}, "inside Relay to s, from offset 3"},
 		{"huge count", []byte{byte(TypeSubReq), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
 		{"version over 16 bits", []byte{byte(TypeHello), 0x80, 0x80, 0x04, 1, 1, 'b', 0}, "does not fit 16 bits"},
 		{"token unsorted", []byte{byte(TypeSubStarted), 0, 2, 1, 'b', 1, 1, 'a', 1}, `"a" not after "b"`},
