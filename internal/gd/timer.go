@@ -110,6 +110,11 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 			// the old versions: pass everything from here on instead.
 			e.refilter(c)
 		}
+		// Until it reports again our union is all: say so upstream now, or
+		// the last summary stays in force there while the restarted
+		// downstream, whose union may be all, has nothing to send
+		// (seed 10457).
+		e.reportSummary()
 	}
 	isUp := false
 	for _, ps := range e.streams {
