@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+)
+
+// TestKill9RedundantCell runs a network with a redundant intermediate cell
+// as separate `aerie broker` processes from one config file: p1 (P1–P4) →
+// cell ib1 = {b1, b2} → s1, s2. It kill -9s b1 in the middle of a publish
+// stream and restarts it, then does the same to b2. Both subscribers must
+// receive every event exactly once and in order per pubend, while the cell
+// always has one member up (seed 000 §3, §4.2 (b)).
+func TestKill9RedundantCell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	bin, dir := buildAerie(t)
+	port := func() int { return freePort(t) }
+	type b struct {
+		id, cell         string
+		listen, clients  int
+		pubends, dataDir string
+	}
+	brokers := []b{
+		{id: "p1", listen: port(), clients: port(), pubends: `["P1", "P2", "P3", "P4"]`, dataDir: "data/p1"},
+		{id: "b1", cell: "ib1", listen: port()},
+		{id: "b2", cell: "ib1", listen: port()},
+		{id: "s1", listen: port(), clients: port()},
+		{id: "s2", listen: port(), clients: port()},
+	}
+	cfg := ""
+	clientPort := map[string]int{}
+	for _, br := range brokers {
+		cfg += fmt.Sprintf("[[broker]]\nid = %q\nlisten = \"127.0.0.1:%d\"\n", br.id, br.listen)
+		if br.cell != "" {
+			cfg += fmt.Sprintf("cell = %q\n", br.cell)
+		}
+		if br.clients != 0 {
+			cfg += fmt.Sprintf("clients = \"127.0.0.1:%d\"\n", br.clients)
+			clientPort[br.id] = br.clients
+		}
+		if br.pubends != "" {
+			cfg += fmt.Sprintf("data = %q\npubends = %s\n", br.dataDir, br.pubends)
+		}
+		cfg += "\n"
+	}
+	cfg += "[[link]]\nup = \"p1\"\ndown = \"ib1\"\n[[link]]\nup = \"ib1\"\ndown = \"s1\"\n[[link]]\nup = \"ib1\"\ndown = \"s2\"\n"
+	cfgPath := filepath.Join(dir, "network.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pmu sync.Mutex
+	procs := map[string]*exec.Cmd{}
+	start := func(id string) {
+		cmd := exec.Command(bin, "broker", "--config", cfgPath, "--id", id)
+		cmd.Stderr, _ = os.Create(filepath.Join(dir, id+".log"))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pmu.Lock()
+		procs[id] = cmd
+		pmu.Unlock()
+	}
+	kill := func(id string) {
+		pmu.Lock()
+		cmd := procs[id]
+		pmu.Unlock()
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	for _, br := range brokers {
+		start(br.id)
+	}
+	t.Cleanup(func() {
+		for id := range procs {
+			kill(id)
+		}
+	})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dial := func(id, cid string) *client.Client {
+		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
+		if err != nil {
+			t.Fatalf("dial %s: %v", id, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	// Each subscriber checks order and uniqueness as events arrive.
+	type tally struct {
+		mu    sync.Mutex
+		last  map[string]uint64
+		seen  map[int64]bool
+		err   error
+		count int
+		more  chan struct{}
+	}
+	subscribe := func(node string) *tally {
+		sub, err := dial(node, "sub-"+node).Subscribe(ctx, ">")
+		if err != nil {
+			t.Fatalf("subscribe at %s: %v", node, err)
+		}
+		tl := &tally{last: map[string]uint64{}, seen: map[int64]bool{}, more: make(chan struct{}, 1)}
+		for p, tk := range sub.Token() {
+			tl.last[p] = tk
+		}
+		go func() {
+			for ev := range sub.Events() {
+				tl.mu.Lock()
+				seq := ev.Props["seq"].(int64)
+				switch {
+				case tl.err != nil:
+				case ev.Tick <= tl.last[ev.Pubend]:
+					tl.err = fmt.Errorf("%s: %s@%d after %d: duplicate or out of order", node, ev.Pubend, ev.Tick, tl.last[ev.Pubend])
+				case tl.seen[seq]:
+					tl.err = fmt.Errorf("%s: seq %d delivered twice", node, seq)
+				}
+				tl.last[ev.Pubend], tl.seen[seq] = ev.Tick, true
+				tl.count++
+				tl.mu.Unlock()
+				select {
+				case tl.more <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		return tl
+	}
+	subs := []*tally{subscribe("s1"), subscribe("s2")}
+	var pubs []*client.Client
+	for i := 1; i <= 4; i++ {
+		pubs = append(pubs, dial("p1", fmt.Sprintf("pub-%d", i)))
+	}
+	const total = 2400
+	var chans []<-chan client.Result
+	for i := 1; i <= total; i++ {
+		p := pubs[i%4]
+		ch, err := p.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+		switch i {
+		case 800:
+			kill("b1")
+			start("b1")
+		case 1600:
+			kill("b2")
+			start("b2")
+		}
+	}
+	for i, ch := range chans {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("publish %d: %v", i+1, r.Err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("publish %d never acked", i+1)
+		}
+	}
+	for n, tl := range subs {
+		for {
+			tl.mu.Lock()
+			got, err := tl.count, tl.err
+			tl.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got >= total {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("s%d got %d of %d events", n+1, got, total)
+			case <-tl.more:
+			}
+		}
+		tl.mu.Lock()
+		if len(tl.seen) != total || tl.err != nil {
+			t.Fatalf("s%d: %d distinct events of %d, err %v", n+1, len(tl.seen), total, tl.err)
+		}
+		tl.mu.Unlock()
+	}
+}
