@@ -216,6 +216,8 @@ type aerieSub struct {
 	done chan struct{}
 }
 
+func (s *aerieSub) Err() error { return s.s.Err() }
+
 func (s *aerieSub) Close() error {
 	s.s.Close()
 	<-s.done

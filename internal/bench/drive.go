@@ -45,7 +45,8 @@ type runResult struct {
 // measures the window from the first publish to the last delivery.
 func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	coll := newCollector(s.series)
-	if err := subscribeAll(ctx, t, s.subs, s.keys, coll); err != nil {
+	subs, err := subscribeAll(ctx, t, s.subs, s.keys, coll)
+	if err != nil {
 		return runResult{}, err
 	}
 	pub, err := t.Publisher(ctx, 0)
@@ -145,6 +146,9 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		}
 	}
 	waitErr := coll.waitFor(ctx, expected, s.idle)
+	if waitErr != nil {
+		waitErr = fmt.Errorf("%w%s", waitErr, endedSubs(subs))
+	}
 	cpu, _, rss := w.stop()
 	coll.mu.Lock()
 	defer coll.mu.Unlock()
@@ -190,7 +194,7 @@ func caughtAt(c *collector, caught *int64) int64 {
 
 // subscribeAll opens the subscriptions with bounded parallelism: thousands
 // of sequential handshakes would take longer than the measurement.
-func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *collector) error {
+func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *collector) ([]Sub, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	const workers = 16
@@ -198,6 +202,7 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
+	subs := make([]Sub, len(fs))
 	for range min(workers, len(fs)) {
 		wg.Add(1)
 		go func() {
@@ -208,8 +213,9 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 					stride = uint64(keys) // k = seq mod keys
 				}
 				sctx, c := context.WithTimeout(ctx, 30*time.Second)
-				_, err := t.Subscribe(sctx, fs[i], coll.sink(uint32(i), stride))
+				sub, err := t.Subscribe(sctx, fs[i], coll.sink(uint32(i), stride))
 				c()
+				subs[i] = sub
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("subscriber %d: %w", i, err))
@@ -231,7 +237,27 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 	close(idx)
 	wg.Wait()
 	if len(errs) > 0 {
-		return errors.Join(errs[0], fmt.Errorf("%d of %d subscriptions failed", len(errs), len(fs)))
+		return nil, errors.Join(errs[0], fmt.Errorf("%d of %d subscriptions failed", len(errs), len(fs)))
 	}
-	return ctx.Err()
+	return subs, ctx.Err()
+}
+
+// endedSubs describes the subscriptions that ended on their own.
+func endedSubs(subs []Sub) string {
+	n, first := 0, ""
+	for i, s := range subs {
+		if s == nil {
+			continue
+		}
+		if err := s.Err(); err != nil {
+			if n == 0 {
+				first = fmt.Sprintf("subscriber %d: %v", i, err)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return "; every subscription still in force"
+	}
+	return fmt.Sprintf("; %d subscriptions ended, first %s", n, first)
 }

@@ -20,7 +20,14 @@ import (
 // JetStream with default settings (acks before fsync: not durable).
 func NATSFactories() ([]Factory, error) {
 	mk := func(sys string, js, sync bool) Factory {
-		return Factory{System: sys, Durable: sync, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+		maxSubs := 0
+		if js {
+			// One ordered consumer per subscriber: at ~10 000 their creation
+			// alone took minutes and 6 GiB here, so fan-out beyond this is
+			// left to core NATS.
+			maxSubs = 4000
+		}
+		return Factory{System: sys, Durable: sync, MaxSubs: maxSubs, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
 			return startNATS(ctx, sys, js, sync, dir)
 		}}
 	}
@@ -261,6 +268,13 @@ func (s *natsSub) pause() {
 		cc.Stop()
 		<-cc.Closed()
 	}
+}
+
+func (s *natsSub) Err() error {
+	if s.core != nil && !s.core.IsValid() {
+		return errors.New("nats subscription no longer valid")
+	}
+	return nil
 }
 
 func (s *natsSub) Close() error {

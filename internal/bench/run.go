@@ -71,6 +71,9 @@ func runPoint(ctx context.Context, o Options, w string, p point, facts []Factory
 	errs := make([]error, len(facts))
 	for i := 1; i <= o.Runs; i++ {
 		for j, f := range facts {
+			if errs[j] == nil && f.MaxSubs > 0 && len(p.spec.subs) > f.MaxSubs {
+				errs[j] = fmt.Errorf("%d subscriptions exceed this peer's bench cap of %d: %w", len(p.spec.subs), f.MaxSubs, errUnsupported)
+			}
 			if errors.Is(errs[j], errUnsupported) || ctx.Err() != nil {
 				continue
 			}
@@ -92,7 +95,7 @@ func runPoint(ctx context.Context, o Options, w string, p point, facts []Factory
 		res.aggregate(runs[j])
 		switch {
 		case errors.Is(errs[j], errUnsupported):
-			res.Note = "not applicable: " + errs[j].Error()
+			res.Note = "not run: " + errs[j].Error()
 		case errs[j] != nil:
 			res.Err = errs[j].Error()
 		}

@@ -84,8 +84,12 @@ type Publisher interface {
 	Finish(ctx context.Context) error
 }
 
-// Sub is an open subscription.
-type Sub interface{ Close() error }
+// Sub is an open subscription. Err says why it ended on its own (nil while
+// it runs), so a stalled run can say which subscriber was dropped.
+type Sub interface {
+	Close() error
+	Err() error
+}
 
 const headerLen = 20 // intended ns (8) | seq (8) | publisher (4)
 
@@ -117,5 +121,8 @@ func decodePayload(b []byte, recv int64) (Delivery, error) {
 type Factory struct {
 	System  string
 	Durable bool
+	// MaxSubs, when set, is the most subscriptions a run may open; larger
+	// points are reported as skipped (see NATSFactories).
+	MaxSubs int
 	Start   func(ctx context.Context, topo Topology, dir string) (Target, error)
 }

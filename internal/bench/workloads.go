@@ -42,8 +42,8 @@ func points(name string, o Options) []point {
 		for i, n := range o.FanoutN {
 			note := fmt.Sprintf("%d subscriber connections at one SHB, 2 msgs/s each", n)
 			// Each in-process subscriber costs two descriptors (its end and
-			// the broker's), plus a margin for the brokers and logs.
-			if fit := (limit - 200) / 2; n > fit {
+			// the broker's), plus fdMargin.
+			if fit := (limit - fdMargin) / 2; n > fit {
 				note = fmt.Sprintf("%d requested; the open-file limit (%d) fits %d connections with both ends in this process", n, limit, fit)
 				n = fit
 			}
@@ -75,6 +75,10 @@ func points(name string, o Options) []point {
 	}
 	return nil
 }
+
+// fdMargin leaves descriptors for the brokers' logs and listeners, the
+// harness's probes and the runtime.
+const fdMargin = 500
 
 // fdLimit is the soft open-file limit (the Go runtime raises it to the
 // hard limit at start-up).
