@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/gd"
 )
 
 // runBroker implements `aerie broker --config FILE --id ID`.
@@ -21,6 +25,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "network config (TOML, see README)")
 	id := fs.String("id", "", "this broker's id in the config")
+	httpAddr := fs.String("http", "", "serve /status (JSON) and a dashboard on this address (empty: none)")
+	def := gd.DefaultConfig()
+	gct := fs.Duration("gct", def.GapCuriosityThreshold, "gap curiosity threshold: nack a gap after this long (seed 000 §4.2)")
+	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
+	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
+	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -42,6 +52,13 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
 		return 2
 	}
+	opts.GD.GapCuriosityThreshold, opts.GD.NackRepetitionMin = *gct, *nrt
+	opts.GD.ForgettingInterval = min(opts.GD.ForgettingInterval, *nrt)
+	opts.GD.AckExpectedThreshold, opts.GD.DelayCuriosityThreshold = *aet, *dct
+	if err := opts.GD.Validate(); err != nil {
+		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
+		return 2
+	}
 	node, err := broker.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
@@ -56,6 +73,16 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
+	if *httpAddr != "" {
+		ln, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie broker: --http: %v\n", err)
+			return 2
+		}
+		srv := &http.Server{Handler: dashboard([]*broker.Node{node}), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+	}
 	if err := node.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
 		return 1

@@ -18,12 +18,13 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"sim":    {"run seeded deterministic simulations of whole networks under faults", runSim},
-		"dev":    {"run a small local network (PHB, IB, two SHBs) with a dashboard", runDev},
-		"broker": {"run one broker of a network: --config FILE --id ID", runBroker},
-		"pub":    {"publish events: --connect ADDR --topic T --prop k=v --count N", runPub},
-		"sub":    {"subscribe and print events: --connect ADDR --topic PATTERN [--json]", runSub},
-		"bench":  {"benchmark workloads side by side with NATS: --workload NAME --peer nats --json", runBench},
+		"sim":        {"run seeded deterministic simulations of whole networks under faults", runSim},
+		"dev":        {"run a small local network (PHB, IB, two SHBs) with a dashboard", runDev},
+		"broker":     {"run one broker of a network: --config FILE --id ID", runBroker},
+		"pub":        {"publish events: --connect ADDR --topic T --prop k=v --count N", runPub},
+		"sub":        {"subscribe and print events: --connect ADDR --topic PATTERN [--json]", runSub},
+		"experiment": {"reproduce seed 000 §4.2's failure experiments with real processes, with plots", runExperiment},
+		"bench":      {"benchmark workloads side by side with NATS: --workload NAME --peer nats --json", runBench},
 	}
 }
 
@@ -56,7 +57,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: aerie <command> [flags]   (aerie <command> -h for its flags)")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-7s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
 }
 
