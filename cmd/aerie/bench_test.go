@@ -61,7 +61,7 @@ func TestBenchJSON(t *testing.T) {
 		}
 		seen[key] = true
 	}
-	if !seen["throughput/aerie"] || !seen["overhead/aerie-best-effort"] {
+	if !seen["throughput/aerie"] || !seen["overhead/aerie"] || !seen["overhead/aerie-best-effort"] {
 		t.Errorf("missing objects; have %v", seen)
 	}
 }

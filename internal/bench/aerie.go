@@ -27,11 +27,24 @@ var benchPubends = []msg.PubendID{"P1", "P2", "P3", "P4"}
 // ack) → IB b1 → SHB s1, or the single broker p1, in this process over
 // loopback TCP.
 func AerieFactory() Factory {
-	return Factory{System: SysAerie, Durable: true, Start: startAerie}
+	return Factory{System: SysAerie, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+		return startAerie(ctx, topo, dir, false)
+	}}
+}
+
+// AerieBestEffortFactory starts the same networks in best-effort mode
+// (broker.Options.BestEffort: no log, no knowledge, no nacks or acks), the
+// baseline that GD's overhead is measured against (seed 000 §4.1).
+func AerieBestEffortFactory() Factory {
+	return Factory{System: SysAerieBestEffort, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+		return startAerie(ctx, topo, dir, true)
+	}}
 }
 
 // aerieNet is one running network; it owns its brokers' goroutines.
 type aerieNet struct {
+	sys     string
+	be      bool
 	subBuf  int
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -54,9 +67,13 @@ func routes(up msg.NodeID, down ...msg.NodeID) []gd.Route {
 	return rs
 }
 
-func startAerie(ctx context.Context, topo Topology, dir string) (Target, error) {
+func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool) (Target, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
-	a := &aerieNet{subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	sys := SysAerie
+	if bestEffort {
+		sys = SysAerieBestEffort
+	}
+	a := &aerieNet{sys: sys, be: bestEffort, subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := gd.DefaultConfig()
 	const lo = "127.0.0.1:0"
 	var err error
@@ -98,6 +115,7 @@ func startAerie(ctx context.Context, topo Topology, dir string) (Target, error) 
 // start runs one broker under runCtx and waits until it listens.
 func (a *aerieNet) start(ctx, runCtx context.Context, o broker.Options) (*broker.Node, error) {
 	o.Logger = a.log
+	o.BestEffort = a.be
 	node, err := broker.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("bench: broker %s: %w", o.ID, err)
@@ -122,8 +140,8 @@ func (a *aerieNet) start(ctx, runCtx context.Context, o broker.Options) (*broker
 	return node, nil
 }
 
-func (a *aerieNet) System() string { return SysAerie }
-func (a *aerieNet) Durable() bool  { return true }
+func (a *aerieNet) System() string { return a.sys }
+func (a *aerieNet) Durable() bool  { return !a.be }
 
 func (a *aerieNet) dial(ctx context.Context, addr string, o client.Options) (*client.Client, error) {
 	o.Logger = a.log

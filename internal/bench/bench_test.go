@@ -29,9 +29,6 @@ func TestQuickSmoke(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range rep.Results {
 		seen[r.Workload] = true
-		if r.Workload == "overhead" {
-			continue
-		}
 		name := r.Workload + "/" + r.Point + "/" + r.System
 		if r.Err != "" || r.Runs == 0 {
 			t.Errorf("%s: failed: %s", name, r.Err)

@@ -48,12 +48,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	for _, w := range o.Workloads {
+		wf := facts
 		if w == "overhead" {
-			rep.Results = append(rep.Results, overheadPlaceholder())
-			continue
+			wf = overheadSystems(facts)
 		}
 		for _, p := range points(w, o) {
-			for _, r := range runPoint(ctx, o, w, p, facts) {
+			for _, r := range runPoint(ctx, o, w, p, wf) {
 				rep.Results = append(rep.Results, r)
 			}
 			if err := ctx.Err(); err != nil {
@@ -131,9 +131,14 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 	return r, err
 }
 
-// overheadPlaceholder stands in for the GD-vs-best-effort workload until
-// the broker has a best-effort mode.
-func overheadPlaceholder() Result {
-	return Result{Workload: "overhead", System: SysAerieBestEffort, Point: "-", headline: true,
-		Note: "awaits broker.Options.BestEffort (no logging, no NACK/ACK); not measured yet"}
+// overheadSystems: GD against aerie's own best-effort mode, with core
+// NATS (the best-effort peer) alongside when the peer runs.
+func overheadSystems(facts []Factory) []Factory {
+	out := []Factory{AerieFactory(), AerieBestEffortFactory()}
+	for _, f := range facts {
+		if f.System == SysNATSCore {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -64,6 +64,16 @@ func points(name string, o Options) []point {
 		return []point{{label: fmt.Sprintf("subs=%d", o.Selective), topo: Topology{Hops3: true, SubBuffer: 1024}, headline: true,
 			spec: loadSpec{subs: subs, keys: o.Selective, duration: o.Duration, size: o.Size, idle: idle},
 			note: fmt.Sprintf("%d subscribers, each selecting k = i; k = seq mod %d, so each event matches one", o.Selective, o.Selective)}}
+	case "overhead":
+		// Same network and load in both modes; the fixed rate isolates CPU
+		// per event and latency, the max point the ceiling.
+		return []point{
+			{label: fmt.Sprintf("rate=%d", o.Rates[len(o.Rates)-1]), topo: Topology{Hops3: true}, headline: true,
+				spec: loadSpec{subs: all, rate: o.Rates[len(o.Rates)-1], duration: o.Duration, size: o.Size, idle: idle},
+				note: "PHB → IB → SHB at a fixed rate: GD vs best effort, CPU per event of the whole process and latency"},
+			{label: "max", topo: Topology{Hops3: true}, spec: loadSpec{subs: all, duration: o.Duration, size: o.Size, idle: idle},
+				note: "PHB → IB → SHB as fast as a 1024-deep publish window allows"},
+		}
 	case "catchup":
 		warm := 2 * time.Second
 		if o.Quick {
