@@ -32,6 +32,16 @@
 // continues from where the old one stopped and ids never go back. The elder
 // announces the view to its members, who install it if its id is higher
 // than their own; it re-announces to members that have not acknowledged.
+// A member taking over from a dead elder first probes the live members for
+// their views, so it does not reuse an id the dead elder managed to
+// announce to some of them. A member accepts a view from a successor only
+// if its own failure detector does not report alive a member ranked before
+// that successor.
+//
+// Crash or leave: the failure detector's Failed is a crash, Departed a
+// leave. A member that leaves says Bye to the others first, so that its
+// departure counts as a leave even if the detector reports it as a death
+// (memberlist v0.7's NotifyLeave does not say which it was).
 //
 // A fresh member learns the current view from the seed it joined through
 // (memberlist's push/pull state exchange) and waits to be admitted. A member
@@ -48,4 +58,11 @@
 // alive) issues a fresh view with a higher id containing everybody, and the
 // other yields. Such a merge is the one case where the merged elder need
 // not be the oldest member.
+//
+// Known limit: there is no two-phase view installation. An elder that dies
+// while its announcements are in flight may leave a view that some members
+// installed and its successor never saw; the successor's next view then
+// reuses that id with other contents (ids still increase at every member,
+// and the next change converges everyone). The probe before a takeover and
+// ignoring announcements from elders reported dead make this rare.
 package member

@@ -124,9 +124,9 @@ type Membership struct {
 	// Elder state.
 	acked        map[ID]bool
 	lastAnnounce tick.Time
-	bump         bool   // a conflict this member wins: issue a fresh view
-	yieldTo      ID     // a conflicting elder this member yielded to...
-	yieldAt      uint64 // ...while its installed view had this id
+	bump         bool      // a conflict this member wins: issue a fresh view
+	yieldTo      ID        // a conflicting elder this member yielded to...
+	yieldAt      uint64    // ...while its installed view had this id
 	pending      bool      // the elder has seen a change it has not issued yet...
 	pendingSince tick.Time // ...since then
 	takeoverAt   uint64    // the view id at which this member probed the others

@@ -108,7 +108,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
-			n.bye(now())
+			n.bye()
 			err = n.ml.Leave(time.Second)
 			done = true
 		case <-n.kill:
@@ -197,7 +197,7 @@ func (n *Node) joinLoop(ctx context.Context) {
 // bye tells the members this one is leaving, synchronously (each send is
 // bounded by the TCP timeout), before memberlist's own Leave: memberlist's
 // NotifyLeave cannot tell the others a leave from a death.
-func (n *Node) bye(now tick.Time) {
+func (n *Node) bye() {
 	n.core.Leave()
 	rd := n.core.Ready()
 	for _, e := range rd.Send {
