@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,8 +56,12 @@ type aerieNet struct {
 	proxy   *faultnet.Proxy
 	log     *slog.Logger
 
+	shb     *broker.Node // the subscribers' broker, watched for the relink after an outage
+
 	mu      sync.Mutex
 	clients []*client.Client
+	healed  time.Time
+	relink  time.Duration // heal → the SHB has its upstream peer again
 }
 
 func routes(up msg.NodeID, down ...msg.NodeID) []gd.Route {
@@ -108,7 +113,7 @@ func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool)
 	if err != nil {
 		return nil, a.closeWith(err)
 	}
-	a.pubAddr, a.subAddr = p1.ClientAddr(), s1.ClientAddr()
+	a.pubAddr, a.subAddr, a.shb = p1.ClientAddr(), s1.ClientAddr(), s1
 	return a, nil
 }
 
@@ -199,10 +204,46 @@ func (a *aerieNet) Outage(cut bool) error {
 	}
 	if cut {
 		a.proxy.Set(faultnet.Cut)
-	} else {
-		a.proxy.Set(faultnet.Pass)
+		return nil
 	}
+	a.proxy.Set(faultnet.Pass)
+	a.mu.Lock()
+	a.healed, a.relink = time.Now(), 0
+	a.mu.Unlock()
+	a.wg.Add(1)
+	go a.watchRelink()
 	return nil
+}
+
+// watchRelink measures how long after the heal the SHB has its upstream
+// link back (its redial backoff), part of the catch-up time. It samples
+// the broker's status every few milliseconds: a measurement, not a wait
+// anything depends on.
+func (a *aerieNet) watchRelink() {
+	defer a.wg.Done()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := a.shb.Status(ctx)
+		cancel()
+		if err != nil {
+			return // the broker stopped
+		}
+		if slices.Contains(st.Peers, "b1") {
+			a.mu.Lock()
+			a.relink = time.Since(a.healed)
+			a.mu.Unlock()
+			return
+		}
+	}
+}
+
+// Relinked is the last heal's relink time (0 until known).
+func (a *aerieNet) Relinked() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.relink
 }
 
 func (a *aerieNet) closeWith(err error) error {

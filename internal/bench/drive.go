@@ -177,6 +177,9 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		r.Extra["backlog_events"] = float64(backlog)
 		// While catching up the subscriber absorbs the outage's backlog and
 		// what is published meanwhile: (down + catchup) of traffic in catchup.
+		if rl, ok := t.(interface{ Relinked() time.Duration }); ok {
+			r.Extra["relink_s"] = rl.Relinked().Seconds()
+		}
 		r.Extra["x_real_time"] = (s.outage.down + catchup).Seconds() / max(catchup.Seconds(), 1e-6)
 		r.MsgsPerSec = float64(s.rate) * (s.outage.down + catchup).Seconds() / max(catchup.Seconds(), 1e-6)
 	}

@@ -75,7 +75,11 @@ func WriteTables(w io.Writer, rep *Report) {
 	}
 	for _, r := range rep.Results {
 		if r.Workload == "catchup" && r.Runs > 0 {
-			fmt.Fprintf(w, "\ncatchup %s: outage %.0f s, caught up in %.2f s, %.1f× real time\n", r.System, r.Extra["outage_s"], r.Extra["catchup_s"], r.Extra["x_real_time"])
+			relink := ""
+			if v, ok := r.Extra["relink_s"]; ok {
+				relink = fmt.Sprintf(" (of which %.2f s until the SHB's upstream link was back)", v)
+			}
+			fmt.Fprintf(w, "\ncatchup %s: outage %.0f s, caught up in %.2f s%s, %.1f× real time\n", r.System, r.Extra["outage_s"], r.Extra["catchup_s"], relink, r.Extra["x_real_time"])
 		}
 	}
 	for _, r := range rep.Results {
