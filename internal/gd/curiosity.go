@@ -50,6 +50,15 @@ func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r t
 	}
 	e.render(ps, o, r, true)
 	ps.in.K.VisitQ(r, o.C.Add)
+	if ps.pub == nil {
+		// Payloads this broker's cache evicted: ask upstream again, and
+		// answer when they come back (MODEL.md P12).
+		for _, m := range missing(ps, r) {
+			o.C.Add(m)
+			e.stats.Refetches++
+			e.sendNack(ps, m)
+		}
+	}
 	if !o.Fresh && ps.pub != nil {
 		// Ticks the pubend has not decided yet are answered through C when
 		// they are; never again as first-time (see Ostream.SentHi).
