@@ -8,6 +8,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/stream"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // Cells and link bundles (seed 000 §3 "Virtual Brokers and Physical
@@ -221,6 +222,49 @@ func (e *Engine) cellFilter(c msg.NodeID) match.Filter {
 		u.Merge(d.filter)
 	}
 	return u
+}
+
+// curiousBy returns the set of ticks member n of o's cell asked for, when
+// the cell has several members (nil otherwise): retransmissions go only to
+// the member that expressed curiosity (seed 000 §3.1), since another member
+// may hold the tick differently, e.g. S under a filter the PHB lost in a
+// restart.
+func (e *Engine) curiousBy(o *stream.Ostream, n msg.NodeID) *tick.RangeSet {
+	if len(e.membersOf(o.Down)) < 2 {
+		return nil
+	}
+	if o.ByMember == nil {
+		o.ByMember = map[msg.NodeID]*tick.RangeSet{}
+	}
+	s := o.ByMember[n]
+	if s == nil {
+		s = &tick.RangeSet{}
+		o.ByMember[n] = s
+	}
+	return s
+}
+
+// answerCurious answers the C ticks c of o that just became known: to each
+// member that asked for them, or to the cell's one broker.
+func (e *Engine) answerCurious(ps *pstream, o *stream.Ostream, c tick.Range) {
+	if len(o.ByMember) == 0 {
+		e.render(ps, o, c, true, "")
+		return
+	}
+	members := make([]msg.NodeID, 0, len(o.ByMember))
+	for m := range o.ByMember {
+		members = append(members, m)
+	}
+	slices.Sort(members)
+	for _, m := range members {
+		by := o.ByMember[m]
+		var parts []tick.Range
+		by.Visit(c, func(x tick.Range) { parts = append(parts, x) })
+		for _, x := range parts {
+			by.Remove(x)
+			e.render(ps, o, x, true, m)
+		}
+	}
 }
 
 // refilter gives every ostream towards cell c the cell's current filter,

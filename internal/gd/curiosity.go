@@ -48,13 +48,19 @@ func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r t
 		// up to now.
 		e.announce(ps, nil)
 	}
-	e.render(ps, o, r, true)
+	e.render(ps, o, r, true, from)
 	ps.in.K.VisitQ(r, o.C.Add)
+	if by := e.curiousBy(o, from); by != nil {
+		ps.in.K.VisitQ(r, by.Add)
+	}
 	if ps.pub == nil {
 		// Payloads this broker's cache evicted: ask upstream again, and
 		// answer when they come back (MODEL.md P12).
 		for _, m := range missing(ps, r) {
 			o.C.Add(m)
+			if by := e.curiousBy(o, from); by != nil {
+				by.Add(m)
+			}
 			e.stats.Refetches++
 			e.sendNack(ps, m)
 		}
@@ -104,6 +110,9 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	if m.T > o.AckPrefix {
 		o.AckPrefix = m.T
 		o.C.RemoveBelow(m.T)
+		for _, by := range o.ByMember {
+			by.RemoveBelow(m.T)
+		}
 		e.updateAck(ps)
 	}
 }

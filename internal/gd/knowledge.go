@@ -102,7 +102,7 @@ func (e *Engine) propagate(ps *pstream, delta *tick.RangeSet) {
 			}
 			for _, c := range answered {
 				o.C.Remove(c)
-				e.render(ps, o, c, true)
+				e.answerCurious(ps, o, c)
 			}
 		}
 		hi := delta.Ranges()[delta.Runs()-1].Hi
@@ -142,12 +142,15 @@ func (e *Engine) flush(ps *pstream, o *stream.Ostream, hi tick.Tick) {
 	if hi <= o.SentHi {
 		return
 	}
-	e.render(ps, o, tick.Range{Lo: o.SentHi + 1, Hi: hi}, false)
+	e.render(ps, o, tick.Range{Lo: o.SentHi + 1, Hi: hi}, false, "")
 	o.SentHi = hi
 	o.LastFlush = e.now
 }
 
-func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bool) {
+// render sends o the knowledge of r: first-time to the member of o's cell
+// that carries the pubend, or, for a retransmission, to member `to` — the
+// one that asked ("" when the cell has one broker).
+func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bool, to msg.NodeID) {
 	stream.Render(&ps.in.K, r, o, retrans, ps.id, func(k msg.Knowledge) {
 		if retrans {
 			e.stats.Retransmissions++
@@ -158,9 +161,12 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 			}
 			o.C.Remove(tick.Range{Lo: k.Start, Hi: k.End}) // answered
 		}
-		if retrans {
+		switch {
+		case retrans && to != "":
+			e.sendOrRelay(ps.id, to, k)
+		case retrans:
 			e.sendAnswer(ps, o, k)
-		} else {
+		default:
 			e.sendDown(ps.id, o.Down, k)
 		}
 	})

@@ -107,8 +107,14 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 			}
 		} else {
 			// The cell's other members still hold what was rendered under
-			// the old versions: pass everything from here on instead.
+			// the old versions: pass everything from here on instead. The
+			// restarted member's curiosity is gone with it.
 			e.refilter(c)
+			for _, ps := range e.streams {
+				if o := ps.out(c); o != nil {
+					delete(o.ByMember, peer)
+				}
+			}
 		}
 		// Until it reports again our union is all: say so upstream now, or
 		// the last summary stays in force there while the restarted

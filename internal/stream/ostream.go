@@ -36,6 +36,9 @@ type Ostream struct {
 	// Nacker is the member of Down's cell that last nacked: answers go to
 	// it (a cell of several brokers, seed 000 §3.1).
 	Nacker msg.NodeID
+	// ByMember splits C by the member of Down's cell that asked, when the
+	// cell has several: answers go only to the member that is curious.
+	ByMember map[msg.NodeID]*tick.RangeSet
 }
 
 type filterVersion struct {
