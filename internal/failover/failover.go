@@ -59,12 +59,12 @@ type Sample struct {
 
 // NackSample is the nacks all brokers sent during one polling interval.
 type NackSample struct {
-	At       time.Duration
-	Nacks    uint64
-	RangeMs  float64 // pubend time covered by those nacks
-	Brokers  int     // brokers that answered the poll
-	Relayed  uint64  // messages routed sideways within a cell
-	Retrans  uint64  // retransmissions
+	At      time.Duration
+	Nacks   uint64
+	RangeMs float64 // pubend time covered by those nacks
+	Brokers int     // brokers that answered the poll
+	Relayed uint64  // messages routed sideways within a cell
+	Retrans uint64  // retransmissions
 }
 
 // Result is what a run observed.
