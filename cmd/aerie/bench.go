@@ -70,7 +70,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	began := time.Now()
 	rep, err := bench.Run(ctx, o)
 	if err != nil {
-		fmt.Fprintf(stderr, "aerie bench: %v\n", err)
+		fmt.Fprintf(stderr, "aerie %v\n", err) // the harness's errors start with "bench: "
 		return 1
 	}
 	if *asJSON {
