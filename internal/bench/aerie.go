@@ -56,7 +56,7 @@ type aerieNet struct {
 	proxy   *faultnet.Proxy
 	log     *slog.Logger
 
-	shb     *broker.Node // the subscribers' broker, watched for the relink after an outage
+	shb *broker.Node // the subscribers' broker, watched for the relink after an outage
 
 	mu      sync.Mutex
 	clients []*client.Client
