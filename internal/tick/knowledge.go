@@ -16,6 +16,7 @@ import (
 // the caller (MODEL.md P1).
 type Knowledge[V any] struct {
 	final Tick
+	dh    Tick // the doubt horizon last computed: it never moves back (I8)
 	runs  []run[V]
 	gaps  []Range // scratch for AddSilence, reused to avoid an allocation per call
 }
@@ -63,14 +64,27 @@ func (k *Knowledge[V]) KnownHi() Tick {
 
 // DoubtHorizon returns the furthest tick h such that no tick in (Final, h] is
 // Q (MODEL.md §6). Everything up to it is decided.
+//
+// Knowledge only accumulates, so the horizon only moves forward: the walk
+// starts from the last one found instead of from the final prefix, which
+// keeps delivery at O(log runs + new runs) per event however far acks lag
+// (it was 16 % of a broker's CPU at 70 k events/s when it walked them all).
 func (k *Knowledge[V]) DoubtHorizon() Tick {
-	h := k.final
-	for _, r := range k.runs {
-		if r.lo != h+1 {
+	h := max(k.final, k.dh)
+	if h == Max {
+		return h
+	}
+	for i := k.first(h + 1); i < len(k.runs); i++ {
+		r := k.runs[i]
+		if r.lo > h+1 {
 			break
 		}
-		h = r.hi
+		h = max(h, r.hi)
+		if h == Max {
+			break
+		}
 	}
+	k.dh = h
 	return h
 }
 
