@@ -2,8 +2,11 @@ package main
 
 import (
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -28,4 +31,54 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// brokerProcs runs `aerie broker` processes of one network config and
+// kill -9s them: every process left at the end of the test is killed.
+type brokerProcs struct {
+	t        *testing.T
+	bin, dir string
+	cfg      string
+	mu       sync.Mutex
+	cmds     map[string]*exec.Cmd
+}
+
+func newBrokerProcs(t *testing.T, bin, dir, cfg string) *brokerProcs {
+	p := &brokerProcs{t: t, bin: bin, dir: dir, cfg: cfg, cmds: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		ids := make([]string, 0, len(p.cmds))
+		for id := range p.cmds {
+			ids = append(ids, id)
+		}
+		p.mu.Unlock()
+		for _, id := range ids {
+			p.kill(id)
+		}
+	})
+	return p
+}
+
+// start starts broker id, its stderr going to DIR/id.log.
+func (p *brokerProcs) start(id string) {
+	cmd := exec.Command(p.bin, "broker", "--config", p.cfg, "--id", id)
+	cmd.Stderr, _ = os.Create(filepath.Join(p.dir, id+".log"))
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.cmds[id] = cmd
+	p.mu.Unlock()
+}
+
+// kill sends SIGKILL to broker id and waits for it to die.
+func (p *brokerProcs) kill(id string) {
+	p.mu.Lock()
+	cmd := p.cmds[id]
+	delete(p.cmds, id)
+	p.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
 }

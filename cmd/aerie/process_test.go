@@ -6,10 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,33 +48,11 @@ func TestKill9(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	procs := map[string]*exec.Cmd{}
-	var pmu sync.Mutex
-	start := func(id string) {
-		cmd := exec.Command(bin, "broker", "--config", cfgPath, "--id", id)
-		cmd.Stderr, _ = os.Create(filepath.Join(dir, id+".log"))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pmu.Lock()
-		procs[id] = cmd
-		pmu.Unlock()
-	}
-	kill := func(id string) {
-		pmu.Lock()
-		cmd := procs[id]
-		pmu.Unlock()
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-	}
+	procs := newBrokerProcs(t, bin, dir, cfgPath)
+	start, kill := procs.start, procs.kill
 	for _, id := range []string{"p1", "b1", "s1", "s2"} {
 		start(id)
 	}
-	t.Cleanup(func() {
-		for id := range procs {
-			kill(id)
-		}
-	})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -218,6 +218,13 @@ func publishAll(t testing.TB, c *client.Client, from, n int) (orders, all map[in
 			orders[int64(i)] = true
 		}
 	}
+	waitAcks(t, chans)
+	return orders, all
+}
+
+// waitAcks waits for every publish's ack, failing on an error or after 30 s.
+func waitAcks(t testing.TB, chans []<-chan client.Result) {
+	t.Helper()
 	for _, ch := range chans {
 		select {
 		case r := <-ch:
@@ -228,7 +235,6 @@ func publishAll(t testing.TB, c *client.Client, from, n int) (orders, all map[in
 			t.Fatal("publish not acked within 30s")
 		}
 	}
-	return orders, all
 }
 
 func TestDeliveryThroughFourBrokers(t *testing.T) {

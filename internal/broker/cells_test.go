@@ -87,16 +87,7 @@ func publishFour(t *testing.T, pubs []*client.Client, from, count int, want map[
 		chans = append(chans, ch)
 		want[int64(i)] = true
 	}
-	for _, ch := range chans {
-		select {
-		case r := <-ch:
-			if r.Err != nil {
-				t.Fatal(r.Err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("publish not acked within 30s")
-		}
-	}
+	waitAcks(t, chans)
 }
 
 // TestCellMemberCrash: one broker of a two-broker cell is stopped while
