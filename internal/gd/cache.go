@@ -1,8 +1,6 @@
 package gd
 
 import (
-	"slices"
-
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -73,21 +71,14 @@ func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
 // after that. Entries for released ticks just leave the accounting.
 func (e *Engine) evict(ps *pstream) {
 	c := &ps.cache
-	budget := e.cfg.PubendCacheBytes
-	if ps.pub == nil {
-		budget = e.cfg.RelayCacheBytes
-	}
 	limit := ps.delivered
 	for _, o := range ps.outs {
-		if o.Fresh {
-			limit = 0 // its first-time frontier is not known yet
-		}
 		limit = min(limit, o.SentHi)
 	}
 	final := ps.in.K.Final()
 	for c.head < len(c.fifo) {
 		x := c.fifo[c.head]
-		if x.t > final && (c.bytes <= budget || x.t > limit) {
+		if x.t > final && (c.bytes <= e.cfg.PubendCacheBytes || x.t > limit) {
 			break
 		}
 		c.head++
@@ -166,28 +157,6 @@ func (e *Engine) onFetched(f Fetched) {
 		if o := e.outFrom(ps, p.from); o != nil {
 			e.answerNack(ps, o, p.from, p.r, true)
 		}
-	}
-}
-
-// cacheRelay accounts the payloads an IB or SHB just learned (ev, when it
-// became D here) or got back after evicting them, then evicts past
-// Config.RelayCacheBytes (MODEL.md P12: a bounded cache at every broker).
-// An evicted payload a downstream nacks is asked upstream again
-// (answerNack); the tick stays D meanwhile.
-func (e *Engine) cacheRelay(ps *pstream, ev *msg.Event, added bool) {
-	if added && ev != nil && !slices.Contains(ps.in.Refilled, ev.Tick) {
-		if k, v := ps.in.K.Get(ev.Tick); k == tick.D && v == ev {
-			ps.cache.push(ev.Tick, ev)
-		}
-	}
-	for _, t := range ps.in.Refilled {
-		if k, v := ps.in.K.Get(t); k == tick.D && v != nil {
-			ps.cache.push(t, v)
-		}
-	}
-	ps.in.Refilled = ps.in.Refilled[:0]
-	if ps.cache.bytes > e.cfg.RelayCacheBytes {
-		e.evict(ps)
 	}
 }
 

@@ -80,12 +80,6 @@ type Config struct {
 	// bound a PHB's memory when downstreams may stay away long.
 	PubendCacheBytes int64
 
-	// RelayCacheBytes: payload bytes per pubend that an IB or SHB keeps for
-	// ticks its downstreams have not acked yet; older payloads are dropped
-	// and asked upstream again if a downstream nacks them (MODEL.md P12).
-	// Default 64 MiB. It bounds an IB's memory while a downstream is away.
-	RelayCacheBytes int64
-
 	// BestEffort switches guaranteed delivery off (besteffort.go): no log,
 	// no knowledge, no nacks or acks; events go down once and are lost if
 	// a link drops them. Default false. It is the baseline that seed 000
@@ -109,7 +103,6 @@ func DefaultConfig() Config {
 		HWMLead:                 2 * time.Second,
 		DedupWindow:             4096,
 		PubendCacheBytes:        64 << 20,
-		RelayCacheBytes:         64 << 20,
 	}
 }
 
@@ -139,8 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: HWMLead %v too short for TickInterval %v", ErrConfig, c.HWMLead, c.TickInterval)
 	case c.DedupWindow < 1:
 		return fmt.Errorf("%w: DedupWindow must be at least 1", ErrConfig)
-	case c.PubendCacheBytes < 0 || c.RelayCacheBytes < 0:
-		return fmt.Errorf("%w: PubendCacheBytes and RelayCacheBytes must not be negative", ErrConfig)
+	case c.PubendCacheBytes < 0:
+		return fmt.Errorf("%w: PubendCacheBytes must not be negative", ErrConfig)
 	}
 	return nil
 }

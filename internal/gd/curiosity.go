@@ -53,18 +53,6 @@ func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r t
 	if by := e.curiousBy(o, from); by != nil {
 		ps.in.K.VisitQ(r, by.Add)
 	}
-	if ps.pub == nil {
-		// Payloads this broker's cache evicted: ask upstream again, and
-		// answer when they come back (MODEL.md P12).
-		for _, m := range missing(ps, r) {
-			o.C.Add(m)
-			if by := e.curiousBy(o, from); by != nil {
-				by.Add(m)
-			}
-			e.stats.Refetches++
-			e.sendNack(ps, m)
-		}
-	}
 	if !o.Fresh && ps.pub != nil {
 		// Ticks the pubend has not decided yet are answered through C when
 		// they are; never again as first-time (see Ostream.SentHi).

@@ -53,11 +53,9 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 			}
 		}
 	}
-	added := m.Event != nil && delta.Contains(m.VTick)
 	e.propagate(ps, delta)
 	e.deliver(ps)
 	e.updateAck(ps)
-	e.cacheRelay(ps, m.Event, added)
 }
 
 // setFloor makes every tick <= floor final at a fresh subend, without going

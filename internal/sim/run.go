@@ -29,9 +29,6 @@ type Result struct {
 	Fetches int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
-	// Refetches: ranges of evicted payloads IBs asked upstream for again
-	// (counted since each broker's last restart).
-	Refetches int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -79,9 +76,6 @@ func Run(o Options) (Result, error) {
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
 		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays}
-	for _, id := range w.order {
-		res.Refetches += int(w.nodes[id].eng.Stats().Refetches) // since each broker's last restart
-	}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {

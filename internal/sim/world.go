@@ -110,7 +110,6 @@ func (w *world) newEngine(n *node) {
 	cfg := w.opts.Config
 	if w.plan.cacheBytes > 0 {
 		cfg.PubendCacheBytes = w.plan.cacheBytes
-		cfg.RelayCacheBytes = w.plan.cacheBytes
 	}
 	eng, err := gd.NewWithCells(n.id, cfg, n.routes, w.plan.topo.Cells)
 	if err != nil {

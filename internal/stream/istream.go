@@ -21,9 +21,6 @@ type Istream struct {
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins (MODEL.md P1). A correct
 	// network keeps it at zero; the oracle checks that.
 	Contradictions int
-	// Refilled lists ticks whose evicted payload AcceptData put back since
-	// the caller last cleared it (the caller's cache accounts for them).
-	Refilled []tick.Tick
 }
 
 type timedRange struct {
@@ -70,14 +67,7 @@ func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) {
 	case added:
 		delta.Add(tick.Range{Lo: t, Hi: t})
 	default:
-		if k, old := s.K.Get(t); k == tick.D && old == nil && ev != nil {
-			// The payload was evicted (a cache, MODEL.md P12) and comes
-			// back: the tick was D all along, but what depended on the
-			// payload (answers to nacks) can proceed now.
-			s.K.SetValue(t, ev)
-			s.Refilled = append(s.Refilled, t)
-			delta.Add(tick.Range{Lo: t, Hi: t})
-		} else if k == tick.D && !old.Equal(ev) {
+		if k, old := s.K.Get(t); k == tick.D && !old.Equal(ev) {
 			s.Contradictions++
 		}
 	}

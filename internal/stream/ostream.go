@@ -105,8 +105,7 @@ func (o *Ostream) Anti(t tick.Tick, k tick.Kind, ev *msg.Event) bool {
 // Render turns the known part of r in the istream into knowledge messages for
 // this ostream and calls emit for each, in tick order. D ticks that fail the
 // filter become S; each message carries at most one D bracketed by the S runs
-// around it (seed 000 §3.1, MODEL.md P4); a Q tick, or a D whose payload
-// was evicted, ends a message. Ticks at
+// around it (seed 000 §3.1, MODEL.md P4); a Q tick ends a message. Ticks at
 // or below the istream's final prefix are carried by the Final field only.
 func Render(in *tick.Knowledge[*msg.Event], r tick.Range, o *Ostream, retrans bool, pub msg.PubendID, emit func(msg.Knowledge)) {
 	final := in.Final()
@@ -134,12 +133,6 @@ func Render(in *tick.Knowledge[*msg.Event], r tick.Range, o *Ostream, retrans bo
 		}
 	}
 	in.Visit(r, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
-		if k == tick.D && ev == nil {
-			// A payload a cache evicted: this broker cannot say it, so it
-			// ends the message like a Q tick (the caller asks upstream).
-			flush()
-			return true
-		}
 		isD := k == tick.D && Passes(o.FilterAt(p.Lo), ev)
 		if open && (p.Lo != cur.End+1 || (isD && cur.Event != nil)) {
 			flush()
