@@ -85,7 +85,10 @@ func (n *Node) servePeer(ctx context.Context, nc net.Conn) {
 }
 
 // dialLoop keeps a connection to one upstream neighbour, reconnecting with
-// exponential backoff (50 ms doubling to 2 s, with jitter).
+// exponential backoff (50 ms doubling to 500 ms, with jitter). The cap is
+// low on purpose: a downstream cut off from its upstream relinks within
+// half a second of the heal (catch-up starts then), and one dial every
+// half second to a dead neighbour costs nothing.
 func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 	defer n.wg.Done()
 	backoff := 50 * time.Millisecond
@@ -108,7 +111,7 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 			}
 		}
 		wait := backoff + time.Duration(float64(backoff)*0.2*rand.Float64())
-		backoff = min(2*backoff, 2*time.Second)
+		backoff = min(2*backoff, 500*time.Millisecond)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
