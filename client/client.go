@@ -118,11 +118,9 @@ type Client struct {
 }
 
 type publish struct {
-	seq  uint64
-	req  msg.Publish
-	done chan struct{}
-	ack  Ack
-	err  error
+	seq uint64
+	req msg.Publish
+	out chan Result // capacity 1: the one outcome, sent without blocking
 }
 
 // Dial connects to a broker's client address. It returns once the first
@@ -166,7 +164,10 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 func (c *Client) ID() string { return c.opts.ID }
 
 func (c *Client) run(ctx context.Context, first chan<- error) {
-	defer close(c.done)
+	defer func() {
+		c.failPending()
+		close(c.done)
+	}()
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		conn, r, err := c.connect(ctx)
@@ -278,8 +279,20 @@ func (c *Client) finish(seq uint64, ack Ack, err error) {
 	delete(c.pending, seq)
 	c.mu.Unlock()
 	if p != nil {
-		p.ack, p.err = ack, err
-		close(p.done)
+		p.out <- Result{Ack: ack, Seq: p.seq, Err: err}
+		<-c.slots
+	}
+}
+
+// failPending ends every unacknowledged publish with ErrClosed once the
+// client has stopped (Close, or a Dial that never connected).
+func (c *Client) failPending() {
+	c.mu.Lock()
+	pending := c.pending
+	c.pending = map[uint64]*publish{}
+	c.mu.Unlock()
+	for _, p := range pending {
+		p.out <- Result{Seq: p.seq, Err: ErrClosed}
 		<-c.slots
 	}
 }
@@ -307,7 +320,7 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 		return nil, ErrClosed
 	}
 	c.seq++
-	p := &publish{done: make(chan struct{}), req: msg.Publish{
+	p := &publish{out: make(chan Result, 1), req: msg.Publish{
 		Pubend: msg.PubendID(c.opts.Pubend), Publisher: c.opts.ID, Seq: c.seq,
 		Topic: m.Topic, Props: props, Payload: m.Payload,
 	}}
@@ -317,16 +330,9 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 		c.conn.Send(p.req)
 	}
 	c.mu.Unlock()
-	out := make(chan Result, 1)
-	go func() {
-		select {
-		case <-p.done:
-			out <- Result{Ack: p.ack, Seq: p.seq, Err: p.err}
-		case <-c.done:
-			out <- Result{Seq: p.seq, Err: ErrClosed}
-		}
-	}()
-	return out, nil
+	// No goroutine per publish: finish or failPending sends the outcome
+	// into the buffered channel (it was 5 % of CPU in the throughput run).
+	return p.out, nil
 }
 
 // Result is the outcome of an asynchronous publish.
