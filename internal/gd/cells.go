@@ -270,16 +270,52 @@ func (e *Engine) answerCurious(ps *pstream, o *stream.Ostream, c tick.Range) {
 // refilter gives every ostream towards cell c the cell's current filter,
 // from the next tick this broker learns. A broker sharing its cell keeps no
 // filters (see above).
+//
+// A pubend logs the version (msg.FilterVersion) so that it renders every
+// old tick the same way after a crash, and starts it at the first tick not
+// yet assigned: events assigned later are logged after the version, so none
+// is announced under it before it is durable, and silence renders the same
+// under any filter.
 func (e *Engine) refilter(c msg.NodeID) {
 	if e.multi() {
 		return
 	}
 	f := e.cellFilter(c)
 	for _, ps := range e.streams {
-		if o := ps.out(c); o != nil {
-			o.SetFilter(f, ps.in.K.KnownHi()+1, ps.in.K.Final())
+		o := ps.out(c)
+		if o == nil {
+			continue
 		}
+		from := ps.in.K.KnownHi() + 1
+		if ps.pub != nil && !e.cfg.BestEffort { // best effort logs nothing
+			from = max(from, ps.pub.Next)
+			ps.versionSeq++
+			v := versionRecord(c, from, f)
+			v.Seq = ps.versionSeq
+			e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, Filter: v})
+		}
+		o.SetFilterSeq(f, from, ps.in.K.Final(), ps.versionSeq)
 	}
+}
+
+// versionRecord describes filter f from tick `from` on the edge to cell c.
+func versionRecord(c msg.NodeID, from tick.Tick, f match.Filter) *msg.FilterVersion {
+	v := &msg.FilterVersion{Down: c, From: from}
+	u, ok := f.(*match.Union)
+	if f == nil || !ok || u == nil || u.IsAll() {
+		v.All = true
+		return v
+	}
+	v.Patterns, v.Selectors = u.Clauses()
+	return v
+}
+
+// versionFilter is the filter a logged version describes.
+func versionFilter(v *msg.FilterVersion) match.Filter {
+	if v.All {
+		return nil
+	}
+	return unionOf(msg.Summary{Patterns: v.Patterns, Selectors: v.Selectors})
 }
 
 // LinkDown says the connection to neighbour Peer was lost: bundles route

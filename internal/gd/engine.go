@@ -145,10 +145,12 @@ type pstream struct {
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	dhMovedAt tick.Time
 	cache     payloadCache // pubend: payloads in memory (cache.go)
-	ackSent   tick.Tick
-	ackSentAt tick.Time
-	aeNext    tick.Time // pubend: next AckExpected allowed
-	aeBackoff tick.Time // pubend: current AckExpected repeat interval
+	// versionSeq numbers the filter versions a pubend logs (cells.go).
+	versionSeq uint64
+	ackSent    tick.Tick
+	ackSentAt  tick.Time
+	aeNext     tick.Time // pubend: next AckExpected allowed
+	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
 }
 
 type subscription struct {

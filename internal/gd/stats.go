@@ -129,6 +129,13 @@ func (e *Engine) Snapshot() ([]msg.Record, bool) {
 		}
 		m := ps.pub.Meta(ps.in.K.Final())
 		out = append(out, msg.Record{Pubend: ps.id, Meta: &m})
+		for _, o := range ps.outs {
+			o.Versions(func(from tick.Tick, f match.Filter, seq uint64) {
+				v := versionRecord(o.Down, from, f)
+				v.Seq = seq
+				out = append(out, msg.Record{Pubend: ps.id, Filter: v})
+			})
+		}
 	}
 	return out, true
 }

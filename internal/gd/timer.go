@@ -98,20 +98,16 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		d.incarnation = inc
 		d.filter = nil
 		c := e.cellOfNode(peer)
-		if len(e.membersOf(c)) == 1 {
-			for _, ps := range e.streams {
-				if o := ps.out(c); o != nil {
-					o.ResetFilter()
-					o.C.Clear()
-				}
-			}
-		} else {
-			// The cell's other members still hold what was rendered under
-			// the old versions: pass everything from here on instead. The
-			// restarted member's curiosity is gone with it.
-			e.refilter(c)
-			for _, ps := range e.streams {
-				if o := ps.out(c); o != nil {
+		// Pass everything from the next tick on, until it reports again.
+		// Old ticks keep the versions they were rendered under: their
+		// answers go to downstreams that still need what those versions
+		// passed, and a pubend that restarted has them back from its log.
+		e.refilter(c)
+		for _, ps := range e.streams {
+			if o := ps.out(c); o != nil {
+				if len(e.membersOf(c)) == 1 {
+					o.C.Clear() // its curiosity is gone with it
+				} else {
 					delete(o.ByMember, peer)
 				}
 			}
@@ -162,6 +158,15 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		ps := e.byPubend[r.Pubend]
 		if ps == nil || ps.pub == nil {
 			continue // a pubend no longer hosted here: its log is kept, unused
+		}
+		if r.Filter != nil {
+			// In number order, skipping what the snapshot already holds
+			// (the log may still have records older than it).
+			if o := ps.out(r.Filter.Down); o != nil && r.Filter.Seq > o.LastSeq() {
+				o.SetFilterSeq(versionFilter(r.Filter), r.Filter.From, 0, r.Filter.Seq)
+			}
+			ps.versionSeq = max(ps.versionSeq, r.Filter.Seq)
+			continue
 		}
 		if r.Meta != nil {
 			// A snapshot: the log segments it summarises may be gone.

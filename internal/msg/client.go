@@ -130,9 +130,30 @@ func (Delivery) isMsg()    {}
 // dropped without losing the high-water mark or publisher deduplication.
 type Record struct {
 	Pubend PubendID
-	Event  *Event      // an event record
-	Meta   *PubendMeta // a metadata record
-	HWM    tick.Tick   // a HWM record (when Event and Meta are nil)
+	Event  *Event         // an event record
+	Meta   *PubendMeta    // a metadata record
+	Filter *FilterVersion // a filter-version record
+	HWM    tick.Tick      // a HWM record (when the others are nil)
+}
+
+// FilterVersion is one version of a pubend's filter edge towards cell Down:
+// from tick From on the edge passes the union of the clauses (All: every
+// event). Reset forgets every earlier version (the downstream restarted).
+// A pubend logs each version before any event it filters is announced, so
+// that after a crash it renders every old tick exactly as before (an S it
+// sent is never contradicted by a D: MODEL.md I7). Member and Inc record
+// the downstream broker whose summary or restart caused the version, and
+// its incarnation, so that a restarted pubend recognises a reconnection.
+type FilterVersion struct {
+	Down      NodeID
+	From      tick.Tick
+	Reset     bool
+	All       bool
+	Patterns  []string
+	Selectors []string // "" where a clause has no selector
+	Member    NodeID
+	Inc       uint64
+	Seq       uint64 // the pubend's version number: restore skips what it has
 }
 
 // PubendMeta is a pubend's durable state apart from its events: every tick
@@ -156,6 +177,13 @@ func (r Record) String() string {
 	}
 	if r.Meta != nil {
 		return fmt.Sprintf("Rec{%s meta HWM=%d final=%d dedup=%d}", r.Pubend, r.Meta.HWM, r.Meta.Final, len(r.Meta.Dedup))
+	}
+	if f := r.Filter; f != nil {
+		what := "all"
+		if !f.All {
+			what = Summary{Patterns: f.Patterns, Selectors: f.Selectors}.String()
+		}
+		return fmt.Sprintf("Rec{%s filter#%d to %s from %d: %s}", r.Pubend, f.Seq, f.Down, f.From, what)
 	}
 	return fmt.Sprintf("Rec{%s HWM=%d}", r.Pubend, r.HWM)
 }

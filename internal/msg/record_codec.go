@@ -18,6 +18,8 @@ var ErrBadRecord = errors.New("msg: bad record")
 // strings are a varint length and the bytes.
 //
 //	HWM record:   0x02 | pubend | hwm
+//	filter record: 0x04 | pubend | down | from | flags (1 reset, 2 all) |
+//	              member | inc | seq | n | (pattern | selector)*
 //	meta record:  0x03 | pubend | hwm | final | n | (publisher | seq | tick)*
 //	event record: 0x01 | pubend | tick | publisher | seq | topic |
 //	              nprops | (name | type | value)* | payload
@@ -26,9 +28,10 @@ var ErrBadRecord = errors.New("msg: bad record")
 //
 // Properties are written in name order, so equal records encode equally.
 const (
-	recEvent byte = 1
-	recHWM   byte = 2
-	recMeta  byte = 3
+	recEvent  byte = 1
+	recHWM    byte = 2
+	recMeta   byte = 3
+	recFilter byte = 4
 
 	propInt    byte = 1
 	propFloat  byte = 2
@@ -48,6 +51,32 @@ func EncodeRecord(dst []byte, r Record) ([]byte, error) {
 			dst = appendString(dst, d.Publisher)
 			dst = binary.AppendUvarint(dst, d.Seq)
 			dst = binary.AppendUvarint(dst, uint64(d.Tick))
+		}
+		return dst, nil
+	}
+	if f := r.Filter; f != nil {
+		if len(f.Selectors) != len(f.Patterns) {
+			return nil, fmt.Errorf("%w: filter with %d patterns and %d selectors", ErrBadRecord, len(f.Patterns), len(f.Selectors))
+		}
+		dst = append(dst, recFilter)
+		dst = appendString(dst, string(r.Pubend))
+		dst = appendString(dst, string(f.Down))
+		dst = binary.AppendUvarint(dst, uint64(f.From))
+		var flags byte
+		if f.Reset {
+			flags |= 1
+		}
+		if f.All {
+			flags |= 2
+		}
+		dst = append(dst, flags)
+		dst = appendString(dst, string(f.Member))
+		dst = binary.AppendUvarint(dst, f.Inc)
+		dst = binary.AppendUvarint(dst, f.Seq)
+		dst = binary.AppendUvarint(dst, uint64(len(f.Patterns)))
+		for i := range f.Patterns {
+			dst = appendString(dst, f.Patterns[i])
+			dst = appendString(dst, f.Selectors[i])
 		}
 		return dst, nil
 	}
@@ -109,6 +138,23 @@ func DecodeRecord(b []byte) (Record, error) {
 	switch kind {
 	case recHWM:
 		r = Record{Pubend: pubend, HWM: tick.Tick(d.uvarint())}
+	case recFilter:
+		f := &FilterVersion{Down: NodeID(d.string()), From: tick.Tick(d.uvarint())}
+		flags := d.byte()
+		f.Reset, f.All = flags&1 != 0, flags&2 != 0
+		if flags > 3 {
+			d.fail(fmt.Sprintf("unknown filter flags %d", flags))
+		}
+		f.Member, f.Inc, f.Seq = NodeID(d.string()), d.uvarint(), d.uvarint()
+		n := d.uvarint()
+		if n > uint64(len(b)) {
+			return Record{}, fmt.Errorf("%w: %d clauses in %d bytes", ErrBadRecord, n, len(b))
+		}
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			f.Patterns = append(f.Patterns, d.string())
+			f.Selectors = append(f.Selectors, d.string())
+		}
+		r = Record{Pubend: pubend, Filter: f}
 	case recMeta:
 		m := &PubendMeta{HWM: tick.Tick(d.uvarint()), Final: tick.Tick(d.uvarint())}
 		n := d.uvarint()

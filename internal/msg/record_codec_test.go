@@ -13,6 +13,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			Props: map[string]any{"n": int64(-42), "x": 1.5, "ok": true, "region": "EU"}, Payload: []byte("hello")}},
 		{Pubend: "P3", Event: &Event{Pubend: "P3", Tick: 1, Topic: "t"}},
 		{Pubend: "P4", Meta: &PubendMeta{HWM: 900, Final: 850, Dedup: []DedupEntry{{"a", 1, 10}, {"b", 7, 12}}}},
+		{Pubend: "P5", Filter: &FilterVersion{Down: "ib1", From: 1 << 40, All: true, Member: "b2", Inc: 99}},
+		{Pubend: "P5", Filter: &FilterVersion{Down: "s1", From: 7, Reset: true, Patterns: []string{"a.*", "b"}, Selectors: []string{"", "x > 1"}, Member: "s1", Inc: 3}},
 	}
 	for _, r := range recs {
 		b, err := EncodeRecord(nil, r)
@@ -24,7 +26,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Fatalf("%v: %v", r, err)
 		}
 		if got.Pubend != r.Pubend || got.HWM != r.HWM || (r.Event != nil && !got.Event.Equal(r.Event)) || (r.Event == nil) != (got.Event == nil) ||
-			fmt.Sprint(got.Meta) != fmt.Sprint(r.Meta) {
+			fmt.Sprint(got.Meta) != fmt.Sprint(r.Meta) || fmt.Sprint(got.Filter) != fmt.Sprint(r.Filter) {
 			t.Fatalf("round trip: got %v want %v", got, r)
 		}
 		// Every strict prefix is refused, never misread.

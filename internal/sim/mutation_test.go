@@ -26,7 +26,7 @@ func TestOracleBites(t *testing.T) {
 		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}},
 		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}},
 	}
-	const maxSeeds = 60
+	const maxSeeds = 150
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -44,6 +44,7 @@ type Ostream struct {
 type filterVersion struct {
 	from tick.Tick // first tick this version applies to
 	f    match.Filter
+	seq  uint64 // the pubend's version number, when logged (0 elsewhere)
 }
 
 // FilterAt returns the filter that applies to tick t (nil: pass all).
@@ -60,15 +61,38 @@ func (o *Ostream) FilterAt(t tick.Tick) match.Filter {
 // above every tick already rendered for this ostream (the istream's known
 // high tick + 1). Versions wholly at or below final are dropped.
 func (o *Ostream) SetFilter(f match.Filter, from, final tick.Tick) {
+	o.SetFilterSeq(f, from, final, 0)
+}
+
+// SetFilterSeq is SetFilter for a version a pubend logged as number seq.
+func (o *Ostream) SetFilterSeq(f match.Filter, from, final tick.Tick, seq uint64) {
 	n := len(o.filters)
 	if n > 0 && o.filters[n-1].from >= from {
 		o.filters[n-1].f = f // nothing was rendered under the last version yet
+		o.filters[n-1].seq = seq
 	} else {
-		o.filters = append(o.filters, filterVersion{from: from, f: f})
+		o.filters = append(o.filters, filterVersion{from: from, f: f, seq: seq})
 	}
 	for len(o.filters) > 1 && o.filters[1].from <= final+1 {
 		o.filters = o.filters[1:]
 	}
+}
+
+// Versions calls fn for every filter version held, oldest first (for the
+// pubend's snapshot).
+func (o *Ostream) Versions(fn func(from tick.Tick, f match.Filter, seq uint64)) {
+	for _, v := range o.filters {
+		fn(v.from, v.f, v.seq)
+	}
+}
+
+// LastSeq returns the number of the newest logged version (0: none).
+func (o *Ostream) LastSeq() uint64 {
+	var s uint64
+	for _, v := range o.filters {
+		s = max(s, v.seq)
+	}
+	return s
 }
 
 // ResetFilter forgets every version: Down restarted and knows nothing
