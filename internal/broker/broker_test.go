@@ -2,11 +2,13 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,21 +79,53 @@ func startNetWith(t testing.TB, fs vfs.FS, mod func(map[msg.NodeID]broker.Option
 }
 
 func (n *net4) start(id msg.NodeID) {
+	for attempt := 0; ; attempt++ {
+		o := n.opts[id]
+		o.Logger = quietLogger()
+		node, err := broker.New(o)
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- node.Run(ctx) }()
+		select {
+		case <-node.Listening():
+			n.nodes[id], n.cancel[id], n.done[id] = node, cancel, done
+			return
+		case err := <-done:
+			cancel()
+			// freeAddr's port can be taken by a parallel test before the
+			// broker binds it: take new ports and tell the brokers that
+			// dial this one (they have not started yet).
+			if attempt < 3 && errors.Is(err, syscall.EADDRINUSE) {
+				n.reassign(id)
+				continue
+			}
+			n.t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
+
+// reassign gives broker id fresh listen and client ports.
+func (n *net4) reassign(id msg.NodeID) {
 	o := n.opts[id]
-	o.Logger = quietLogger()
-	node, err := broker.New(o)
-	if err != nil {
-		n.t.Fatal(err)
+	old := o.Listen
+	if o.Listen != "" {
+		o.Listen = freeAddr(n.t)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.Run(ctx) }()
-	select {
-	case <-node.Listening():
-	case err := <-done:
-		n.t.Fatalf("%s: %v", id, err)
+	if o.Clients != "" {
+		o.Clients = freeAddr(n.t)
 	}
-	n.nodes[id], n.cancel[id], n.done[id] = node, cancel, done
+	n.opts[id] = o
+	for other, oo := range n.opts {
+		for up, addr := range oo.Upstreams {
+			if up == id && addr == old {
+				oo.Upstreams[up] = o.Listen
+			}
+		}
+		n.opts[other] = oo
+	}
 }
 
 func (n *net4) stop(id msg.NodeID) {
