@@ -384,10 +384,18 @@ func TestMalformedClientFrameHurtsNoOne(t *testing.T) {
 // gateFS holds every Sync while hold is set, to prove acks wait for fsync.
 type gateFS struct {
 	vfs.FS
-	mu      sync.Mutex
-	hold    bool
-	syncing chan struct{}
-	release chan struct{}
+	mu        sync.Mutex
+	hold      bool
+	syncing   chan struct{}
+	releaseCh chan struct{}
+}
+
+// release stops holding and lets the held Sync finish.
+func (g *gateFS) release() {
+	g.mu.Lock()
+	g.hold = false
+	g.mu.Unlock()
+	g.releaseCh <- struct{}{}
 }
 
 type gateFile struct {
@@ -411,7 +419,7 @@ func (f *gateFile) Sync() error {
 	f.g.mu.Unlock()
 	if hold {
 		f.g.syncing <- struct{}{}
-		<-f.g.release
+		<-f.g.releaseCh
 	}
 	return f.File.Sync()
 }
@@ -420,7 +428,46 @@ func (f *gateFile) Sync() error {
 // publisher — checked after a later request's answer has come back on the
 // same FIFO connection, so an early ack would already have arrived.
 func TestNoAckBeforeFsync(t *testing.T) {
-	g := &gateFS{FS: vfs.NewMem(), syncing: make(chan struct{}), release: make(chan struct{})}
+	h := startHeldPublish(t)
+	g, c, ch, ctx := h.g, h.c, h.ch, h.ctx
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	if _, err := c.Subscribe(sctx, ">"); err != nil {
+		t.Fatal(err)
+	}
+	scancel()
+	select {
+	case r := <-ch:
+		t.Fatalf("publish acked before its fsync completed: %+v", r)
+	default:
+	}
+	g.release()
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ack after the fsync completed")
+	}
+	c.Close()
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heldPublish is a one-broker network (PHB p1) on a gateFS with one
+// publish whose record's fsync has begun and is held.
+type heldPublish struct {
+	g    *gateFS
+	c    *client.Client
+	ch   <-chan client.Result
+	ctx  context.Context
+	stop func() error // stops the broker and returns what Run returned
+}
+
+func startHeldPublish(t *testing.T) *heldPublish {
+	t.Helper()
+	g := &gateFS{FS: vfs.NewMem(), syncing: make(chan struct{}), releaseCh: make(chan struct{})}
 	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
 		Clients: freeAddr(t), DataDir: "/data", FS: g, Logger: quietLogger()}
 	node, err := broker.New(opts)
@@ -431,6 +478,16 @@ func TestNoAckBeforeFsync(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx) }()
 	<-node.Listening()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { stop() })
 	c, err := client.Dial(ctx, opts.Clients, client.Options{ID: "p", Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -443,31 +500,5 @@ func TestNoAckBeforeFsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-g.syncing // the record's fsync has begun and is held
-	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-	if _, err := c.Subscribe(sctx, ">"); err != nil {
-		t.Fatal(err)
-	}
-	scancel()
-	select {
-	case r := <-ch:
-		t.Fatalf("publish acked before its fsync completed: %+v", r)
-	default:
-	}
-	g.mu.Lock()
-	g.hold = false
-	g.mu.Unlock()
-	g.release <- struct{}{}
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no ack after the fsync completed")
-	}
-	c.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	return &heldPublish{g: g, c: c, ch: ch, ctx: ctx, stop: stop}
 }

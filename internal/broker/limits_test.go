@@ -355,30 +355,8 @@ func TestBestEffortMode(t *testing.T) {
 // ErrClosed (there is no goroutine per publish to do it: the client fails
 // every pending publish when it stops).
 func TestCloseFailsPendingPublishes(t *testing.T) {
-	g := &gateFS{FS: vfs.NewMem(), syncing: make(chan struct{}), release: make(chan struct{})}
-	opts := broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, GD: gd.DefaultConfig(),
-		Clients: freeAddr(t), DataDir: "/data", FS: g, Logger: quietLogger()}
-	node, err := broker.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- node.Run(ctx) }()
-	<-node.Listening()
-	c, err := client.Dial(ctx, opts.Clients, client.Options{ID: "p", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.mu.Lock()
-	g.hold = true
-	g.mu.Unlock()
-	ch, err := c.PublishAsync(client.Message{Topic: "t"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-g.syncing // held: the publish cannot be acked
+	h := startHeldPublish(t)
+	c, ch := h.c, h.ch
 	c.Close()
 	select {
 	case r := <-ch:
@@ -391,10 +369,5 @@ func TestCloseFailsPendingPublishes(t *testing.T) {
 	if _, err := c.PublishAsync(client.Message{Topic: "t"}); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("publish after Close: %v, want ErrClosed", err)
 	}
-	g.mu.Lock()
-	g.hold = false
-	g.mu.Unlock()
-	g.release <- struct{}{}
-	cancel()
-	<-done
+	h.g.release()
 }
