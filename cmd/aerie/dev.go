@@ -28,7 +28,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory, printed)")
 	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard address (empty: no dashboard)")
-	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…")
+	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…, membership (gossip) on base+201…")
 	verbose := fs.Bool("v", false, "log every broker event to stderr")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -148,6 +148,9 @@ func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, di
 		if a := nodes[i].ClientAddr(); a != "" {
 			fmt.Fprintf(w, " clients %-16s", a)
 		}
+		if a := nodes[i].GossipAddr(); a != "" {
+			fmt.Fprintf(w, " gossip %-16s", a)
+		}
 		if len(b.Pubends) > 0 {
 			fmt.Fprintf(w, " pubends %v", b.Pubends)
 		}
@@ -179,6 +182,7 @@ var dashTmpl = template.Must(template.New("d").Parse(`<!doctype html><html><head
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}h2{margin:.3em 0}</style></head><body>
 <h1>aerie dev</h1><p>Refreshes every second. JSON: <a href="/status">/status</a></p>
 {{range .}}<h2>{{.ID}}</h2><p>peers {{.Peers}} · clients {{.Clients}} · delivered {{.Stats.Delivered}} · nacks sent {{.Stats.NacksSent}} · retransmissions {{.Stats.Retransmissions}} · contradictions {{.Stats.Contradictions}}</p>
+{{with .Membership}}<p>membership {{.Self}} on {{.Gossip}} · view {{.ViewID}} · elder {{.Elder}} · members {{.Members}}</p>{{end}}
 <table><tr><th>pubend</th><th>hosted</th><th>final (L)</th><th>doubt horizon</th><th>known</th><th>ack prefix</th><th>runs</th><th>gaps</th></tr>
 {{range .Streams}}<tr><td>{{.Pubend}}</td><td>{{.Hosted}}</td><td>{{.Final}}</td><td>{{.DoubtHorizon}}</td><td>{{.KnownHi}}</td><td>{{.AckPrefix}}</td><td>{{.Runs}}</td><td>{{.Gaps}}</td></tr>{{end}}</table>{{end}}
 </body></html>`))

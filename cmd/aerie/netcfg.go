@@ -56,5 +56,15 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	return broker.Options{
 		ID: msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
 		Upstreams: ups, DataDir: data, Logger: logger,
+		// Membership only where the config gives a gossip address.
+		Gossip: b.Gossip, Seeds: seedsFor(n, b),
 	}, nil
+}
+
+// seedsFor is the seed list of broker b: none without membership.
+func seedsFor(n *config.Network, b config.Broker) []string {
+	if b.Gossip == "" {
+		return nil
+	}
+	return n.SeedAddrs()
 }

@@ -158,6 +158,26 @@ type collector struct {
 	err   error
 	count int
 	more  chan struct{}
+	// lat: each delivery's latency (receive time − the pubend's time
+	// for the tick), by publish time.
+	lat []latency
+}
+
+type latency struct {
+	pub time.Time
+	d   time.Duration
+}
+
+// maxLatency is the largest latency of the events published in [from, to).
+func (c *collector) maxLatency(from, to time.Time) (max time.Duration, pub time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.lat {
+		if !l.pub.Before(from) && l.pub.Before(to) && l.d > max {
+			max, pub = l.d, l.pub
+		}
+	}
+	return max, pub
 }
 
 func collect(t testing.TB, sub *client.Subscription) *collector {
@@ -174,6 +194,7 @@ func collect(t testing.TB, sub *client.Subscription) *collector {
 			c.last[ev.Pubend] = ev.Tick
 			c.seqs[ev.Props["seq"].(int64)]++
 			c.count++
+			c.lat = append(c.lat, latency{pub: ev.PubTime, d: time.Since(ev.PubTime)})
 			c.mu.Unlock()
 			select {
 			case c.more <- struct{}{}:

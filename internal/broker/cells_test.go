@@ -15,10 +15,12 @@ import (
 
 // startCellNet starts seed 000 Fig. 3 in small: PHB p1 (P1–P4) → cell ib1
 // of two brokers b1, b2 → SHBs s1, s2. Every member of a cell is linked to
-// every member of the next (a bundle) and b1–b2 to each other; each link
-// downstream of the cell goes through a proxy (proxies["b1-s1"] …) so a
-// test can cut one link of a bundle.
-func startCellNet(t *testing.T, ctx context.Context) (*net4, map[string]*faultnet.Proxy) {
+// every member of the next (a bundle) and b1–b2 to each other; every link
+// of b1 and each link downstream of the cell goes through a proxy
+// (proxies["b1-s1"], ["p1-b1"], ["b2-b1"] …, named up-down) so a test can
+// cut one link of a bundle or stall b1. With gossip, every broker runs
+// membership on an ephemeral port and joins through p1's.
+func startCellNet(t *testing.T, ctx context.Context, gossip bool) (*net4, map[string]*faultnet.Proxy) {
 	n := &net4{t: t, opts: map[msg.NodeID]broker.Options{}, nodes: map[msg.NodeID]*broker.Node{},
 		cancel: map[msg.NodeID]context.CancelFunc{}, done: map[msg.NodeID]chan error{}, fs: vfs.OS()}
 	cfg := gd.DefaultConfig()
@@ -46,13 +48,17 @@ func startCellNet(t *testing.T, ctx context.Context) (*net4, map[string]*faultne
 		return p.Addr()
 	}
 	base := func(id msg.NodeID, routes []gd.Route) broker.Options {
-		return broker.Options{ID: id, Routes: routes, Cells: cells, GD: cfg, Listen: addr[id]}
+		o := broker.Options{ID: id, Routes: routes, Cells: cells, GD: cfg, Listen: addr[id]}
+		if gossip {
+			o.Gossip = "127.0.0.1:0"
+		}
+		return o
 	}
 	p1 := base("p1", route("", "ib1"))
 	p1.Clients, p1.DataDir = freeAddr(t), t.TempDir()
 	n.opts["p1"] = p1
 	b1 := base("b1", route("p1", "s1", "s2"))
-	b1.Upstreams = map[msg.NodeID]string{"p1": addr["p1"], "b2": addr["b2"]} // b1 < b2: b1 dials its cell peer
+	b1.Upstreams = map[msg.NodeID]string{"p1": via("p1", "b1"), "b2": via("b2", "b1")} // b1 < b2: b1 dials its cell peer
 	n.opts["b1"] = b1
 	b2 := base("b2", route("p1", "s1", "s2"))
 	b2.Upstreams = map[msg.NodeID]string{"p1": addr["p1"]}
@@ -65,6 +71,13 @@ func startCellNet(t *testing.T, ctx context.Context) (*net4, map[string]*faultne
 	}
 	for _, id := range []msg.NodeID{"p1", "b1", "b2", "s1", "s2"} {
 		n.start(id)
+		if gossip && id == "p1" {
+			seeds := []string{n.nodes["p1"].GossipAddr()}
+			for id, o := range n.opts {
+				o.Seeds = seeds
+				n.opts[id] = o
+			}
+		}
 	}
 	t.Cleanup(func() {
 		for id := range n.nodes {
@@ -98,7 +111,7 @@ func publishFour(t *testing.T, pubs []*client.Client, from, count int, want map[
 func TestCellMemberCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	n, proxies := startCellNet(t, ctx)
+	n, proxies := startCellNet(t, ctx, false)
 	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
 	if err != nil {
 		t.Fatal(err)

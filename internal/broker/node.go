@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"slices"
@@ -24,8 +23,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/member"
+	"github.com/aerie-mq/aerie/internal/member/mlist"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -70,6 +73,17 @@ type Options struct {
 	// subscriber that falls further behind is disconnected with a reason it
 	// can see (seed 003 §1.1). Default 100000.
 	SubscriberQueue int
+	// Gossip is the membership address (host:port; memberlist uses UDP and
+	// TCP on that port, port 0 picks one: GossipAddr). "" runs no
+	// membership: liveness then comes from the connections' heartbeats
+	// alone. See membership.go.
+	Gossip string
+	// Seeds are the gossip addresses the membership joins through (the
+	// config's seeds); this broker's own address may be among them.
+	Seeds []string
+	// GossipTiming overrides mlist.LoopbackTiming() (nil: that), e.g. for
+	// tests on a loaded host.
+	GossipTiming *memberlist.Config
 }
 
 // Node is one running broker.
@@ -88,6 +102,7 @@ type Node struct {
 	fetchRes chan gd.Fetched
 	retain   retention.Tracker
 	status   chan chan Status
+	ml       *mlist.Node // nil without membership; set once in Run (under mu)
 
 	// Loop-owned state.
 	peers    map[msg.NodeID]*transport.Conn
@@ -97,6 +112,8 @@ type Node struct {
 	inflight *gd.Ready
 	fetching int // fetches handed to the persister and not yet returned
 	nextCID  uint64
+	view     member.View // the last installed membership view
+	hasView  bool
 	// Copies of the log's bounds for Status: the log itself belongs to the
 	// persister while a batch is in flight.
 	logFirst, logNext uint64
@@ -140,6 +157,7 @@ type event struct {
 	cid  uint64
 	conn *transport.Conn
 	m    msg.Msg
+	view *member.Change // evView
 }
 
 const (
@@ -149,6 +167,7 @@ const (
 	evClientUp
 	evClientMsg
 	evClientDown
+	evView
 )
 
 // New prepares a broker; Run starts it.
@@ -178,9 +197,14 @@ func New(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", opts.ID, err)
 	}
+	// A restart is a new incarnation, with a larger boot nonce.
+	inc, err := bootNonce(opts.FS, opts.DataDir, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", opts.ID, err)
+	}
 	n := &Node{
 		opts: opts, log: opts.Logger.With("broker", string(opts.ID)), eng: eng,
-		inc:   rand.Uint64() | 1, // boot nonce: a restart is a new incarnation
+		inc:   inc,
 		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096), syncRes: make(chan syncResult, 1),
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[uint64]*client{},
 		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}),
@@ -262,6 +286,22 @@ func (n *Node) Run(ctx context.Context) error {
 	}()
 	if err := n.listen(connCtx); err != nil {
 		return err
+	}
+	if n.opts.Gossip != "" {
+		// Membership stops after the loop (deferred after connCtx, so it
+		// runs first): a graceful leave, while connections still flush.
+		mctx, stop := context.WithCancel(context.Background())
+		ml, err := n.startMembership(mctx)
+		if err != nil {
+			stop()
+			return err
+		}
+		done := make(chan struct{})
+		go n.runMembership(mctx, ml, done)
+		defer func() {
+			stop()
+			<-done
+		}()
 	}
 	close(n.listening)
 	for up, addr := range n.opts.Upstreams {
@@ -471,6 +511,8 @@ func (n *Node) handle(ev event) {
 			n.log.Info("link down", "peer", string(ev.peer), "err", ev.conn.Err())
 			n.step(gd.LinkDown{Peer: ev.peer})
 		}
+	case evView:
+		n.installView(*ev.view)
 	case evClientUp:
 		n.clients[ev.cid] = &client{id: ev.cid, conn: ev.conn, subs: map[msg.SubID]string{}}
 	case evClientMsg:

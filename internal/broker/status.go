@@ -17,6 +17,8 @@ type Status struct {
 	// LogFirst and LogNext bound the records the event log still holds.
 	LogFirst uint64 `json:"log_first"`
 	LogNext  uint64 `json:"log_next"`
+	// Membership is the installed membership view (nil: no membership).
+	Membership *MembershipStatus `json:"membership,omitempty"`
 }
 
 // Status asks the loop for a snapshot.
@@ -42,5 +44,6 @@ func (n *Node) snapshot() Status {
 	}
 	sort.Strings(s.Peers)
 	s.LogFirst, s.LogNext = n.logFirst, n.logNext
+	s.Membership = n.membershipStatus()
 	return s
 }

@@ -9,10 +9,17 @@
 //	clients = "127.0.0.1:7201"    # client connections (optional)
 //	data    = "data/p1"           # optional for brokers without durable state
 //	pubends = ["P1", "P2"]        # makes this broker a PHB for these pubends
+//	gossip  = "127.0.0.1:7301"    # membership (memberlist UDP+TCP); optional
 //
 //	[[link]]                      # from an upstream cell to a downstream cell
 //	up   = "phb"
 //	down = "b1"
+//
+// A top-level seeds = ["p1", "b1"] (before the first table) names the
+// brokers whose gossip address a broker joins the membership through; by
+// default every broker with a gossip address is a seed. Brokers without a
+// gossip address run no membership: their liveness comes from their TCP
+// links alone (heartbeats).
 //
 // Parse refuses anything it does not understand, unknown keys included, and
 // reports every problem at once, each as file:line:col: message. Per pubend,
@@ -38,6 +45,9 @@ import (
 
 // Network is a parsed network config.
 type Network struct {
+	// Seeds are the ids of the brokers whose gossip address the others
+	// join through; nil means every broker with a gossip address.
+	Seeds   []string
 	Brokers []Broker
 	Links   []Link
 }
@@ -50,6 +60,9 @@ type Broker struct {
 	Clients string // host:port for clients; "" for none
 	Data    string // data directory; "" for brokers without durable state
 	Pubends []string
+	// Gossip is the membership address (memberlist, UDP and TCP on one
+	// port); "" runs no membership on this broker.
+	Gossip string
 }
 
 // Link is one [[link]] table: a virtual link from the upstream cell Up to
@@ -60,8 +73,8 @@ type Link struct {
 
 // Keys of the format, in the order Marshal writes them.
 var (
-	topKeys    = []string{"broker", "link"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends"}
+	topKeys    = []string{"seeds", "broker", "link"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip"}
 	linkKeys   = []string{"up", "down"}
 )
 
@@ -183,6 +196,22 @@ func (n *Network) Cells() gd.Cells {
 	}
 	for _, ms := range out {
 		slices.Sort(ms)
+	}
+	return out
+}
+
+// SeedAddrs returns the gossip addresses to join the membership through:
+// those of the configured seeds, else of every broker with a gossip
+// address, in config order. It assumes a valid network.
+func (n *Network) SeedAddrs() []string {
+	var out []string
+	for _, b := range n.Brokers {
+		if b.Gossip == "" {
+			continue
+		}
+		if n.Seeds == nil || slices.Contains(n.Seeds, b.ID) {
+			out = append(out, b.Gossip)
+		}
 	}
 	return out
 }

@@ -545,10 +545,10 @@ func TestDev(t *testing.T) {
 	}
 	want := &Network{
 		Brokers: []Broker{
-			{ID: "p1", Cell: "p1", Listen: "127.0.0.1:7101", Clients: "127.0.0.1:7201", Data: "/data/p1", Pubends: []string{"P1", "P2", "P3", "P4"}},
-			{ID: "b1", Cell: "b1", Listen: "127.0.0.1:7102"},
-			{ID: "s1", Cell: "s1", Listen: "127.0.0.1:7103", Clients: "127.0.0.1:7203", Data: "/data/s1"},
-			{ID: "s2", Cell: "s2", Listen: "127.0.0.1:7104", Clients: "127.0.0.1:7204", Data: "/data/s2"},
+			{ID: "p1", Cell: "p1", Listen: "127.0.0.1:7101", Clients: "127.0.0.1:7201", Data: "/data/p1", Pubends: []string{"P1", "P2", "P3", "P4"}, Gossip: "127.0.0.1:7301"},
+			{ID: "b1", Cell: "b1", Listen: "127.0.0.1:7102", Gossip: "127.0.0.1:7302"},
+			{ID: "s1", Cell: "s1", Listen: "127.0.0.1:7103", Clients: "127.0.0.1:7203", Data: "/data/s1", Gossip: "127.0.0.1:7303"},
+			{ID: "s2", Cell: "s2", Listen: "127.0.0.1:7104", Clients: "127.0.0.1:7204", Data: "/data/s2", Gossip: "127.0.0.1:7304"},
 		},
 		Links: []Link{{"p1", "b1"}, {"b1", "s1"}, {"b1", "s2"}},
 	}
@@ -671,5 +671,131 @@ pubends = ["P2"]`, 1)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want error %q, got %v", want, err)
 		}
+	}
+}
+
+// gossipNet is a cell network with membership: every broker gossips, b2
+// does not, and p1 and b1 are the seeds.
+const gossipNet = `seeds = ["p1", "b1"]
+
+[[broker]]
+id = "p1"
+listen = "127.0.0.1:7101"
+clients = "127.0.0.1:7201"
+data = "d/p1"
+pubends = ["P1"]
+gossip = "127.0.0.1:7301"
+
+[[broker]]
+id = "b1"
+cell = "ib1"
+listen = "127.0.0.1:7102"
+gossip = "127.0.0.1:7302"
+
+[[broker]]
+id = "b2"
+cell = "ib1"
+listen = "127.0.0.1:7103"
+
+[[broker]]
+id = "s1"
+listen = "127.0.0.1:7104"
+clients = "127.0.0.1:7204"
+gossip = "127.0.0.1:7304"
+
+[[link]]
+up = "p1"
+down = "ib1"
+[[link]]
+up = "ib1"
+down = "s1"
+`
+
+func TestGossipAndSeeds(t *testing.T) {
+	n := mustParse(t, gossipNet)
+	if !reflect.DeepEqual(n.Seeds, []string{"p1", "b1"}) {
+		t.Errorf("Seeds = %q", n.Seeds)
+	}
+	if b, _ := n.Broker("b1"); b.Gossip != "127.0.0.1:7302" {
+		t.Errorf("b1 gossip = %q", b.Gossip)
+	}
+	if b, _ := n.Broker("b2"); b.Gossip != "" {
+		t.Errorf("b2 gossip = %q, want none", b.Gossip)
+	}
+	if got, want := n.SeedAddrs(), []string{"127.0.0.1:7301", "127.0.0.1:7302"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("SeedAddrs = %q, want %q", got, want)
+	}
+	// Without seeds, every broker with a gossip address is one.
+	n.Seeds = nil
+	if got, want := n.SeedAddrs(), []string{"127.0.0.1:7301", "127.0.0.1:7302", "127.0.0.1:7304"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("default SeedAddrs = %q, want %q", got, want)
+	}
+	// Round trip, with and without seeds.
+	for _, seeds := range [][]string{nil, {"s1"}} {
+		n.Seeds = seeds
+		data, err := n.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back := mustParse(t, string(data)); !reflect.DeepEqual(back, n) {
+			t.Errorf("round trip:\n%+v\nwant\n%+v\n%s", back, n, data)
+		}
+	}
+	// The design example (no gossip anywhere) has no seeds.
+	if got := mustParse(t, designExample).SeedAddrs(); got != nil {
+		t.Errorf("SeedAddrs without gossip = %q", got)
+	}
+}
+
+func TestGossipErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, old, new string
+		want           []string
+	}{
+		{"bad address", `gossip = "127.0.0.1:7302"`, `gossip = "127.0.0.1"`,
+			[]string{`net.toml:15:1: broker "b1": gossip address "127.0.0.1": not host:port (missing port in address)`}},
+		{"port zero", `gossip = "127.0.0.1:7302"`, `gossip = "127.0.0.1:0"`,
+			[]string{`net.toml:15:1: broker "b1": gossip address "127.0.0.1:0": port 0: peers and clients need a fixed port`}},
+		{"address taken", `gossip = "127.0.0.1:7302"`, `gossip = "127.0.0.1:7101"`,
+			[]string{`net.toml:15:1: broker "b1": address "127.0.0.1:7101" is already used by broker "p1" (listen)`}},
+		{"gossip not a string", `gossip = "127.0.0.1:7302"`, `gossip = 7302`,
+			[]string{`net.toml:15:1: gossip must be a string, not an integer`}},
+		{"unknown seed", `seeds = ["p1", "b1"]`, `seeds = ["p1", "bl"]`,
+			[]string{`net.toml:1:1: seeds: unknown broker "bl" (did you mean "b1"?)`}},
+		{"seed without gossip", `seeds = ["p1", "b1"]`, `seeds = ["p1", "b2"]`,
+			[]string{`net.toml:1:1: seeds: broker "b2" has no gossip address, so nobody can join through it`}},
+		{"seed twice", `seeds = ["p1", "b1"]`, `seeds = ["p1", "p1"]`,
+			[]string{`net.toml:1:1: seeds: broker "p1" is listed twice`}},
+		{"empty seeds", `seeds = ["p1", "b1"]`, `seeds = []`,
+			[]string{`net.toml:1:1: seeds is empty: list the brokers to join the membership through, or leave seeds out to use every broker with a gossip address`}},
+		{"seeds not strings", `seeds = ["p1", "b1"]`, `seeds = "p1"`,
+			[]string{`net.toml:1:1: seeds must be an array of broker ids (strings), not a string`}},
+		{"seeds inside a table", "seeds = [\"p1\", \"b1\"]\n", "",
+			nil}, // placeholder replaced below
+		{"unknown key near gossip", `gossip = "127.0.0.1:7302"`, `gosip = "127.0.0.1:7302"`,
+			[]string{
+				`net.toml:1:1: seeds: broker "b1" has no gossip address, so nobody can join through it`,
+				`net.toml:15:1: unknown key "gosip" in [[broker]] (did you mean "gossip"?)`,
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(gossipNet, tc.old, tc.new, 1)
+			want := tc.want
+			if tc.name == "seeds inside a table" {
+				// A top-level key written after [[broker]] belongs to that table.
+				src = strings.Replace(src, `gossip = "127.0.0.1:7304"`, `gossip = "127.0.0.1:7304"`+"\nseeds = [\"p1\"]", 1)
+				want = []string{`net.toml:26:1: unknown key "seeds" in [[broker]] (seeds is a top-level key: put it before the first table)`}
+			}
+			_, err := Parse([]byte(src), "net.toml")
+			if err == nil {
+				t.Fatalf("no error for\n%s", src)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+				t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 // decoder's first-and-only error. Undecoded keys are still tracked: a field
 // of type any counts as decoded.
 type rawNetwork struct {
+	Seeds  any         `toml:"seeds"`
 	Broker []rawBroker `toml:"broker"`
 	Link   []rawLink   `toml:"link"`
 }
@@ -24,6 +25,7 @@ type rawBroker struct {
 	Clients any `toml:"clients"`
 	Data    any `toml:"data"`
 	Pubends any `toml:"pubends"`
+	Gossip  any `toml:"gossip"`
 }
 
 type rawLink struct {
@@ -93,6 +95,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		b := Broker{
 			ID: s("id", rb.ID), Listen: s("listen", rb.Listen),
 			Clients: s("clients", rb.Clients), Data: s("data", rb.Data),
+			Gossip: s("gossip", rb.Gossip),
 		}
 		b.Cell = b.ID
 		if rb.Cell != nil {
@@ -104,6 +107,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		b.Pubends = p.strings(fieldRef{"broker", i, "pubends"}, rb.Pubends, bad)
 		n.Brokers = append(n.Brokers, b)
 	}
+	n.Seeds = p.seeds(raw.Seeds)
 	for i, rl := range raw.Link {
 		n.Links = append(n.Links, Link{
 			Up:   p.str(fieldRef{"link", i, "up"}, rl.Up, bad),
@@ -147,6 +151,26 @@ func (p *problems) strings(f fieldRef, v any, bad map[fieldRef]bool) []string {
 	return out
 }
 
+// seeds converts the top-level seeds key: nil when absent or mistyped
+// (reported here, so check does not also complain).
+func (p *problems) seeds(v any) []string {
+	if v == nil {
+		return nil
+	}
+	list, ok := v.([]any)
+	out := []string{}
+	for _, e := range list {
+		s, isString := e.(string)
+		ok = ok && isString
+		out = append(out, s)
+	}
+	if !ok {
+		p.top("seeds", "seeds must be an array of broker ids (strings), not %s", typeName(v))
+		return nil
+	}
+	return out
+}
+
 // who names broker i in a message.
 func (p *problems) who(b Broker, i int) string {
 	if b.ID != "" {
@@ -174,7 +198,11 @@ func (p *problems) unknownKeys(md toml.MetaData) {
 		}
 		line, col, _, _ := p.loc.nth(k, n)
 		if keys, inTable := known[k[0]]; inTable && len(k) > 1 {
-			p.at(line, col, "unknown key %q in [[%s]]%s", toml.Key(k[1:]).String(), k[0], suggest(k[1], keys))
+			hint := suggest(k[1], keys)
+			if len(k) == 2 && slices.Contains(topKeys, k[1]) {
+				hint = fmt.Sprintf(" (%s is a top-level key: put it before the first table)", k[1])
+			}
+			p.at(line, col, "unknown key %q in [[%s]]%s", toml.Key(k[1:]).String(), k[0], hint)
 			continue
 		}
 		p.at(line, col, "unknown key %q%s", ks, suggest(k[0], topKeys))

@@ -61,6 +61,15 @@ func (p *problems) field(table string, i int, key string, format string, args ..
 	p.elem(table, i, format, args...)
 }
 
+// top reports a problem at the top-level key (seeds).
+func (p *problems) top(key string, format string, args ...any) {
+	var line, col int
+	if p.loc != nil {
+		line, col, _, _ = p.loc.nth([]string{key}, 0)
+	}
+	p.at(line, col, format, args...)
+}
+
 // elem reports a problem at element i of [[table]].
 func (p *problems) elem(table string, i int, format string, args ...any) {
 	var line, col int

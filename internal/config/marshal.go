@@ -18,6 +18,13 @@ func (n *Network) Marshal() ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteString("# aerie network config (DESIGN.md §6)\n")
+	if n.Seeds != nil {
+		q := make([]string, len(n.Seeds))
+		for i, s := range n.Seeds {
+			q[i] = quote(s)
+		}
+		fmt.Fprintf(&b, "seeds = [%s]\n", strings.Join(q, ", "))
+	}
 	for _, br := range n.Brokers {
 		b.WriteString("\n[[broker]]\n")
 		kv(&b, "id", br.ID)
@@ -37,6 +44,9 @@ func (n *Network) Marshal() ([]byte, error) {
 				q[i] = quote(p)
 			}
 			fmt.Fprintf(&b, "%-7s = [%s]\n", "pubends", strings.Join(q, ", "))
+		}
+		if br.Gossip != "" {
+			kv(&b, "gossip", br.Gossip)
 		}
 	}
 	for _, l := range n.Links {
@@ -82,7 +92,8 @@ func quote(s string) string {
 // on 127.0.0.1: PHB p1 hosting P1–P4, IB b1, SHBs s1 and s2, linked
 // p1 → b1 → {s1, s2}. Broker k (1-based, in that order) listens on
 // basePort+k and, if it takes clients, serves them on basePort+100+k, as in
-// the DESIGN.md example (7101/7201 with basePort 7100). Brokers with durable
+// the DESIGN.md example (7101/7201 with basePort 7100), and gossips
+// (membership) on basePort+200+k (7301…). Brokers with durable
 // state (the PHB's event log, the SHBs' subscription state) keep it under
 // dir/<id>; the IB holds only soft state.
 func Dev(dir string, basePort int) *Network {
@@ -99,7 +110,7 @@ func Dev(dir string, basePort int) *Network {
 	}
 	n := &Network{}
 	for k, b := range brokers {
-		br := Broker{ID: b.id, Cell: b.id, Listen: addr(basePort + 1 + k), Pubends: b.pubends}
+		br := Broker{ID: b.id, Cell: b.id, Listen: addr(basePort + 1 + k), Pubends: b.pubends, Gossip: addr(basePort + 201 + k)}
 		if b.clients {
 			br.Clients = addr(basePort + 101 + k)
 			br.Data = filepath.Join(dir, b.id)

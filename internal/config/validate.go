@@ -15,6 +15,7 @@ func (n *Network) check(p *problems, bad map[fieldRef]bool) {
 		p.at(0, 0, "no brokers: a network needs at least one [[broker]]")
 	}
 	cells := n.checkBrokers(p, bad)
+	n.checkSeeds(p, bad)
 	n.checkLinks(p, bad, cells)
 	n.checkTrees(p)
 }
@@ -48,7 +49,7 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 		if b.Listen == "" && !bad[fieldRef{"broker", i, "listen"}] {
 			p.field("broker", i, "listen", "%s has no listen address", who)
 		}
-		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}} {
+		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}, {"gossip", b.Gossip}} {
 			if a.addr == "" {
 				continue
 			}
@@ -79,6 +80,42 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 	}
 	n.checkRedundantCells(p, cellOwner)
 	return cells
+}
+
+// checkSeeds: every seed names a broker with a gossip address, once. A
+// seed list that names nobody would leave every broker alone in a
+// membership of its own.
+func (n *Network) checkSeeds(p *problems, bad map[fieldRef]bool) {
+	if n.Seeds == nil {
+		return
+	}
+	gossip := map[string]bool{} // broker id → has a gossip address (or a mistyped one, reported already)
+	for i, b := range n.Brokers {
+		gossip[b.ID] = gossip[b.ID] || b.Gossip != "" || bad[fieldRef{"broker", i, "gossip"}]
+	}
+	seen := map[string]bool{}
+	for _, s := range n.Seeds {
+		has, known := gossip[s]
+		switch {
+		case s == "":
+			p.top("seeds", "seeds: empty broker id")
+		case seen[s]:
+			p.top("seeds", "seeds: broker %q is listed twice", s)
+		case !known:
+			ids := make([]string, 0, len(gossip))
+			for id := range gossip {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			p.top("seeds", "seeds: unknown broker %q%s", s, knownCells(s, ids))
+		case !has:
+			p.top("seeds", "seeds: broker %q has no gossip address, so nobody can join through it", s)
+		}
+		seen[s] = true
+	}
+	if len(n.Seeds) == 0 {
+		p.top("seeds", "seeds is empty: list the brokers to join the membership through, or leave seeds out to use every broker with a gossip address")
+	}
 }
 
 // checkRedundantCells: a cell of several brokers is an intermediate virtual
