@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/failover"
 )
 
 // TestKill9RedundantCell runs a network with a redundant intermediate cell
@@ -25,7 +26,8 @@ func TestKill9RedundantCell(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	bin, dir := buildAerie(t)
-	port := func() int { return freePort(t) }
+	var free failover.Ports
+	port := func() int { return freePort(t, &free) }
 	type b struct {
 		id, cell         string
 		listen, clients  int

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/aerie-mq/aerie/internal/failover"
 )
 
 // buildAerie builds the aerie binary into a test directory and returns its
@@ -22,15 +23,16 @@ func buildAerie(t *testing.T) (bin, dir string) {
 	return bin, dir
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
+// freePort returns a loopback port that was free for TCP and UDP a moment
+// ago, from below the kernel's ephemeral range and never twice from one
+// ports (failover.Ports: binding :0 and closing races with parallel tests).
+func freePort(t *testing.T, ports *failover.Ports) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := ports.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // brokerProcs runs `aerie broker` processes of one network config and
@@ -59,9 +61,10 @@ func newBrokerProcs(t *testing.T, bin, dir, cfg string) *brokerProcs {
 	return p
 }
 
-// start starts broker id, its stderr going to DIR/id.log.
-func (p *brokerProcs) start(id string) {
-	cmd := exec.Command(p.bin, "broker", "--config", p.cfg, "--id", id)
+// start starts broker id, its stderr going to DIR/id.log; args are more
+// flags (e.g. --http).
+func (p *brokerProcs) start(id string, args ...string) {
+	cmd := exec.Command(p.bin, append([]string{"broker", "--config", p.cfg, "--id", id}, args...)...)
 	cmd.Stderr, _ = os.Create(filepath.Join(p.dir, id+".log"))
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
@@ -80,5 +83,18 @@ func (p *brokerProcs) kill(id string) {
 	if cmd != nil {
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
+	}
+}
+
+// signal sends sig (SIGSTOP, SIGCONT) to broker id.
+func (p *brokerProcs) signal(id string, sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmds[id]
+	p.mu.Unlock()
+	if cmd == nil {
+		p.t.Fatalf("signal %v: %s is not running", sig, id)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal %v to %s: %v", sig, id, err)
 	}
 }

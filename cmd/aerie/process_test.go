@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -30,7 +31,8 @@ func TestKill9(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	bin, dir := buildAerie(t)
-	port := func() int { return freePort(t) }
+	var free failover.Ports
+	port := func() int { return freePort(t, &free) }
 	ports := map[string][2]int{"p1": {port(), port()}, "b1": {port(), 0}, "s1": {port(), port()}, "s2": {port(), port()}}
 	cfg := ""
 	for _, id := range []string{"p1", "b1", "s1", "s2"} {

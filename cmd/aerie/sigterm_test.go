@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/failover"
 )
 
 // TestSIGTERMGraceful: a PHB process told to stop mid-stream exits 0 after
@@ -23,8 +24,9 @@ func TestSIGTERMGraceful(t *testing.T) {
 		t.Skip("builds and runs a process")
 	}
 	bin, dir := buildAerie(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	var free failover.Ports
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t, &free))
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t, &free))
 	cfg := fmt.Sprintf("[[broker]]\nid = \"p1\"\nlisten = %q\nclients = %q\ndata = \"data\"\npubends = [\"P1\"]\n", listen, addr)
 	cfgPath := filepath.Join(dir, "network.toml")
 	os.WriteFile(cfgPath, []byte(cfg), 0o644)

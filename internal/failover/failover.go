@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -113,15 +112,6 @@ func (o *Options) defaults() {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // Run runs one case and returns what it observed. An error means the run
@@ -227,6 +217,8 @@ type addrSet struct{ listen, clients, http string }
 func buildNetwork(dir string) (*config.Network, map[string]addrSet, error) {
 	n := &config.Network{Links: fig3Links}
 	addrs := map[string]addrSet{}
+	var ports Ports // not bind-:0-and-close: a parallel test could take those (ports.go)
+	freeAddr := ports.Addr
 	for _, b := range fig3 {
 		var a addrSet
 		var err error

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/failover"
+)
+
+// TestSigstopRedundantCell runs p1 (P1–P4) → cell ib1 = {b1, b2} → s1, s2
+// as `aerie broker` processes with membership (gossip) and SIGSTOPs b1 in
+// the middle of a steady publish stream: b1 still accepts connections and
+// its sockets still take bytes, but nothing answers, memberlist included.
+// Membership declares it dead, its neighbours close their links to it, and
+// the flows it carried move to b2. 6 s later b1 gets SIGCONT and links
+// again. Both subscribers must receive every event exactly once and in
+// order per pubend, and the largest delivery latency of the events
+// published during the stall must stay under 2 s (membership detects in
+// ≈ 0.6 s; without it the links die only at the 5 s heartbeat timeout).
+//
+// AERIE_STALL_BASELINE=1 also runs it without membership and logs the
+// latency (it is not checked: that is the heartbeat path).
+func TestSigstopRedundantCell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	bin, _ := buildAerie(t)
+	keep := os.Getenv("AERIE_STALL_LOGS") // a directory to copy the broker logs to
+	t.Run("membership", func(t *testing.T) { sigstopCell(t, bin, true, keep) })
+	if os.Getenv("AERIE_STALL_BASELINE") != "" {
+		t.Run("heartbeat-only", func(t *testing.T) { sigstopCell(t, bin, false, keep) })
+	}
+}
+
+func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
+	dir := t.TempDir()
+	if keep != "" {
+		dir = filepath.Join(keep, fmt.Sprintf("gossip-%v", gossip))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var free failover.Ports
+	port := func() int { return freePort(t, &free) }
+	cfg := ""
+	if gossip {
+		cfg = "seeds = [\"p1\", \"b2\"]\n\n"
+	}
+	clientPort := map[string]int{}
+	for _, br := range []struct {
+		id, cell string
+		clients  bool
+	}{{"p1", "", true}, {"b1", "ib1", false}, {"b2", "ib1", false}, {"s1", "", true}, {"s2", "", true}} {
+		cfg += fmt.Sprintf("[[broker]]\nid = %q\nlisten = \"127.0.0.1:%d\"\n", br.id, port())
+		if br.cell != "" {
+			cfg += fmt.Sprintf("cell = %q\n", br.cell)
+		}
+		if br.clients {
+			clientPort[br.id] = port()
+			cfg += fmt.Sprintf("clients = \"127.0.0.1:%d\"\n", clientPort[br.id])
+		}
+		if br.id == "p1" {
+			cfg += "data = \"data/p1\"\npubends = [\"P1\", \"P2\", \"P3\", \"P4\"]\n"
+		}
+		if gossip {
+			cfg += fmt.Sprintf("gossip = \"127.0.0.1:%d\"\n", port())
+		}
+		cfg += "\n"
+	}
+	cfg += "[[link]]\nup = \"p1\"\ndown = \"ib1\"\n[[link]]\nup = \"ib1\"\ndown = \"s1\"\n[[link]]\nup = \"ib1\"\ndown = \"s2\"\n"
+	cfgPath := filepath.Join(dir, "network.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs := newBrokerProcs(t, bin, dir, cfgPath)
+	p1HTTP := fmt.Sprintf("127.0.0.1:%d", port())
+	procs.start("p1", "--http", p1HTTP)
+	for _, id := range []string{"b1", "b2", "s1", "s2"} {
+		procs.start(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if gossip {
+		// SIGSTOP before b1 is in p1's view would prove nothing.
+		waitP1(t, ctx, p1HTTP, "a view of all five brokers", func(s broker.Status) bool {
+			return s.Membership != nil && len(s.Membership.Members) == 5
+		})
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dial := func(id, cid string) *client.Client {
+		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
+		if err != nil {
+			t.Fatalf("dial %s: %v", id, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	subs := []*latencyTally{subscribeTally(t, ctx, dial("s1", "sub-s1"), "s1"), subscribeTally(t, ctx, dial("s2", "sub-s2"), "s2")}
+	var pubs []*client.Client
+	for i := 1; i <= 4; i++ {
+		pubs = append(pubs, dial("p1", fmt.Sprintf("pub-%d", i)))
+	}
+	// 200 events/s; b1 is stopped after 400 (2 s) and continued 6 s later,
+	// past the transport's 5 s heartbeat timeout.
+	const total, stopAt, contAt = 2000, 400, 1600
+	var chans []<-chan client.Result
+	var stopped, continued time.Time
+	tk := time.NewTicker(5 * time.Millisecond)
+	defer tk.Stop()
+	for i := 1; i <= total; i++ {
+		<-tk.C
+		ch, err := pubs[i%4].PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+		switch i {
+		case stopAt:
+			procs.signal("b1", syscall.SIGSTOP)
+			stopped = time.Now()
+		case contAt:
+			procs.signal("b1", syscall.SIGCONT)
+			continued = time.Now()
+		}
+	}
+	for i, ch := range chans {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("publish %d: %v", i+1, r.Err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("publish %d never acked", i+1)
+		}
+	}
+	for _, tl := range subs {
+		tl.waitAll(t, ctx, total)
+	}
+	var worst time.Duration
+	for _, tl := range subs {
+		lat, at := tl.maxLatency(stopped.Add(-time.Second), continued)
+		t.Logf("membership=%v: %s: max latency of events published from 1 s before SIGSTOP to SIGCONT: %v (published %v after SIGSTOP)",
+			gossip, tl.node, lat.Round(time.Millisecond), at.Sub(stopped).Round(time.Millisecond))
+		worst = max(worst, lat)
+	}
+	if gossip && worst > 2*time.Second {
+		t.Errorf("max delivery latency through the stall of b1 was %v, want < 2 s with membership", worst)
+	}
+}
+
+// waitP1 polls p1's /status until cond holds for it (a condition with a
+// deadline, not a guessed sleep).
+func waitP1(t *testing.T, ctx context.Context, addr, what string, cond func(broker.Status) bool) {
+	t.Helper()
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		var sts []broker.Status
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&sts)
+			resp.Body.Close()
+			if err == nil && len(sts) == 1 && cond(sts[0]) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("p1: waiting for %s: %v (last %+v)", what, ctx.Err(), sts)
+		case <-tk.C:
+		}
+	}
+}
+
+// latencyTally checks one subscription as events arrive (no duplicate, no
+// reordering per pubend) and records each event's latency: receive time −
+// the pubend's time for its tick (one host, one clock).
+type latencyTally struct {
+	node string
+	mu   sync.Mutex
+	last map[string]uint64
+	seen map[int64]bool
+	lat  []struct {
+		pub time.Time
+		d   time.Duration
+	}
+	err  error
+	more chan struct{}
+}
+
+func subscribeTally(t *testing.T, ctx context.Context, c *client.Client, node string) *latencyTally {
+	sub, err := c.Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatalf("subscribe at %s: %v", node, err)
+	}
+	tl := &latencyTally{node: node, last: map[string]uint64{}, seen: map[int64]bool{}, more: make(chan struct{}, 1)}
+	for p, tk := range sub.Token() {
+		tl.last[p] = tk
+	}
+	go func() {
+		for ev := range sub.Events() {
+			now := time.Now()
+			tl.mu.Lock()
+			seq := ev.Props["seq"].(int64)
+			switch {
+			case tl.err != nil:
+			case ev.Tick <= tl.last[ev.Pubend]:
+				tl.err = fmt.Errorf("%s: %s@%d after %d: duplicate or out of order", node, ev.Pubend, ev.Tick, tl.last[ev.Pubend])
+			case tl.seen[seq]:
+				tl.err = fmt.Errorf("%s: seq %d delivered twice", node, seq)
+			}
+			tl.last[ev.Pubend], tl.seen[seq] = ev.Tick, true
+			tl.lat = append(tl.lat, struct {
+				pub time.Time
+				d   time.Duration
+			}{ev.PubTime, now.Sub(ev.PubTime)})
+			tl.mu.Unlock()
+			select {
+			case tl.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return tl
+}
+
+// waitAll waits until every one of seqs 1..total arrived, failing on a
+// duplicate or reordering.
+func (tl *latencyTally) waitAll(t *testing.T, ctx context.Context, total int) {
+	t.Helper()
+	for {
+		tl.mu.Lock()
+		got, err := len(tl.seen), tl.err
+		tl.mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= total {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s got %d of %d events", tl.node, got, total)
+		case <-tl.more:
+		}
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for s := int64(1); s <= int64(total); s++ {
+		if !tl.seen[s] {
+			t.Fatalf("%s: seq %d missing", tl.node, s)
+		}
+	}
+	if len(tl.seen) != total {
+		t.Fatalf("%s: %d distinct events, want %d", tl.node, len(tl.seen), total)
+	}
+}
+
+func (tl *latencyTally) maxLatency(from, to time.Time) (max time.Duration, pub time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, l := range tl.lat {
+		if !l.pub.Before(from) && l.pub.Before(to) && l.d > max {
+			max, pub = l.d, l.pub
+		}
+	}
+	return max, pub
+}
