@@ -96,25 +96,34 @@ func (e *Engine) membersOf(c msg.NodeID) []msg.NodeID {
 func (e *Engine) multi() bool { return len(e.peers) > 0 }
 
 // pick chooses the member of cell c that carries pubend p: the highest
-// rendezvous hash among members whose link is up, or among all of them if
-// none is (the message then waits for the protocol to repeat it).
+// rendezvous hash among the members whose link is up and that reported the
+// fewest unreachable downstream cells (linkstatus.go), else among all of
+// them (the message then waits for the protocol to repeat it).
 func (e *Engine) pick(c msg.NodeID, p msg.PubendID) msg.NodeID {
 	ms := e.membersOf(c)
 	if len(ms) == 1 {
 		return ms[0]
 	}
-	return e.pickFrom(ms, p)
+	return e.pickFrom(ms, p, e.unreachableCount)
 }
 
-func (e *Engine) pickFrom(ms []msg.NodeID, p msg.PubendID) msg.NodeID {
+// pickFrom picks among ms for pubend p: live members first, then the lowest
+// cost, then the highest rendezvous hash (so a change moves only the
+// pubends that used the member that changed).
+func (e *Engine) pickFrom(ms []msg.NodeID, p msg.PubendID, cost func(msg.NodeID) int) msg.NodeID {
 	var best msg.NodeID
 	var bestH uint64
-	bestLive := false
+	bestLive, bestCost := false, 0
 	for _, m := range ms {
 		h := rendezvous(p, m)
-		l := e.live[m]
-		if best == "" || (l && !bestLive) || (l == bestLive && h > bestH) {
-			best, bestH, bestLive = m, h, l
+		l, c := e.live[m], 0
+		if l {
+			c = cost(m)
+		}
+		better := best == "" || (l && !bestLive) ||
+			(l == bestLive && (c < bestCost || (c == bestCost && h > bestH)))
+		if better {
+			best, bestH, bestLive, bestCost = m, h, l, c
 		}
 	}
 	return best
@@ -144,7 +153,7 @@ func (e *Engine) sendOrRelay(p msg.PubendID, to msg.NodeID, m msg.Msg) {
 		e.send(to, m)
 		return
 	}
-	if via := e.pickLivePeer(p); via != "" {
+	if via := e.pickLivePeer(p, e.cellOfNode(to)); via != "" {
 		e.send(via, msg.Relay{To: to, Msg: m})
 		e.stats.Relayed++
 		return
@@ -152,14 +161,21 @@ func (e *Engine) sendOrRelay(p msg.PubendID, to msg.NodeID, m msg.Msg) {
 	e.send(to, m)
 }
 
-func (e *Engine) pickLivePeer(p msg.PubendID) msg.NodeID {
+// pickLivePeer chooses the cell peer to relay through towards cell c:
+// preferably one whose last link status says it reaches c.
+func (e *Engine) pickLivePeer(p msg.PubendID, c msg.NodeID) msg.NodeID {
 	var live []msg.NodeID
 	for _, m := range e.peers {
 		if e.live[m] {
 			live = append(live, m)
 		}
 	}
-	return e.pickFrom(live, p)
+	return e.pickFrom(live, p, func(m msg.NodeID) int {
+		if e.reachesCell(m, c) {
+			return 0
+		}
+		return 1
+	})
 }
 
 // sendAnswer sends a retransmission to the member of o's cell that asked

@@ -103,6 +103,7 @@ type Engine struct {
 	peers   []msg.NodeID
 	live    map[msg.NodeID]bool
 	downs   map[msg.NodeID]*downstream
+	ls      linkStatusState // what this broker reaches, and its neighbours (linkstatus.go)
 
 	local    match.Union  // patterns of local subscriptions in this lifetime
 	reported *match.Union // summary sent upstream; nil until first sent
@@ -217,6 +218,7 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 	}
 	slices.SortFunc(e.streams, func(a, b *pstream) int { return cmpStr(string(a.id), string(b.id)) })
 	slices.Sort(e.ups)
+	e.initLinkStatus()
 	return nil
 }
 
@@ -247,8 +249,10 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.tick()
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
+		e.linkStatusOnUp(in.Peer)
 	case LinkDown:
 		e.live[in.Peer] = false
+		e.linkStatusOnDown(in.Peer)
 	case Fetched:
 		e.onFetched(in)
 	default:
@@ -284,6 +288,8 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onSubReq(from, m)
 	case msg.SubReply:
 		e.onSubReply(from, m)
+	case msg.LinkStatus:
+		e.onLinkStatus(from, m)
 	default:
 		return fmt.Errorf("gd: broker %s: unexpected message %T from %s", e.id, m, from)
 	}

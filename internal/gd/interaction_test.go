@@ -24,9 +24,11 @@ package gd_test
 //	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
-//	    forget defaults to nrt).
+//	    forget defaults to nrt). A line "cell c = b1 b2" makes c a redundant
+//	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	linkup a b              LinkUp on both ends, with each node's incarnation
 //	                        (1 at first, bumped by restart).
+//	linkdown a b            LinkDown on both ends (a connection lost).
 //	publish node P topic=T [pub=ID] [seq=N]   (seq defaults to the publisher's next)
 //	subscribe node sub=ID pattern=PAT / unsubscribe node sub=ID
 //	advance D [ticks] [deliver] [quiet]
@@ -107,6 +109,7 @@ type harness struct {
 	now   tick.Time
 	nodes map[msg.NodeID]*node
 	ids   []msg.NodeID // sorted
+	cells gd.Cells
 	queue map[link][]msg.Msg
 	cut   map[link]bool
 	seqs  map[string]uint64
@@ -271,6 +274,9 @@ func (h *harness) run(td *datadriven.TestData) {
 		a, b := h.node(arg(0)), h.node(arg(1))
 		h.step(msg.NodeID(arg(0)), gd.LinkUp{Peer: msg.NodeID(arg(1)), Incarnation: b.inc}, 0)
 		h.step(msg.NodeID(arg(1)), gd.LinkUp{Peer: msg.NodeID(arg(0)), Incarnation: a.inc}, 0)
+	case "linkdown":
+		h.step(msg.NodeID(arg(0)), gd.LinkDown{Peer: msg.NodeID(arg(1))}, 0)
+		h.step(msg.NodeID(arg(1)), gd.LinkDown{Peer: msg.NodeID(arg(0))}, 0)
 	case "restart":
 		h.restart(msg.NodeID(arg(0)))
 	case "publish":
@@ -391,7 +397,17 @@ func (h *harness) network(args map[string]string, input string) {
 	parent := map[msg.NodeID]msg.NodeID{}
 	hosts := map[msg.PubendID]msg.NodeID{}
 	all := map[msg.NodeID]bool{}
+	h.cells = nil
 	for _, line := range strings.Split(input, "\n") {
+		if f := strings.Fields(line); len(f) > 3 && f[0] == "cell" && f[2] == "=" {
+			if h.cells == nil {
+				h.cells = gd.Cells{}
+			}
+			for _, m := range f[3:] {
+				h.cells[msg.NodeID(f[1])] = append(h.cells[msg.NodeID(f[1])], msg.NodeID(m))
+			}
+			continue
+		}
 		if f := strings.Fields(line); len(f) > 0 && f[0] == "pubends" {
 			for _, kv := range f[1:] {
 				n, p, _ := strings.Cut(kv, "=")
@@ -429,10 +445,17 @@ func (h *harness) network(args map[string]string, input string) {
 	}
 	h.now, h.nodes, h.ids = epochTime, map[msg.NodeID]*node{}, nil
 	h.queue, h.cut, h.seqs = map[link][]msg.Msg{}, map[link]bool{}, map[string]uint64{}
+	for c, ms := range h.cells { // a cell's members take its routes
+		delete(all, c)
+		for _, m := range ms {
+			all[m] = true
+			routes[m] = routes[c]
+		}
+	}
 	for id := range all {
-		rs := routes[id]
+		rs := slices.Clone(routes[id])
 		slices.SortFunc(rs, func(a, b gd.Route) int { return strings.Compare(string(a.Pubend), string(b.Pubend)) })
-		e, err := gd.New(id, h.cfg, rs)
+		e, err := gd.NewWithCells(id, h.cfg, rs, h.cells)
 		if err != nil {
 			h.fatalf("%v", err)
 		}
@@ -455,7 +478,7 @@ func (h *harness) restart(id msg.NodeID) {
 			delete(h.queue, l)
 		}
 	}
-	e, err := gd.New(id, h.cfg, n.routes)
+	e, err := gd.NewWithCells(id, h.cfg, n.routes, h.cells)
 	if err == nil {
 		err = e.Restore(n.log)
 	}

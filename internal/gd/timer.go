@@ -11,6 +11,7 @@ import (
 // coalesced first-time silence, forgetting, gap nacks, DCT, acks and
 // subscription-request retries.
 func (e *Engine) tick() {
+	e.sendLinkStatus(true)
 	for _, ps := range e.streams {
 		if e.cfg.BestEffort {
 			break // no stream timers: nothing is accumulated or repaired

@@ -200,7 +200,21 @@ type Relay struct {
 
 func (m Relay) String() string { return fmt.Sprintf("Relay{to %s: %v}", m.To, m.Msg) }
 
+// LinkStatus tells a broker's upstream neighbours and cell peers which of
+// its downstream cells it cannot reach (no link up to any member), sent when
+// that changes and every SilenceInterval. An upstream then prefers another
+// member of this broker's cell for new knowledge, so sideways routing
+// (Relay) lasts only until the status arrives: seed 000 §3.1, "Periodic
+// link status messages are exchanged between brokers so that this sideways
+// routing is only transient". Unreachable is sorted; empty means every downstream is reached.
+type LinkStatus struct {
+	Unreachable []NodeID
+}
+
+func (m LinkStatus) String() string { return fmt.Sprintf("LinkStatus{unreachable %v}", m.Unreachable) }
+
 func (Relay) isMsg()       {}
+func (LinkStatus) isMsg()  {}
 func (Knowledge) isMsg()   {}
 func (Nack) isMsg()        {}
 func (Ack) isMsg()         {}

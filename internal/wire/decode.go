@@ -87,6 +87,8 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.SubReq{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Path: d.path()}
 	case TypeSubReply:
 		m = msg.SubReply{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Start: d.tick(), Path: d.path()}
+	case TypeLinkStatus:
+		m = msg.LinkStatus{Unreachable: d.path()}
 
 	case TypePublish:
 		d.setArena(skipPublishHead)

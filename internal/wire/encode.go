@@ -118,6 +118,9 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Sub))
 		b = appendTick(b, v.Start)
 		return appendPath(b, v.Path), nil
+	case msg.LinkStatus:
+		b = append(b, byte(TypeLinkStatus))
+		return appendPath(b, v.Unreachable), nil
 
 	case msg.Publish:
 		b = append(b, byte(TypePublish))
@@ -174,6 +177,10 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 func deref(m msg.Msg) (msg.Msg, bool) {
 	switch p := m.(type) {
 	case *msg.Relay:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.LinkStatus:
 		if p != nil {
 			return *p, true
 		}

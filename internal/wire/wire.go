@@ -27,8 +27,9 @@ import (
 
 // Version is the protocol version this package speaks, carried in Hello.
 //
-// History: 1 — first release; 2 — Summary clauses carry a selector (issue 4).
-const Version uint16 = 2
+// History: 1 — first release; 2 — Summary clauses carry a selector (issue 4);
+// 3 — LinkStatus (0x18) between the members of cells (issue 6).
+const Version uint16 = 3
 
 // DefaultMaxFrame is the largest frame (type byte and body, without the
 // length prefix) AppendFrame produces and the default a Reader accepts.
@@ -74,6 +75,7 @@ const (
 	TypeSubReq      Type = 0x15
 	TypeSubReply    Type = 0x16
 	TypeRelay       Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
+	TypeLinkStatus  Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -92,7 +94,8 @@ var typeNames = map[Type]string{
 	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye",
 	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
 	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply", TypeRelay: "Relay",
-	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
+	TypeLinkStatus: "LinkStatus",
+	TypePublish:    "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
 }

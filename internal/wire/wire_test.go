@@ -53,6 +53,8 @@ var cases = []struct {
 	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
 	{"SummaryAll", msg.Summary{All: true}},
 	{"Relay", msg.Relay{To: "s1", Msg: msg.Nack{Pubend: "P1", Start: 5, End: 9}}},
+	{"LinkStatus", msg.LinkStatus{Unreachable: []msg.NodeID{"s1", "shb-cell"}}},
+	{"LinkStatusHealthy", msg.LinkStatus{}},
 	{"SummarySelectors", msg.Summary{Patterns: []string{"a.b", "a.b", "c.>"}, Selectors: []string{"", "x > 3 AND region = 'EU'", "k IN (1, 2)"}}},
 	{"SubReq", msg.SubReq{Pubend: "P1", Sub: "shb1/s7", Path: []msg.NodeID{"shb1", "ib3", "ib2"}}},
 	{"SubReqNoPath", msg.SubReq{Pubend: "P1", Sub: "s"}},
@@ -316,7 +318,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x04, 0x18, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x04, 0x19, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
@@ -349,6 +351,8 @@ func TestMalformed(t *testing.T) {
 		{"relay of a relay", []byte{byte(TypeRelay), 1, 's', byte(TypeRelay), 1, 't'}, "must be a broker-to-broker GD message"},
 		{"relay of a client message", []byte{byte(TypeRelay), 1, 's', byte(TypeDelivery), 0}, "must be a broker-to-broker GD message"},
 		{"relay of nothing", []byte{byte(TypeRelay), 1, 's'}, "must be a broker-to-broker GD message"},
+		{"relay of a link status", []byte{byte(TypeRelay), 1, 's', byte(TypeLinkStatus), 0}, "must be a broker-to-broker GD message"},
+		{"link status with a short name", []byte{byte(TypeLinkStatus), 1, 5, 's'}, "LinkStatus at offset"},
 		{"relay of a bad nack", []byte{byte(TypeRelay), 1, 's', byte(TypeNack), 9}, "inside Relay to s, from offset 3"},
 		{"huge count", []byte{byte(TypeSubReq), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
 		{"version over 16 bits", []byte{byte(TypeHello), 0x80, 0x80, 0x04, 1, 1, 'b', 0}, "does not fit 16 bits"},
@@ -445,8 +449,8 @@ func TestCheckHello(t *testing.T) {
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 2"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 2"},
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 3"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 3"},
 		{msg.Hello{Version: Version, Role: 3, ID: "b"}, ErrMalformed, "wire: malformed: Hello: unknown role 3 (want 1 broker or 2 client)"},
 		{msg.Hello{Version: Version, Role: 0, ID: "b"}, ErrMalformed, "unknown role 0"},
 		{msg.Hello{Version: Version, Role: msg.RoleBroker}, ErrMalformed, "wire: malformed: Hello: empty id"},
