@@ -109,7 +109,7 @@ func (n *Node) GossipAddr() string {
 // installView is the loop's side of an installed view: remember it for
 // Status, log it, and close the links to neighbours it removed.
 func (n *Node) installView(c member.Change) {
-	n.view, n.hasView = c.View, true
+	n.view, n.hasView, n.change = c.View, true, c
 	n.log.Info("membership view", "id", c.View.ID, "elder", c.View.Elder().ID.Name(), "members", len(c.View.Members),
 		"joined", names(c.Joined), "crashed", names(c.Crashed), "left", names(c.Left), "dropped", names(c.Dropped))
 	for _, set := range []struct {
@@ -140,6 +140,9 @@ func (n *Node) dropLink(id member.ID, why string, view uint64) {
 }
 
 func names(ms []member.Member) []string {
+	if len(ms) == 0 {
+		return nil
+	}
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.ID.Name()
@@ -163,6 +166,12 @@ type MembershipStatus struct {
 	ViewID  uint64   `json:"view_id"`
 	Elder   string   `json:"elder,omitempty"`
 	Members []string `json:"members,omitempty"`
+	// Joined, Crashed, Left and Dropped say how the view differs from the
+	// one this broker installed before it (member.Change).
+	Joined  []string `json:"joined,omitempty"`
+	Crashed []string `json:"crashed,omitempty"`
+	Left    []string `json:"left,omitempty"`
+	Dropped []string `json:"dropped,omitempty"`
 }
 
 func (n *Node) membershipStatus() *MembershipStatus {
@@ -175,6 +184,8 @@ func (n *Node) membershipStatus() *MembershipStatus {
 		for _, m := range n.view.Members {
 			s.Members = append(s.Members, m.ID.Name())
 		}
+		s.Joined, s.Crashed = names(n.change.Joined), names(n.change.Crashed)
+		s.Left, s.Dropped = names(n.change.Left), names(n.change.Dropped)
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/faultnet"
+	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
@@ -227,4 +228,49 @@ func (s *streamer) stop(t *testing.T, want map[int64]bool) {
 	for _, q := range s.seqs {
 		want[q] = true
 	}
+}
+
+// TestMembershipLeaveAndRestart: a broker stopped gracefully leaves the
+// membership (its peers record a leave, not a crash), and its restart is a
+// new incarnation, with a larger boot nonce, that the views admit.
+func TestMembershipLeaveAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs five brokers with membership")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, _ := startCellNet(t, ctx, true)
+	waitStatus(t, ctx, n, "p1", "a view of all five brokers", func(s broker.Status) bool {
+		return s.Membership != nil && len(s.Membership.Members) == 5
+	})
+	st, err := n.nodes["b2"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := st.Membership.Self
+	n.stop("b2") // graceful: Bye, then memberlist's leave
+	waitStatus(t, ctx, n, "p1", "b2 out of the view", func(s broker.Status) bool {
+		return !slices.Contains(s.Membership.Members, old)
+	})
+	st, err = n.nodes["p1"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(st.Membership.Left, old) || slices.Contains(st.Membership.Crashed, old) {
+		t.Fatalf("b2 stopped gracefully, but p1's view change says left %v crashed %v", st.Membership.Left, st.Membership.Crashed)
+	}
+	n.start("b2")
+	st, err = n.nodes["b2"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := st.Membership.Self
+	oldID, err1 := member.ParseName(old)
+	newID, err2 := member.ParseName(restarted)
+	if err1 != nil || err2 != nil || newID.BootNonce <= oldID.BootNonce {
+		t.Fatalf("restarted b2 is %s, not a newer incarnation than %s (%v, %v)", restarted, old, err1, err2)
+	}
+	waitStatus(t, ctx, n, "p1", "the restarted b2 in the view", func(s broker.Status) bool {
+		return slices.Contains(s.Membership.Members, restarted) && len(s.Membership.Members) == 5
+	})
 }

@@ -112,7 +112,8 @@ type Node struct {
 	inflight *gd.Ready
 	fetching int // fetches handed to the persister and not yet returned
 	nextCID  uint64
-	view     member.View // the last installed membership view
+	view     member.View   // the last installed membership view
+	change   member.Change // how it differs from the one before
 	hasView  bool
 	// Copies of the log's bounds for Status: the log itself belongs to the
 	// persister while a batch is in flight.
