@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -117,6 +118,7 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 	const total, stopAt, contAt = 2000, 400, 1600
 	var chans []<-chan client.Result
 	var stopped, continued time.Time
+	detected := make(chan time.Duration, 1) // when p1 dropped its link to b1
 	tk := time.NewTicker(5 * time.Millisecond)
 	defer tk.Stop()
 	for i := 1; i <= total; i++ {
@@ -130,6 +132,7 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		case stopAt:
 			procs.signal("b1", syscall.SIGSTOP)
 			stopped = time.Now()
+			go func() { detected <- linkGone(ctx, p1HTTP, "b1", stopped) }()
 		case contAt:
 			procs.signal("b1", syscall.SIGCONT)
 			continued = time.Now()
@@ -149,6 +152,12 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		tl.waitAll(t, ctx, total)
 	}
 	var worst time.Duration
+	select {
+	case d := <-detected:
+		t.Logf("membership=%v: p1 dropped its link to the stopped b1 after %v", gossip, d.Round(time.Millisecond))
+	case <-ctx.Done():
+		t.Fatal("p1 never dropped its link to the stopped b1")
+	}
 	for _, tl := range subs {
 		lat, at := tl.maxLatency(stopped.Add(-time.Second), continued)
 		t.Logf("membership=%v: %s: max latency of events published from 1 s before SIGSTOP to SIGCONT: %v (published %v after SIGSTOP)",
@@ -179,6 +188,29 @@ func waitP1(t *testing.T, ctx context.Context, addr, what string, cond func(brok
 		select {
 		case <-ctx.Done():
 			t.Fatalf("p1: waiting for %s: %v (last %+v)", what, ctx.Err(), sts)
+		case <-tk.C:
+		}
+	}
+}
+
+// linkGone polls p1's /status until its peers lack peer and returns how
+// long after since that was seen (0 if ctx ended first).
+func linkGone(ctx context.Context, addr, peer string, since time.Time) time.Duration {
+	tk := time.NewTicker(10 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		var sts []broker.Status
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&sts)
+			resp.Body.Close()
+			if err == nil && len(sts) == 1 && !slices.Contains(sts[0].Peers, peer) {
+				return time.Since(since)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0
 		case <-tk.C:
 		}
 	}
