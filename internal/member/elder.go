@@ -81,7 +81,7 @@ func (m *Membership) amElder(newest map[string]uint64) bool {
 	if !m.installed || m.elderOf(m.cur, newest) != m.self.ID {
 		return false
 	}
-	if m.yieldAt == m.cur.ID && !m.reportedDead(m.yieldTo, newest) {
+	if m.yieldAt == m.cur.ID && !m.reportedDead(m.yieldTo, newest) && m.now.Sub(m.yieldSince) < m.cfg.YieldTimeout {
 		return false // a conflicting elder wins; wait for its view
 	}
 	return true

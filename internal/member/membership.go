@@ -46,6 +46,14 @@ type Config struct {
 	// crash from leave in views issued meanwhile, bounded so churn does not
 	// grow the state.
 	ForgetAfter time.Duration
+	// YieldTimeout (default 1 s) bounds how long an elder that yielded to
+	// a conflicting elder waits for that elder's view before it issues
+	// views again. The rival may never issue one: it may have installed a
+	// view of ours that excludes it (the two clusters disagree on which
+	// view descends from which) and be waiting to be admitted by us
+	// (internal/sim seed 32 found this deadlock). Well above ViewBundling
+	// plus ProbeTimeout, so a rival that does take over is not raced.
+	YieldTimeout time.Duration
 	// TickInterval (default 50 ms) is how often the runtime should Step a
 	// Tick. Nothing inside depends on it beyond the resolution of the
 	// intervals above.
@@ -64,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = 250 * time.Millisecond
+	}
+	if c.YieldTimeout == 0 {
+		c.YieldTimeout = time.Second
 	}
 	if c.ForgetAfter == 0 {
 		c.ForgetAfter = time.Minute
@@ -126,7 +137,8 @@ type Membership struct {
 	lastAnnounce tick.Time
 	bump         bool      // a conflict this member wins: issue a fresh view
 	yieldTo      ID        // a conflicting elder this member yielded to...
-	yieldAt      uint64    // ...while its installed view had this id
+	yieldAt      uint64    // ...while its installed view had this id...
+	yieldSince   tick.Time // ...since then
 	pending      bool      // the elder has seen a change it has not issued yet...
 	pendingSince tick.Time // ...since then
 	takeoverAt   uint64    // the view id at which this member probed the others

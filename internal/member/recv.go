@@ -136,6 +136,15 @@ func (m *Membership) merge(from ID, v View) {
 	newest := m.newestAlive()
 	rival := v.Elder().ID
 	if !m.rivalWins(v, newest) {
+		if mine := m.elderOf(m.cur, newest); mine != m.self.ID && v.ID > m.cur.ID && v.Contains(mine) {
+			// Our elder is a member of their newer view: it installed it
+			// (our lineage has no elder left to absorb theirs, and their
+			// elder would wait for ours forever: internal/sim seed 126), or
+			// it will settle with their elder itself and we follow its
+			// next view.
+			m.adopt(v)
+			return
+		}
 		// We absorb them. Our elder must go above their id; their elder
 		// must learn it lost.
 		if v.ID >= m.cur.ID {
@@ -154,7 +163,7 @@ func (m *Membership) merge(from ID, v View) {
 		return
 	}
 	if m.amElder(newest) {
-		m.yieldTo, m.yieldAt = rival, m.cur.ID
+		m.yield(rival)
 	}
 	m.send(rival, announce(m.cur)) // so that it goes above our id
 }
@@ -171,7 +180,7 @@ func (m *Membership) conflict(from ID, v View) {
 			m.bump = true
 			return
 		}
-		m.yieldTo, m.yieldAt = other, m.cur.ID
+		m.yield(other)
 		m.send(other, announce(m.cur))
 		return
 	}
@@ -179,4 +188,15 @@ func (m *Membership) conflict(from ID, v View) {
 	if e := m.elderOf(m.cur, newest); e != from {
 		m.send(e, announce(v))
 	}
+}
+
+// yield lets a conflicting elder issue the next view; it is this member's
+// turn again when that elder is reported dead or has not issued a view
+// within YieldTimeout (counted from the first yield at this view: the
+// rival's re-announcements do not extend it).
+func (m *Membership) yield(to ID) {
+	if m.yieldTo == to && m.yieldAt == m.cur.ID {
+		return
+	}
+	m.yieldTo, m.yieldAt, m.yieldSince = to, m.cur.ID, m.now
 }

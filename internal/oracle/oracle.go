@@ -12,13 +12,14 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/match"
+	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // Violation is one broken invariant.
 type Violation struct {
-	Invariant string // "I1" … "I12"
+	Invariant string // "I1" … "I12", "M1" … "M3"
 	Detail    string
 }
 
@@ -31,6 +32,7 @@ type Oracle struct {
 	sessions   map[msg.SubID]*Session
 	streams    map[streamKey]gd.StreamState
 	violations []Violation
+	viewAt     map[member.ID]uint64 // last view id installed per member incarnation (M1)
 	// MaxViolations bounds how many are kept (the first ones matter).
 	MaxViolations int
 }

@@ -68,12 +68,17 @@ func (w *world) inject(kind string) {
 		}
 	case FaultPartition:
 		id := w.order[w.rng.IntN(len(w.order))]
+		var last time.Duration
 		for _, l := range w.links {
 			if l.a == id || l.b == id {
 				w.cut(l)
-				w.after(ms(1000, 8000), func() { w.heal(l) })
+				d := ms(1000, 8000)
+				last = max(last, d)
+				w.after(d, func() { w.heal(l) })
 			}
 		}
+		// Off memberlist's network too, until its last link heals.
+		w.isolate(w.nodes[id], w.now.Add(max(last, time.Second)))
 	}
 }
 
@@ -81,6 +86,7 @@ func (w *world) inject(kind string) {
 // stops losing messages, publishers stop starting new publishes.
 func (w *world) healAll() {
 	w.healed = true
+	w.unhangAll()
 	for _, id := range w.order {
 		w.restart(w.nodes[id])
 	}

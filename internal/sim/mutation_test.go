@@ -2,6 +2,7 @@ package sim
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 )
@@ -52,4 +53,27 @@ func TestOracleBites(t *testing.T) {
 			t.Fatalf("no %v violation in %d seeds: the oracle does not catch %q", c.want, maxSeeds, c.name)
 		})
 	}
+}
+
+// TestOracleBitesMembership breaks the simulated failure detector (it never
+// reports anything): members never learn of each other, each bootstraps a
+// view of itself, and the oracle must find that the live members do not
+// agree on one view after healing (M3).
+func TestOracleBitesMembership(t *testing.T) {
+	for s := uint64(1); s <= 5; s++ {
+		o := DefaultOptions(s)
+		o.FDSilent = true
+		o.FaultPhase, o.ConvergePhase = 5*time.Second, 10*time.Second
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			if v.Invariant == "M3" {
+				t.Logf("caught after %d seeds: %v", s, v)
+				return
+			}
+		}
+	}
+	t.Fatal("no M3 violation in 5 seeds with a silent failure detector")
 }

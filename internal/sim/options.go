@@ -33,10 +33,14 @@ const (
 	// of two brokers joined by link bundles (seed 000 §3), so that crashes
 	// and cuts hit single members of a cell and single links of a bundle.
 	FaultCells = "cells"
+	// FaultHang: a broker stops answering for 2–3 s (its links stall, its
+	// failure detector probes go unanswered), then crashes: seed 000 §4.2's
+	// "stall, then fail" for a whole broker, which membership detects.
+	FaultHang = "hang"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -52,6 +56,9 @@ type Options struct {
 	ConvergePhase time.Duration
 	Config        gd.Config
 	Mutation      gd.Mutation // tests only: break one protocol rule
+	// FDSilent (tests only) breaks the simulated failure detector: it never
+	// reports anything, so no member learns of another.
+	FDSilent bool
 	// Scenario replaces random faults with a fixed script (e.g. "fig6").
 	Scenario string
 	// Watch, when set with WatchLog, logs every message, delivery and
@@ -118,6 +125,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	// so that adding one does not change what every earlier seed replays.
 	later := rand.New(rand.NewPCG(o.Seed, 0x6c61746572))    // "later"
 	cellsRng := rand.New(rand.NewPCG(o.Seed, 0x63656c6c73)) // "cells"
+	hangRng := rand.New(rand.NewPCG(o.Seed, 0x68616e67))    // "hang"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -128,6 +136,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = later
 		case FaultCells:
 			r = cellsRng
+		case FaultHang:
+			r = hangRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

@@ -29,6 +29,13 @@ type Result struct {
 	Fetches int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
+	// Views: membership views installed, summed over members; ViewDrops:
+	// connections closed because a view removed the peer; Hangs: brokers
+	// that stopped answering (fault "hang").
+	Views, ViewDrops, Hangs int
+	// RoutedAround: connections to a hung broker that a view closed while
+	// the broker was still hung (before its stalled links failed).
+	RoutedAround int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -41,7 +48,11 @@ func Run(o Options) (Result, error) {
 		return Result{}, err
 	}
 	w := &world{opts: o, plan: p, rng: rng, now: epoch, nodes: map[msg.NodeID]*node{},
-		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New()}
+		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New(),
+		// Membership and hangs came later: their own sub-seeds.
+		mrng:  rand.New(rand.NewPCG(o.Seed, 0x6d656d626572)), // "member"
+		hrng:  rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
+		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
 	if o.Trace != nil {
 		w.trace = newTracer(o.Trace)
 	}
@@ -75,11 +86,15 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
-		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays}
+		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays,
+		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {
 			b.WriteString(w.nodes[id].eng.Describe())
+			if m := w.nodes[id].mem; m != nil {
+				b.WriteString(m.Describe() + "\n")
+			}
 		}
 		res.State = b.String()
 	}
@@ -99,7 +114,7 @@ func Run(o Options) (Result, error) {
 func (w *world) build() {
 	routes := w.plan.topo.Routes()
 	for _, b := range w.plan.topo.Brokers {
-		n := &node{id: b.ID, broker: b, routes: routes[w.plan.topo.CellOf(b.ID)], up: true}
+		n := &node{id: b.ID, broker: b, routes: routes[w.plan.topo.CellOf(b.ID)], up: true, cell: w.plan.topo.CellOf(b.ID)}
 		if b.Role == PHB {
 			n.disk = newDisk()
 		}
@@ -133,6 +148,11 @@ func (w *world) schedule() {
 	for _, l := range w.links {
 		w.after(0, func() { w.linkUp(l) })
 	}
+	for _, id := range w.order {
+		n := w.nodes[id]
+		w.after(0, func() { w.startMember(n) })
+	}
+	w.scheduleHangs()
 	var shbs []msg.NodeID
 	for _, b := range w.plan.topo.Brokers {
 		if b.Role == SHB {
@@ -216,4 +236,5 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uin
 	if now := w.nacksSent(); now > nacksAtQuiet {
 		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
 	}
+	w.orc.ViewsConverged(w.memberStates())
 }

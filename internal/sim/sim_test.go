@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // runSeeds runs every options set in parallel (each run is single-threaded
@@ -126,5 +127,34 @@ func TestSimDeterministic(t *testing.T) {
 		if a.Steps != b.Steps || a.Delivered != b.Delivered || a.Published != b.Published || a.Plan != b.Plan {
 			t.Fatalf("seed %d not deterministic: %+v vs %+v", s, a, b)
 		}
+	}
+}
+
+// TestViewsRouteAroundHungBrokers: a broker that stops answering is declared
+// failed by the simulated failure detector, the elder's next view removes
+// it, and its neighbours close their connections to it while it is still
+// hung, before its stalled links would fail (seed 000 §4.2: detection, not
+// the link timeout, ends the stall). With cells, its cell peer then carries
+// the flow.
+func TestViewsRouteAroundHungBrokers(t *testing.T) {
+	var hangs, routed, relays int
+	for s := uint64(1); s <= 20; s++ {
+		o := DefaultOptions(s)
+		o.Faults = []string{FaultHang, FaultCells}
+		o.FaultPhase, o.ConvergePhase = 15*time.Second, 30*time.Second
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Errorf("seed %d: %v\nreplay: %s", s, res.Violations[0], replayCmd(o))
+		}
+		hangs += res.Hangs
+		routed += res.RoutedAround
+		relays += res.Relays
+	}
+	t.Logf("%d hangs, %d connections to hung brokers closed by views, %d sideways relays", hangs, routed, relays)
+	if hangs == 0 || routed == 0 {
+		t.Fatalf("%d hangs and %d connections closed by views: membership does not route around hung brokers", hangs, routed)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -44,6 +45,19 @@ type world struct {
 	fetches int
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
+
+	// Membership (membership.go): the failure detector's and the member
+	// network's randomness, the hang faults', and what each failure
+	// detector reports next per incarnation.
+	mrng, hrng *rand.Rand
+	fdGen      map[fdKey]uint64
+	fdAt       map[fdKey]tick.Time
+	views      int // views installed, at every member
+	viewDrops  int // connections closed because a view removed the peer
+	hangs      int
+	// routedAround: connections to a hung broker closed by a view before
+	// the broker failed (its stalled links would fail later).
+	routedAround int
 }
 
 type node struct {
@@ -58,6 +72,12 @@ type node struct {
 	offset   time.Duration // clock offset
 	driftPPM float64
 	sessions []*subscriber
+	cell     msg.NodeID
+	mem      *member.Membership // nil while down
+	// hung: the broker answers nothing (fault "hang"); isolatedUntil: it is
+	// cut off the network until then (a partition). Both stop member traffic.
+	hung          bool
+	isolatedUntil tick.Time
 }
 
 type link struct {
@@ -67,6 +87,8 @@ type link struct {
 	epoch   int
 	lastAt  [2]tick.Time // FIFO: last arrival per direction (0: a→b)
 	loss    bool
+	// reset: down only because a view closed it; it redials (membership.go).
+	reset bool
 }
 
 type event struct {
@@ -283,6 +305,9 @@ func (w *world) crash(n *node) {
 	}
 	w.watchf("crash %s", n.id)
 	n.up = false
+	n.hung = false
+	w.fdChanged(n) // before inc moves: the crashed incarnation is the one declared failed
+	n.mem = nil
 	n.inc++
 	n.inflight = nil
 	if n.disk != nil {
@@ -365,6 +390,7 @@ func (w *world) restart(n *node) {
 			s.rejoin(w)
 		}
 	}
+	w.startMember(n)
 }
 
 func (w *world) linkUp(l *link) {
@@ -379,7 +405,7 @@ func (w *world) linkUp(l *link) {
 func (w *world) cut(l *link) {
 	w.watchf("cut %s-%s", l.a, l.b)
 	wasUp := l.up
-	l.up, l.stalled = false, false
+	l.up, l.stalled, l.reset = false, false, false
 	l.epoch++
 	if wasUp {
 		// Both ends see the connection drop (a reset, or the heartbeat
@@ -399,7 +425,7 @@ func (w *world) heal(l *link) {
 	if l.up && !l.stalled {
 		return
 	}
-	l.up, l.stalled = true, false
+	l.up, l.stalled, l.reset = true, false, false
 	l.epoch++
 	w.watchf("heal %s-%s", l.a, l.b)
 	w.linkUp(l)
