@@ -128,6 +128,12 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		if ps.in.AckPrefix > 0 {
 			e.sendAck(ps)
 		}
+		if ps.isSubend() && ps.sub.FloorSet {
+			// Nacks sent while the link was down are lost: send them again
+			// now instead of after their backoff (stream.Subend.Retry).
+			ps.sub.Retry()
+			e.scanGaps(ps)
+		}
 	}
 	if !isUp {
 		return

@@ -33,12 +33,15 @@ type Subend struct {
 	srtt      time.Duration
 	rttvar    time.Duration
 	sampled   bool
+	// heard is when knowledge last arrived from upstream (Heard).
+	heard tick.Time
 }
 
 type gap struct {
 	r        tick.Range
 	due      tick.Time
 	sent     tick.Time // when first nacked
+	last     tick.Time // when last nacked
 	answered tick.Time // when knowledge last arrived inside it
 	tries    int
 }
@@ -69,6 +72,25 @@ func (s *Subend) sample(r time.Duration) {
 func (s *Subend) Expect(t tick.Tick) {
 	s.expectTo = max(s.expectTo, t)
 	s.expectNow = true
+}
+
+// Heard records that knowledge arrived from upstream at now: the path to
+// the pubend works, so a nack repeats after at most NRT from its last send,
+// without the exponential backoff that is for a pubend that seems down
+// (MODEL.md P7). After an outage the first message from upstream therefore
+// brings the backlog's nacks at once, not after a backoff grown during the
+// outage (up to NackRepetitionMax) or the delay curiosity threshold.
+func (s *Subend) Heard(now tick.Time) { s.heard = max(s.heard, now) }
+
+// Retry makes every gap already nacked due at the next Scan with its backoff
+// restarted: the link upstream has just come (back) up, and the nacks sent
+// on the old one are lost with it.
+func (s *Subend) Retry() {
+	for i := range s.gaps {
+		if s.gaps[i].tries > 0 {
+			s.gaps[i].due, s.gaps[i].tries = 0, 0
+		}
+	}
 }
 
 // Gaps returns the number of tracked gaps.
@@ -127,6 +149,9 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 	}
 	for i := range next {
 		g := &next[i]
+		if g.tries > 0 && s.heard > g.last {
+			g.due = min(g.due, g.last.Add(s.NRT(l))) // see Heard
+		}
 		if g.due > now {
 			continue
 		}
@@ -134,6 +159,7 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 		if g.tries == 0 {
 			g.sent = now
 		}
+		g.last = now
 		g.tries++
 		backoff := s.NRT(l) << min(g.tries-1, 16)
 		g.due = now.Add(min(backoff, l.NRTMax))
