@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/failover"
+	"github.com/aerie-mq/aerie/internal/member"
 )
 
 // TestKill9RedundantCell runs a network with a redundant intermediate cell
@@ -20,7 +22,9 @@ import (
 // cell ib1 = {b1, b2} → s1, s2. It kill -9s b1 in the middle of a publish
 // stream and restarts it, then does the same to b2. Both subscribers must
 // receive every event exactly once and in order per pubend, while the cell
-// always has one member up (seed 000 §3, §4.2 (b)).
+// always has one member up (seed 000 §3, §4.2 (b)). Every broker runs
+// membership, so each restart is a new incarnation the views admit while
+// the old one is removed as crashed.
 func TestKill9RedundantCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
@@ -54,6 +58,7 @@ func TestKill9RedundantCell(t *testing.T) {
 		if br.pubends != "" {
 			cfg += fmt.Sprintf("data = %q\npubends = %s\n", br.dataDir, br.pubends)
 		}
+		cfg += fmt.Sprintf("gossip = \"127.0.0.1:%d\"\n", port())
 		cfg += "\n"
 	}
 	cfg += "[[link]]\nup = \"p1\"\ndown = \"ib1\"\n[[link]]\nup = \"ib1\"\ndown = \"s1\"\n[[link]]\nup = \"ib1\"\ndown = \"s2\"\n"
@@ -63,12 +68,39 @@ func TestKill9RedundantCell(t *testing.T) {
 	}
 	procs := newBrokerProcs(t, bin, dir, cfgPath)
 	start, kill := procs.start, procs.kill
+	p1HTTP := fmt.Sprintf("127.0.0.1:%d", port())
 	for _, br := range brokers {
+		if br.id == "p1" {
+			start(br.id, "--http", p1HTTP)
+			continue
+		}
 		start(br.id)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	// incarnations maps broker → boot nonce in p1's view when it holds
+	// five members, one per broker.
+	incarnations := func(s broker.Status) map[string]uint64 {
+		out := map[string]uint64{}
+		if s.Membership == nil {
+			return nil
+		}
+		for _, name := range s.Membership.Members {
+			if id, err := member.ParseName(name); err == nil {
+				out[id.Broker] = id.BootNonce
+			}
+		}
+		if len(out) != 5 || len(s.Membership.Members) != 5 {
+			return nil
+		}
+		return out
+	}
+	var first map[string]uint64
+	waitP1(t, ctx, p1HTTP, "a view of the five brokers", func(s broker.Status) bool {
+		first = incarnations(s)
+		return first != nil
+	})
 	dial := func(id, cid string) *client.Client {
 		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
 		if err != nil {
@@ -173,4 +205,10 @@ func TestKill9RedundantCell(t *testing.T) {
 		}
 		tl.mu.Unlock()
 	}
+	// The restarted b1 and b2 are newer incarnations in p1's view, and the
+	// killed ones are gone from it.
+	waitP1(t, ctx, p1HTTP, "the restarted b1 and b2 in the view", func(s broker.Status) bool {
+		now := incarnations(s)
+		return now != nil && now["b1"] > first["b1"] && now["b2"] > first["b2"] && now["p1"] == first["p1"]
+	})
 }
