@@ -1,0 +1,129 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/wire"
+)
+
+// pair connects a Conn to a raw loopback TCP peer b that has sent its Hello
+// by hand: the test then writes b's frames itself, or nothing.
+func pair(t *testing.T, opts Options) (a *Conn, ra *wire.Reader, b net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(acc)
+			return
+		}
+		acc <- c
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-acc
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { nc.Close(); b.Close() })
+	// The raw side sends its Hello by hand and never speaks again.
+	hello, err := wire.AppendFrame(nil, msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "b", Incarnation: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write(hello); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a, ra, err = Handshake(ctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "a", Incarnation: 1}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, ra, b
+}
+
+// TestSilentPeerIsDeclaredDead: a peer that stops sending (a stalled process
+// whose socket stays open) is dropped after between 7/8 and all of DeadAfter
+// of silence, even after a burst of frames that left the read deadline
+// unrefreshed (Run moves it at most every DeadAfter/8).
+func TestSilentPeerIsDeclaredDead(t *testing.T) {
+	const dead = 400 * time.Millisecond
+	a, ra, b := pair(t, Options{DeadAfter: dead, Heartbeat: time.Hour})
+	// A burst of frames, then silence.
+	var burst []byte
+	for i := 0; i < 1000; i++ {
+		var err error
+		burst, err = wire.AppendFrame(burst, msg.Ack{Pubend: "P1", T: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan struct{}, 1000)
+	var last time.Time
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Run(context.Background(), ra, func(m msg.Msg) {
+			last = time.Now()
+			got <- struct{}{}
+		})
+	}()
+	if _, err := b.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		<-got
+	}
+	select {
+	case err := <-done:
+		silent := time.Since(last)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Run ended with %v, want a read deadline", err)
+		}
+		if silent < dead*7/8 {
+			t.Fatalf("declared dead after %v of silence, want at least %v", silent, dead*7/8)
+		}
+	case <-time.After(10 * dead):
+		t.Fatalf("a peer silent for %v is still alive (DeadAfter %v)", 10*dead, dead)
+	}
+}
+
+// TestHeartbeatsKeepAnIdleLinkAlive: an idle link whose peer heartbeats
+// stays up for many DeadAfter periods.
+func TestHeartbeatsKeepAnIdleLinkAlive(t *testing.T) {
+	const dead = 200 * time.Millisecond
+	a, ra, b := pair(t, Options{DeadAfter: dead, Heartbeat: time.Hour})
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background(), ra, func(msg.Msg) {}) }()
+	hb, err := wire.AppendFrame(nil, msg.Heartbeat{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(dead / 4)
+	defer tick.Stop()
+	for i := 0; i < 20; i++ { // 5 × DeadAfter
+		select {
+		case err := <-done:
+			t.Fatalf("link dropped after %d heartbeats: %v", i, err)
+		case <-tick.C:
+			if _, err := b.Write(hb); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a.Close()
+	<-done
+}
