@@ -26,18 +26,32 @@ import (
 type Tracker struct {
 	q     []entry
 	ticks map[msg.PubendID]*tickIndex
+	// Pubends are numbered so that an entry holds no pointer: the queue
+	// holds every unreleased event (hundreds of thousands at full rate) and
+	// the garbage collector need not scan it.
+	pubends []msg.PubendID
+	number  map[msg.PubendID]uint32
 }
 
 type entry struct {
 	index uint64
-	p     msg.PubendID
 	t     tick.Tick
+	p     uint32 // Tracker.pubends[p]
 }
 
 // Appended notes that r was appended to the log at index.
 func (t *Tracker) Appended(index uint64, r msg.Record) {
 	if r.Event != nil {
-		t.q = append(t.q, entry{index, r.Pubend, r.Event.Tick})
+		p, ok := t.number[r.Pubend]
+		if !ok {
+			if t.number == nil {
+				t.number = map[msg.PubendID]uint32{}
+			}
+			p = uint32(len(t.pubends))
+			t.pubends = append(t.pubends, r.Pubend)
+			t.number[r.Pubend] = p
+		}
+		t.q = append(t.q, entry{index: index, t: r.Event.Tick, p: p})
 		if t.ticks == nil {
 			t.ticks = map[msg.PubendID]*tickIndex{}
 		}
@@ -56,7 +70,11 @@ func (t *Tracker) Appended(index uint64, r msg.Record) {
 // pubend holds back the cut for all: conservative, never wrong.
 func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64 {
 	n := 0
-	for n < len(t.q) && t.q[n].t <= released(t.q[n].p) {
+	rel := make([]tick.Tick, len(t.pubends)) // released() once per pubend, not per event
+	for i, p := range t.pubends {
+		rel[i] = released(p)
+	}
+	for n < len(t.q) && t.q[n].t <= rel[t.q[n].p] {
 		n++
 	}
 	t.q = append(t.q[:0], t.q[n:]...)
