@@ -125,6 +125,8 @@ type Membership struct {
 	now     tick.Time
 
 	fd map[ID]*peer // the failure detector's reports; never contains self
+	// newest caches newestAlive; nil when fd's ids or cur's members changed.
+	newest map[string]uint64
 
 	listed    map[ID]tick.Time // when each member of cur first appeared in a view here
 	cur       View             // the last view installed here (ID 0: none yet)
@@ -266,6 +268,7 @@ func (m *Membership) observe(id ID, s peerState, meta *Meta) {
 	if p == nil {
 		p = &peer{}
 		m.fd[id] = p
+		m.newest = nil
 	}
 	if meta != nil {
 		p.meta = *meta
@@ -285,6 +288,7 @@ func (m *Membership) forget() {
 		gone := p.state == stateFailed || p.state == stateLeft
 		if gone && m.now.Sub(p.since) > m.cfg.ForgetAfter && !m.cur.Contains(id) {
 			delete(m.fd, id)
+			m.newest = nil
 		}
 	}
 }
@@ -320,6 +324,7 @@ func (m *Membership) install(v View) {
 	}
 	m.listed = listed
 	m.cur, m.installed = v, true
+	m.newest = nil
 	if v.ID > m.maxSeen {
 		m.maxSeen = v.ID
 	}

@@ -15,6 +15,7 @@ func (m *Membership) recv(from ID, msg Message) error {
 				p.leaving = true
 			} else {
 				m.fd[from] = &peer{state: stateAlive, since: m.now, leaving: true}
+				m.newest = nil
 			}
 		}
 	case Probe:

@@ -1,8 +1,9 @@
 package sim
 
 // Membership in the simulator (issue 6 item 2): every simulated broker runs
-// the view layer (internal/member) over a simulated failure detector, and
-// its installed views drive the overlay the way the broker runtime does.
+// the view layer (internal/member: seed 001's needs, docs/MEMBERSHIP.md)
+// over a simulated failure detector, and its installed views drive the
+// overlay the way the broker runtime does (internal/broker/membership.go).
 //
 // The model, decided here:
 //
@@ -24,7 +25,8 @@ package sim
 //     Departed.
 //   - A hung broker (fault "hang") answers nothing: its member state is
 //     frozen and its overlay links stall, for 2–3 s, then it crashes (seed
-//     000 §4.2: "stall, then fail").
+//     000 §4.2: "stall, then fail"). Its engine keeps running for its local
+//     clients; nothing it sends gets out.
 //   - When a broker installs a view that removes a neighbour's live
 //     incarnation (Crashed, Left or Dropped), it closes its connection to
 //     it, as the broker runtime does: both ends get gd.LinkDown, and the
