@@ -1,11 +1,15 @@
 package gd
 
 import (
+	"slices"
+
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// The pubend's payload cache: bounded memory at the PHB (issue 3).
+// The pubend's payload cache: bounded memory at the PHB (issue 3). Other
+// brokers bound theirs the same way and get payloads back from upstream
+// (refetch.go).
 //
 // Every logged event stays D in the pubend's istream until it is released
 // (L), which can take as long as the slowest downstream needs. Its payload
@@ -44,9 +48,20 @@ type payloadCache struct {
 	head     int      // fifo[:head] were evicted or released
 	bytes    int64    // payload bytes of fifo[head:]
 	parked   []parkedNack
-	fetching bool          // a Fetch is out; parked nacks wait for it
+	fetching bool          // a Fetch (or Refetch) is out; parked nacks wait for it
 	asked    tick.RangeSet // the ranges of the Fetch out
 	returned tick.RangeSet // the ranges of the Fetch just returned
+
+	// At the pubend: Refetches from downstream waiting for the same Fetch.
+	parkedRefetch []msg.Refetch
+	// While parked requests are replayed (replaying), the payloads still
+	// needed are gathered in pending and asked for at once at the end.
+	replaying bool
+	pending   tick.RangeSet
+	// Elsewhere (refetch.go): what the Payloads so far settled of the
+	// Refetch out, and when it left.
+	got       tick.RangeSet
+	refetchAt tick.Time
 }
 
 type cached struct {
@@ -70,7 +85,15 @@ func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
 // and that local delivery has passed can go: nothing but a nack needs them
 // after that. Entries for released ticks just leave the accounting.
 func (e *Engine) evict(ps *pstream) {
+	budget := e.cacheBudget(ps)
 	c := &ps.cache
+	if c.fetching || len(c.parked) > 0 || len(c.parkedRefetch) > 0 {
+		// Payloads brought back for parked nacks stay until those are
+		// answered: evicting them between two rounds of requests would
+		// have the next round ask for them again, forever when the budget
+		// is smaller than what the nacks need together.
+		return
+	}
 	limit := ps.delivered
 	for _, o := range ps.outs {
 		limit = min(limit, o.SentHi)
@@ -78,7 +101,7 @@ func (e *Engine) evict(ps *pstream) {
 	final := ps.in.K.Final()
 	for c.head < len(c.fifo) {
 		x := c.fifo[c.head]
-		if x.t > final && (c.bytes <= e.cfg.PubendCacheBytes || x.t > limit) {
+		if x.t > final && (c.bytes <= budget || x.t > limit) {
 			break
 		}
 		c.head++
@@ -109,20 +132,42 @@ func missing(ps *pstream, r tick.Range) []tick.Range {
 	return out
 }
 
-// park holds a nack that needs evicted payloads and asks for them, one Fetch
-// per pubend at a time.
+// park holds a nack that needs evicted payloads and asks for them. A repeat
+// of a nack already parked is dropped: it gets the same answer. While the
+// parked nacks are replayed, their needs are gathered into one request.
 func (e *Engine) park(ps *pstream, from msg.NodeID, r tick.Range, need []tick.Range) {
 	c := &ps.cache
-	c.parked = append(c.parked, parkedNack{from, r})
-	if !c.fetching {
-		c.fetching = true
-		c.asked.Clear()
-		for _, r := range need {
-			c.asked.Add(r)
-		}
-		e.out.Fetch = append(e.out.Fetch, Fetch{Pubend: ps.id, Ranges: need})
-		e.stats.Fetches++
+	if !slices.Contains(c.parked, parkedNack{from, r}) {
+		c.parked = append(c.parked, parkedNack{from, r})
 	}
+	if c.replaying {
+		for _, x := range need {
+			c.pending.Add(x)
+		}
+		return
+	}
+	e.requestPayloads(ps, need)
+}
+
+// requestPayloads asks for the payloads of need, one request per pubend at
+// a time: the pubend reads its log (Ready.Fetch), any other broker asks
+// upstream (msg.Refetch, refetch.go).
+func (e *Engine) requestPayloads(ps *pstream, need []tick.Range) {
+	c := &ps.cache
+	if c.fetching {
+		return
+	}
+	c.fetching = true
+	c.asked.Clear()
+	for _, r := range need {
+		c.asked.Add(r)
+	}
+	if ps.pub == nil {
+		e.refetch(ps, need)
+		return
+	}
+	e.out.Fetch = append(e.out.Fetch, Fetch{Pubend: ps.id, Ranges: need})
+	e.stats.Fetches++
 }
 
 // onFetched puts the read payloads back and answers the parked nacks.
@@ -141,9 +186,8 @@ func (e *Engine) onFetched(f Fetched) {
 	for _, r := range c.asked.Ranges() {
 		c.returned.Add(r)
 	}
-	parked := c.parked
-	c.parked = nil
 	if f.Err != nil {
+		c.parked, c.parkedRefetch = nil, nil
 		e.stats.FetchErrors++
 		return
 	}
@@ -153,10 +197,39 @@ func (e *Engine) onFetched(f Fetched) {
 			c.push(ev.Tick, ev)
 		}
 	}
+	e.replayParked(ps)
+}
+
+// replayParked answers the nacks (and, at the pubend, the Refetches) that
+// waited for payloads. One may park again and start the next request,
+// which resets asked: misses are judged against returned.
+func (e *Engine) replayParked(ps *pstream) {
+	c := &ps.cache
+	parked, refetches := c.parked, c.parkedRefetch
+	c.parked, c.parkedRefetch = nil, nil
+	c.replaying = true
+	c.pending.Clear()
 	for _, p := range parked {
 		if o := e.outFrom(ps, p.from); o != nil {
 			e.answerNack(ps, o, p.from, p.r, true)
 		}
+	}
+	for _, m := range refetches {
+		if need := missingIn(ps, m.Ranges); len(need) > 0 {
+			if !c.fetchedAll(need) {
+				c.parkedRefetch = append(c.parkedRefetch, m)
+				for _, x := range need {
+					c.pending.Add(x)
+				}
+				continue
+			}
+			e.stats.FetchMisses++ // the log does not hold them: answered without
+		}
+		e.answerRefetch(ps, m.Ranges, m.Path)
+	}
+	c.replaying = false
+	if !c.pending.IsEmpty() {
+		e.requestPayloads(ps, slices.Clone(c.pending.Ranges()))
 	}
 }
 

@@ -80,6 +80,14 @@ type Config struct {
 	// bound a PHB's memory when downstreams may stay away long.
 	PubendCacheBytes int64
 
+	// RelayCacheBytes: payload bytes of a pubend's events a broker that
+	// does not host it (an IB or SHB) keeps in memory past first-time
+	// forwarding. Older payloads are dropped, the ticks stay D, and a nack
+	// that needs one is answered once the payloads are back from upstream
+	// (msg.Refetch, refetch.go; MODEL.md P12). Default 64 MiB per pubend.
+	// It bounds an IB's memory when a downstream stays away.
+	RelayCacheBytes int64
+
 	// BestEffort switches guaranteed delivery off (besteffort.go): no log,
 	// no knowledge, no nacks or acks; events go down once and are lost if
 	// a link drops them. Default false. It is the baseline that seed 000
@@ -103,6 +111,7 @@ func DefaultConfig() Config {
 		HWMLead:                 2 * time.Second,
 		DedupWindow:             4096,
 		PubendCacheBytes:        64 << 20,
+		RelayCacheBytes:         64 << 20,
 	}
 }
 
@@ -134,6 +143,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: DedupWindow must be at least 1", ErrConfig)
 	case c.PubendCacheBytes < 0:
 		return fmt.Errorf("%w: PubendCacheBytes must not be negative", ErrConfig)
+	case c.RelayCacheBytes < 0:
+		return fmt.Errorf("%w: RelayCacheBytes must not be negative", ErrConfig)
 	}
 	return nil
 }

@@ -27,12 +27,13 @@ func (e *Engine) onNack(from msg.NodeID, m msg.Nack) {
 }
 
 // answerNack answers, records and forwards a nack for r from o's
-// downstream. At the pubend, a nack that reaches payloads evicted from
-// memory waits for them to be read back from the log (see cache.go); after
+// downstream. A nack that reaches payloads evicted from memory waits for
+// them: the pubend reads them back from its log (cache.go), another broker
+// asks upstream (refetch.go); after
 // such a read (fetched), ticks whose payload the log did not return are
 // left for downstream to nack again.
 func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r tick.Range, fetched bool) {
-	if ps.pub != nil && e.mut&MutSkipFetch == 0 {
+	if e.mut&MutSkipFetch == 0 {
 		if need := missing(ps, r); len(need) > 0 {
 			if !fetched || !ps.cache.fetchedAll(need) {
 				e.park(ps, from, r, need)

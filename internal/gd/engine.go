@@ -290,6 +290,10 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onSubReply(from, m)
 	case msg.LinkStatus:
 		e.onLinkStatus(from, m)
+	case msg.Refetch:
+		e.onRefetch(from, m)
+	case msg.Payloads:
+		e.onPayloads(from, m)
 	default:
 		return fmt.Errorf("gd: broker %s: unexpected message %T from %s", e.id, m, from)
 	}

@@ -21,10 +21,10 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
-//	    forget defaults to nrt). A line "cell c = b1 b2" makes c a redundant
+//	    forget defaults to nrt; relaycache is RelayCacheBytes). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	linkup a b              LinkUp on both ends, with each node's incarnation
 //	                        (1 at first, bumped by restart).
@@ -384,6 +384,14 @@ func (h *harness) network(args map[string]string, input string) {
 		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead,
 	}
 	for k, v := range args {
+		if k == "relaycache" { // bytes
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				h.fatalf("bad config %s=%s", k, v)
+			}
+			h.cfg.RelayCacheBytes = n
+			continue
+		}
 		d, err := time.ParseDuration(v)
 		if fields[k] == nil || err != nil {
 			h.fatalf("bad config %s=%s", k, v)

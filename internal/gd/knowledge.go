@@ -30,7 +30,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	oldFinal := ps.in.K.Final()
 	delta := &e.delta
 	delta.Clear()
-	ps.in.Accept(m, delta)
+	stored := ps.in.Accept(m, delta)
 	if n := ps.in.Contradictions - before; n > 0 {
 		// A contradiction leaves the conflicting ticks unchanged, so the
 		// stream after the join still shows what the message contradicted.
@@ -54,9 +54,13 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 			}
 		}
 	}
+	if stored {
+		ps.cache.push(m.Event.Tick, m.Event) // bounded at RelayCacheBytes (refetch.go)
+	}
 	e.propagate(ps, delta)
 	e.deliver(ps)
 	e.updateAck(ps)
+	e.trimRelayCache(ps)
 }
 
 // setFloor makes every tick <= floor final at a fresh subend, without going

@@ -19,6 +19,9 @@ type Stats struct {
 	// asked of the event log, failed reads, and nacks whose evicted
 	// payloads the log did not return (must stay 0: a lost event).
 	Evicted, Fetches, FetchErrors, FetchMisses uint64
+	// Bounded caches elsewhere (refetch.go): Refetches sent upstream, and
+	// those that timed out (their parked nacks dropped).
+	Refetches, RefetchTimeouts uint64
 	// Relayed counts messages sent sideways through a cell peer (cells.go).
 	Relayed uint64
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (MODEL.md P1).

@@ -84,6 +84,7 @@ func (e *Engine) tickRelay(ps *pstream) {
 	if ps.in.AckPrefix > ps.ackSent && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
 		e.sendAck(ps)
 	}
+	e.refetchTimeouts(ps)
 }
 
 // linkUp: a (re)connected upstream learns our summary and acks again (it may

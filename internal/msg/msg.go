@@ -213,7 +213,47 @@ type LinkStatus struct {
 
 func (m LinkStatus) String() string { return fmt.Sprintf("LinkStatus{unreachable %v}", m.Unreachable) }
 
+// Refetch asks upstream for the payloads of events the sender knows as D
+// but dropped from its bounded cache (MODEL.md P12), to answer a nack from
+// its downstream. It changes no knowledge: the answer (Payloads) only fills
+// payloads back into D ticks, so an upstream that now renders a tick
+// differently (a filter that changed, a restart) cannot contradict what the
+// sender knows. A broker that holds the payloads answers; for the rest it
+// appends itself to Path and asks its own upstream, up to the pubend, which
+// reads them from its log. Ranges are sorted and disjoint; Path starts with
+// the broker that needs the payloads.
+type Refetch struct {
+	Pubend PubendID
+	Ranges []tick.Range
+	Path   []NodeID
+}
+
+func (m Refetch) String() string {
+	return fmt.Sprintf("Refetch{%s %v via %v}", m.Pubend, m.Ranges, m.Path)
+}
+
+// Payloads answers a Refetch: Events are every event held in Ranges (a part
+// of what was asked, or all of it). It travels back down Path, last entry
+// first: each broker on the way fills the payloads it lacks and passes it
+// on; the first entry asked.
+type Payloads struct {
+	Pubend PubendID
+	Ranges []tick.Range
+	Events []*Event
+	Path   []NodeID
+}
+
+func (m Payloads) String() string {
+	ticks := make([]string, len(m.Events))
+	for i, ev := range m.Events {
+		ticks[i] = fmt.Sprint(ev.Tick)
+	}
+	return fmt.Sprintf("Payloads{%s %v: %d events [%s] via %v}", m.Pubend, m.Ranges, len(m.Events), strings.Join(ticks, " "), m.Path)
+}
+
 func (Relay) isMsg()       {}
+func (Refetch) isMsg()     {}
+func (Payloads) isMsg()    {}
 func (LinkStatus) isMsg()  {}
 func (Knowledge) isMsg()   {}
 func (Nack) isMsg()        {}

@@ -131,7 +131,10 @@ func (w *world) localNow(n *node) tick.Time {
 func (w *world) newEngine(n *node) {
 	cfg := w.opts.Config
 	if w.plan.cacheBytes > 0 {
+		// Every role's cache: the pubend reads its log back, other
+		// brokers refetch from upstream (gd/refetch.go).
 		cfg.PubendCacheBytes = w.plan.cacheBytes
+		cfg.RelayCacheBytes = w.plan.cacheBytes
 	}
 	eng, err := gd.NewWithCells(n.id, cfg, n.routes, w.plan.topo.Cells)
 	if err != nil {

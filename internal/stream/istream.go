@@ -30,14 +30,15 @@ type timedRange struct {
 
 // Accept joins a knowledge message into the stream and adds to delta the
 // ticks that became known (Q to S or D). The final prefix moves up to
-// m.Final.
-func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) {
+// m.Final. It reports whether m's event is now the value stored at its tick
+// (see AcceptData).
+func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) (stored bool) {
 	if m.Final > s.K.Final() {
 		s.K.SetFinal(m.Final)
 		s.C.RemoveBelow(m.Final)
 	}
 	if m.Start > m.End {
-		return
+		return false
 	}
 	add := func(r tick.Range) { delta.Add(r) }
 	if m.Event == nil {
@@ -49,28 +50,39 @@ func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) {
 		if m.VTick < m.End {
 			s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.VTick + 1, Hi: m.End}, add)
 		}
-		s.AcceptData(m.VTick, m.Event, delta)
+		stored = s.AcceptData(m.VTick, m.Event, delta)
 	}
 	if !s.C.IsEmpty() {
 		for _, r := range delta.Ranges() {
 			s.C.Remove(r)
 		}
 	}
+	return stored
 }
 
-// AcceptData joins D(ev) at t, adding t to delta if it was Q.
-func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) {
+// AcceptData joins D(ev) at t, adding t to delta if it was Q. A D whose
+// payload a bounded cache dropped (a nil value) takes ev back: a refill,
+// not a contradiction, since the tick did not move on the lattice (MODEL.md
+// P12). It reports whether ev is now the value stored at t (new or
+// refilled).
+func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) (stored bool) {
 	added, conflict := s.K.AddData(t, ev)
 	switch {
 	case conflict:
 		s.Contradictions++
 	case added:
 		delta.Add(tick.Range{Lo: t, Hi: t})
+		return true
 	default:
-		if k, old := s.K.Get(t); k == tick.D && !old.Equal(ev) {
+		switch k, old := s.K.Get(t); {
+		case k != tick.D:
+		case old == nil:
+			return s.K.SetValue(t, ev)
+		case !old.Equal(ev):
 			s.Contradictions++
 		}
 	}
+	return false
 }
 
 // MarkCurious records that the Q ticks in r were asked for, and returns the

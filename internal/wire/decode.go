@@ -89,6 +89,21 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.SubReply{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Start: d.tick(), Path: d.path()}
 	case TypeLinkStatus:
 		m = msg.LinkStatus{Unreachable: d.path()}
+	case TypeRefetch:
+		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
+	case TypePayloads:
+		p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges()}
+		if n := d.count(8, "events"); n > 0 {
+			p.Events = make([]*msg.Event, n)
+			for i := range p.Events {
+				d.setArena(skipEventHead)
+				if p.Events[i] = d.event(string(p.Pubend)); p.Events[i] == nil {
+					break
+				}
+			}
+		}
+		p.Path = d.path()
+		m = p
 
 	case TypePublish:
 		d.setArena(skipPublishHead)
@@ -336,6 +351,25 @@ func (d *decoder) count(min int, what string) int {
 	return int(n)
 }
 
+// ranges reads count + (lo, hi) pairs; each must have lo <= hi.
+func (d *decoder) ranges() []tick.Range {
+	n := d.count(2, "ranges")
+	if n == 0 {
+		return nil
+	}
+	rs := make([]tick.Range, n)
+	for i := range rs {
+		rs[i] = tick.Range{Lo: d.tick(), Hi: d.tick()}
+		if d.err == nil && rs[i].Lo > rs[i].Hi {
+			d.failf("range %d has lo %d above hi %d", i, rs[i].Lo, rs[i].Hi)
+		}
+	}
+	if d.err != nil {
+		return nil
+	}
+	return rs
+}
+
 func (d *decoder) path() []msg.NodeID {
 	n := d.count(1, "path entries")
 	if n == 0 {
@@ -419,6 +453,11 @@ func (d *decoder) optEvent(same string) *msg.Event {
 		return nil
 	}
 	d.setArena(skipEventHead)
+	return d.event(same)
+}
+
+// event reads an event (see optEvent for same).
+func (d *decoder) event(same string) *msg.Event {
 	ev := &msg.Event{}
 	if p := d.raw(); string(p) == same {
 		ev.Pubend = msg.PubendID(same)

@@ -121,6 +121,26 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.LinkStatus:
 		b = append(b, byte(TypeLinkStatus))
 		return appendPath(b, v.Unreachable), nil
+	case msg.Refetch:
+		b = append(b, byte(TypeRefetch))
+		b = appendString(b, string(v.Pubend))
+		b = appendRanges(b, v.Ranges)
+		return appendPath(b, v.Path), nil
+	case msg.Payloads:
+		b = append(b, byte(TypePayloads))
+		b = appendString(b, string(v.Pubend))
+		b = appendRanges(b, v.Ranges)
+		b = binary.AppendUvarint(b, uint64(len(v.Events)))
+		for _, ev := range v.Events {
+			if ev == nil {
+				return nil, fmt.Errorf("wire: Payloads with a nil event")
+			}
+			var err error
+			if b, err = appendEvent(b, ev); err != nil {
+				return nil, err
+			}
+		}
+		return appendPath(b, v.Path), nil
 
 	case msg.Publish:
 		b = append(b, byte(TypePublish))
@@ -181,6 +201,14 @@ func deref(m msg.Msg) (msg.Msg, bool) {
 			return *p, true
 		}
 	case *msg.LinkStatus:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Refetch:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Payloads:
 		if p != nil {
 			return *p, true
 		}
@@ -277,6 +305,16 @@ func appendBool(b []byte, v bool) []byte {
 		return append(b, 1)
 	}
 	return append(b, 0)
+}
+
+// appendRanges writes tick ranges as count + (lo, hi) pairs.
+func appendRanges(b []byte, rs []tick.Range) []byte {
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	for _, r := range rs {
+		b = appendTick(b, r.Lo)
+		b = appendTick(b, r.Hi)
+	}
+	return b
 }
 
 func appendPath(b []byte, path []msg.NodeID) []byte {

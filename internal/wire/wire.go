@@ -28,7 +28,8 @@ import (
 // Version is the protocol version this package speaks, carried in Hello.
 //
 // History: 1 — first release; 2 — Summary clauses carry a selector (issue 4);
-// 3 — LinkStatus (0x18) between the members of cells (issue 6).
+// 3 — LinkStatus (0x18) between the members of cells (issue 6); Refetch
+// and Payloads (0x19, 0x1a) for bounded IB caches.
 const Version uint16 = 3
 
 // DefaultMaxFrame is the largest frame (type byte and body, without the
@@ -76,6 +77,8 @@ const (
 	TypeSubReply    Type = 0x16
 	TypeRelay       Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
 	TypeLinkStatus  Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
+	TypeRefetch     Type = 0x19 // payloads of D ticks an IB dropped from its cache, asked upstream
+	TypePayloads    Type = 0x1a // the answer to a Refetch, down its path
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -94,7 +97,7 @@ var typeNames = map[Type]string{
 	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye",
 	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
 	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply", TypeRelay: "Relay",
-	TypeLinkStatus: "LinkStatus",
+	TypeLinkStatus: "LinkStatus", TypeRefetch: "Refetch", TypePayloads: "Payloads",
 	TypePublish:    "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",

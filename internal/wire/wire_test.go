@@ -55,6 +55,9 @@ var cases = []struct {
 	{"Relay", msg.Relay{To: "s1", Msg: msg.Nack{Pubend: "P1", Start: 5, End: 9}}},
 	{"LinkStatus", msg.LinkStatus{Unreachable: []msg.NodeID{"s1", "shb-cell"}}},
 	{"LinkStatusHealthy", msg.LinkStatus{}},
+	{"Refetch", msg.Refetch{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 5}, {Lo: 9, Hi: 1 << 40}}, Path: []msg.NodeID{"s1", "b2"}}},
+	{"Payloads", msg.Payloads{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 9}}, Events: []*msg.Event{testEvent(), {Pubend: "P1", Tick: 9, Topic: "x"}}, Path: []msg.NodeID{"s1"}}},
+	{"PayloadsNone", msg.Payloads{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 9}}}},
 	{"SummarySelectors", msg.Summary{Patterns: []string{"a.b", "a.b", "c.>"}, Selectors: []string{"", "x > 3 AND region = 'EU'", "k IN (1, 2)"}}},
 	{"SubReq", msg.SubReq{Pubend: "P1", Sub: "shb1/s7", Path: []msg.NodeID{"shb1", "ib3", "ib2"}}},
 	{"SubReqNoPath", msg.SubReq{Pubend: "P1", Sub: "s"}},
@@ -107,6 +110,13 @@ func norm(m msg.Msg) msg.Msg {
 		if len(v.Path) == 0 {
 			v.Path = nil
 		}
+		return v
+	case msg.Payloads:
+		evs := make([]*msg.Event, len(v.Events))
+		for i, e := range v.Events {
+			evs[i] = normEvent(e)
+		}
+		v.Events = evs
 		return v
 	case msg.SubReply:
 		if len(v.Path) == 0 {
@@ -318,7 +328,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x04, 0x19, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x04, 0x1b, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
@@ -352,6 +362,8 @@ func TestMalformed(t *testing.T) {
 		{"relay of a client message", []byte{byte(TypeRelay), 1, 's', byte(TypeDelivery), 0}, "must be a broker-to-broker GD message"},
 		{"relay of nothing", []byte{byte(TypeRelay), 1, 's'}, "must be a broker-to-broker GD message"},
 		{"relay of a link status", []byte{byte(TypeRelay), 1, 's', byte(TypeLinkStatus), 0}, "must be a broker-to-broker GD message"},
+		{"refetch with a reversed range", []byte{byte(TypeRefetch), 1, 'P', 1, 9, 5, 0}, "range 0 has lo 9 above hi 5"},
+		{"payloads with too many events", []byte{byte(TypePayloads), 1, 'P', 0, 100, 0}, "100 events cannot fit"},
 		{"link status with a short name", []byte{byte(TypeLinkStatus), 1, 5, 's'}, "LinkStatus at offset"},
 		{"relay of a bad nack", []byte{byte(TypeRelay), 1, 's', byte(TypeNack), 9}, "inside Relay to s, from offset 3"},
 		{"huge count", []byte{byte(TypeSubReq), 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "cannot fit"},
