@@ -147,3 +147,72 @@ func TestPHBAnswersNacksFromItsLog(t *testing.T) {
 	}
 	t.Logf("PHB evicted %d payloads, read back from the log %d times", st.Stats.Evicted, st.Stats.Fetches)
 }
+
+// TestIBRefetchesEvictedPayloads: an IB keeps at most 1 KiB of payloads per
+// pubend (gd.Config.RelayCacheBytes), so while its link to s1 is cut it
+// drops the payloads it forwarded to s2, though s1 still needs them. When
+// s1 is back and nacks, the IB asks upstream for the payloads (msg.Refetch;
+// the PHB, also with a 1 KiB cache, reads them from its log) and answers.
+// s1 gets every event exactly once, in order (MODEL.md P12).
+func TestIBRefetchesEvictedPayloads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var proxy *faultnet.Proxy
+	n := startNetWith(t, vfs.OS(), func(opts map[msg.NodeID]broker.Options) {
+		var err error
+		proxy, err = faultnet.Listen(ctx, opts["b1"].Listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := opts["p1"]
+		p.GD.PubendCacheBytes = 1 << 10
+		opts["p1"] = p
+		b := opts["b1"]
+		b.GD.RelayCacheBytes = 1 << 10
+		opts["b1"] = b
+		s := opts["s1"]
+		s.Upstreams = map[msg.NodeID]string{"b1": proxy.Addr()}
+		opts["s1"] = s
+	})
+	defer proxy.Close()
+	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := collect(t, sub1), collect(t, sub2)
+	pub := n.dial("p1", client.Options{ID: "pub-refetch", Pubend: "P1"})
+	want := map[int64]bool{}
+	phases := []struct {
+		mode      faultnet.Mode
+		from, num int
+	}{{faultnet.Pass, 1, 200}, {faultnet.Cut, 201, 400}, {faultnet.Pass, 601, 200}}
+	for _, ph := range phases {
+		proxy.Set(ph.mode)
+		_, all := publishAll(t, pub, ph.from, ph.num)
+		for k := range all {
+			want[k] = true
+		}
+		if ph.mode == faultnet.Cut {
+			c2.waitFor(t, len(want), 30*time.Second) // b1 forwarded them all first-time
+		}
+	}
+	c1.waitFor(t, len(want), 30*time.Second)
+	c2.waitFor(t, len(want), 30*time.Second)
+	c1.check(t, want)
+	c2.check(t, want)
+	st, err := n.nodes["b1"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stats.Evicted == 0 || st.Stats.Refetches == 0 {
+		t.Fatalf("the IB evicted %d payloads and refetched %d times: the test did not exercise the refetch path", st.Stats.Evicted, st.Stats.Refetches)
+	}
+	if st.Stats.FetchMisses != 0 {
+		t.Fatalf("the IB answered %d nacks without payloads", st.Stats.FetchMisses)
+	}
+	t.Logf("IB evicted %d payloads, refetched %d times (%d timed out)", st.Stats.Evicted, st.Stats.Refetches, st.Stats.RefetchTimeouts)
+}
