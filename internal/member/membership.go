@@ -37,9 +37,11 @@ type Config struct {
 	// every member (JGroups' view bundling). It delays every view change by
 	// up to this much plus a TickInterval.
 	ViewBundling time.Duration
-	// ProbeTimeout (default 250 ms) bounds how long a member taking over
-	// from a dead elder waits for the other members' views: members the
-	// failure detector has not yet declared dead may not answer.
+	// ProbeTimeout (default 250 ms) is how often a member taking over from
+	// a dead elder asks again the members that have not answered its probe
+	// (a probe or its answer may be lost). It waits for every member until
+	// the failure detector declares it dead: issuing without an answer is
+	// how a successor reused the id of a view a live member had installed.
 	ProbeTimeout time.Duration
 	// ForgetAfter (default 1 min) is how long a failed or departed member is
 	// remembered after the failure detector reported it: long enough to tell

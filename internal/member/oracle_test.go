@@ -44,19 +44,19 @@ func (w *world) checkInstall(n *simNode, c member.Change) {
 	if !v.Contains(n.id) {
 		w.errorf("%s installed %s, which does not contain it", n.id, v)
 	}
-	// One id, one view (unless the scenario heals a split). A view that
-	// only members now dead installed cannot be known to anyone: its issuer
-	// crashed before its announcements arrived, and the next elder reuses
-	// the id. Nobody alive has seen two views with one id.
+	// One id, one view (unless the scenario heals a split): no two live
+	// members have installed different views with one id. Only a view
+	// that members now dead alone installed may share its id with another
+	// (its issuer died before any announcement arrived): nobody alive knows
+	// it. This used to tolerate a live member that installed a dead elder's
+	// last view the successor never saw; the successor now waits for every
+	// live member's answer to its takeover probe, so it cannot happen.
 	for d, installers := range w.installers[v.ID] {
 		if d == v.Digest() {
 			continue
 		}
 		for _, o := range installers {
-			// Tolerated: the other view's issuer is dead, its announcement
-			// was in flight when the successor issued this one; the
-			// conflict must resolve (checkConverged).
-			if o.up && w.nodes[w.issuer[v.ID][d]].up {
+			if o.up {
 				w.conflicts++
 				if !w.allowConflicts {
 					w.errorf("%s installed %s; %s installed a different view %d", n.id, v, o.id, v.ID)
@@ -83,8 +83,10 @@ func (w *world) checkInstall(n *simNode, c member.Change) {
 		}
 	}
 	// Stable order: members common to the previous view keep their order.
-	// Tolerated like conflicts: the previous view came from an elder that
-	// died while announcing it and its successor never installed it.
+	// Tolerated: the previous view came from an elder that died while
+	// announcing it, and its successor never installed it (a successor
+	// ignores views from elders its detector reports dead, even in a probe
+	// answer: it goes above their id but keeps its own order).
 	if !w.allowConflicts && n.lastID > 0 && w.nodes[n.prev.Elder().ID].up {
 		last := -1
 		for _, m := range n.prev.Members {

@@ -124,7 +124,7 @@ func TestSimDeterministic(t *testing.T) {
 	for _, s := range []uint64{7, 8} {
 		a, _ := Run(DefaultOptions(s))
 		b, _ := Run(DefaultOptions(s))
-		if a.Steps != b.Steps || a.Delivered != b.Delivered || a.Published != b.Published || a.Plan != b.Plan {
+		if a.Steps != b.Steps || a.Delivered != b.Delivered || a.Published != b.Published || a.Plan != b.Plan || a.Views != b.Views || a.ViewDrops != b.ViewDrops {
 			t.Fatalf("seed %d not deterministic: %+v vs %+v", s, a, b)
 		}
 	}
