@@ -24,7 +24,7 @@ import (
 // Tracker remembers the log index of every event record not yet released,
 // and a sparse tick index per pubend for fetching events back.
 type Tracker struct {
-	q     []entry
+	q     queue
 	ticks map[msg.PubendID]*tickIndex
 	// Pubends are numbered so that an entry holds no pointer: the queue
 	// holds every unreleased event (hundreds of thousands at full rate) and
@@ -51,7 +51,7 @@ func (t *Tracker) Appended(index uint64, r msg.Record) {
 			t.pubends = append(t.pubends, r.Pubend)
 			t.number[r.Pubend] = p
 		}
-		t.q = append(t.q, entry{index: index, t: r.Event.Tick, p: p})
+		t.q.push(entry{index: index, t: r.Event.Tick, p: p})
 		if t.ticks == nil {
 			t.ticks = map[msg.PubendID]*tickIndex{}
 		}
@@ -69,18 +69,16 @@ func (t *Tracker) Appended(index uint64, r msg.Record) {
 // Events leave the tracker in log order, so an unreleased event of one
 // pubend holds back the cut for all: conservative, never wrong.
 func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64 {
-	n := 0
 	rel := make([]tick.Tick, len(t.pubends)) // released() once per pubend, not per event
 	for i, p := range t.pubends {
 		rel[i] = released(p)
 	}
-	for n < len(t.q) && t.q[n].t <= rel[t.q[n].p] {
-		n++
+	for t.q.len() > 0 && t.q.front().t <= rel[t.q.front().p] {
+		t.q.pop()
 	}
-	t.q = append(t.q[:0], t.q[n:]...)
 	cut := next
-	if len(t.q) > 0 {
-		cut = t.q[0].index
+	if t.q.len() > 0 {
+		cut = t.q.front().index
 	}
 	for _, x := range t.ticks {
 		x.dropBelow(cut)
@@ -89,7 +87,42 @@ func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64
 }
 
 // Pending returns the number of unreleased events tracked.
-func (t *Tracker) Pending() int { return len(t.q) }
+func (t *Tracker) Pending() int { return t.q.len() }
+
+// queue is a FIFO of entries in fixed-size blocks: it grows without copying
+// what it holds (one slice grown by append copied every entry at each
+// doubling, a few percent of a busy PHB's CPU) and frees blocks as the
+// front is released.
+type queue struct {
+	blocks [][]entry
+	head   int // next entry of blocks[0]
+	n      int
+}
+
+const queueBlock = 4096
+
+func (q *queue) len() int { return q.n }
+
+func (q *queue) push(e entry) {
+	if k := len(q.blocks); k == 0 || len(q.blocks[k-1]) == queueBlock {
+		q.blocks = append(q.blocks, make([]entry, 0, queueBlock))
+	}
+	last := &q.blocks[len(q.blocks)-1]
+	*last = append(*last, e)
+	q.n++
+}
+
+func (q *queue) front() entry { return q.blocks[0][q.head] }
+
+func (q *queue) pop() {
+	q.head++
+	q.n--
+	if q.head == len(q.blocks[0]) && (len(q.blocks) > 1 || q.head == queueBlock) {
+		q.blocks[0] = nil
+		q.blocks = q.blocks[1:]
+		q.head = 0
+	}
+}
 
 // Engine is what retention needs from the GD engine.
 type Engine interface {
