@@ -467,7 +467,11 @@ func (n *Node) drain(persist chan<- job) {
 		if len(rd.Persist) > 0 {
 			batch := make([][]byte, 0, len(rd.Persist))
 			for _, r := range rd.Persist {
-				b, err := msg.EncodeRecord(nil, r)
+				hint := 64 // sized up front: growing from nil was a few percent of the CPU
+				if ev := r.Event; ev != nil {
+					hint += len(ev.Pubend) + len(ev.Publisher) + msg.EventSize(ev.Topic, ev.Props, ev.Payload)
+				}
+				b, err := msg.EncodeRecord(make([]byte, 0, hint), r)
 				if err != nil {
 					panic(fmt.Sprintf("broker: encode %v: %v", r, err)) // publish validation guarantees encodable props
 				}
