@@ -39,7 +39,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 			e.stats.FirstContradiction = fmt.Sprintf("%v from %s contradicts %s", m, from, clip(ps.in.K.String()))
 		}
 	}
-	ps.sub.Heard(e.now)
+	ps.sub.Heard(e.now, 2*e.cfg.SilenceInterval)
 	for _, r := range delta.Ranges() {
 		ps.sub.Answered(r, e.now)
 	}

@@ -33,8 +33,9 @@ type Subend struct {
 	srtt      time.Duration
 	rttvar    time.Duration
 	sampled   bool
-	// heard is when knowledge last arrived from upstream (Heard).
-	heard tick.Time
+	// heard is when knowledge last arrived from upstream, revived when it
+	// arrived after a quiet spell (Heard).
+	heard, revived tick.Time
 }
 
 type gap struct {
@@ -74,13 +75,21 @@ func (s *Subend) Expect(t tick.Tick) {
 	s.expectNow = true
 }
 
-// Heard records that knowledge arrived from upstream at now: the path to
-// the pubend works, so a nack repeats after at most NRT from its last send,
-// without the exponential backoff that is for a pubend that seems down
-// (MODEL.md P7). After an outage the first message from upstream therefore
-// brings the backlog's nacks at once, not after a backoff grown during the
-// outage (up to NackRepetitionMax) or the delay curiosity threshold.
-func (s *Subend) Heard(now tick.Time) { s.heard = max(s.heard, now) }
+// Heard records that knowledge arrived from upstream at now. After a quiet
+// spell longer than quiet (an outage: knowledge flows at least every
+// silence interval otherwise), the path to the pubend evidently works
+// again, so every gap already nacked is nacked again at the next Scan with
+// its backoff restarted: the backoff grown during the outage (up to
+// NackRepetitionMax) is for a pubend that seems down, and without this the
+// backlog would wait for it or for the delay curiosity threshold (MODEL.md
+// P7). During steady flow the backoff is left alone, so a long recovery is
+// not nacked over and over.
+func (s *Subend) Heard(now tick.Time, quiet time.Duration) {
+	if s.heard != 0 && now.Sub(s.heard) > quiet {
+		s.revived = now
+	}
+	s.heard = max(s.heard, now)
+}
 
 // Retry makes every gap already nacked due at the next Scan with its backoff
 // restarted: the link upstream has just come (back) up, and the nacks sent
@@ -149,8 +158,8 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 	}
 	for i := range next {
 		g := &next[i]
-		if g.tries > 0 && s.heard > g.last {
-			g.due = min(g.due, g.last.Add(s.NRT(l))) // see Heard
+		if g.tries > 0 && s.revived > g.last { // see Heard
+			g.due, g.tries = now, 0
 		}
 		if g.due > now {
 			continue
