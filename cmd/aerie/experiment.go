@@ -22,8 +22,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1)")
 	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
+	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: aerie experiment [--case a,b,c] [--out DIR] [--dir DIR]")
+		fmt.Fprintln(stderr, "usage: aerie experiment [--case a,b,c] [--gossip] [--out DIR] [--dir DIR]")
 		fmt.Fprintln(stderr, "\nReproduces seed 000 §4.2: ten broker processes in the Fig. 3 network (intermediate cells of two")
 		fmt.Fprintln(stderr, "brokers), 4 publishers × 25 msgs/s × 100 B, GCT 200 ms, NRT 600 ms, AET 10 s, DCT off. Each case")
 		fmt.Fprintln(stderr, "stalls a link or broker for 2.5 s, then fails it, and plots latency at s1 and s2 and the nacks.")
@@ -62,13 +63,17 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		res, err := failover.Run(ctx, failover.Options{Bin: bin, Dir: work, Case: c, Progress: stderr})
+		res, err := failover.Run(ctx, failover.Options{Bin: bin, Dir: work, Case: c, Progress: stderr, Gossip: *gossip})
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie experiment: case %s: %v (broker logs in %s)\n", c, err, work)
 			failed = true
 			continue
 		}
-		png := filepath.Join(*out, "fig3-"+c+".png")
+		name := "fig3-" + c
+		if *gossip {
+			name += "-gossip"
+		}
+		png := filepath.Join(*out, name+".png")
 		if err := failover.Plot(res, png); err != nil {
 			fmt.Fprintf(stderr, "aerie experiment: %v\n", err)
 			failed = true

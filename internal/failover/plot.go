@@ -24,6 +24,9 @@ var titles = map[string]string{
 func Plot(res *Result, path string) error {
 	lat := plot.New()
 	lat.Title.Text = "seed 000 §4.2 " + titles[res.Case]
+	if res.Gossip {
+		lat.Title.Text += ", with membership"
+	}
 	lat.X.Label.Text = "time (s)"
 	lat.Y.Label.Text = "publish → deliver latency (ms)"
 	latMax := 0.0
@@ -121,7 +124,11 @@ func markFaults(p *plot.Plot, res *Result, ymax float64) {
 // latency before the fault and during the 20 s after it, and the total
 // nacks.
 func Summary(res *Result) string {
-	out := fmt.Sprintf("case %s: %d events published, every one delivered exactly once and in order at s1–s5\n", res.Case, res.Published)
+	with := ""
+	if res.Gossip {
+		with = " (with membership)"
+	}
+	out := fmt.Sprintf("case %s%s: %d events published, every one delivered exactly once and in order at s1–s5\n", res.Case, with, res.Published)
 	for _, s := range []string{"s1", "s2"} {
 		var before, after []float64
 		for _, smp := range res.Latency[s] {
