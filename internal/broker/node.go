@@ -392,6 +392,10 @@ func (n *Node) trim() {
 
 func now() tick.Time { return tick.Time(time.Now().UnixNano()) }
 
+// inboxBatch bounds how many queued messages the loop handles between two
+// drains of the engine.
+const inboxBatch = 128
+
 func (n *Node) loop(ctx context.Context, persist chan<- job) error {
 	t := time.NewTicker(n.opts.GD.TickInterval)
 	defer t.Stop()
@@ -414,6 +418,18 @@ func (n *Node) loop(ctx context.Context, persist chan<- job) error {
 			n.step(gd.Tick{})
 		case ev := <-n.inbox:
 			n.handle(ev)
+			// Take what else is queued before draining: one Ready for many
+			// messages, and one select per batch instead of per message.
+			// Bounded, so timers and fsync completions wait at most this.
+			for range inboxBatch - 1 {
+				select {
+				case ev := <-n.inbox:
+					n.handle(ev)
+					continue
+				default:
+				}
+				break
+			}
 		case res := <-n.syncRes:
 			if res.err != nil {
 				n.closeAll("broker storage failed")
