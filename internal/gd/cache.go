@@ -74,6 +74,23 @@ type parkedNack struct {
 	r    tick.Range
 }
 
+// release drops the accounting of payloads at or below final: released
+// ticks leave memory with the knowledge's final prefix. Called as final
+// moves, it keeps the queue as short as the unreleased payloads instead of
+// letting it grow to the budget between evictions.
+func (c *payloadCache) release(final tick.Tick) {
+	for c.head < len(c.fifo) && c.fifo[c.head].t <= final {
+		c.bytes -= c.fifo[c.head].size
+		c.head++
+	}
+	if c.head == len(c.fifo) {
+		c.fifo, c.head = c.fifo[:0], 0
+	} else if c.head > len(c.fifo)/2 {
+		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)
+		c.head = 0
+	}
+}
+
 func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
 	sz := int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
 	c.fifo = append(c.fifo, cached{t, sz})

@@ -123,6 +123,7 @@ func (e *Engine) updateAck(ps *pstream) {
 	if ps.in.K.SetFinal(t) {
 		ps.in.C.RemoveBelow(t)
 		ps.delivered = max(ps.delivered, t)
+		ps.cache.release(ps.in.K.Final())
 	}
 	if ps.pub != nil {
 		ps.aeBackoff = 0 // progress: AckExpected starts over at AET
