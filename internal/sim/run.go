@@ -27,6 +27,9 @@ type Result struct {
 	FsyncFailures int
 	// Fetches: payloads read back from a PHB's log to answer nacks.
 	Fetches int
+	// Refetches: payloads asked upstream by brokers whose bounded cache
+	// dropped them; LinkStatuses: link-status messages between cells.
+	Refetches, LinkStatuses int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
 	// Views: membership views installed, summed over members; ViewDrops:
@@ -86,7 +89,7 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
-		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays,
+		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround}
 	if len(res.Violations) > 0 {
 		var b strings.Builder

@@ -43,6 +43,9 @@ type world struct {
 	fsyncFailures int
 	// fetches counts payload reads from a PHB's log (gd.Fetch).
 	fetches int
+	// refetches and linkStatuses count msg.Refetch (bounded caches away
+	// from the pubend) and msg.LinkStatus sent.
+	refetches, linkStatuses int
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
 
@@ -225,8 +228,13 @@ func (w *world) fetch(n *node, inc int, f gd.Fetch) {
 }
 
 func (w *world) transmit(env msg.Envelope) {
-	if _, ok := env.Msg.(msg.Relay); ok {
+	switch env.Msg.(type) {
+	case msg.Relay:
 		w.relays++
+	case msg.Refetch:
+		w.refetches++
+	case msg.LinkStatus:
+		w.linkStatuses++
 	}
 	l := w.byPair[pairKey(env.From, env.To)]
 	if l == nil {
