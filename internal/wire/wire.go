@@ -98,7 +98,7 @@ var typeNames = map[Type]string{
 	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
 	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply", TypeRelay: "Relay",
 	TypeLinkStatus: "LinkStatus", TypeRefetch: "Refetch", TypePayloads: "Payloads",
-	TypePublish:    "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
+	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
 }
