@@ -113,18 +113,7 @@ func TestPHBAnswersNacksFromItsLog(t *testing.T) {
 	}
 	c1, c2 := collect(t, sub1), collect(t, sub2)
 	pub := n.dial("p1", client.Options{ID: "pub-log", Pubend: "P1"})
-	want := map[int64]bool{}
-	phases := []struct {
-		mode      faultnet.Mode
-		from, num int
-	}{{faultnet.Pass, 1, 200}, {faultnet.Cut, 201, 400}, {faultnet.Pass, 601, 200}}
-	for _, ph := range phases {
-		proxy.Set(ph.mode)
-		_, all := publishAll(t, pub, ph.from, ph.num)
-		for k := range all {
-			want[k] = true
-		}
-	}
+	want := publishAcrossCut(t, pub, proxy, nil)
 	c1.waitFor(t, len(want), 30*time.Second)
 	c1.check(t, want)
 	want2 := map[int64]bool{}
@@ -185,21 +174,9 @@ func TestIBRefetchesEvictedPayloads(t *testing.T) {
 	}
 	c1, c2 := collect(t, sub1), collect(t, sub2)
 	pub := n.dial("p1", client.Options{ID: "pub-refetch", Pubend: "P1"})
-	want := map[int64]bool{}
-	phases := []struct {
-		mode      faultnet.Mode
-		from, num int
-	}{{faultnet.Pass, 1, 200}, {faultnet.Cut, 201, 400}, {faultnet.Pass, 601, 200}}
-	for _, ph := range phases {
-		proxy.Set(ph.mode)
-		_, all := publishAll(t, pub, ph.from, ph.num)
-		for k := range all {
-			want[k] = true
-		}
-		if ph.mode == faultnet.Cut {
-			c2.waitFor(t, len(want), 30*time.Second) // b1 forwarded them all first-time
-		}
-	}
+	want := publishAcrossCut(t, pub, proxy, func(sent int) {
+		c2.waitFor(t, sent, 30*time.Second) // b1 forwarded them all first-time
+	})
 	c1.waitFor(t, len(want), 30*time.Second)
 	c2.waitFor(t, len(want), 30*time.Second)
 	c1.check(t, want)
@@ -215,4 +192,26 @@ func TestIBRefetchesEvictedPayloads(t *testing.T) {
 		t.Fatalf("the IB answered %d nacks without payloads", st.Stats.FetchMisses)
 	}
 	t.Logf("IB evicted %d payloads, refetched %d times (%d timed out)", st.Stats.Evicted, st.Stats.Refetches, st.Stats.RefetchTimeouts)
+}
+
+// publishAcrossCut publishes seq 1–200 with proxy passing, 201–600 with it
+// cut (then calls whileCut, if set, with the number sent so far), and
+// 601–800 with it passing again; it returns every seq published.
+func publishAcrossCut(t *testing.T, pub *client.Client, proxy *faultnet.Proxy, whileCut func(sent int)) map[int64]bool {
+	t.Helper()
+	want := map[int64]bool{}
+	for _, ph := range []struct {
+		mode      faultnet.Mode
+		from, num int
+	}{{faultnet.Pass, 1, 200}, {faultnet.Cut, 201, 400}, {faultnet.Pass, 601, 200}} {
+		proxy.Set(ph.mode)
+		_, all := publishAll(t, pub, ph.from, ph.num)
+		for k := range all {
+			want[k] = true
+		}
+		if ph.mode == faultnet.Cut && whileCut != nil {
+			whileCut(len(want))
+		}
+	}
+	return want
 }
