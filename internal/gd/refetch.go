@@ -56,12 +56,18 @@ func (e *Engine) refetch(ps *pstream, need []tick.Range) {
 	c := &ps.cache
 	c.refetchAt = e.now
 	c.got.Clear()
-	for len(need) > 0 {
-		n := min(len(need), refetchChunk)
-		e.sendUp(ps, msg.Refetch{Pubend: ps.id, Ranges: slices.Clone(need[:n]), Path: []msg.NodeID{e.id}})
-		need = need[n:]
-	}
+	e.sendRefetch(ps, need, []msg.NodeID{e.id})
 	e.stats.Refetches++
+}
+
+// sendRefetch sends Refetches for ranges upstream along path, at most
+// refetchChunk ranges each.
+func (e *Engine) sendRefetch(ps *pstream, ranges []tick.Range, path []msg.NodeID) {
+	for len(ranges) > 0 {
+		n := min(len(ranges), refetchChunk)
+		e.sendUp(ps, msg.Refetch{Pubend: ps.id, Ranges: slices.Clone(ranges[:n]), Path: path})
+		ranges = ranges[n:]
+	}
 }
 
 // onRefetch answers a downstream's Refetch with the payloads held here and
@@ -104,11 +110,8 @@ func (e *Engine) onRefetch(from msg.NodeID, m msg.Refetch) {
 	if len(have) > 0 {
 		e.answerRefetch(ps, have, m.Path)
 	}
-	for len(lack) > 0 {
-		n := min(len(lack), refetchChunk)
-		path := append(slices.Clone(m.Path), e.id)
-		e.sendUp(ps, msg.Refetch{Pubend: ps.id, Ranges: slices.Clone(lack[:n]), Path: path})
-		lack = lack[n:]
+	if len(lack) > 0 {
+		e.sendRefetch(ps, lack, append(slices.Clone(m.Path), e.id))
 	}
 }
 
