@@ -213,6 +213,11 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 				}
 			}
 		}
+		if len(ps.outs) == 0 && ps.pub == nil {
+			// A leaf: what it knows goes nowhere but to its local
+			// subscriptions (stream.Istream.Unobserved).
+			ps.in.Unobserved = func(_ tick.Tick, ev *msg.Event) bool { return !e.wouldDeliver(ps, ev) }
+		}
 		e.streams = append(e.streams, ps)
 		e.byPubend[r.Pubend] = ps
 	}

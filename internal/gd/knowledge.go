@@ -252,3 +252,16 @@ func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 		}
 	}
 }
+
+// wouldDeliver reports whether a local subscription whose start is below
+// ev's tick matches ev: only then could a D at that tick change a delivery.
+// A subscription that starts later never covers the tick.
+func (e *Engine) wouldDeliver(ps *pstream, ev *msg.Event) bool {
+	found := false
+	e.index.Match(ev.Topic, ev.Props, func(slot uint64) {
+		if st, ok := e.bySlot[slot].start[ps.id]; ok && ev.Tick > st {
+			found = true
+		}
+	})
+	return found
+}

@@ -28,10 +28,19 @@ type Stats struct {
 	Contradictions int
 	// FirstContradiction describes the first one, for diagnosis.
 	FirstContradiction string
+	// UnobservedD counts D joins over S at leaves where the D would deliver
+	// nothing (stream.Istream.Unobserved): not contradictions.
+	UnobservedD int
 }
 
 // Stats returns the counters so far.
-func (e *Engine) Stats() Stats { return e.stats }
+func (e *Engine) Stats() Stats {
+	st := e.stats
+	for _, ps := range e.streams {
+		st.UnobservedD += ps.in.UnobservedD
+	}
+	return st
+}
 
 // StreamState is a read-only view of one pubend's streams at this broker,
 // for the oracle and for operators.

@@ -26,7 +26,8 @@ package sim
 //   - A hung broker (fault "hang") answers nothing: its member state is
 //     frozen and its overlay links stall, for 2–3 s, then it crashes (seed
 //     000 §4.2: "stall, then fail"). Its engine keeps running for its local
-//     clients; nothing it sends gets out.
+//     clients; nothing it sends gets out, and a link of it that a fault
+//     heals meanwhile stays down (no handshake completes) until redialled.
 //   - When a broker installs a view that removes a neighbour's live
 //     incarnation (Crashed, Left or Dropped), it closes its connection to
 //     it, as the broker runtime does: both ends get gd.LinkDown, and the
@@ -221,10 +222,15 @@ func (w *world) viewChanged(n *node, c member.Change) {
 				w.routedAround++
 			}
 			w.cut(l)
-			l.reset = true
-			w.after(w.between(redialWait), func() { w.redial(l) })
+			w.resetLink(l)
 		}
 	}
+}
+
+// resetLink marks a down link as one the brokers will redial.
+func (w *world) resetLink(l *link) {
+	l.reset = true
+	w.after(w.between(redialWait), func() { w.redial(l) })
 }
 
 // redial reconnects a link a view closed, once both ends are up and
@@ -269,11 +275,9 @@ func (w *world) hang(n *node, r func(lo, hi int) time.Duration) {
 	n.hung = true
 	w.hangs++
 	w.fdChanged(n)
-	var stalled []*link
 	for _, l := range w.links {
-		if (l.a == n.id || l.b == n.id) && l.up && !l.stalled {
+		if (l.a == n.id || l.b == n.id) && l.up {
 			l.stalled = true
-			stalled = append(stalled, l)
 		}
 	}
 	inc := n.inc
@@ -281,8 +285,10 @@ func (w *world) hang(n *node, r func(lo, hi int) time.Duration) {
 		if !n.hung || n.inc != inc {
 			return
 		}
-		for _, l := range stalled {
-			l.stalled = false // the links fail with the broker
+		for _, l := range w.links {
+			if (l.a == n.id || l.b == n.id) && l.up {
+				l.stalled = false // the links fail with the broker (crash resets them)
+			}
 		}
 		n.hung = false
 		w.crash(n)

@@ -436,6 +436,12 @@ func (w *world) heal(l *link) {
 	if l.up && !l.stalled {
 		return
 	}
+	if !l.up && (w.nodes[l.a].hung || w.nodes[l.b].hung) {
+		// A hung broker completes no handshake: the link stays down and
+		// is redialled like one a view closed (membership.go).
+		w.resetLink(l)
+		return
+	}
 	l.up, l.stalled, l.reset = true, false, false
 	l.epoch++
 	w.watchf("heal %s-%s", l.a, l.b)

@@ -21,6 +21,17 @@ type Istream struct {
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins (MODEL.md P1). A correct
 	// network keeps it at zero; the oracle checks that.
 	Contradictions int
+	// Unobserved, when set, reports whether a D at t would change nothing
+	// observable at this broker (a leaf whose local subscriptions started
+	// before t would not deliver it). A D joining a tick known as S is then
+	// not counted as a contradiction but in UnobservedD, and the S stays:
+	// the two are the same here. This happens behind a redundant cell when
+	// an IB upstream restarted and lost its filter versions (soft state,
+	// MODEL.md I12): one member learned the tick as S from the old
+	// incarnation, the other learns it as D from the new one (seed 1851,
+	// docs/known-issues/seed-1851.md).
+	Unobserved  func(t tick.Tick, ev *msg.Event) bool
+	UnobservedD int
 }
 
 type timedRange struct {
@@ -69,6 +80,10 @@ func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) (
 	added, conflict := s.K.AddData(t, ev)
 	switch {
 	case conflict:
+		if s.Unobserved != nil && s.Unobserved(t, ev) {
+			s.UnobservedD++
+			return false
+		}
 		s.Contradictions++
 	case added:
 		delta.Add(tick.Range{Lo: t, Hi: t})
