@@ -14,6 +14,7 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/vfs"
@@ -31,13 +32,23 @@ type net4 struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
+// testPorts hands out ports below the kernel's ephemeral range: a port
+// from binding :0 and closing could be taken by any parallel test's :0
+// bind (memberlist's, say) before the broker binds it, or while a broker
+// is stopped for a restart, which then could not come back on its address.
+var testPorts struct {
+	mu sync.Mutex
+	p  failover.Ports
+}
+
 func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testPorts.mu.Lock()
+	defer testPorts.mu.Unlock()
+	addr, err := testPorts.p.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func startNet(t testing.TB, fs vfs.FS) *net4 { return startNetWith(t, fs, nil) }
@@ -99,6 +110,11 @@ func (n *net4) start(id msg.NodeID) {
 			// broker binds it: take new ports and tell the brokers that
 			// dial this one (they have not started yet).
 			if attempt < 3 && errors.Is(err, syscall.EADDRINUSE) {
+				if _, before := n.done[id]; before {
+					// A restart: the brokers that dial this one know its
+					// address, so it must come back on it.
+					n.t.Fatalf("%s: its address was taken while it was stopped: %v", id, err)
+				}
 				n.reassign(id)
 				continue
 			}
