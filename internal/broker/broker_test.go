@@ -265,6 +265,26 @@ func (c *collector) check(t testing.TB, want map[int64]bool) {
 	}
 }
 
+// subscribeAt subscribes at node to every topic, narrowed by selector when
+// it is not empty, and collects what arrives.
+func subscribeAt(t testing.TB, ctx context.Context, n *net4, node msg.NodeID, selector string) *collector {
+	t.Helper()
+	sub, err := n.dial(node, client.Options{}).SubscribeSelector(ctx, ">", selector)
+	if err != nil {
+		t.Fatalf("subscribe at %s: %v", node, err)
+	}
+	return collect(t, sub)
+}
+
+// fourPublishers dials one publisher per pubend P1–P4 at p1.
+func fourPublishers(n *net4) []*client.Client {
+	var pubs []*client.Client
+	for _, p := range []msg.PubendID{"P1", "P2", "P3", "P4"} {
+		pubs = append(pubs, n.dial("p1", client.Options{ID: "pub-" + string(p), Pubend: string(p)}))
+	}
+	return pubs
+}
+
 func topicOf(i int) string {
 	if i%3 == 0 {
 		return "orders.eu"

@@ -113,19 +113,8 @@ func TestCellMemberCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	n, proxies := startCellNet(t, ctx, false)
-	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub2, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1, c2 := collect(t, sub1), collect(t, sub2)
-	var pubs []*client.Client
-	for _, p := range []msg.PubendID{"P1", "P2", "P3", "P4"} {
-		pubs = append(pubs, n.dial("p1", client.Options{ID: "pub-" + string(p), Pubend: string(p)}))
-	}
+	c1, c2 := subscribeAt(t, ctx, n, "s1", ""), subscribeAt(t, ctx, n, "s2", "")
+	pubs := fourPublishers(n)
 	want := map[int64]bool{}
 	publishFour(t, pubs, 1, 200, want)
 	c1.waitFor(t, len(want), 20*time.Second)

@@ -33,15 +33,7 @@ func TestLinkCutAndStall(t *testing.T) {
 		opts["s1"] = o
 	})
 	defer proxy.Close()
-	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub2, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1, c2 := collect(t, sub1), collect(t, sub2)
+	c1, c2 := subscribeAt(t, ctx, n, "s1", ""), subscribeAt(t, ctx, n, "s2", "")
 	pub := n.dial("p1", client.Options{ID: "pub-f", Pubend: "P1"})
 	want := map[int64]bool{}
 	add := func(m map[int64]bool) {
@@ -103,15 +95,7 @@ func TestPHBAnswersNacksFromItsLog(t *testing.T) {
 		opts["b1"] = b
 	})
 	defer proxy.Close()
-	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub2, err := n.dial("s2", client.Options{}).SubscribeSelector(ctx, ">", "seq > 100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1, c2 := collect(t, sub1), collect(t, sub2)
+	c1, c2 := subscribeAt(t, ctx, n, "s1", ""), subscribeAt(t, ctx, n, "s2", "seq > 100")
 	pub := n.dial("p1", client.Options{ID: "pub-log", Pubend: "P1"})
 	want := publishAcrossCut(t, pub, proxy, nil)
 	c1.waitFor(t, len(want), 30*time.Second)
@@ -164,15 +148,7 @@ func TestIBRefetchesEvictedPayloads(t *testing.T) {
 		opts["s1"] = s
 	})
 	defer proxy.Close()
-	sub1, err := n.dial("s1", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub2, err := n.dial("s2", client.Options{}).Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1, c2 := collect(t, sub1), collect(t, sub2)
+	c1, c2 := subscribeAt(t, ctx, n, "s1", ""), subscribeAt(t, ctx, n, "s2", "")
 	pub := n.dial("p1", client.Options{ID: "pub-refetch", Pubend: "P1"})
 	want := publishAcrossCut(t, pub, proxy, func(sent int) {
 		c2.waitFor(t, sent, 30*time.Second) // b1 forwarded them all first-time
