@@ -91,8 +91,11 @@ func (e *Engine) sendLinkStatus(periodic bool) bool {
 	if !e.reportsStatus() {
 		return false
 	}
-	cur := e.unreachable()
 	due := periodic && e.now.Sub(e.ls.sentAt) >= e.cfg.SilenceInterval
+	if periodic && !due && e.ls.sentOnce {
+		return false // the status changes only on LinkUp/LinkDown, which send it themselves
+	}
+	cur := e.unreachable()
 	if e.ls.sentOnce && slices.Equal(cur, e.ls.sent) && !due {
 		return false
 	}
