@@ -213,10 +213,8 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 				}
 			}
 		}
-		if len(ps.outs) == 0 && ps.pub == nil {
-			// A leaf: what it knows goes nowhere but to its local
-			// subscriptions (stream.Istream.Unobserved).
-			ps.in.Unobserved = func(_ tick.Tick, ev *msg.Event) bool { return !e.wouldDeliver(ps, ev) }
+		if ps.pub == nil {
+			ps.in.Unobserved = func(t tick.Tick, ev *msg.Event) bool { return !e.wanted(ps, t, ev) }
 		}
 		e.streams = append(e.streams, ps)
 		e.byPubend[r.Pubend] = ps

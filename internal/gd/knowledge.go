@@ -253,6 +253,22 @@ func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 	}
 }
 
+// wanted reports whether D(ev) at t could change anything observable at
+// this broker: some ostream's filter at t passes ev (it would be forwarded
+// as D), or a local subscription that started below t would deliver it.
+// Filter versions of known ticks never change within an incarnation
+// (Ostream.SetFilter) and new subscriptions start above every known tick,
+// so once false for a known tick the answer stays false
+// (ARCHITECTURE.md decision 10).
+func (e *Engine) wanted(ps *pstream, t tick.Tick, ev *msg.Event) bool {
+	for _, o := range ps.outs {
+		if stream.Passes(o.FilterAt(t), ev) {
+			return true
+		}
+	}
+	return len(ps.subs) > 0 && e.wouldDeliver(ps, ev)
+}
+
 // wouldDeliver reports whether a local subscription whose start is below
 // ev's tick matches ev: only then could a D at that tick change a delivery.
 // A subscription that starts later never covers the tick.

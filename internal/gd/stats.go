@@ -28,8 +28,9 @@ type Stats struct {
 	Contradictions int
 	// FirstContradiction describes the first one, for diagnosis.
 	FirstContradiction string
-	// UnobservedD counts D joins over S at leaves where the D would deliver
-	// nothing (stream.Istream.Unobserved): not contradictions.
+	// UnobservedD counts joins of D and S, in either order, where nothing
+	// at this broker would observe the D (stream.Istream.Unobserved,
+	// ARCHITECTURE.md decision 10): not contradictions.
 	UnobservedD int
 }
 

@@ -43,9 +43,12 @@ type Result struct {
 	State string
 }
 
+// seedRng is the run's main random source: the plan is drawn from it first.
+func seedRng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6165726965)) } // "aerie"
+
 // Run executes one seeded simulation.
 func Run(o Options) (Result, error) {
-	rng := rand.New(rand.NewPCG(o.Seed, 0x6165726965)) // "aerie"
+	rng := seedRng(o.Seed)
 	p, err := makePlan(o, rng)
 	if err != nil {
 		return Result{}, err

@@ -21,15 +21,18 @@ type Istream struct {
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins (MODEL.md P1). A correct
 	// network keeps it at zero; the oracle checks that.
 	Contradictions int
-	// Unobserved, when set, reports whether a D at t would change nothing
-	// observable at this broker (a leaf whose local subscriptions started
-	// before t would not deliver it). A D joining a tick known as S is then
-	// not counted as a contradiction but in UnobservedD, and the S stays:
-	// the two are the same here. This happens behind a redundant cell when
-	// an IB upstream restarted and lost its filter versions (soft state,
+	// Unobserved, when set, reports whether D(ev) at t would change
+	// nothing observable at this broker: no local subscription that started
+	// below t would deliver it, and no ostream's filter at t passes it, so
+	// it would be rendered S everywhere. Here D(ev) and S are then the same
+	// value (MODEL.md P19), and a join of one over the other, in either
+	// order, is counted in UnobservedD instead of as a contradiction; the
+	// value first known stays. Behind a redundant cell this happens when an
+	// IB upstream restarted and lost its filter versions (soft state,
 	// MODEL.md I12): one member learned the tick as S from the old
-	// incarnation, the other learns it as D from the new one (seed 1851,
-	// docs/known-issues/seed-1851.md).
+	// incarnation, the other as D from the new one (seed 1851), or the
+	// other way round (seed 2000586). ARCHITECTURE.md decision 10 proves
+	// that no subscriber can lose or gain an event through it.
 	Unobserved  func(t tick.Tick, ev *msg.Event) bool
 	UnobservedD int
 }
@@ -53,13 +56,13 @@ func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) (stored bool) {
 	}
 	add := func(r tick.Range) { delta.Add(r) }
 	if m.Event == nil {
-		s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.Start, Hi: m.End}, add)
+		s.addSilence(tick.Range{Lo: m.Start, Hi: m.End}, add)
 	} else {
 		if m.VTick > m.Start {
-			s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.Start, Hi: m.VTick - 1}, add)
+			s.addSilence(tick.Range{Lo: m.Start, Hi: m.VTick - 1}, add)
 		}
 		if m.VTick < m.End {
-			s.Contradictions += s.K.AddSilence(tick.Range{Lo: m.VTick + 1, Hi: m.End}, add)
+			s.addSilence(tick.Range{Lo: m.VTick + 1, Hi: m.End}, add)
 		}
 		stored = s.AcceptData(m.VTick, m.Event, delta)
 	}
@@ -71,6 +74,30 @@ func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) (stored bool) {
 	return stored
 }
 
+// addSilence joins S over r; a D inside r is a conflict (see conflict).
+func (s *Istream) addSilence(r tick.Range, add func(tick.Range)) {
+	if s.K.AddSilence(r, add) == 0 {
+		return
+	}
+	s.K.Visit(r, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
+		if k == tick.D {
+			s.conflict(p.Lo, ev)
+		}
+		return true
+	})
+}
+
+// conflict counts a join of D(ev) and S at t, in either order: a
+// contradiction, unless D(ev) is unobservable here (Unobserved). A D whose
+// payload a bounded cache dropped (nil) cannot be judged and counts.
+func (s *Istream) conflict(t tick.Tick, ev *msg.Event) {
+	if s.Unobserved != nil && ev != nil && s.Unobserved(t, ev) {
+		s.UnobservedD++
+		return
+	}
+	s.Contradictions++
+}
+
 // AcceptData joins D(ev) at t, adding t to delta if it was Q. A D whose
 // payload a bounded cache dropped (a nil value) takes ev back: a refill,
 // not a contradiction, since the tick did not move on the lattice (MODEL.md
@@ -80,11 +107,7 @@ func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) (
 	added, conflict := s.K.AddData(t, ev)
 	switch {
 	case conflict:
-		if s.Unobserved != nil && s.Unobserved(t, ev) {
-			s.UnobservedD++
-			return false
-		}
-		s.Contradictions++
+		s.conflict(t, ev)
 	case added:
 		delta.Add(tick.Range{Lo: t, Hi: t})
 		return true

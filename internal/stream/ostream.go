@@ -95,10 +95,6 @@ func (o *Ostream) LastSeq() uint64 {
 	return s
 }
 
-// ResetFilter forgets every version: Down restarted and knows nothing
-// rendered under them.
-func (o *Ostream) ResetFilter() { o.filters = nil }
-
 // Passes reports whether ev passes the filter edge (nil filter: pass all).
 //
 // An event whose payload the pubend evicted from memory (ev == nil) may
