@@ -1,6 +1,8 @@
 package gd
 
 import (
+	"slices"
+
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/stream"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -64,6 +66,36 @@ func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r t
 	}
 	for _, f := range ps.in.MarkCurious(r, e.now) {
 		e.sendNack(ps, f)
+	}
+}
+
+// nacksLost re-sends at once, through another member of the upstream cell,
+// the nacks that may have gone to peer, whose link just failed: a nack goes
+// to the member that last sent for its pubend (seed 000 §3.1, "Link
+// Bundles"), and its answer is lost with the link. Without this the nack
+// would wait for its repetition (NRT, backed off), or, at an IB, for the
+// forgetting interval and the downstream's repetition. A subend retries its
+// gaps; an IB forwards again the curiosity it holds for its downstreams.
+// With no other live member there is nowhere to send: LinkUp retries.
+func (e *Engine) nacksLost(peer msg.NodeID) {
+	c := e.cellOfNode(peer)
+	if !slices.ContainsFunc(e.membersOf(c), func(m msg.NodeID) bool { return e.live[m] }) {
+		return
+	}
+	for _, ps := range e.streams {
+		if ps.up != c || ps.pub != nil {
+			continue
+		}
+		if ps.isSubend() {
+			if ps.sub.FloorSet {
+				ps.sub.Retry()
+				e.scanGaps(ps)
+			}
+			continue
+		}
+		for _, r := range ps.in.C.Ranges() {
+			e.sendNack(ps, r)
+		}
 	}
 }
 

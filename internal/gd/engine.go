@@ -256,6 +256,7 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 	case LinkDown:
 		e.live[in.Peer] = false
 		e.linkStatusOnDown(in.Peer)
+		e.nacksLost(in.Peer)
 	case Fetched:
 		e.onFetched(in)
 	default:
