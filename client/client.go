@@ -3,7 +3,7 @@
 // and subscribe by topic pattern with in-order, gapless delivery per pubend
 // from the subscription's start token on.
 //
-//	c, err := client.Dial(ctx, "127.0.0.1:7201", client.Options{ID: "orders-svc"})
+//	c, err := client.Dial(ctx, "127.0.0.1:7201,127.0.0.1:7202", client.Options{ID: "orders-svc"})
 //	ack, err := c.Publish(ctx, client.Message{Topic: "orders.eu", Props: map[string]any{"qty": int64(3)}})
 //	sub, err := c.Subscribe(ctx, "orders.>")
 //	for ev := range sub.Events() { ... }
@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,9 +58,17 @@ type Options struct {
 	// bounded queue is full, disconnects the subscriber). Default 4096.
 	SubscriptionBuffer int
 	// RetryDial makes Dial keep trying (with backoff) until its context
-	// ends, instead of failing at the first refused connection — for
-	// clients that may start before their broker.
+	// ends, instead of failing once every address refused — for clients
+	// that may start before their broker.
 	RetryDial bool
+	// Resubscribe keeps subscriptions across a lost connection: the client
+	// subscribes again on the next connection (the next address of the
+	// list first), drops events it already delivered, and delivers a Gap
+	// notice for each pubend whose new start lies beyond what it had:
+	// events there may have been missed. Without it a lost connection ends
+	// every subscription with ErrDisconnected. Durable subscriptions do
+	// not miss events; plain ones can only say what they may have missed.
+	Resubscribe bool
 	// MaxInflight bounds unacknowledged publishes; PublishAsync blocks at
 	// the bound until an ack frees a slot (back-pressure, and a bound on
 	// what a reconnect resends). Default 10000.
@@ -83,7 +92,8 @@ type Ack struct {
 	Duplicate bool
 }
 
-// Event is a delivered message.
+// Event is a delivered message, or, when Gap is not nil, a notice in its
+// place (see Gap); the notice's other fields are empty.
 type Event struct {
 	Pubend  string
 	Tick    uint64
@@ -96,18 +106,32 @@ type Event struct {
 	// number), e.g. for an idempotent consumer.
 	Publisher string
 	Seq       uint64
+	// Gap, when not nil, says that events of Gap.Pubend in ticks
+	// (Gap.From, Gap.To] may be missing from this subscription.
+	Gap *Gap
 }
 
-// Client is a connection to one broker, re-established automatically.
+// Gap is the notice that events of one pubend in ticks (From, To] may be
+// missing: a plain subscription moved to another connection (Options.
+// Resubscribe) and its new start lies beyond what it had delivered.
+type Gap struct {
+	Pubend   string
+	From, To uint64
+}
+
+// Client is a connection to one broker of a list, re-established
+// automatically, through the next address when one fails.
 type Client struct {
-	addr string
-	opts Options
-	log  *slog.Logger
+	addrs []string
+	at    int // the address in use, or to try first
+	opts  Options
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	conn    *transport.Conn
 	connUp  chan struct{} // closed when a connection is up; replaced on loss
 	seq     uint64
+	pubend  msg.PubendID // the pubend of this client's publishes, once known
 	pending map[uint64]*publish
 	subs    map[string]*Subscription
 	nextSub int
@@ -123,10 +147,20 @@ type publish struct {
 	out chan Result // capacity 1: the one outcome, sent without blocking
 }
 
-// Dial connects to a broker's client address. It returns once the first
-// connection is up (or ctx ends); later losses are repaired in the
-// background with backoff.
-func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+// Dial connects to a broker's client address; addrs may list several,
+// separated by commas, and the client uses the first that answers. It
+// returns once the first connection is up (or ctx ends); later losses are
+// repaired in the background, through the next address first, with backoff.
+func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
+	var list []string
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("aerie: no broker address in %q", addrs)
+	}
 	if opts.ID == "" {
 		b := make([]byte, 8)
 		rand.Read(b)
@@ -142,7 +176,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	c := &Client{addr: addr, opts: opts, log: opts.Logger.With("client", opts.ID), connUp: make(chan struct{}),
+	c := &Client{addrs: list, opts: opts, log: opts.Logger.With("client", opts.ID), connUp: make(chan struct{}),
 		pending: map[uint64]*publish{}, subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{}),
 		slots: make(chan struct{}, opts.MaxInflight)}
 	first := make(chan error, 1)
@@ -156,7 +190,7 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 		return c, nil
 	case <-ctx.Done():
 		c.Close()
-		return nil, fmt.Errorf("aerie: connect to %s: %w", addr, ctx.Err())
+		return nil, fmt.Errorf("aerie: connect to %s: %w", addrs, ctx.Err())
 	}
 }
 
@@ -173,10 +207,10 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 		conn, r, err := c.connect(ctx)
 		if err != nil {
 			if first != nil && !c.opts.RetryDial {
-				first <- fmt.Errorf("aerie: connect to %s: %w", c.addr, err)
+				first <- fmt.Errorf("aerie: connect: %w", err)
 				return
 			}
-			c.log.Debug("connect failed; retrying", "addr", c.addr, "err", err)
+			c.log.Debug("connect failed; retrying", "err", err)
 			select {
 			case <-ctx.Done():
 				return
@@ -192,7 +226,12 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 		// Resend every unacknowledged publish: the pubend deduplicates by
 		// (client id, seq), so a publish acked-but-ack-lost is not doubled.
 		for _, s := range c.pendingInOrder() {
-			conn.Send(s.req)
+			conn.Send(c.pinned(s.req))
+		}
+		for _, s := range c.subs {
+			if s.isMoving() {
+				conn.Send(s.request())
+			}
 		}
 		c.mu.Unlock()
 		if first != nil {
@@ -204,19 +243,46 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 		c.conn = nil
 		c.connUp = make(chan struct{})
 		for name, s := range c.subs {
+			if c.opts.Resubscribe && ctx.Err() == nil {
+				s.moved()
+				continue
+			}
 			s.end(fmt.Errorf("%w: %v", ErrDisconnected, err))
 			delete(c.subs, name)
 		}
+		lost := c.addrs[c.at]
+		c.at = (c.at + 1) % len(c.addrs) // a broker that failed is tried last
 		c.mu.Unlock()
 		if ctx.Err() == nil {
-			c.log.Warn("connection lost; reconnecting", "addr", c.addr, "err", err)
+			c.log.Warn("connection lost; reconnecting", "addr", lost, "err", err)
 		}
 	}
 }
 
+// connect tries each address once, from the one in use, and keeps the
+// first that answers.
 func (c *Client) connect(ctx context.Context) (*transport.Conn, *wire.Reader, error) {
+	c.mu.Lock()
+	start := c.at
+	c.mu.Unlock()
+	var errs []error
+	for i := range c.addrs {
+		at := (start + i) % len(c.addrs)
+		conn, r, err := c.dial(ctx, c.addrs[at])
+		if err == nil {
+			c.mu.Lock()
+			c.at = at
+			c.mu.Unlock()
+			return conn, r, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", c.addrs[at], err))
+	}
+	return nil, nil, errors.Join(errs...)
+}
+
+func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.Reader, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", c.addr)
+	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,6 +296,17 @@ func (c *Client) connect(ctx context.Context) (*transport.Conn, *wire.Reader, er
 		return nil, nil, err
 	}
 	return conn, r, nil
+}
+
+// pinned gives a publish without a pubend the pubend of this client's
+// acknowledged publishes: resent through another broker it then goes to the
+// same pubend (or is refused there), never to another one, where the
+// pubend's deduplication could not see it.
+func (c *Client) pinned(req msg.Publish) msg.Publish {
+	if req.Pubend == "" {
+		req.Pubend = c.pubend
+	}
+	return req
 }
 
 func (c *Client) pendingInOrder() []*publish {
@@ -246,6 +323,11 @@ func (c *Client) pendingInOrder() []*publish {
 func (c *Client) dispatch(m msg.Msg) {
 	switch m := m.(type) {
 	case msg.PubAck:
+		c.mu.Lock()
+		if c.pubend == "" {
+			c.pubend = m.Pubend
+		}
+		c.mu.Unlock()
 		c.finish(m.Seq, Ack{Pubend: string(m.Pubend), Tick: uint64(m.Tick), Duplicate: m.Duplicate}, nil)
 	case msg.PubReject:
 		c.finish(m.Seq, Ack{}, fmt.Errorf("%w: %s", ErrRejected, m.Reason))
@@ -324,6 +406,7 @@ func (c *Client) PublishAsync(m Message) (<-chan Result, error) {
 		Pubend: msg.PubendID(c.opts.Pubend), Publisher: c.opts.ID, Seq: c.seq,
 		Topic: m.Topic, Props: props, Payload: m.Payload,
 	}}
+	p.req = c.pinned(p.req)
 	c.pending[c.seq] = p
 	p.seq = c.seq
 	if c.conn != nil {

@@ -13,16 +13,22 @@ import (
 // Subscription delivers the events matching one pattern, in tick order per
 // pubend, exactly once from its start token on.
 type Subscription struct {
-	c       *Client
-	name    string
-	events  chan Event
-	started chan struct{}
-	once    sync.Once
-	sendMu  sync.Mutex // held while sending on events, so end can close it safely
-	mu      sync.Mutex
-	token   map[string]uint64
-	err     error
-	ended   chan struct{}
+	c                 *Client
+	name              string
+	pattern, selector string
+	events            chan Event
+	started           chan struct{}
+	once              sync.Once
+	sendMu            sync.Mutex // held while sending on events, so end can close it safely
+	mu                sync.Mutex
+	token             map[string]uint64
+	// delivered is, per pubend, the highest tick delivered or covered by
+	// the token: after a resubscription, events at or below it are dropped
+	// (the new broker may start earlier), so none is delivered twice.
+	delivered map[string]uint64
+	moving    bool // the connection was lost; subscribing again
+	err       error
+	ended     chan struct{}
 }
 
 // Subscribe asks for every event whose topic matches pattern (words
@@ -50,12 +56,13 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 	}
 	c.mu.Lock()
 	c.nextSub++
-	s := &Subscription{c: c, name: fmt.Sprintf("s%d", c.nextSub), events: make(chan Event, c.opts.SubscriptionBuffer),
-		started: make(chan struct{}), ended: make(chan struct{})}
+	s := &Subscription{c: c, name: fmt.Sprintf("s%d", c.nextSub), pattern: pattern, selector: selector,
+		events: make(chan Event, c.opts.SubscriptionBuffer), started: make(chan struct{}), ended: make(chan struct{}),
+		delivered: map[string]uint64{}}
 	c.subs[s.name] = s
 	conn := c.conn
 	c.mu.Unlock()
-	if conn == nil || !conn.Send(msg.Subscribe{Sub: msg.SubID(s.name), Pattern: pattern, Selector: selector}) {
+	if conn == nil || !conn.Send(s.request()) {
 		c.mu.Lock()
 		delete(c.subs, s.name)
 		c.mu.Unlock()
@@ -72,17 +79,69 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 	}
 }
 
+func (s *Subscription) request() msg.Subscribe {
+	return msg.Subscribe{Sub: msg.SubID(s.name), Pattern: s.pattern, Selector: s.selector}
+}
+
+// moved marks a subscription whose connection was lost: it is asked for
+// again on the next one (Options.Resubscribe).
+func (s *Subscription) moved() {
+	s.mu.Lock()
+	s.moving = true
+	s.mu.Unlock()
+}
+
+func (s *Subscription) isMoving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.moving
+}
+
+// start puts the subscription in force from tok. After a resubscription it
+// first delivers a Gap notice for every pubend whose new start lies beyond
+// what was delivered: the events in between may have been missed.
 func (s *Subscription) start(tok msg.Token) {
 	s.mu.Lock()
+	first := s.token == nil
+	s.moving = false
+	var gaps []Gap
 	s.token = map[string]uint64{}
 	for p, t := range tok {
 		s.token[string(p)] = uint64(t)
+		had, ok := s.delivered[string(p)]
+		switch {
+		case first || !ok:
+			// A pubend new to this subscription starts at its token.
+		case uint64(t) > had:
+			gaps = append(gaps, Gap{Pubend: string(p), From: had, To: uint64(t)})
+		default:
+			continue // the new start is behind: keep dropping up to had
+		}
+		s.delivered[string(p)] = uint64(t)
 	}
 	s.mu.Unlock()
-	close(s.started)
+	sort.Slice(gaps, func(i, j int) bool { return gaps[i].Pubend < gaps[j].Pubend })
+	for i := range gaps {
+		s.send(Event{Pubend: gaps[i].Pubend, Gap: &gaps[i]})
+	}
+	if first {
+		close(s.started)
+	}
 }
 
 func (s *Subscription) deliver(e *msg.Event) {
+	p := string(e.Pubend)
+	s.mu.Lock()
+	if uint64(e.Tick) <= s.delivered[p] {
+		s.mu.Unlock()
+		return // delivered before a resubscription
+	}
+	s.delivered[p] = uint64(e.Tick)
+	s.mu.Unlock()
+	s.send(eventOf(e))
+}
+
+func (s *Subscription) send(ev Event) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	select {
@@ -91,7 +150,7 @@ func (s *Subscription) deliver(e *msg.Event) {
 	default:
 	}
 	select {
-	case s.events <- eventOf(e):
+	case s.events <- ev:
 	case <-s.ended:
 	}
 }

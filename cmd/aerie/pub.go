@@ -49,7 +49,7 @@ func parseProp(kv string) (string, any, error) {
 func runPub(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie pub", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("connect", "127.0.0.1:7201", "broker client address")
+	addr := fs.String("connect", "127.0.0.1:7201", "broker client addresses, comma-separated: the first that answers is used, the next when it fails (unacknowledged publishes go again to the same pubend, never to another)")
 	topic := fs.String("topic", "demo", "topic")
 	var props propFlags
 	fs.Var(&props, "prop", "property name=value (repeatable); value is a JSON literal when it parses as one, else a string")

@@ -16,14 +16,14 @@ import (
 func runSub(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie sub", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("connect", "127.0.0.1:7203", "broker client address")
+	addr := fs.String("connect", "127.0.0.1:7203", "broker client addresses, comma-separated: the first that answers is used, and the subscription moves to the next when its broker fails")
 	topic := fs.String("topic", ">", "topic pattern: words separated by dots, * one word, > the rest")
 	selector := fs.String("selector", "", "JMS SQL-92 selector over properties, e.g. \"region = 'EU' AND qty > 3\" (docs/SELECTORS.md)")
 	count := fs.Int("count", 0, "exit 0 after this many events (0: run until interrupted)")
 	timeout := fs.Duration("timeout", 0, "exit 1 if --count events have not arrived this long after subscribing (0: no limit)")
 	asJSON := fs.Bool("json", false, "one JSON object per event on stdout")
-	durable := fs.String("durable", "", "durable subscription name (arrives with the durable-subscription issue)")
-	from := fs.String("from", "", "resume token of a durable subscription (arrives with the durable-subscription issue)")
+	durable := fs.String("durable", "", "durable subscription name (not supported yet)")
+	from := fs.String("from", "", "resume token of a durable subscription (not supported yet)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -42,7 +42,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	c, err := client.Dial(ctx, *addr, client.Options{RetryDial: *timeout > 0})
+	c, err := client.Dial(ctx, *addr, client.Options{RetryDial: *timeout > 0, Resubscribe: true})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1
@@ -71,6 +71,13 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "aerie sub: subscription ended after %d events: %v\n", got, sub.Err())
 				return 1
 			}
+			if ev.Gap != nil {
+				// The subscription moved to another broker (or reconnected)
+				// and starts again beyond what it had delivered.
+				fmt.Fprintf(stderr, "aerie sub: resubscribed; events of %s in ticks (%d, %d] may have been missed\n", ev.Gap.Pubend, ev.Gap.From, ev.Gap.To)
+				writeGap(out, *ev.Gap, *asJSON)
+				continue
+			}
 			got++
 			writeEvent(out, ev, *asJSON)
 			if *count > 0 && got >= *count {
@@ -82,6 +89,26 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+}
+
+// writeGap writes a gap notice: with --json as
+// {"gap":{"pubend":"P1","from":T0,"to":T1}} (DESIGN.md §6b).
+func writeGap(w *bufio.Writer, g client.Gap, asJSON bool) {
+	if asJSON {
+		type gap struct {
+			Pubend string `json:"pubend"`
+			From   uint64 `json:"from"`
+			To     uint64 `json:"to"`
+		}
+		b, _ := json.Marshal(struct {
+			Gap gap `json:"gap"`
+		}{gap{g.Pubend, g.From, g.To}})
+		w.Write(b)
+		w.WriteByte('\n')
+	} else {
+		fmt.Fprintf(w, "%s gap (%d,%d]\n", g.Pubend, g.From, g.To)
+	}
+	w.Flush()
 }
 
 func writeEvent(w *bufio.Writer, ev client.Event, asJSON bool) {
