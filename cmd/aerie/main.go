@@ -23,8 +23,9 @@ func commands() map[string]command {
 		"broker":     {"run one broker of a network: --config FILE --id ID", runBroker},
 		"pub":        {"publish events: --connect ADDR --topic T --prop k=v --count N", runPub},
 		"sub":        {"subscribe and print events: --connect ADDR --topic PATTERN [--json]", runSub},
-		"experiment": {"reproduce seed 000 §4.2's failure experiments with real processes, with plots", runExperiment},
+		"experiment": {"reproduce the failure experiments of Gryphon GD (DSN 2002 §4.2) with real processes, with plots", runExperiment},
 		"bench":      {"benchmark workloads side by side with NATS: --workload NAME --peer nats --json", runBench},
+		"chaos":      {"run a network as processes, kill, stall and cut it, and check every delivery: --duration DUR --seed S", runChaos},
 	}
 }
 

@@ -24,30 +24,12 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	// This broker dials every member of its upstream cells (a link bundle)
 	// and the members of its own cell whose ids sort after its own.
 	ups := map[msg.NodeID]string{}
-	dial := func(peer msg.NodeID) error {
-		pb, ok := n.Broker(string(peer))
+	for _, peer := range n.Dials(id) {
+		pb, ok := n.Broker(peer)
 		if !ok {
-			return fmt.Errorf("broker %q: neighbour %q not found", id, peer)
+			return broker.Options{}, fmt.Errorf("broker %q: neighbour %q not found", id, peer)
 		}
-		ups[peer] = pb.Listen
-		return nil
-	}
-	for _, r := range routes {
-		if r.Up == "" {
-			continue
-		}
-		for _, m := range cells[r.Up] {
-			if err := dial(m); err != nil {
-				return broker.Options{}, err
-			}
-		}
-	}
-	for _, p := range n.Peers(id) {
-		if p > id {
-			if err := dial(msg.NodeID(p)); err != nil {
-				return broker.Options{}, err
-			}
-		}
+		ups[msg.NodeID(peer)] = pb.Listen
 	}
 	data := b.Data
 	if data != "" && !filepath.IsAbs(data) {

@@ -26,6 +26,9 @@
 // the links reachable downward from its PHB's cell must form a tree [000 §3];
 // Routes turns that tree into one broker's gd.Route list.
 //
+// A [chaos] table configures the chaos monkey: spare = ["p1"] names the
+// brokers it never touches (its blind spots); `aerie chaos` honours it.
+//
 // A cell of several brokers is a redundant intermediate virtual broker
 // (seed 000 §3): its brokers share the cell's place in every tree, each
 // with its own replica of the streams, and every link to or from the cell
@@ -50,6 +53,14 @@ type Network struct {
 	Seeds   []string
 	Brokers []Broker
 	Links   []Link
+	// Chaos is the [chaos] table; nil when absent.
+	Chaos *Chaos
+}
+
+// Chaos is the [chaos] table: what the chaos monkey may do.
+type Chaos struct {
+	// Spare lists the brokers the monkey never touches.
+	Spare []string
 }
 
 // Broker is one [[broker]] table.
@@ -73,7 +84,8 @@ type Link struct {
 
 // Keys of the format, in the order Marshal writes them.
 var (
-	topKeys    = []string{"seeds", "broker", "link"}
+	topKeys    = []string{"seeds", "broker", "link", "chaos"}
+	chaosKeys  = []string{"spare"}
 	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip"}
 	linkKeys   = []string{"up", "down"}
 )
@@ -211,6 +223,27 @@ func (n *Network) SeedAddrs() []string {
 		}
 		if n.Seeds == nil || slices.Contains(n.Seeds, b.ID) {
 			out = append(out, b.Gossip)
+		}
+	}
+	return out
+}
+
+// Dials returns the brokers that broker id connects to: every member of its
+// upstream cells (a link bundle), and the members of its own cell whose ids
+// sort after its own. The others connect to it.
+func (n *Network) Dials(id string) []string {
+	var out []string
+	cells := n.Cells()
+	for _, r := range n.Routes(id) {
+		for _, m := range cells[r.Up] {
+			if r.Up != "" && !slices.Contains(out, string(m)) {
+				out = append(out, string(m))
+			}
+		}
+	}
+	for _, p := range n.Peers(id) {
+		if p > id {
+			out = append(out, p)
 		}
 	}
 	return out

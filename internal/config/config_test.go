@@ -164,6 +164,18 @@ dwn = "a"
 			`net.toml:10:1: link has no down cell`,
 			`net.toml:12:1: unknown key "dwn" in [[link]] (did you mean "down"?)`,
 		}},
+		{"chaos: unknown broker and key", `[[broker]]
+id = "p1"
+listen = "h:1"
+[chaos]
+spare = ["p2"]
+interval = 3
+`, []string{
+			`net.toml:4:1: chaos.spare: unknown broker "p2" (did you mean "p1"?)`,
+			`net.toml:6:1: unknown key "interval" in [chaos]`,
+		}},
+		{"chaos: spare of the wrong type", "[[broker]]\nid = \"p1\"\nlisten = \"h:1\"\n[chaos]\nspare = \"p1\"\n",
+			[]string{`net.toml:4:1: chaos.spare must be an array of broker ids (strings), not a string`}},
 		{"unknown key in an inline table", `broker = [{id = "a", listen = "h:1"}, {id = "b", listen = "h:2", lsten = "h:3"}]`,
 			[]string{`net.toml:1:66: unknown key "lsten" in [[broker]] (did you mean "listen"?)`}},
 		{"wrong types", `[[broker]]
@@ -506,6 +518,11 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"design example", mustParse(t, designExample)},
 		{"four levels", mustParse(t, fourLevels)},
 		{"dev", Dev("/tmp/aerie dev", 7100)},
+		{"spared by the chaos monkey", func() *Network {
+			n := Dev("/tmp/aerie dev", 7100)
+			n.Chaos = &Chaos{Spare: []string{"p1", "s2"}}
+			return n
+		}()},
 		{"awkward strings", &Network{
 			Brokers: []Broker{
 				{ID: `a"b\c`, Cell: "tab\there", Listen: "[::1]:1", Data: "dïr/ü\x01", Pubends: []string{"P 1", "#P2", "P=3"}},

@@ -16,6 +16,11 @@ type rawNetwork struct {
 	Seeds  any         `toml:"seeds"`
 	Broker []rawBroker `toml:"broker"`
 	Link   []rawLink   `toml:"link"`
+	Chaos  *rawChaos   `toml:"chaos"`
+}
+
+type rawChaos struct {
+	Spare any `toml:"spare"`
 }
 
 type rawBroker struct {
@@ -108,6 +113,12 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		n.Brokers = append(n.Brokers, b)
 	}
 	n.Seeds = p.seeds(raw.Seeds)
+	if raw.Chaos != nil {
+		n.Chaos = &Chaos{}
+		if raw.Chaos.Spare != nil {
+			n.Chaos.Spare = p.ids("chaos", "chaos.spare", raw.Chaos.Spare)
+		}
+	}
 	for i, rl := range raw.Link {
 		n.Links = append(n.Links, Link{
 			Up:   p.str(fieldRef{"link", i, "up"}, rl.Up, bad),
@@ -153,7 +164,11 @@ func (p *problems) strings(f fieldRef, v any, bad map[fieldRef]bool) []string {
 
 // seeds converts the top-level seeds key: nil when absent or mistyped
 // (reported here, so check does not also complain).
-func (p *problems) seeds(v any) []string {
+func (p *problems) seeds(v any) []string { return p.ids("seeds", "seeds", v) }
+
+// ids converts a list of broker ids named name, reported at top-level key
+// at; nil when absent or mistyped.
+func (p *problems) ids(at, name string, v any) []string {
 	if v == nil {
 		return nil
 	}
@@ -165,7 +180,7 @@ func (p *problems) seeds(v any) []string {
 		out = append(out, s)
 	}
 	if !ok {
-		p.top("seeds", "seeds must be an array of broker ids (strings), not %s", typeName(v))
+		p.top(at, "%s must be an array of broker ids (strings), not %s", name, typeName(v))
 		return nil
 	}
 	return out
@@ -182,7 +197,7 @@ func (p *problems) who(b Broker, i int) string {
 // unknownKeys reports every key the format does not define, once per
 // occurrence, but not the keys inside an unknown table or a mistyped value.
 func (p *problems) unknownKeys(md toml.MetaData) {
-	known := map[string][]string{"broker": brokerKeys, "link": linkKeys}
+	known := map[string][]string{"broker": brokerKeys, "link": linkKeys, "chaos": chaosKeys}
 	undecoded := md.Undecoded()
 	isUndecoded := map[string]bool{}
 	for _, k := range undecoded {
@@ -202,7 +217,11 @@ func (p *problems) unknownKeys(md toml.MetaData) {
 			if len(k) == 2 && slices.Contains(topKeys, k[1]) {
 				hint = fmt.Sprintf(" (%s is a top-level key: put it before the first table)", k[1])
 			}
-			p.at(line, col, "unknown key %q in [[%s]]%s", toml.Key(k[1:]).String(), k[0], hint)
+			table := "[[" + k[0] + "]]"
+			if k[0] == "chaos" {
+				table = "[chaos]" // a table, not an array of tables
+			}
+			p.at(line, col, "unknown key %q in %s%s", toml.Key(k[1:]).String(), table, hint)
 			continue
 		}
 		p.at(line, col, "unknown key %q%s", ks, suggest(k[0], topKeys))

@@ -54,6 +54,14 @@ func (n *Network) Marshal() ([]byte, error) {
 		fmt.Fprintf(&b, "%-4s = %s\n", "up", quote(l.Up))
 		fmt.Fprintf(&b, "%-4s = %s\n", "down", quote(l.Down))
 	}
+	if n.Chaos != nil {
+		b.WriteString("\n[chaos]\n")
+		q := make([]string, len(n.Chaos.Spare))
+		for i, s := range n.Chaos.Spare {
+			q[i] = quote(s)
+		}
+		fmt.Fprintf(&b, "spare = [%s]\n", strings.Join(q, ", "))
+	}
 	return b.Bytes(), nil
 }
 

@@ -16,8 +16,26 @@ func (n *Network) check(p *problems, bad map[fieldRef]bool) {
 	}
 	cells := n.checkBrokers(p, bad)
 	n.checkSeeds(p, bad)
+	n.checkChaos(p)
 	n.checkLinks(p, bad, cells)
 	n.checkTrees(p)
+}
+
+// checkChaos: every spared broker exists.
+func (n *Network) checkChaos(p *problems) {
+	if n.Chaos == nil {
+		return
+	}
+	ids := make([]string, 0, len(n.Brokers))
+	for _, b := range n.Brokers {
+		ids = append(ids, b.ID)
+	}
+	slices.Sort(ids)
+	for _, s := range n.Chaos.Spare {
+		if _, ok := n.Broker(s); !ok {
+			p.top("chaos", "chaos.spare: unknown broker %q%s", s, knownCells(s, ids))
+		}
+	}
 }
 
 // checkBrokers checks ids, cells, addresses and pubends; it returns the set

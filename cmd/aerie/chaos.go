@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/chaos"
+	"github.com/aerie-mq/aerie/internal/config"
+)
+
+// runChaos implements `aerie chaos` (DESIGN.md §6b).
+func runChaos(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aerie chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "network config to run (default: the dev network plus a redundant cell c = {c1, c2} feeding s3); its [chaos] spare list is never touched")
+	duration := fs.Duration("duration", 90*time.Second, "how long to inject faults; healing and the final check come after")
+	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the published events (default: from the clock, printed)")
+	faults := fs.String("faults", strings.Join(chaos.AllFaults, ","), "fault kinds: kill (SIGKILL and restart), stall (SIGSTOP, SIGCONT), cut and linkstall (a link through a proxy)")
+	dir := fs.String("dir", "", "directory for the brokers' configs, logs and (default network) data (default: a fresh temporary directory, printed)")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "aerie chaos: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	o := chaos.Options{Duration: *duration, Seed: *seed, Out: stdout, Progress: stderr}
+	if *faults != "" {
+		o.Faults = strings.Split(*faults, ",")
+	}
+	if *cfgPath != "" {
+		n, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie chaos: %v\n", err)
+			return 2
+		}
+		o.Network, o.Base = n, filepath.Dir(*cfgPath)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie chaos: cannot find the aerie binary to run brokers: %v\n", err)
+		return 1
+	}
+	o.Bin = bin
+	if o.Dir = *dir; o.Dir == "" {
+		if o.Dir, err = os.MkdirTemp("", "aerie-chaos-"); err != nil {
+			fmt.Fprintf(stderr, "aerie chaos: %v\n", err)
+			return 1
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := chaos.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie chaos: %v\n", err)
+		if errors.Is(err, chaos.ErrUnrunnable) {
+			return 2
+		}
+		return 1
+	}
+	fmt.Fprintln(stdout, res.Summary())
+	if len(res.Violations) > 0 {
+		return 1
+	}
+	return 0
+}
