@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -122,4 +124,44 @@ func (p *procs) takeDied() []string {
 	d := p.died
 	p.died = nil
 	return d
+}
+
+// usage sums the resident memory and open files of the running brokers,
+// from /proc (zero where it cannot be read), for the soak's record of
+// resource growth.
+func (p *procs) usage() (rssKiB, files int) {
+	p.mu.Lock()
+	pids := make([]int, 0, len(p.running))
+	for _, pr := range p.running {
+		pids = append(pids, pr.cmd.Process.Pid)
+	}
+	p.mu.Unlock()
+	for _, pid := range pids {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+					kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+					rssKiB += kb
+				}
+			}
+		}
+		if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
+			files += len(fds)
+		}
+	}
+	return rssKiB, files
+}
+
+// diskUsage is the size of the files under dir.
+func diskUsage(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

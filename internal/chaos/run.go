@@ -181,8 +181,11 @@ func (m *monkey) run(ctx context.Context, o Options, c *checker, outMu *sync.Mut
 			}
 			if now.Sub(lastProgress) >= 5*time.Second {
 				lastProgress = now
+				rss, files := m.procs.usage()
+				disk := diskUsage(o.Dir)
 				c.mu.Lock()
-				fmt.Fprintf(o.Progress, "chaos: %3.0fs: %d faults, %d events delivered, %d violations\n", now.Sub(m.began).Seconds(), len(m.faults), c.delivered, len(c.violations))
+				fmt.Fprintf(o.Progress, "chaos: %3.0fs: %d faults, %d events delivered, %d violations; brokers %d MiB RSS, %d open files; %d MiB on disk\n",
+					now.Sub(m.began).Seconds(), len(m.faults), c.delivered, len(c.violations), rss>>10, files, disk>>20)
 				c.mu.Unlock()
 			}
 			if !now.Before(end) {
