@@ -52,6 +52,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
 		return 2
 	}
+	if opts.Monkey != nil {
+		// As kill -9 would: no graceful shutdown, no flush; the exit
+		// status says it was the monkey (128 + SIGKILL).
+		opts.Monkey.Crash = func() { os.Exit(137) }
+	}
 	opts.GD.GapCuriosityThreshold, opts.GD.NackRepetitionMin = *gct, *nrt
 	opts.GD.ForgettingInterval = min(opts.GD.ForgettingInterval, *nrt)
 	opts.GD.AckExpectedThreshold, opts.GD.DelayCuriosityThreshold = *aet, *dct

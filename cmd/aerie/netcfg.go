@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
@@ -35,8 +36,15 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	if data != "" && !filepath.IsAbs(data) {
 		data = filepath.Join(base, data)
 	}
+	var monkey *broker.Monkey
+	if c := n.Chaos; c != nil && c.Interval > 0 && !slices.Contains(c.Spare, id) {
+		// Crash stays nil here: only a broker that has its process to
+		// itself may end it (runBroker sets it).
+		monkey = &broker.Monkey{Interval: c.Interval, Faults: c.Faults}
+	}
 	return broker.Options{
-		ID: msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
+		Monkey: monkey,
+		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
 		Upstreams: ups, DataDir: data, Logger: logger,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),

@@ -84,6 +84,8 @@ type Options struct {
 	// GossipTiming overrides mlist.LoopbackTiming() (nil: that), e.g. for
 	// tests on a loaded host.
 	GossipTiming *memberlist.Config
+	// Monkey runs the chaos monkey in this broker (nil: none).
+	Monkey *Monkey
 }
 
 // Node is one running broker.
@@ -112,6 +114,8 @@ type Node struct {
 	inflight *gd.Ready
 	fetching int // fetches handed to the persister and not yet returned
 	nextCID  uint64
+	monkey   *monkeyState   // nil without a monkey
+	chaos    map[string]int // the monkey's actions so far, by kind
 	view     member.View   // the last installed membership view
 	change   member.Change // how it differs from the one before
 	hasView  bool
@@ -208,7 +212,7 @@ func New(opts Options) (*Node, error) {
 		inc:   inc,
 		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096), syncRes: make(chan syncResult, 1),
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[uint64]*client{},
-		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}),
+		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}), chaos: map[string]int{},
 	}
 	members := func(c msg.NodeID) []msg.NodeID {
 		if ms, ok := opts.Cells[c]; ok {
@@ -401,10 +405,14 @@ func (n *Node) loop(ctx context.Context, persist chan<- job) error {
 	defer t.Stop()
 	trim := time.NewTicker(n.opts.TrimInterval)
 	defer trim.Stop()
+	n.monkey = newMonkey(n.opts.Monkey)
+	defer n.monkey.stop()
 	for {
 		select {
 		case <-trim.C:
 			n.trim()
+		case <-n.monkey.fired():
+			n.monkeyAct()
 		case <-ctx.Done():
 			if n.inflight != nil {
 				// Finish the fsync in flight so its publishers get their acks.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"maps"
 	"sort"
 
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -19,6 +20,8 @@ type Status struct {
 	LogNext  uint64 `json:"log_next"`
 	// Membership is the installed membership view (nil: no membership).
 	Membership *MembershipStatus `json:"membership,omitempty"`
+	// Chaos counts the chaos monkey's actions, by kind (nil: no monkey).
+	Chaos map[string]int `json:"chaos,omitempty"`
 }
 
 // Status asks the loop for a snapshot.
@@ -45,5 +48,8 @@ func (n *Node) snapshot() Status {
 	sort.Strings(s.Peers)
 	s.LogFirst, s.LogNext = n.logFirst, n.logNext
 	s.Membership = n.membershipStatus()
+	if n.monkey != nil {
+		s.Chaos = maps.Clone(n.chaos)
+	}
 	return s
 }

@@ -113,6 +113,12 @@ func prepare(ctx context.Context, n *config.Network, base, dir string) (*network
 	}
 	for _, b := range n.Brokers {
 		cfg := *n
+		if n.Chaos != nil {
+			// aerie chaos injects the faults itself: the brokers' own
+			// monkeys stay off (a crash they caused would count as one
+			// nobody caused).
+			cfg.Chaos = &config.Chaos{Spare: n.Chaos.Spare}
+		}
 		cfg.Brokers = slices.Clone(n.Brokers)
 		for i := range cfg.Brokers {
 			o := &cfg.Brokers[i]

@@ -27,7 +27,11 @@
 // Routes turns that tree into one broker's gd.Route list.
 //
 // A [chaos] table configures the chaos monkey: spare = ["p1"] names the
-// brokers it never touches (its blind spots); `aerie chaos` honours it.
+// brokers it never touches (its blind spots), which `aerie chaos` honours
+// too. With interval = "10m" every other broker runs the monkey in its own
+// process: about once per interval it crashes itself (as kill -9 would,
+// leaving the restart to its supervisor) or drops every link, as
+// faults = ["crash", "links"] (the default) allow.
 //
 // A cell of several brokers is a redundant intermediate virtual broker
 // (seed 000 §3): its brokers share the cell's place in every tree, each
@@ -39,6 +43,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -61,7 +66,16 @@ type Network struct {
 type Chaos struct {
 	// Spare lists the brokers the monkey never touches.
 	Spare []string
+	// Interval is the mean time between the in-process monkey's actions;
+	// 0 (no interval key) leaves it off.
+	Interval time.Duration
+	// Faults are the actions it may take (ChaosFaults); nil: all.
+	Faults []string
 }
+
+// ChaosFaults are the in-process monkey's actions: crash the broker, or
+// drop every link of it.
+var ChaosFaults = []string{"crash", "links"}
 
 // Broker is one [[broker]] table.
 type Broker struct {
@@ -85,7 +99,7 @@ type Link struct {
 // Keys of the format, in the order Marshal writes them.
 var (
 	topKeys    = []string{"seeds", "broker", "link", "chaos"}
-	chaosKeys  = []string{"spare"}
+	chaosKeys  = []string{"spare", "interval", "faults"}
 	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip"}
 	linkKeys   = []string{"up", "down"}
 )

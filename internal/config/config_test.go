@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -169,10 +170,14 @@ id = "p1"
 listen = "h:1"
 [chaos]
 spare = ["p2"]
-interval = 3
+interval = "10ms"
+faults = ["crash", "reboot"]
+every = 3
 `, []string{
+			`net.toml:4:1: chaos.interval 10ms is below 1s: the network would do nothing but recover`,
 			`net.toml:4:1: chaos.spare: unknown broker "p2" (did you mean "p1"?)`,
-			`net.toml:6:1: unknown key "interval" in [chaos]`,
+			`net.toml:4:1: chaos.faults: unknown fault "reboot" (known: crash, links)`,
+			`net.toml:8:1: unknown key "every" in [chaos]`,
 		}},
 		{"chaos: spare of the wrong type", "[[broker]]\nid = \"p1\"\nlisten = \"h:1\"\n[chaos]\nspare = \"p1\"\n",
 			[]string{`net.toml:4:1: chaos.spare must be an array of broker ids (strings), not a string`}},
@@ -520,7 +525,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"dev", Dev("/tmp/aerie dev", 7100)},
 		{"spared by the chaos monkey", func() *Network {
 			n := Dev("/tmp/aerie dev", 7100)
-			n.Chaos = &Chaos{Spare: []string{"p1", "s2"}}
+			n.Chaos = &Chaos{Spare: []string{"p1", "s2"}, Interval: 90 * time.Second, Faults: []string{"links"}}
 			return n
 		}()},
 		{"awkward strings", &Network{

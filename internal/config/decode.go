@@ -20,7 +20,9 @@ type rawNetwork struct {
 }
 
 type rawChaos struct {
-	Spare any `toml:"spare"`
+	Spare    any `toml:"spare"`
+	Interval any `toml:"interval"`
+	Faults   any `toml:"faults"`
 }
 
 type rawBroker struct {
@@ -117,6 +119,21 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		n.Chaos = &Chaos{}
 		if raw.Chaos.Spare != nil {
 			n.Chaos.Spare = p.ids("chaos", "chaos.spare", raw.Chaos.Spare)
+		}
+		if raw.Chaos.Interval != nil {
+			s, _ := raw.Chaos.Interval.(string)
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				p.top("chaos", "chaos.interval must be a duration such as \"10m\", not %v", raw.Chaos.Interval)
+			case d < time.Second:
+				p.top("chaos", "chaos.interval %v is below 1s: the network would do nothing but recover", d)
+			default:
+				n.Chaos.Interval = d
+			}
+		}
+		if raw.Chaos.Faults != nil {
+			n.Chaos.Faults = p.ids("chaos", "chaos.faults", raw.Chaos.Faults)
 		}
 	}
 	for i, rl := range raw.Link {

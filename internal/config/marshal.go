@@ -54,13 +54,24 @@ func (n *Network) Marshal() ([]byte, error) {
 		fmt.Fprintf(&b, "%-4s = %s\n", "up", quote(l.Up))
 		fmt.Fprintf(&b, "%-4s = %s\n", "down", quote(l.Down))
 	}
-	if n.Chaos != nil {
+	if c := n.Chaos; c != nil {
 		b.WriteString("\n[chaos]\n")
-		q := make([]string, len(n.Chaos.Spare))
-		for i, s := range n.Chaos.Spare {
-			q[i] = quote(s)
+		list := func(key string, xs []string) {
+			q := make([]string, len(xs))
+			for i, s := range xs {
+				q[i] = quote(s)
+			}
+			fmt.Fprintf(&b, "%-8s = [%s]\n", key, strings.Join(q, ", "))
 		}
-		fmt.Fprintf(&b, "spare = [%s]\n", strings.Join(q, ", "))
+		if c.Spare != nil {
+			list("spare", c.Spare)
+		}
+		if c.Interval > 0 {
+			kv(&b, "interval", c.Interval.String())
+		}
+		if c.Faults != nil {
+			list("faults", c.Faults)
+		}
 	}
 	return b.Bytes(), nil
 }

@@ -36,6 +36,11 @@ func (n *Network) checkChaos(p *problems) {
 			p.top("chaos", "chaos.spare: unknown broker %q%s", s, knownCells(s, ids))
 		}
 	}
+	for _, f := range n.Chaos.Faults {
+		if !slices.Contains(ChaosFaults, f) {
+			p.top("chaos", "chaos.faults: unknown fault %q (known: %s)", f, strings.Join(ChaosFaults, ", "))
+		}
+	}
 }
 
 // checkBrokers checks ids, cells, addresses and pubends; it returns the set
