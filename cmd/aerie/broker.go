@@ -17,6 +17,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/ops"
 )
 
 // runBroker implements `aerie broker --config FILE --id ID`.
@@ -25,7 +26,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "network config (TOML, see README)")
 	id := fs.String("id", "", "this broker's id in the config")
-	httpAddr := fs.String("http", "", "serve /status (JSON) and a dashboard on this address (empty: none)")
+	httpAddr := fs.String("http", "", "serve /metrics (Prometheus), /healthz, /readyz, /status (JSON) and a dashboard on this address (default: the broker's http key in the config; empty: none)")
 	def := gd.DefaultConfig()
 	gct := fs.Duration("gct", def.GapCuriosityThreshold, "gap curiosity threshold: nack a gap after this long (seed 000 §4.2)")
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
@@ -78,13 +79,17 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
+	if *httpAddr == "" {
+		b, _ := n.Broker(*id)
+		*httpAddr = b.HTTP
+	}
 	if *httpAddr != "" {
 		ln, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie broker: --http: %v\n", err)
 			return 2
 		}
-		srv := &http.Server{Handler: dashboard([]*broker.Node{node}), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: ops.Handler([]*broker.Node{node}), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 	}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"html/template"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/ops"
 )
 
 // runDev implements `aerie dev`: the default network (one PHB with pubends
@@ -27,7 +26,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory, printed)")
-	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard address (empty: no dashboard)")
+	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard, /metrics, /healthz, /readyz and /status address (empty: none)")
 	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…, membership (gossip) on base+201…")
 	verbose := fs.Bool("v", false, "log every broker event to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -113,7 +112,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie dev: dashboard: %v (use --http to pick another address, or --http '' for none)\n", err)
 		} else {
-			srv = &http.Server{Handler: dashboard(nodes), ReadHeaderTimeout: 5 * time.Second}
+			srv = &http.Server{Handler: ops.Handler(nodes), ReadHeaderTimeout: 5 * time.Second}
 			go srv.Serve(ln)
 		}
 	}
@@ -158,7 +157,7 @@ func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, di
 	}
 	fmt.Fprintf(w, "\n  data        %s\n  config      %s  (aerie broker --config %s --id p1 … runs it as processes)\n", dir, cfgPath, cfgPath)
 	if srv != nil {
-		fmt.Fprintf(w, "  dashboard   http://%s/\n", httpAddr)
+		fmt.Fprintf(w, "  dashboard   http://%s/  (metrics at /metrics, probes at /healthz and /readyz)\n", httpAddr)
 	}
 	var pubAddr, subAddr string
 	for i, b := range netw.Brokers {
@@ -174,39 +173,4 @@ func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, di
 	fmt.Fprintf(w, "\nIn another terminal:\n")
 	fmt.Fprintf(w, "  go run ./cmd/aerie sub --connect %s --topic 'orders.>' --json\n", subAddr)
 	fmt.Fprintf(w, "  go run ./cmd/aerie pub --connect %s --topic orders.eu --prop qty=3 --count 10\n\n", pubAddr)
-}
-
-var dashTmpl = template.Must(template.New("d").Parse(`<!doctype html><html><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="1"><title>aerie dev</title>
-<style>body{font:14px system-ui;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}h2{margin:.3em 0}</style></head><body>
-<h1>aerie dev</h1><p>Refreshes every second. JSON: <a href="/status">/status</a></p>
-{{range .}}<h2>{{.ID}}</h2><p>peers {{.Peers}} · clients {{.Clients}} · delivered {{.Stats.Delivered}} · nacks sent {{.Stats.NacksSent}} · retransmissions {{.Stats.Retransmissions}} · contradictions {{.Stats.Contradictions}}</p>
-{{with .Membership}}<p>membership {{.Self}} on {{.Gossip}} · view {{.ViewID}} · elder {{.Elder}} · members {{.Members}}</p>{{end}}
-<table><tr><th>pubend</th><th>hosted</th><th>final (L)</th><th>doubt horizon</th><th>known</th><th>ack prefix</th><th>runs</th><th>gaps</th></tr>
-{{range .Streams}}<tr><td>{{.Pubend}}</td><td>{{.Hosted}}</td><td>{{.Final}}</td><td>{{.DoubtHorizon}}</td><td>{{.KnownHi}}</td><td>{{.AckPrefix}}</td><td>{{.Runs}}</td><td>{{.Gaps}}</td></tr>{{end}}</table>{{end}}
-</body></html>`))
-
-func dashboard(nodes []*broker.Node) http.Handler {
-	statuses := func(r *http.Request) []broker.Status {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		var out []broker.Status
-		for _, n := range nodes {
-			if s, err := n.Status(ctx); err == nil {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(statuses(r))
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		dashTmpl.Execute(w, statuses(r))
-	})
-	return mux
 }

@@ -63,13 +63,18 @@ func (s *monkeyState) stop() {
 	}
 }
 
+// faults are the actions allowed.
+func (s *monkeyState) faults() []string {
+	if len(s.m.Faults) == 0 {
+		return []string{"crash", "links"}
+	}
+	return s.m.Faults
+}
+
 // monkeyAct takes one action (on the loop goroutine).
 func (n *Node) monkeyAct() {
 	s := n.monkey
-	faults := s.m.Faults
-	if len(faults) == 0 {
-		faults = []string{"crash", "links"}
-	}
+	faults := s.faults()
 	action := faults[s.rng.IntN(len(faults))]
 	if action == "crash" && s.m.Crash == nil {
 		action = "links"

@@ -116,8 +116,8 @@ type Node struct {
 	nextCID  uint64
 	monkey   *monkeyState   // nil without a monkey
 	chaos    map[string]int // the monkey's actions so far, by kind
-	view     member.View   // the last installed membership view
-	change   member.Change // how it differs from the one before
+	view     member.View    // the last installed membership view
+	change   member.Change  // how it differs from the one before
 	hasView  bool
 	// Copies of the log's bounds for Status: the log itself belongs to the
 	// persister while a batch is in flight.
@@ -407,6 +407,11 @@ func (n *Node) loop(ctx context.Context, persist chan<- job) error {
 	defer trim.Stop()
 	n.monkey = newMonkey(n.opts.Monkey)
 	defer n.monkey.stop()
+	if n.monkey != nil {
+		for _, f := range n.monkey.faults() {
+			n.chaos[f] = 0 // counted from zero, so alerts see the series at once
+		}
+	}
 	for {
 		select {
 		case <-trim.C:

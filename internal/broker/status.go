@@ -2,8 +2,12 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
 	"sort"
+
+	"github.com/aerie-mq/aerie/internal/msg"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 )
@@ -52,4 +56,32 @@ func (n *Node) snapshot() Status {
 		s.Chaos = maps.Clone(n.chaos)
 	}
 	return s
+}
+
+// Ready reports whether the broker can do its job, and if not, why: it
+// listens, its loop answers, and it has a link to at least one member of
+// every upstream cell (a broker that only hosts pubends needs none).
+func (n *Node) Ready(ctx context.Context) (bool, string) {
+	select {
+	case <-n.listening:
+	default:
+		return false, "not listening yet"
+	}
+	st, err := n.Status(ctx)
+	if err != nil {
+		return false, "its loop does not answer: " + err.Error()
+	}
+	for _, r := range n.opts.Routes {
+		if r.Up == "" {
+			continue
+		}
+		members := n.opts.Cells[r.Up]
+		if members == nil {
+			members = []msg.NodeID{r.Up}
+		}
+		if !slices.ContainsFunc(members, func(m msg.NodeID) bool { return slices.Contains(st.Peers, string(m)) }) {
+			return false, fmt.Sprintf("no link to upstream cell %s (pubend %s)", r.Up, r.Pubend)
+		}
+	}
+	return true, ""
 }

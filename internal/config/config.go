@@ -10,6 +10,7 @@
 //	data    = "data/p1"           # optional for brokers without durable state
 //	pubends = ["P1", "P2"]        # makes this broker a PHB for these pubends
 //	gossip  = "127.0.0.1:7301"    # membership (memberlist UDP+TCP); optional
+//	http    = "127.0.0.1:7401"    # /metrics, /healthz, /readyz, dashboard; optional
 //
 //	[[link]]                      # from an upstream cell to a downstream cell
 //	up   = "phb"
@@ -88,6 +89,9 @@ type Broker struct {
 	// Gossip is the membership address (memberlist, UDP and TCP on one
 	// port); "" runs no membership on this broker.
 	Gossip string
+	// HTTP serves /metrics, /healthz, /readyz, /status and a dashboard;
+	// "" serves none.
+	HTTP string
 }
 
 // Link is one [[link]] table: a virtual link from the upstream cell Up to
@@ -100,7 +104,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http"}
 	linkKeys   = []string{"up", "down"}
 )
 

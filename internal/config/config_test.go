@@ -526,6 +526,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		{"spared by the chaos monkey", func() *Network {
 			n := Dev("/tmp/aerie dev", 7100)
 			n.Chaos = &Chaos{Spare: []string{"p1", "s2"}, Interval: 90 * time.Second, Faults: []string{"links"}}
+			n.Brokers[0].HTTP = "127.0.0.1:7401"
 			return n
 		}()},
 		{"awkward strings", &Network{

@@ -33,6 +33,7 @@ type rawBroker struct {
 	Data    any `toml:"data"`
 	Pubends any `toml:"pubends"`
 	Gossip  any `toml:"gossip"`
+	HTTP    any `toml:"http"`
 }
 
 type rawLink struct {
@@ -102,7 +103,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		b := Broker{
 			ID: s("id", rb.ID), Listen: s("listen", rb.Listen),
 			Clients: s("clients", rb.Clients), Data: s("data", rb.Data),
-			Gossip: s("gossip", rb.Gossip),
+			Gossip: s("gossip", rb.Gossip), HTTP: s("http", rb.HTTP),
 		}
 		b.Cell = b.ID
 		if rb.Cell != nil {

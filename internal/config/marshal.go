@@ -48,6 +48,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.Gossip != "" {
 			kv(&b, "gossip", br.Gossip)
 		}
+		if br.HTTP != "" {
+			kv(&b, "http", br.HTTP)
+		}
 	}
 	for _, l := range n.Links {
 		b.WriteString("\n[[link]]\n")

@@ -72,7 +72,7 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 		if b.Listen == "" && !bad[fieldRef{"broker", i, "listen"}] {
 			p.field("broker", i, "listen", "%s has no listen address", who)
 		}
-		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}, {"gossip", b.Gossip}} {
+		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}, {"gossip", b.Gossip}, {"http", b.HTTP}} {
 			if a.addr == "" {
 				continue
 			}

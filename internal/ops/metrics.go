@@ -1,0 +1,72 @@
+package ops
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aerie-mq/aerie/internal/broker"
+)
+
+// collector turns broker snapshots into metrics at scrape time: the
+// engine's counters are read from its loop, never shared with it.
+type collector struct{ nodes []*broker.Node }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("aerie_"+name, help, append([]string{"broker"}, labels...), nil)
+}
+
+var (
+	counters = []struct {
+		d   *prometheus.Desc
+		get func(*broker.Status) uint64
+	}{
+		{desc("events_delivered_total", "Events handed to local subscribers."), func(s *broker.Status) uint64 { return s.Stats.Delivered }},
+		{desc("nacks_sent_total", "Nacks sent upstream."), func(s *broker.Status) uint64 { return s.Stats.NacksSent }},
+		{desc("nack_ticks_sent_total", "Ticks covered by the nacks sent upstream."), func(s *broker.Status) uint64 { return s.Stats.NackTicksSent }},
+		{desc("nacks_received_total", "Nacks received from downstream."), func(s *broker.Status) uint64 { return s.Stats.NacksReceived }},
+		{desc("retransmissions_total", "Knowledge messages sent to answer nacks."), func(s *broker.Status) uint64 { return s.Stats.Retransmissions }},
+		{desc("duplicate_publishes_total", "Publishes recognised as retries and not logged again."), func(s *broker.Status) uint64 { return s.Stats.DuplicatePublishes }},
+		{desc("sideways_relays_total", "Messages relayed through a cell peer."), func(s *broker.Status) uint64 { return s.Stats.Relayed }},
+		{desc("refetches_total", "Payload refetches sent upstream by a bounded cache."), func(s *broker.Status) uint64 { return s.Stats.Refetches }},
+		{desc("contradictions_total", "Contradictory knowledge joined: must stay 0."), func(s *broker.Status) uint64 { return uint64(s.Stats.Contradictions) }},
+	}
+	peersDesc   = desc("peers", "Connected neighbour brokers.")
+	clientsDesc = desc("clients", "Connected clients.")
+	logDesc     = desc("log_records", "Records the event log holds (hosted pubends).")
+	chaosDesc   = desc("chaos_actions_total", "Actions of the chaos monkey in this broker, by kind: failures the monkey caused, not real ones.", "action")
+	dhDesc      = desc("stream_doubt_horizon_tick", "Doubt horizon of a pubend's stream: every tick up to it is known.", "pubend")
+	lagDesc     = desc("stream_unknown_ticks", "Ticks known above the doubt horizon's gaps: how far the stream is behind what it has heard.", "pubend")
+	gapsDesc    = desc("stream_gaps", "Gaps a subscriber broker is recovering by nacking.", "pubend")
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, x := range counters {
+		ch <- x.d
+	}
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st, _ := statuses(context.Background(), c.nodes) // a broker that does not answer is left out
+	for i := range st {
+		s := &st[i]
+		for _, x := range counters {
+			ch <- prometheus.MustNewConstMetric(x.d, prometheus.CounterValue, float64(x.get(s)), s.ID)
+		}
+		ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(s.Peers)), s.ID)
+		ch <- prometheus.MustNewConstMetric(clientsDesc, prometheus.GaugeValue, float64(s.Clients), s.ID)
+		ch <- prometheus.MustNewConstMetric(logDesc, prometheus.GaugeValue, float64(s.LogNext-s.LogFirst), s.ID)
+		for action, n := range s.Chaos {
+			ch <- prometheus.MustNewConstMetric(chaosDesc, prometheus.CounterValue, float64(n), s.ID, action)
+		}
+		for _, ps := range s.Streams {
+			p := string(ps.Pubend)
+			ch <- prometheus.MustNewConstMetric(dhDesc, prometheus.GaugeValue, float64(ps.DoubtHorizon), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(ps.KnownHi-min(ps.KnownHi, ps.DoubtHorizon)), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(gapsDesc, prometheus.GaugeValue, float64(ps.Gaps), s.ID, p)
+		}
+	}
+}
