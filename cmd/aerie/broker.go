@@ -28,7 +28,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "this broker's id in the config")
 	httpAddr := fs.String("http", "", "serve /metrics (Prometheus), /healthz, /readyz, /status (JSON) and a dashboard on this address (default: the broker's http key in the config; empty: none)")
 	def := gd.DefaultConfig()
-	gct := fs.Duration("gct", def.GapCuriosityThreshold, "gap curiosity threshold: nack a gap after this long (seed 000 §4.2)")
+	gct := fs.Duration("gct", def.GapCuriosityThreshold, "gap curiosity threshold: nack a gap after this long (Gryphon GD, DSN 2002 §4.2)")
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
 	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
 	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")

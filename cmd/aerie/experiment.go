@@ -25,7 +25,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie experiment [--case a,b,c] [--gossip] [--out DIR] [--dir DIR]")
-		fmt.Fprintln(stderr, "\nReproduces seed 000 §4.2: ten broker processes in the Fig. 3 network (intermediate cells of two")
+		fmt.Fprintln(stderr, "\nReproduces Gryphon GD (DSN 2002) §4.2: ten broker processes in the Fig. 3 network (intermediate cells of two")
 		fmt.Fprintln(stderr, "brokers), 4 publishers × 25 msgs/s × 100 B, GCT 200 ms, NRT 600 ms, AET 10 s, DCT off. Each case")
 		fmt.Fprintln(stderr, "stalls a link or broker for 2.5 s, then fails it, and plots latency at s1 and s2 and the nacks.")
 		fs.PrintDefaults()

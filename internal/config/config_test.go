@@ -364,7 +364,7 @@ listen = "h:2"
 id = "c"
 listen = "h:3"
 `, []string{
-			`net.toml:3:1: cell "c" has several brokers but no downstream cell: only intermediate cells can be redundant (seed 000 §3)`,
+			`net.toml:3:1: cell "c" has several brokers but no downstream cell: only intermediate cells can be redundant (Gryphon GD §3)`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

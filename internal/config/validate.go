@@ -177,7 +177,7 @@ func (n *Network) checkRedundantCells(p *problems, cellOwner map[string]int) {
 		if !hasDown[c] && !reported[c] {
 			reported[c] = true
 			j := cellOwner[c]
-			p.field("broker", j, "cell", "cell %q has several brokers but no downstream cell: only intermediate cells can be redundant (seed 000 §3)", c)
+			p.field("broker", j, "cell", "cell %q has several brokers but no downstream cell: only intermediate cells can be redundant (Gryphon GD §3)", c)
 		}
 	}
 }

@@ -23,7 +23,7 @@ var titles = map[string]string{
 // time, then nacks sent and the pubend time they cover, per 250 ms.
 func Plot(res *Result, path string) error {
 	lat := plot.New()
-	lat.Title.Text = "seed 000 §4.2 " + titles[res.Case]
+	lat.Title.Text = "Gryphon GD §4.2 " + titles[res.Case]
 	if res.Gossip {
 		lat.Title.Text += ", with membership"
 	}
