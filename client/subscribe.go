@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // Subscription delivers the events matching one pattern, in tick order per
@@ -186,19 +186,16 @@ func (s *Subscription) Token() map[string]uint64 {
 	return out
 }
 
-// TokenString renders the token as "P1:123,P2:456".
+// TokenString renders the token as "P1:123,P2:456" (msg.Token's form,
+// which msg.ParseToken reads back).
 func (s *Subscription) TokenString() string {
-	tok := s.Token()
-	keys := make([]string, 0, len(tok))
-	for k := range tok {
-		keys = append(keys, k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok := make(msg.Token, len(s.token))
+	for p, t := range s.token {
+		tok[msg.PubendID(p)] = tick.Tick(t)
 	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s:%d", k, tok[k])
-	}
-	return strings.Join(parts, ",")
+	return tok.String()
 }
 
 // Err says why the subscription ended (nil while it runs).

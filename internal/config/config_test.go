@@ -179,6 +179,11 @@ every = 3
 			`net.toml:4:1: chaos.faults: unknown fault "reboot" (known: crash, links)`,
 			`net.toml:8:1: unknown key "every" in [chaos]`,
 		}},
+		{"pubend names that tokens cannot carry", "[[broker]]\nid = \"p1\"\nlisten = \"h:1\"\npubends = [\"P:1\", \"a,b\"]\n",
+			[]string{
+				`net.toml:4:1: broker "p1": pubend "P:1": a pubend name cannot contain ',' or ':' (tokens list pubend:tick pairs)`,
+				`net.toml:4:1: broker "p1": pubend "a,b": a pubend name cannot contain ',' or ':' (tokens list pubend:tick pairs)`,
+			}},
 		{"chaos: spare of the wrong type", "[[broker]]\nid = \"p1\"\nlisten = \"h:1\"\n[chaos]\nspare = \"p1\"\n",
 			[]string{`net.toml:4:1: chaos.spare must be an array of broker ids (strings), not a string`}},
 		{"unknown key in an inline table", `broker = [{id = "a", listen = "h:1"}, {id = "b", listen = "h:2", lsten = "h:3"}]`,

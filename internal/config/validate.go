@@ -92,6 +92,8 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 			switch j, dup := hostOf[pe]; {
 			case pe == "":
 				p.field("broker", i, "pubends", "%s: empty pubend name", who)
+			case strings.ContainsAny(pe, ",:"):
+				p.field("broker", i, "pubends", "%s: pubend %q: a pubend name cannot contain ',' or ':' (tokens list pubend:tick pairs)", who, pe)
 			case dup && j == i:
 				p.field("broker", i, "pubends", "%s: pubend %q is listed twice", who, pe)
 			case dup:

@@ -1,8 +1,10 @@
 package msg
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -70,7 +72,37 @@ type Delivery struct {
 }
 
 // Token is a start token or checkpoint: one tick per pubend (MODEL.md I5, §8a).
+// Its printed form, "P1:123,P2:456" with pubends sorted, is what
+// `aerie sub` prints and ParseToken reads back.
 type Token map[PubendID]tick.Tick
+
+// ErrBadToken wraps every reason ParseToken refuses a token.
+var ErrBadToken = errors.New("bad token")
+
+// ParseToken reads a token as Token.String prints it: "pubend:tick" pairs
+// separated by commas ("" is the empty token). A pubend id cannot contain
+// ',' or ':' (the config refuses such ids).
+func ParseToken(s string) (Token, error) {
+	t := Token{}
+	if s == "" {
+		return t, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, num, ok := strings.Cut(part, ":")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%w %q: %q is not pubend:tick", ErrBadToken, s, part)
+		}
+		v, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: tick of %s: %q is not a number", ErrBadToken, s, name, num)
+		}
+		if _, dup := t[PubendID(name)]; dup {
+			return nil, fmt.Errorf("%w %q: pubend %s appears twice", ErrBadToken, s, name)
+		}
+		t[PubendID(name)] = tick.Tick(v)
+	}
+	return t, nil
+}
 
 func (t Token) String() string {
 	ps := make([]string, 0, len(t))
