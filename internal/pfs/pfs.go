@@ -107,8 +107,8 @@ func (p *PFS) replay() (dead bool, err error) {
 			}
 			staged = staged[:0]
 		}
-		if n := len(p.ticks); n > 0 && r.tick < p.ticks[n-1] {
-			return fmt.Errorf("%w: record %d at tick %d follows tick %d", ErrOrder, i, r.tick, p.ticks[n-1])
+		if err := p.inOrder(r.tick); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
 		}
 		p.ticks = append(p.ticks, r.tick)
 		switch r.kind {
@@ -142,11 +142,16 @@ func (p *PFS) replay() (dead bool, err error) {
 	return dead, nil
 }
 
-// note adds record i to the in-memory index.
-func (p *PFS) note(i uint64, r record) error {
-	if n := len(p.ticks); n > 0 && r.tick < p.ticks[n-1] {
-		return fmt.Errorf("%w: record %d at tick %d follows tick %d", ErrOrder, i, r.tick, p.ticks[n-1])
+// inOrder checks that a record at tick t may follow those indexed.
+func (p *PFS) inOrder(t tick.Tick) error {
+	if n := len(p.ticks); n > 0 && t < p.ticks[n-1] {
+		return fmt.Errorf("%w: tick %d follows tick %d", ErrOrder, t, p.ticks[n-1])
 	}
+	return nil
+}
+
+// note adds record i, appended in order, to the in-memory index.
+func (p *PFS) note(i uint64, r record) {
 	p.ticks = append(p.ticks, r.tick)
 	switch r.kind {
 	case kindMatch:
@@ -156,7 +161,6 @@ func (p *PFS) note(i uint64, r record) error {
 	case kindCover:
 		p.covered = max(p.covered, r.tick)
 	}
-	return nil
 }
 
 // Match records that the event at tick t matched subs (sorted, without
@@ -198,14 +202,15 @@ func (p *PFS) Cover(t tick.Tick) error {
 
 func (p *PFS) append(r record, b []byte) error {
 	p.buf = b
-	if n := len(p.ticks); n > 0 && r.tick < p.ticks[n-1] {
-		return fmt.Errorf("%w: tick %d below recorded tick %d", ErrOrder, r.tick, p.ticks[n-1])
+	if err := p.inOrder(r.tick); err != nil {
+		return err
 	}
 	i, err := p.log.Append(b)
 	if err != nil {
 		return fmt.Errorf("pfs: %s: %w", p.dir, err)
 	}
-	return p.note(i, r)
+	p.note(i, r)
+	return nil
 }
 
 // Sync makes every record appended so far durable (one fsync: group
