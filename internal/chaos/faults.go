@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/faultnet"
+	"github.com/aerie-mq/aerie/internal/proc"
 )
 
 // Fault kinds.
@@ -58,7 +59,7 @@ type monkey struct {
 	rng    *rand.Rand
 	kinds  []string
 	nw     *network
-	procs  *procs
+	procs  *proc.Group
 	began  time.Time
 	faults []injected
 	busy   map[string]bool // brokers and links under a fault now
@@ -93,17 +94,17 @@ func (m *monkey) next(now time.Time) error {
 		}
 		target = free[m.rng.IntN(len(free))]
 		if m.rng.IntN(4) == 0 {
-			if old := m.procs.oldest(free); old != "" {
+			if old := m.procs.Oldest(free); old != "" {
 				target = old
 			}
 		}
 		id := target
 		if kind == FaultKill {
-			m.procs.kill(id)
-			undo = func() error { return m.procs.start(id) }
+			m.procs.Kill(id)
+			undo = func() error { return m.nw.start(m.procs, id) }
 		} else {
-			m.procs.signal(id, syscall.SIGSTOP)
-			undo = func() error { m.procs.signal(id, syscall.SIGCONT); return nil }
+			m.procs.Signal(id, syscall.SIGSTOP)
+			undo = func() error { m.procs.Signal(id, syscall.SIGCONT); return nil }
 		}
 	case FaultCut, FaultLinkStall:
 		var free []*link

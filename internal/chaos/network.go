@@ -13,6 +13,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/faultnet"
+	"github.com/aerie-mq/aerie/internal/proc"
 )
 
 // link is one connection a broker dials: from dialer to target, through a
@@ -35,6 +36,11 @@ type network struct {
 	subs  []config.Broker // brokers with a client address and no pubends
 	spare map[string]bool
 	ids   []string // every broker, sorted
+}
+
+// start starts broker id of the network in g.
+func (nw *network) start(g *proc.Group, id string) error {
+	return g.Start(id, "broker", "--config", nw.files[id], "--id", id)
 }
 
 // DefaultNetwork is the dev network plus a redundant cell: p1 (P1–P4) feeds

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/proc"
 )
 
 // Options configure a run.
@@ -87,10 +88,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	for _, b := range BlindSpots(nw) {
 		fmt.Fprintf(o.Out, "blind spot: %s\n", b)
 	}
-	p := newProcs(o.Bin, o.Dir, nw.files)
-	defer p.killAll()
+	p := proc.New(o.Bin, o.Dir)
+	defer p.KillAll()
 	for _, id := range nw.ids {
-		if err := p.start(id); err != nil {
+		if err := nw.start(p, id); err != nil {
 			return Result{}, err
 		}
 	}
@@ -146,7 +147,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	fmt.Fprintf(o.Progress, "chaos: faults injected:\n%s", m.schedule())
 	fmt.Fprintf(o.Progress, "chaos: healed; %d events published and acknowledged, waiting for every delivery\n", res.Published)
 	c.converge(ctx, o.Converge)
-	for _, d := range p.takeDied() {
+	for _, d := range p.TakeDied() {
 		c.mu.Lock()
 		c.violation("%s", d)
 		c.mu.Unlock()
@@ -181,7 +182,7 @@ func (m *monkey) run(ctx context.Context, o Options, c *checker, outMu *sync.Mut
 			}
 			if now.Sub(lastProgress) >= 5*time.Second {
 				lastProgress = now
-				rss, files := m.procs.usage()
+				rss, files := m.procs.Usage()
 				disk := diskUsage(o.Dir)
 				c.mu.Lock()
 				fmt.Fprintf(o.Progress, "chaos: %3.0fs: %d faults, %d events delivered, %d violations; brokers %d MiB RSS, %d open files; %d MiB on disk\n",

@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -35,6 +34,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/faultnet"
+	"github.com/aerie-mq/aerie/internal/proc"
 )
 
 // Options configure one run.
@@ -150,14 +150,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	procs := &processes{bin: o.Bin, dir: o.Dir, cmds: map[string]*exec.Cmd{}}
-	defer procs.killAll()
+	procs := proc.New(o.Bin, o.Dir)
+	defer procs.KillAll()
 	for _, b := range fig3 {
 		cfg := mainCfg
 		if b.id == "s1" {
 			cfg = s1cfg
 		}
-		if err := procs.start(b.id, cfg, addrs[b.id].http); err != nil {
+		if err := startBroker(procs, b.id, cfg, addrs[b.id].http); err != nil {
 			return nil, err
 		}
 	}
@@ -189,13 +189,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	case "b", "c":
 		victim := map[string]string{"b": "b1", "c": "p1"}[o.Case]
 		fmt.Fprintf(o.Progress, "failover %s: %s stalls (SIGSTOP)\n", o.Case, victim)
-		procs.signal(victim, syscall.SIGSTOP)
+		procs.Signal(victim, syscall.SIGSTOP)
 		sleepUntil(ctx, began.Add(o.FaultAt+o.Stall))
 		res.FailAt = time.Since(began)
 		fmt.Fprintf(o.Progress, "failover %s: %s crashes (SIGKILL)\n", o.Case, victim)
-		procs.kill(victim)
+		procs.Kill(victim)
 		if o.Case == "c" {
-			if err := procs.start(victim, mainCfg, addrs[victim].http); err != nil {
+			if err := startBroker(procs, victim, mainCfg, addrs[victim].http); err != nil {
 				return nil, err
 			}
 			res.HealAt = time.Since(began)
@@ -271,59 +271,10 @@ func writeConfig(dir, name string, n *config.Network, listen map[string]string) 
 	return path, os.WriteFile(path, b, 0o644)
 }
 
-// processes owns the broker processes of a run.
-type processes struct {
-	bin, dir string
-	mu       sync.Mutex
-	cmds     map[string]*exec.Cmd
-}
-
-func (p *processes) start(id, cfg, httpAddr string) error {
-	cmd := exec.Command(p.bin, "broker", "--config", cfg, "--id", id, "--http", httpAddr,
+// startBroker starts broker id of the run with the experiment's timing.
+func startBroker(g *proc.Group, id, cfg, httpAddr string) error {
+	return g.Start(id, "broker", "--config", cfg, "--id", id, "--http", httpAddr,
 		"--gct", "200ms", "--nrt", "600ms", "--aet", "10s", "--dct", "0")
-	logf, err := os.OpenFile(filepath.Join(p.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("failover: start %s: %w", id, err)
-	}
-	p.mu.Lock()
-	p.cmds[id] = cmd
-	p.mu.Unlock()
-	return nil
-}
-
-func (p *processes) signal(id string, sig syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := p.cmds[id]; c != nil {
-		c.Process.Signal(sig)
-	}
-}
-
-func (p *processes) kill(id string) {
-	p.mu.Lock()
-	c := p.cmds[id]
-	delete(p.cmds, id)
-	p.mu.Unlock()
-	if c != nil {
-		c.Process.Signal(syscall.SIGKILL)
-		c.Wait()
-	}
-}
-
-func (p *processes) killAll() {
-	p.mu.Lock()
-	ids := make([]string, 0, len(p.cmds))
-	for id := range p.cmds {
-		ids = append(ids, id)
-	}
-	p.mu.Unlock()
-	for _, id := range ids {
-		p.kill(id)
-	}
 }
 
 func sleepUntil(ctx context.Context, t time.Time) {
