@@ -37,7 +37,10 @@
 // dead (asking again every ProbeTimeout), so it does not reuse an id the
 // dead elder managed to announce to some of them. A member accepts a view from a successor only
 // if its own failure detector does not report alive a member ranked before
-// that successor.
+// that successor. The successor must hold the view it leads: it adopts an
+// announcement from an elder its detector already reports dead (the other
+// members drop it and wait for the successor), and the members tell the
+// successor their view until it acknowledges it.
 //
 // Crash or leave: the failure detector's Failed is a crash, Departed a
 // leave. A member that leaves says Bye to the others first, so that its

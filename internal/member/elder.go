@@ -243,10 +243,15 @@ func (m *Membership) issue(v View) {
 	}
 }
 
-// retransmit re-announces the view to members that have not acknowledged it.
+// retransmit re-announces the view to members that have not acknowledged
+// it; a member that is not the elder tells a successor its view.
 func (m *Membership) retransmit() {
 	newest := m.newestAlive()
-	if !m.amElder(newest) || m.now.Sub(m.lastAnnounce) < m.cfg.RetransmitInterval {
+	if !m.amElder(newest) {
+		m.tellSuccessor(newest)
+		return
+	}
+	if m.now.Sub(m.lastAnnounce) < m.cfg.RetransmitInterval {
 		return
 	}
 	m.lastAnnounce = m.now
@@ -255,6 +260,26 @@ func (m *Membership) retransmit() {
 			m.send(mem.ID, announce(m.cur))
 		}
 	}
+}
+
+// tellSuccessor: when the elder that issued our view is gone, the member
+// next in line leads the view's members. It may not hold the view: the
+// dead elder's announcement to it was lost, or reached it while it was
+// following another lineage's view (internal/sim seed 3002926). Then it
+// never issues the next view, and the members wait for it forever. So
+// every member tells the successor its view, every RetransmitInterval
+// until the successor acknowledges it (or the view changes); a successor
+// that holds a newer view answers with that one.
+func (m *Membership) tellSuccessor(newest map[string]uint64) {
+	if !m.installed || m.now.Sub(m.lastAnnounce) < m.cfg.RetransmitInterval {
+		return
+	}
+	e := m.elderOf(m.cur, newest)
+	if e == (ID{}) || e == m.self.ID || e == m.cur.Elder().ID || m.acked[e] {
+		return
+	}
+	m.lastAnnounce = m.now
+	m.send(e, announce(m.cur))
 }
 
 func sameMembers(a, b []Member) bool {

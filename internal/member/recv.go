@@ -43,9 +43,19 @@ func (m *Membership) announced(from ID, v View) {
 	if v.ID > m.maxSeen {
 		m.maxSeen = v.ID
 	}
-	if e := v.Elder().ID; v.ID > m.cur.ID && e != m.self.ID && !m.live(e, m.newestAlive()) && m.fd[e] != nil {
+	newest := m.newestAlive()
+	if e := v.Elder().ID; v.ID > m.cur.ID && e != m.self.ID && !m.live(e, newest) && m.fd[e] != nil {
 		// An announcement still in flight from an elder our failure
 		// detector reports dead: its successor issues the next view.
+		if m.elderOf(v, newest) == m.self.ID {
+			// We are that successor. Dropping the view would leave its
+			// members waiting for us to lead them and the members it
+			// excluded waiting to be admitted, while we follow a view of
+			// another lineage (internal/sim seed 3002926). Take it over:
+			// install it, then probe and issue the next view as any
+			// successor does.
+			m.adopt(v)
+		}
 		return
 	}
 	if m.installed && m.foreign(v) {

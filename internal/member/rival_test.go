@@ -103,3 +103,76 @@ func TestFollowElderIntoRivalView(t *testing.T) {
 		t.Fatalf("p3 has %s, want v42 (its elder b1 is in it)\n%s", v, s.m.Describe())
 	}
 }
+
+// internal/sim seed 3002926 (partition, hang): b1, cut off, kept a view of
+// its own; when the partition healed it absorbed part of the cluster in v6,
+// whose next member after b1 is p1. The announcement reached p1 while p1's
+// failure detector still reported b1 failed (the Alive was on its way), and
+// b1 hung and crashed right after. p1 is v6's successor: if it drops v6
+// (waiting, like any other member, for the successor to issue the next
+// view) nobody ever leads v6's members again, nor admits the members v6
+// excluded. p1 must take v6 over and issue a view above it.
+func TestSuccessorTakesOverDeadEldersView(t *testing.T) {
+	s := newSingle(t, "p1/2")
+	s.alive("s1/1", "s2/1", "s3/1", "s4/1", "s5/1", "b1/1")
+	s.step(member.Failed{ID: mem("b1/1").ID})
+	s.announce("s1/1", viewOf(3, "s1/1", "s2/1", "s3/1", "s4/1", "s5/1", "p1/2"))
+	s.announce("b1/1", viewOf(6, "b1/1", "p1/2", "s2/1", "s4/1", "s5/1"))
+	// Every live member answers the takeover probe with the view it holds.
+	for _, n := range []string{"s2/1", "s4/1", "s5/1"} {
+		s.announce(n, viewOf(6, "b1/1", "p1/2", "s2/1", "s4/1", "s5/1"))
+	}
+	for _, n := range []string{"s1/1", "s3/1"} {
+		s.announce(n, viewOf(3, "s1/1", "s2/1", "s3/1", "s4/1", "s5/1", "p1/2"))
+	}
+	s.wait(500 * time.Millisecond)
+	v := s.view()
+	if v.ID <= 6 || v.Elder().ID != mem("p1/2").ID {
+		t.Fatalf("p1/2 has %s, want a view above v6 that it issued\n%s", v, s.m.Describe())
+	}
+	for _, n := range []string{"s1/1", "s2/1", "s3/1", "s4/1", "s5/1"} {
+		if !v.Contains(mem(n).ID) {
+			t.Errorf("%s lacks %s\n%s", v, n, s.m.Describe())
+		}
+	}
+}
+
+// The same seed with v6's announcement to p1 lost: b1 hung and crashed
+// before it re-announced, so p1 never learns it leads v6's members. Each of
+// them tells the successor its view until the successor acknowledges it.
+func TestMembersTellSuccessorTheirView(t *testing.T) {
+	s := newSingle(t, "s2/1")
+	s.alive("b1/1", "p1/2", "s4/1", "s5/1")
+	v6 := viewOf(6, "b1/1", "p1/2", "s2/1", "s4/1", "s5/1")
+	s.announce("b1/1", v6)
+	sent := func() int { // announcements of v6 to p1/2 in one Tick
+		s.now = s.now.Add(300 * time.Millisecond)
+		if err := s.m.Step(s.now, member.Tick{}); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for s.m.HasReady() {
+			rd := s.m.Ready()
+			for _, e := range rd.Send {
+				if e.To == mem("p1/2").ID && e.Msg.Kind == member.Announce && e.Msg.View.ID == 6 {
+					n++
+				}
+			}
+			s.m.Advance(rd)
+		}
+		return n
+	}
+	if n := sent(); n != 0 {
+		t.Fatalf("told p1/2 its view while the elder b1/1 is alive")
+	}
+	s.step(member.Failed{ID: mem("b1/1").ID})
+	for i := range 2 {
+		if n := sent(); n != 1 {
+			t.Fatalf("tick %d after b1/1 failed: %d announcements of v6 to its successor p1/2, want 1\n%s", i, n, s.m.Describe())
+		}
+	}
+	s.step(member.Recv{From: mem("p1/2").ID, Msg: member.Message{Kind: member.Ack, Ack: member.Ref{ID: 6, Digest: v6.Digest()}}})
+	if n := sent(); n != 0 {
+		t.Fatalf("still telling p1/2 after it acknowledged v6")
+	}
+}
