@@ -253,8 +253,8 @@ func (n *Network) Dials(id string) []string {
 	var out []string
 	cells := n.Cells()
 	for _, r := range n.Routes(id) {
-		for _, m := range cells[r.Up] {
-			if r.Up != "" && !slices.Contains(out, string(m)) {
+		for _, m := range cells[r.Up] { // none for a hosted pubend (Up "")
+			if !slices.Contains(out, string(m)) {
 				out = append(out, string(m))
 			}
 		}
