@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/failover"
@@ -48,7 +51,7 @@ func (nw *network) start(g *proc.Group, id string) error {
 // Addresses are free loopback ports; data lives under dir.
 func DefaultNetwork(dir string) (*config.Network, error) {
 	var ports failover.Ports
-	addrs := make([]string, 11)
+	addrs := make([]string, 18)
 	for i := range addrs {
 		a, err := ports.Addr()
 		if err != nil {
@@ -58,13 +61,13 @@ func DefaultNetwork(dir string) (*config.Network, error) {
 	}
 	n := &config.Network{
 		Brokers: []config.Broker{
-			{ID: "p1", Cell: "p1", Listen: addrs[0], Clients: addrs[1], Data: filepath.Join(dir, "data", "p1"), Pubends: []string{"P1", "P2", "P3", "P4"}},
-			{ID: "b1", Cell: "b1", Listen: addrs[2]},
-			{ID: "c1", Cell: "c", Listen: addrs[3]},
-			{ID: "c2", Cell: "c", Listen: addrs[4]},
-			{ID: "s1", Cell: "s1", Listen: addrs[5], Clients: addrs[6]},
-			{ID: "s2", Cell: "s2", Listen: addrs[7], Clients: addrs[8]},
-			{ID: "s3", Cell: "s3", Listen: addrs[9], Clients: addrs[10]},
+			{ID: "p1", Cell: "p1", Listen: addrs[0], Clients: addrs[1], Data: filepath.Join(dir, "data", "p1"), Pubends: []string{"P1", "P2", "P3", "P4"}, HTTP: addrs[11]},
+			{ID: "b1", Cell: "b1", Listen: addrs[2], HTTP: addrs[12]},
+			{ID: "c1", Cell: "c", Listen: addrs[3], HTTP: addrs[13]},
+			{ID: "c2", Cell: "c", Listen: addrs[4], HTTP: addrs[14]},
+			{ID: "s1", Cell: "s1", Listen: addrs[5], Clients: addrs[6], HTTP: addrs[15]},
+			{ID: "s2", Cell: "s2", Listen: addrs[7], Clients: addrs[8], HTTP: addrs[16]},
+			{ID: "s3", Cell: "s3", Listen: addrs[9], Clients: addrs[10], HTTP: addrs[17]},
 		},
 		Links: []config.Link{{Up: "p1", Down: "b1"}, {Up: "b1", Down: "s1"}, {Up: "b1", Down: "s2"}, {Up: "p1", Down: "c"}, {Up: "c", Down: "s3"}},
 	}
@@ -92,7 +95,7 @@ func prepare(ctx context.Context, n *config.Network, base, dir string) (*network
 		case len(b.Pubends) == 0 && b.Clients != "":
 			nw.subs = append(nw.subs, b)
 		}
-		for _, a := range []string{b.Listen, b.Clients, b.Gossip} {
+		for _, a := range []string{b.Listen, b.Clients, b.Gossip, b.HTTP} {
 			if a == "" {
 				continue
 			}
@@ -152,4 +155,28 @@ func prepare(ctx context.Context, n *config.Network, base, dir string) (*network
 		nw.files[b.ID] = f
 	}
 	return nw, nil
+}
+
+// dumpStatus writes every broker's /status (those with an http address)
+// into dir/status-<id>.json, for the diagnosis of a run that did not
+// converge, and returns the files written.
+func (nw *network) dumpStatus(dir string) []string {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var files []string
+	for _, b := range nw.cfg.Brokers {
+		if b.HTTP == "" {
+			continue
+		}
+		resp, err := hc.Get("http://" + b.HTTP + "/status")
+		if err != nil {
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		f := filepath.Join(dir, "status-"+b.ID+".json")
+		if err == nil && os.WriteFile(f, body, 0o644) == nil {
+			files = append(files, f)
+		}
+	}
+	return files
 }

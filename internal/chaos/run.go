@@ -29,7 +29,9 @@ type Options struct {
 	Every time.Duration
 	// Rate is each publisher's events per second. Default 50.
 	Rate int
-	// Converge bounds the wait, after healing, for every delivery. Default 60s.
+	// Converge bounds the wait, after healing, for every delivery: the run
+	// gives up when no delivery arrived for this long (or ten times it in
+	// all). Default 30s.
 	Converge time.Duration
 	Out      io.Writer // blind spots, violations, the summary line
 	Progress io.Writer // progress
@@ -61,7 +63,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		o.Rate = 50
 	}
 	if o.Converge <= 0 {
-		o.Converge = 60 * time.Second
+		o.Converge = 30 * time.Second
 	}
 	if o.Faults == nil {
 		o.Faults = AllFaults
@@ -147,6 +149,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	fmt.Fprintf(o.Progress, "chaos: faults injected:\n%s", m.schedule())
 	fmt.Fprintf(o.Progress, "chaos: healed; %d events published and acknowledged, waiting for every delivery\n", res.Published)
 	c.converge(ctx, o.Converge)
+	c.mu.Lock()
+	missing, _ := c.missing()
+	c.mu.Unlock()
+	if missing > 0 {
+		// Before the brokers go: what each of them knows, for the diagnosis.
+		if files := nw.dumpStatus(o.Dir); len(files) > 0 {
+			fmt.Fprintf(o.Out, "the brokers' state when the run gave up waiting: %s\n", strings.Join(files, " "))
+		}
+	}
 	for _, d := range p.TakeDied() {
 		c.mu.Lock()
 		c.violation("%s", d)
@@ -201,18 +212,25 @@ func (m *monkey) gap(every time.Duration) time.Duration {
 	return every/2 + time.Duration(m.rng.Int64N(int64(every)))
 }
 
-// converge waits until every subscription has every delivery it should
-// (or until within has passed), then records what is missing as
-// violations, and checks every delivery against what was acknowledged.
-func (c *checker) converge(ctx context.Context, within time.Duration) {
-	deadline := time.Now().Add(within)
+// converge waits until every subscription has every delivery it should,
+// as long as deliveries keep coming: it gives up after `quiet` without a
+// new one (a stuck network), or after ten times that in all (one that
+// crawls). Then it records what is missing as violations and checks every
+// delivery against what was acknowledged.
+func (c *checker) converge(ctx context.Context, quiet time.Duration) {
+	began, lastCount, lastProgress := time.Now(), -1, time.Now()
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	for {
 		c.mu.Lock()
 		n, _ := c.missing()
+		delivered := c.delivered
 		c.mu.Unlock()
-		if n == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+		now := time.Now()
+		if delivered != lastCount {
+			lastCount, lastProgress = delivered, now
+		}
+		if n == 0 || now.Sub(lastProgress) > quiet || now.Sub(began) > 10*quiet || ctx.Err() != nil {
 			break
 		}
 		<-t.C
