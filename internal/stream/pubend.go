@@ -66,10 +66,9 @@ func (p *Pubend) Assign(now tick.Time, req msg.Publish) Assignment {
 	}
 	t := max(tick.FromMillis(now.Millis()), p.Next, p.Announced+1)
 	p.Next = t + 1
-	ev := &msg.Event{
-		Pubend: p.ID, Tick: t, Publisher: req.Publisher, Seq: req.Seq,
-		Topic: req.Topic, Props: req.Props, Payload: req.Payload,
-	}
+	// The event's one encoding, built here and never again: the log record,
+	// every frame downstream and the delivery carry these bytes.
+	ev := msg.NewEvent(p.ID, t, req.Publisher, req.Seq, req.Topic, req.Props, req.Payload)
 	p.Pending = append(p.Pending, ev)
 	p.remember(req.Publisher, req.Seq, t, false)
 	return Assignment{Event: ev}

@@ -52,14 +52,13 @@ func Decode(frame []byte) (msg.Msg, error) {
 		}
 
 	case TypeKnowledge:
-		d.setArena(skipKnowledgeHead)
 		k := msg.Knowledge{Pubend: msg.PubendID(d.string())}
 		k.Final = d.tick()
 		k.Start = d.tick()
 		k.End = d.tick()
 		k.VTick = d.tick()
 		k.Retrans = d.bool()
-		k.Event = d.optEvent(string(k.Pubend))
+		k.Event = d.optEvent()
 		m = k
 	case TypeNack:
 		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
@@ -96,8 +95,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 		if n := d.count(8, "events"); n > 0 {
 			p.Events = make([]*msg.Event, n)
 			for i := range p.Events {
-				d.setArena(skipEventHead)
-				if p.Events[i] = d.event(string(p.Pubend)); p.Events[i] == nil {
+				if p.Events[i] = d.event(); p.Events[i] == nil {
 					break
 				}
 			}
@@ -106,7 +104,6 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = p
 
 	case TypePublish:
-		d.setArena(skipPublishHead)
 		p := msg.Publish{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Topic: d.string()}
 		p.Props = d.props()
 		p.Payload = d.bytes()
@@ -125,7 +122,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 	case TypeSubRejected:
 		m = msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
 	case TypeDelivery:
-		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent("")}
+		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent()}
 
 	default:
 		return nil, fmt.Errorf("%w: 0x%02x at offset 0", ErrUnknownType, uint8(t))
@@ -146,12 +143,6 @@ type decoder struct {
 	off int
 	typ Type
 	err error
-
-	// arena, when set, is one copy of b[arenaOff:arenaOff+len(arena)]:
-	// strings read inside it are substrings of it instead of allocations
-	// of their own (an event's strings and property names in one go).
-	arena    string
-	arenaOff int
 }
 
 func (d *decoder) failf(format string, args ...any) {
@@ -249,83 +240,7 @@ func (d *decoder) raw() []byte {
 	return s
 }
 
-func (d *decoder) string() string { return d.str(d.raw()) }
-
-// str returns r, which must be the bytes read last, as a string: a
-// substring of the arena when r lies inside it, else a copy.
-func (d *decoder) str(r []byte) string {
-	if len(r) == 0 {
-		return ""
-	}
-	if a := d.off - len(r) - d.arenaOff; d.arena != "" && a >= 0 && a+len(r) <= len(d.arena) {
-		return d.arena[a : a+len(r)]
-	}
-	return string(r)
-}
-
-// setArena copies b[d.off:end] into the arena, where end is where a dry run
-// of skip from d.off stops. When the dry run fails, there is no arena: the
-// real decoding will report the error.
-func (d *decoder) setArena(skip func(*decoder)) {
-	if d.err != nil || d.arena != "" {
-		return
-	}
-	s := decoder{b: d.b, off: d.off, typ: d.typ}
-	skip(&s)
-	if s.err == nil && s.off > d.off {
-		d.arena, d.arenaOff = string(d.b[d.off:s.off]), d.off
-	}
-}
-
-// skipKnowledgeHead skips a Knowledge body up to its event's payload.
-func skipKnowledgeHead(s *decoder) {
-	s.raw()
-	for range 4 {
-		s.uvarint()
-	}
-	s.byte()
-	if s.byte() == 1 {
-		skipEventHead(s)
-	}
-}
-
-// skipEventHead skips an event up to its payload.
-func skipEventHead(s *decoder) {
-	s.raw()
-	s.uvarint()
-	s.raw()
-	s.uvarint()
-	s.raw()
-	s.skipProps()
-}
-
-// skipPublishHead skips a Publish body up to its payload.
-func skipPublishHead(s *decoder) {
-	s.raw()
-	s.raw()
-	s.uvarint()
-	s.raw()
-	s.skipProps()
-}
-
-func (s *decoder) skipProps() {
-	n := s.count(3, "properties")
-	for i := 0; i < n && s.err == nil; i++ {
-		s.raw()
-		switch t := s.byte(); t {
-		case propInt:
-			s.uvarint()
-		case propFloat:
-			s.fixed64()
-		case propBool:
-			s.byte()
-		case propString:
-			s.raw()
-		default:
-			s.failf("property has unknown type %d", t)
-		}
-	}
-}
+func (d *decoder) string() string { return string(d.raw()) }
 
 // bytes reads a byte string; an empty one is nil.
 func (d *decoder) bytes() []byte {
@@ -411,67 +326,48 @@ func (d *decoder) token() msg.Token {
 	return t
 }
 
-func (d *decoder) props() map[string]any {
-	n := d.count(3, "properties")
-	if n == 0 {
-		return nil
-	}
-	props := make(map[string]any, mapHint(n))
-	var prev []byte
-	for i := 0; i < n && d.err == nil; i++ {
-		k := d.raw()
-		if i > 0 && string(k) <= string(prev) {
-			d.failf("property %q not after %q", k, prev)
-			break
-		}
-		prev = k
-		name := d.str(k)
-		switch t := d.byte(); t {
-		case propInt:
-			props[name] = d.varint()
-		case propFloat:
-			props[name] = math.Float64frombits(d.fixed64())
-		case propBool:
-			props[name] = d.bool()
-		case propString:
-			props[name] = d.string()
-		default:
-			d.failf("property %q has unknown type %d", k, t)
-		}
-	}
+// props reads a property encoding (msg.ReadProps: checked canonical, one
+// allocation for the copy).
+func (d *decoder) props() msg.Props {
 	if d.err != nil {
-		return nil
+		return msg.Props{}
 	}
-	return props
+	p, n, err := msg.ReadProps(d.b[d.off:])
+	if err != nil {
+		d.inner(err)
+		return msg.Props{}
+	}
+	d.off += n
+	return p
 }
 
-// optEvent reads a presence byte and, when 1, an event. same is a string the
-// event's pubend is likely equal to (the Knowledge's pubend): when it is, the
-// string is shared instead of allocated again.
-func (d *decoder) optEvent(same string) *msg.Event {
+// inner records an error of msg's event codec, whose offsets count from d.off.
+func (d *decoder) inner(err error) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %v from offset %d: %w", ErrMalformed, d.typ, d.off, err)
+	}
+	d.off = len(d.b)
+}
+
+// optEvent reads a presence byte and, when 1, an event.
+func (d *decoder) optEvent() *msg.Event {
 	if !d.bool() {
 		return nil
 	}
-	d.setArena(skipEventHead)
-	return d.event(same)
+	return d.event()
 }
 
-// event reads an event (see optEvent for same).
-func (d *decoder) event(same string) *msg.Event {
-	ev := &msg.Event{}
-	if p := d.raw(); string(p) == same {
-		ev.Pubend = msg.PubendID(same)
-	} else {
-		ev.Pubend = msg.PubendID(d.str(p))
-	}
-	ev.Tick = d.tick()
-	ev.Publisher = d.string()
-	ev.Seq = d.uvarint()
-	ev.Topic = d.string()
-	ev.Props = d.props()
-	ev.Payload = d.bytes()
+// event reads an event: one copy of its encoding, which the event's fields
+// view and which it forwards as it is (msg.ReadEvent).
+func (d *decoder) event() *msg.Event {
 	if d.err != nil {
 		return nil
 	}
+	ev, n, err := msg.ReadEvent(d.b[d.off:])
+	if err != nil {
+		d.inner(err)
+		return nil
+	}
+	d.off += n
 	return ev
 }
