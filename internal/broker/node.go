@@ -88,9 +88,13 @@ type Options struct {
 
 // Node is one running broker.
 type Node struct {
-	opts    Options
-	log     *slog.Logger
-	eng     *gd.Engine
+	opts Options
+	log  *slog.Logger
+	eng  *gd.Engine
+	// recvIn and localIn are the inputs handed to eng.Step by pointer for
+	// every peer message and publish, so that none is boxed per message.
+	recvIn  gd.Recv
+	localIn gd.Local
 	elog    *eventlog.Log
 	inc     uint64
 	hosted  []msg.PubendID
@@ -521,7 +525,10 @@ func (n *Node) handle(ev event) {
 		if n.peers[ev.peer] != ev.conn {
 			return // a replaced connection's leftovers
 		}
-		if err := n.eng.Step(now(), gd.Recv{From: ev.peer, Msg: ev.m}); err != nil {
+		n.recvIn = gd.Recv{From: ev.peer, Msg: ev.m}
+		err := n.eng.Step(now(), &n.recvIn)
+		n.recvIn = gd.Recv{}
+		if err != nil {
 			// Not a broker-to-broker message: a protocol error on this link.
 			n.log.Warn("closing link after protocol error", "peer", string(ev.peer), "err", err)
 			ev.conn.CloseWith(err, "protocol error: "+err.Error())
@@ -556,15 +563,16 @@ func (n *Node) handle(ev event) {
 
 // clientRequest maps a client's request into the engine. Subscription names
 // are made network-unique by prefixing broker and connection.
-func (n *Node) clientRequest(cid uint64, m msg.Msg) {
+func (n *Node) clientRequest(cid uint64, req msg.Msg) {
 	c := n.clients[cid]
 	if c == nil {
 		return
 	}
-	switch m := m.(type) {
+	switch m := req.(type) {
 	case msg.Publish:
 		if m.Pubend == "" {
 			m.Pubend = n.pickPubend(m.Publisher)
+			req = m
 		}
 		if size := msg.EventSize(m.Topic, m.Props, m.Payload); size > msg.MaxEventBytes {
 			c.conn.Send(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq,
@@ -576,7 +584,9 @@ func (n *Node) clientRequest(cid uint64, m msg.Msg) {
 		if cur, ok := n.pubOwner[m.Publisher]; !ok || cid > cur {
 			n.pubOwner[m.Publisher] = cid
 		}
-		n.step(gd.Local{Msg: m})
+		n.localIn = gd.Local{Msg: req} // the publish as decoded, unless its pubend was picked here
+		n.step(&n.localIn)
+		n.localIn = gd.Local{}
 	case msg.Subscribe:
 		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
 		c.subs[full] = string(m.Sub)

@@ -346,11 +346,23 @@ func AppendEvent(dst []byte, e *Event) []byte {
 // shape. Errors wrap ErrBadEvent and give the offset in b; ReadEvent never
 // panics.
 func ReadEvent(b []byte) (*Event, int, error) {
-	l, err := parseEvent(b)
+	ev := new(Event)
+	n, err := ReadEventTo(ev, b)
 	if err != nil {
 		return nil, 0, err
 	}
-	return l.build(append(make([]byte, 0, l.end), b[:l.end]...)), l.end, nil
+	return ev, n, nil
+}
+
+// ReadEventTo is ReadEvent into an Event the caller allocated (with the
+// message that carries it, say): one allocation, the bytes.
+func ReadEventTo(ev *Event, b []byte) (int, error) {
+	l, err := parseEvent(b)
+	if err != nil {
+		return 0, err
+	}
+	l.build(ev, append(make([]byte, 0, l.end), b[:l.end]...))
+	return l.end, nil
 }
 
 // viewEvent makes an event whose fields are views of enc, which must start
@@ -360,7 +372,9 @@ func viewEvent(enc []byte) (*Event, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	return l.build(enc), l.end, nil
+	ev := new(Event)
+	l.build(ev, enc)
+	return ev, l.end, nil
 }
 
 // eventLayout is where the fields of one event encoding lie.
@@ -394,9 +408,9 @@ func parseEvent(b []byte) (eventLayout, error) {
 	return l, nil
 }
 
-// build makes the event over enc, which holds the parsed bytes at the start.
-func (l *eventLayout) build(enc []byte) *Event {
-	ev := &Event{
+// build fills ev with views of enc, which holds the parsed bytes at the start.
+func (l *eventLayout) build(ev *Event, enc []byte) {
+	*ev = Event{
 		Pubend: PubendID(unsafeString(enc[l.pubend.lo:l.pubend.hi])), Tick: tick.Tick(l.t),
 		Publisher: unsafeString(enc[l.publisher.lo:l.publisher.hi]), Seq: l.seq,
 		Topic: unsafeString(enc[l.topic.lo:l.topic.hi]),
@@ -406,7 +420,45 @@ func (l *eventLayout) build(enc []byte) *Event {
 	if l.payload.hi > l.payload.lo {
 		ev.Payload = enc[l.payload.lo:l.payload.hi:l.payload.hi]
 	}
-	return ev
+}
+
+// ReadPublish reads a Publish body (after its frame's type byte) from the
+// start of b: pubend | publisher | seq | topic | props | payload, the
+// fields of an event but its tick. The result owns one copy of those bytes
+// (b may be reused), which its strings, properties and payload view.
+// Errors wrap ErrBadEvent and give the offset in b; it never panics.
+func ReadPublish(b []byte) (Publish, int, error) {
+	c := cursor{b: b}
+	pubend, publisher := c.span(), c.span()
+	seq := c.uvarint()
+	topic := c.span()
+	p0 := c.off
+	c.props()
+	props := span{p0, c.off}
+	if c.off-p0 <= 1 {
+		props = span{}
+	}
+	payload := c.span()
+	if c.err != nil {
+		return Publish{}, 0, c.err
+	}
+	own := append(make([]byte, 0, c.off), b[:c.off]...)
+	p := Publish{Pubend: PubendID(unsafeString(own[pubend.lo:pubend.hi])), Publisher: unsafeString(own[publisher.lo:publisher.hi]),
+		Seq: seq, Topic: unsafeString(own[topic.lo:topic.hi]), Props: Props{enc: unsafeString(own[props.lo:props.hi])}}
+	if payload.hi > payload.lo {
+		p.Payload = own[payload.lo:payload.hi:payload.hi]
+	}
+	return p, c.off, nil
+}
+
+// AppendPublish appends a Publish body (the layout of ReadPublish).
+func AppendPublish(dst []byte, p *Publish) []byte {
+	dst = appendStr(dst, string(p.Pubend))
+	dst = appendStr(dst, p.Publisher)
+	dst = binary.AppendUvarint(dst, p.Seq)
+	dst = appendStr(dst, p.Topic)
+	dst = AppendProps(dst, p.Props)
+	return appendStr(dst, unsafeString(p.Payload))
 }
 
 // unsafeString views b as a string without copying. Only for bytes nothing

@@ -110,3 +110,36 @@ func TestEventEncodedOnce(t *testing.T) {
 		t.Errorf("overlong tick accepted: %v", err)
 	}
 }
+
+// FuzzReadEvent: what ReadEvent accepts re-encodes to the same bytes, and
+// reading its properties (iteration, lookups, the map) never panics.
+func FuzzReadEvent(f *testing.F) {
+	f.Add(AppendEvent(nil, NewEvent("P1", 9, "pub", 3, "a.b", MustProps(map[string]any{"k": "v", "n": int64(-3), "x": 2.5, "b": true}), []byte("x"))))
+	f.Add(AppendEvent(nil, &Event{Pubend: "P", Tick: 1, Topic: "t"}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ev, n, err := ReadEvent(in)
+		if err != nil {
+			if !errors.Is(err, ErrBadEvent) {
+				t.Fatalf("error %v does not wrap ErrBadEvent", err)
+			}
+			return
+		}
+		if out := AppendEvent(nil, ev); string(out) != string(in[:n]) {
+			t.Fatalf("%x re-encodes as %x", in[:n], out)
+		}
+		it := ev.Props.Iter()
+		count := 0
+		for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+			if got, found := ev.Props.Get(k); !found || got != v {
+				t.Fatalf("Get(%q) = %v %v, iteration gave %v", k, got, found, v)
+			}
+			count++
+		}
+		if count != ev.Props.Len() || len(ev.Props.Map()) != count {
+			t.Fatalf("%d properties iterated, Len %d, map %d", count, ev.Props.Len(), len(ev.Props.Map()))
+		}
+		if p, err := PropsOf(ev.Props.Map()); err != nil || p != ev.Props {
+			t.Fatalf("properties do not survive a map round trip: %v", err)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -78,7 +79,9 @@ func (p *Pubend) remember(pub string, seq uint64, t tick.Tick, durable bool) {
 	w := p.dedup[pub]
 	if w == nil {
 		w = &dedupWindow{ticks: map[uint64]dedupEntry{}}
-		p.dedup[pub] = w
+		// A copy: pub may view a whole publish's bytes (msg.ReadPublish),
+		// which the key would keep alive.
+		p.dedup[strings.Clone(pub)] = w
 	}
 	if _, ok := w.ticks[seq]; !ok {
 		w.order = append(w.order, seq)

@@ -52,7 +52,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 
 	case msg.Relay:
 		switch v.Msg.(type) {
-		case msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
+		case msg.Knowledge, *msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
 		default:
 			return nil, fmt.Errorf("wire: Relay may carry only a broker-to-broker GD message, not %T", v.Msg)
 		}
@@ -61,14 +61,11 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		return appendBody(b, v.Msg)
 
 	case msg.Knowledge:
-		b = append(b, byte(TypeKnowledge))
-		b = appendString(b, string(v.Pubend))
-		b = appendTick(b, v.Final)
-		b = appendTick(b, v.Start)
-		b = appendTick(b, v.End)
-		b = appendTick(b, v.VTick)
-		b = appendBool(b, v.Retrans)
-		return appendOptEvent(b, v.Event)
+		return appendKnowledge(b, &v), nil
+	case *msg.Knowledge:
+		if v != nil {
+			return appendKnowledge(b, v), nil
+		}
 	case msg.Nack:
 		b = append(b, byte(TypeNack))
 		b = appendString(b, string(v.Pubend))
@@ -131,13 +128,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		return appendPath(b, v.Path), nil
 
 	case msg.Publish:
-		b = append(b, byte(TypePublish))
-		b = appendString(b, string(v.Pubend))
-		b = appendString(b, v.Publisher)
-		b = binary.AppendUvarint(b, v.Seq)
-		b = appendString(b, v.Topic)
-		b = msg.AppendProps(b, v.Props)
-		return appendBytes(b, v.Payload), nil
+		return msg.AppendPublish(append(b, byte(TypePublish)), &v), nil
 	case msg.Subscribe:
 		b = append(b, byte(TypeSubscribe))
 		b = appendString(b, string(v.Sub))
@@ -325,6 +316,19 @@ func appendToken(b []byte, t msg.Token) []byte {
 		b = appendString(b, p)
 		b = appendTick(b, t[msg.PubendID(p)])
 	}
+	return b
+}
+
+// appendKnowledge appends a Knowledge's type byte and body.
+func appendKnowledge(b []byte, v *msg.Knowledge) []byte {
+	b = append(b, byte(TypeKnowledge))
+	b = appendString(b, string(v.Pubend))
+	b = appendTick(b, v.Final)
+	b = appendTick(b, v.Start)
+	b = appendTick(b, v.End)
+	b = appendTick(b, v.VTick)
+	b = appendBool(b, v.Retrans)
+	b, _ = appendOptEvent(b, v.Event)
 	return b
 }
 
