@@ -3,6 +3,8 @@ package match
 import (
 	"fmt"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -146,25 +148,15 @@ func TestUnionCapDropsSelectors(t *testing.T) {
 func pm(m map[string]any) msg.Props {
 	n := make(map[string]any, len(m))
 	for k, v := range m {
-		switch v := v.(type) {
-		case int64, float64, bool, string:
+		switch rv := reflect.ValueOf(v); {
+		case rv.Kind() == reflect.Float32:
+			n[k] = rv.Float()
+		case rv.CanInt():
+			n[k] = rv.Int()
+		case rv.CanUint() && rv.Uint() <= math.MaxInt64:
+			n[k] = int64(rv.Uint())
+		case rv.Kind() == reflect.Float64 || rv.Kind() == reflect.Bool || rv.Kind() == reflect.String:
 			n[k] = v
-		case int:
-			n[k] = int64(v)
-		case int32:
-			n[k] = int64(v)
-		case int16:
-			n[k] = int64(v)
-		case int8:
-			n[k] = int64(v)
-		case uint8:
-			n[k] = int64(v)
-		case uint16:
-			n[k] = int64(v)
-		case uint32:
-			n[k] = int64(v)
-		case float32:
-			n[k] = float64(v)
 		}
 	}
 	return msg.MustProps(n)

@@ -514,16 +514,9 @@ func (c *cursor) uvarint() uint64 {
 	if c.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(c.b[c.off:])
-	switch {
-	case n == 0:
-		c.failf("truncated varint")
-		return 0
-	case n < 0:
-		c.failf("varint overflows 64 bits")
-		return 0
-	case n > 1 && c.b[c.off+n-1] == 0:
-		c.failf("overlong varint")
+	v, n, why := Uvarint(c.b[c.off:])
+	if why != "" {
+		c.failf("%s", why)
 		return 0
 	}
 	c.off += n
@@ -532,17 +525,45 @@ func (c *cursor) uvarint() uint64 {
 
 // raw reads a length-prefixed byte string without copying it.
 func (c *cursor) raw() []byte {
-	n := c.uvarint()
 	if c.err != nil {
 		return nil
 	}
-	if n > uint64(len(c.b)-c.off) {
-		c.failf("string of %d bytes but only %d left", n, len(c.b)-c.off)
+	s, n, why := Field(c.b[c.off:])
+	if why != "" {
+		c.failf("%s", why)
 		return nil
 	}
-	s := c.b[c.off : c.off+int(n)]
-	c.off += int(n)
+	c.off += n
 	return s
+}
+
+// Uvarint reads a minimal-length unsigned varint from the start of b, the
+// rule for every integer of the event and wire encodings; why says what is
+// wrong when b does not start with one.
+func Uvarint(b []byte) (v uint64, n int, why string) {
+	v, n = binary.Uvarint(b)
+	switch {
+	case n == 0:
+		return 0, 0, "truncated varint"
+	case n < 0:
+		return 0, 0, "varint overflows 64 bits"
+	case n > 1 && b[n-1] == 0:
+		return 0, 0, "overlong varint"
+	}
+	return v, n, ""
+}
+
+// Field reads a length-prefixed byte string from the start of b without
+// copying it; n counts the prefix and the bytes.
+func Field(b []byte) (s []byte, n int, why string) {
+	l, w, why := Uvarint(b)
+	if why != "" {
+		return nil, 0, why
+	}
+	if l > uint64(len(b)-w) {
+		return nil, 0, fmt.Sprintf("string of %d bytes but only %d left", l, len(b)-w)
+	}
+	return b[w : w+int(l)], w + int(l), ""
 }
 
 // span reads a length-prefixed byte string and returns where it lies.

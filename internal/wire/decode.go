@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -177,21 +176,15 @@ func (d *decoder) bool() bool {
 	}
 }
 
-// uvarint reads a minimal-length unsigned varint.
+// uvarint reads a minimal-length unsigned varint (msg.Uvarint: the rule of
+// the event encoding, for every integer of every frame).
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	switch {
-	case n == 0:
-		d.failf("truncated varint")
-		return 0
-	case n < 0:
-		d.failf("varint overflows 64 bits")
-		return 0
-	case n > 1 && d.b[d.off+n-1] == 0:
-		d.failf("overlong varint")
+	v, n, why := msg.Uvarint(d.b[d.off:])
+	if why != "" {
+		d.failf("%s", why)
 		return 0
 	}
 	d.off += n
@@ -202,16 +195,15 @@ func (d *decoder) tick() tick.Tick { return tick.Tick(d.uvarint()) }
 
 // raw reads a length-prefixed byte string without copying it.
 func (d *decoder) raw() []byte {
-	n := d.uvarint()
 	if d.err != nil {
 		return nil
 	}
-	if n > uint64(d.rest()) {
-		d.failf("string of %d bytes but only %d left in frame", n, d.rest())
+	s, n, why := msg.Field(d.b[d.off:])
+	if why != "" {
+		d.failf("%s in frame", why)
 		return nil
 	}
-	s := d.b[d.off : d.off+int(n)]
-	d.off += int(n)
+	d.off += n
 	return s
 }
 
