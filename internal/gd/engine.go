@@ -129,6 +129,7 @@ type Engine struct {
 	// them afresh per Ready cost allocations per event.
 	spare                Ready
 	sendHint, clientHint int
+	kblock               []msg.Knowledge // see knowledgeMsg
 	stats                Stats
 }
 
