@@ -439,9 +439,19 @@ func (c *Client) Publish(ctx context.Context, m Message) (Ack, error) {
 	}
 }
 
-func normalizeProps(p map[string]any) (map[string]any, error) {
-	if len(p) == 0 {
-		return nil, nil
+// normalizeProps encodes a message's properties as events carry them
+// (msg.Props), converting other integer and float types first.
+func normalizeProps(p map[string]any) (msg.Props, error) {
+	canonical := true
+	for _, v := range p {
+		switch v.(type) {
+		case int64, float64, bool, string:
+		default:
+			canonical = false
+		}
+	}
+	if canonical {
+		return msg.PropsOf(p)
 	}
 	out := make(map[string]any, len(p))
 	for k, v := range p {
@@ -455,10 +465,10 @@ func normalizeProps(p map[string]any) (map[string]any, error) {
 		case float32:
 			out[k] = float64(x)
 		default:
-			return nil, fmt.Errorf("aerie: property %q: unsupported type %T (use integer, float, bool or string)", k, v)
+			return msg.Props{}, fmt.Errorf("aerie: property %q: unsupported type %T (use integer, float, bool or string)", k, v)
 		}
 	}
-	return out, nil
+	return msg.PropsOf(out)
 }
 
 // Close ends the client: subscriptions end, unacknowledged publishes fail
@@ -491,6 +501,6 @@ func (c *Client) Close() error {
 }
 
 func eventOf(e *msg.Event) Event {
-	return Event{Pubend: string(e.Pubend), Tick: uint64(e.Tick), Topic: e.Topic, Props: e.Props, Payload: e.Payload,
+	return Event{Pubend: string(e.Pubend), Tick: uint64(e.Tick), Topic: e.Topic, Props: e.Props.Map(), Payload: e.Payload,
 		PubTime: time.UnixMilli(tick.Tick(e.Tick).Millis()), Publisher: e.Publisher, Seq: e.Seq}
 }

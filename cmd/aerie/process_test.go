@@ -98,7 +98,7 @@ func TestKill9(t *testing.T) {
 			for ev := range sub.Events() {
 				smu.Lock()
 				s.events = append(s.events, &msg.Event{Pubend: msg.PubendID(ev.Pubend), Tick: tick.Tick(ev.Tick), Publisher: ev.Publisher,
-					Seq: ev.Seq, Topic: ev.Topic, Props: ev.Props, Payload: ev.Payload})
+					Seq: ev.Seq, Topic: ev.Topic, Props: msg.MustProps(ev.Props), Payload: ev.Payload})
 				smu.Unlock()
 				select {
 				case s.more <- struct{}{}:
@@ -163,7 +163,7 @@ func TestKill9(t *testing.T) {
 	for i := 1; i <= total; i++ {
 		r := results[i]
 		ev := &msg.Event{Pubend: msg.PubendID(r.Ack.Pubend), Tick: tick.Tick(r.Ack.Tick), Publisher: "publisher-1", Seq: r.Seq,
-			Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}, Payload: payload}
+			Topic: "orders.eu", Props: msg.MustProps(map[string]any{"seq": int64(i)}), Payload: payload}
 		orc.Logged(ev)
 		orc.PubAcked(msg.PubAck{Pubend: ev.Pubend, Publisher: ev.Publisher, Seq: ev.Seq, Tick: ev.Tick})
 		logged[ev.Pubend] = append(logged[ev.Pubend], ev)

@@ -43,7 +43,7 @@ func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
 func (e *Engine) forwardBestEffort(ps *pstream, ev *msg.Event) {
 	for _, o := range ps.outs {
 		if stream.Passes(o.FilterAt(ev.Tick), ev) {
-			e.sendDown(ps.id, o.Down, msg.Knowledge{Pubend: ps.id, Start: ev.Tick, VTick: ev.Tick, End: ev.Tick, Event: ev})
+			e.sendDown(ps.id, o.Down, e.knowledgeMsg(msg.Knowledge{Pubend: ps.id, Start: ev.Tick, VTick: ev.Tick, End: ev.Tick, Event: ev}))
 		}
 	}
 	if len(ps.subs) > 0 {

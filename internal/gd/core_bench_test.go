@@ -75,7 +75,7 @@ func (c *chain) tickAll() {
 func BenchmarkCoreChain(b *testing.B) {
 	c := newChain(b)
 	payload := make([]byte, 256)
-	props := map[string]any{"seq": int64(0)}
+	props := msg.MustProps(map[string]any{"seq": int64(0)})
 	// Warm up until the subscription is in force.
 	for i := 0; i < 10; i++ {
 		c.now = c.now.Add(10 * time.Millisecond)

@@ -34,7 +34,9 @@ type Route struct {
 // Input is one thing that happened to the engine.
 type Input interface{ isInput() }
 
-// Recv is a message from neighbour From.
+// Recv is a message from neighbour From. Step also takes a *Recv (and a
+// *Local) and keeps neither: a runtime that reuses one input struct for
+// every message boxes nothing per message.
 type Recv struct {
 	From msg.NodeID
 	Msg  msg.Msg
@@ -121,7 +123,14 @@ type Engine struct {
 	queuedAfter []msg.Msg
 	queuedRecs  []msg.Record
 	persistBusy bool
-	stats       Stats
+	// spare holds the slices of the batch last made durable (Persist,
+	// ToClientsAfterPersist), reused for the next batch; sendHint and
+	// clientHint size a Ready's Send and ToClients by the last ones. Growing
+	// them afresh per Ready cost allocations per event.
+	spare                Ready
+	sendHint, clientHint int
+	kblock               []msg.Knowledge // see knowledgeMsg
+	stats                Stats
 }
 
 // downstream is what this broker knows of one downstream neighbour.
@@ -246,7 +255,11 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 	switch in := in.(type) {
 	case Recv:
 		return e.recv(in.From, in.Msg)
+	case *Recv: // a caller's reused input: nothing boxed per message
+		return e.recv(in.From, in.Msg)
 	case Local:
+		return e.localRequest(in.Msg)
+	case *Local:
 		return e.localRequest(in.Msg)
 	case Tick:
 		e.tick()
@@ -271,6 +284,9 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		case msg.Knowledge:
 			e.onKnowledgeBestEffort(from, m)
 			return nil
+		case *msg.Knowledge:
+			e.onKnowledgeBestEffort(from, *m)
+			return nil
 		case msg.Nack, msg.Ack, msg.AckExpected:
 			return nil // none are sent in this mode
 		}
@@ -280,6 +296,8 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		return e.onRelay(from, m)
 	case msg.Knowledge:
 		e.onKnowledge(from, m)
+	case *msg.Knowledge: // as wire.Decode returns it
+		e.onKnowledge(from, *m)
 	case msg.Nack:
 		e.onNack(from, m)
 	case msg.Ack:
@@ -313,15 +331,32 @@ func (e *Engine) HasReady() bool {
 // wait for them) are handed out one batch at a time: while a batch is being
 // persisted, new records queue up and go out together in the next batch —
 // group commit (DESIGN.md §3).
+//
+// A Ready's Persist and ToClientsAfterPersist are valid until Advance
+// returns: the engine then reuses their memory. Send and ToClients are the
+// caller's (harnesses step engines from inside their loops over Send).
 func (e *Engine) Ready() Ready {
 	rd := e.out
 	e.out = Ready{}
+	if n := len(rd.Send); n > 0 {
+		e.sendHint = n
+	}
+	if n := len(rd.ToClients); n > 0 {
+		e.clientHint = n
+	}
 	if !e.persistBusy && len(e.queuedRecs) > 0 {
 		rd.Persist, rd.ToClientsAfterPersist = e.queuedRecs, e.queuedAfter
-		e.queuedRecs, e.queuedAfter = nil, nil
+		e.queuedRecs, e.queuedAfter = reuse(e.spare.Persist), reuse(e.spare.ToClientsAfterPersist)
+		e.spare.Persist, e.spare.ToClientsAfterPersist = nil, nil
 		e.persistBusy = true
 	}
 	return rd
+}
+
+// reuse empties a slice for reuse, dropping what it referenced.
+func reuse[T any](s []T) []T {
+	clear(s)
+	return s[:0]
 }
 
 // Advance tells the engine that rd (from Ready) was carried out: its records
@@ -331,6 +366,7 @@ func (e *Engine) Advance(rd Ready) {
 		return
 	}
 	e.persistBusy = false
+	defer func() { e.spare.Persist, e.spare.ToClientsAfterPersist = rd.Persist, rd.ToClientsAfterPersist }()
 	for _, r := range rd.Persist {
 		ps := e.byPubend[r.Pubend]
 		if ps == nil || ps.pub == nil {
@@ -354,10 +390,18 @@ func (e *Engine) Advance(rd Ready) {
 }
 
 func (e *Engine) send(to msg.NodeID, m msg.Msg) {
+	if e.out.Send == nil {
+		e.out.Send = make([]msg.Envelope, 0, max(e.sendHint, 4))
+	}
 	e.out.Send = append(e.out.Send, msg.Envelope{From: e.id, To: to, Msg: m})
 }
 
-func (e *Engine) toClient(m msg.Msg) { e.out.ToClients = append(e.out.ToClients, m) }
+func (e *Engine) toClient(m msg.Msg) {
+	if e.out.ToClients == nil {
+		e.out.ToClients = make([]msg.Msg, 0, max(e.clientHint, 4))
+	}
+	e.out.ToClients = append(e.out.ToClients, m)
+}
 
 // isSubend reports whether ps originates nacks here: it feeds local
 // subscribers, or it is a leaf of the pubend's tree.

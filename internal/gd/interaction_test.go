@@ -291,15 +291,16 @@ func (h *harness) run(td *datadriven.TestData) {
 			if a.Key != "props" {
 				continue
 			}
-			m.Props = map[string]any{}
+			props := map[string]any{}
 			for _, kv := range a.Vals { // props=(k:v,...): integers, else strings
 				k, v, _ := strings.Cut(kv, ":")
 				if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-					m.Props[k] = i
+					props[k] = i
 				} else {
-					m.Props[k] = v
+					props[k] = v
 				}
 			}
+			m.Props = msg.MustProps(props)
 		}
 		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
 	case "subscribe":

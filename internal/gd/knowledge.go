@@ -165,15 +165,28 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 			}
 			o.C.Remove(tick.Range{Lo: k.Start, Hi: k.End}) // answered
 		}
+		km := e.knowledgeMsg(k)
 		switch {
 		case retrans && to != "":
-			e.sendOrRelay(ps.id, to, k)
+			e.sendOrRelay(ps.id, to, km)
 		case retrans:
-			e.sendAnswer(ps, o, k)
+			e.sendAnswer(ps, o, km)
 		default:
-			e.sendDown(ps.id, o.Down, k)
+			e.sendDown(ps.id, o.Down, km)
 		}
 	})
+}
+
+// knowledgeMsg returns k as a message to send: a pointer into a block of
+// Knowledge messages, so that sending one does not box (allocate) a
+// Knowledge per event. A block lives as long as one of its messages does.
+// Nothing writes a sent message.
+func (e *Engine) knowledgeMsg(k msg.Knowledge) *msg.Knowledge {
+	if len(e.kblock) == cap(e.kblock) {
+		e.kblock = make([]msg.Knowledge, 0, 64)
+	}
+	e.kblock = append(e.kblock, k)
+	return &e.kblock[len(e.kblock)-1]
 }
 
 // deliver hands local subscribers every D up to the doubt horizon, in tick

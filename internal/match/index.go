@@ -3,6 +3,7 @@ package match
 import (
 	"cmp"
 	"encoding/binary"
+	"github.com/aerie-mq/aerie/internal/msg"
 	"math"
 	"slices"
 	"strings"
@@ -754,7 +755,7 @@ func (s *scratch) stamp(b bool) uint32 {
 }
 
 // predTrue evaluates predicate id on the current event, once per event.
-func (ix *Index) predTrue(s *scratch, id int32, props map[string]any) bool {
+func (ix *Index) predTrue(s *scratch, id int32, props msg.Props) bool {
 	if m := s.memo[id]; m>>1 == s.gen {
 		return m&1 != 0
 	}
@@ -795,7 +796,7 @@ func (ix *Index) predTrue(s *scratch, id int32, props map[string]any) bool {
 
 // Match calls fn once for each subscription whose pattern matches topic and
 // whose selector (if any) evaluates to TRUE on props.
-func (ix *Index) Match(topic string, props map[string]any, fn func(id uint64)) {
+func (ix *Index) Match(topic string, props msg.Props, fn func(id uint64)) {
 	if ix.count == 0 {
 		return
 	}
@@ -803,32 +804,25 @@ func (ix *Index) Match(topic string, props map[string]any, fn func(id uint64)) {
 	s := &ix.scr
 	s.reset(len(ix.attrs), len(ix.pats), len(ix.preds))
 
-	set := func(a int32, x any) {
-		v := fromAny(x)
+	// The properties come in name order from the encoding; attributes are
+	// visited in attribute order so that the callbacks come in a
+	// deterministic order whatever the properties.
+	it := props.Iter()
+	for k, x, ok := it.Next(); ok; k, x, ok = it.Next() {
+		a, ok := ix.attrByName[k]
+		if !ok {
+			continue
+		}
+		v := fromProp(x)
 		if v.k == kNull {
-			return
+			continue
 		}
 		s.vgen[a], s.vals[a] = s.gen, v
 		s.present = append(s.present, a)
 	}
-	if len(props) <= len(ix.attrs) {
-		for k, x := range props {
-			if a, ok := ix.attrByName[k]; ok {
-				set(a, x)
-			}
-		}
-		// map order is random: visit attributes in a fixed order so that
-		// the callbacks come in a deterministic order
-		for i := 1; i < len(s.present); i++ {
-			for j := i; j > 0 && s.present[j] < s.present[j-1]; j-- {
-				s.present[j], s.present[j-1] = s.present[j-1], s.present[j]
-			}
-		}
-	} else {
-		for a, at := range ix.attrs {
-			if x, ok := props[at.name]; ok {
-				set(int32(a), x)
-			}
+	for i := 1; i < len(s.present); i++ {
+		for j := i; j > 0 && s.present[j] < s.present[j-1]; j-- {
+			s.present[j], s.present[j-1] = s.present[j-1], s.present[j]
 		}
 	}
 
@@ -909,7 +903,7 @@ func (ix *Index) eqHit(s *scratch, id int32) {
 
 // rangeHit verifies a candidate range predicate exactly (the stabbing
 // query works on float64 keys) and checks its groups.
-func (ix *Index) rangeHit(s *scratch, id int32, topic string, props map[string]any, fn func(uint64)) {
+func (ix *Index) rangeHit(s *scratch, id int32, topic string, props msg.Props, fn func(uint64)) {
 	if !ix.predTrue(s, id, props) {
 		return
 	}
@@ -919,7 +913,7 @@ func (ix *Index) rangeHit(s *scratch, id int32, topic string, props map[string]a
 }
 
 // check verifies group e.g, whose access predicate is known to be true.
-func (ix *Index) check(s *scratch, e accEnt, topic string, props map[string]any, fn func(uint64)) {
+func (ix *Index) check(s *scratch, e accEnt, topic string, props msg.Props, fn func(uint64)) {
 	p := e.pat
 	m := s.pmemo[p]
 	if m>>1 != s.gen {
@@ -951,7 +945,7 @@ func (ix *Index) check(s *scratch, e accEnt, topic string, props map[string]any,
 
 // holds reports whether group predicate entry e is true: ^id for equality
 // predicates (true exactly when stamped by step 1 of Match), id otherwise.
-func (ix *Index) holds(s *scratch, e int32, props map[string]any) bool {
+func (ix *Index) holds(s *scratch, e int32, props msg.Props) bool {
 	if e < 0 {
 		return s.memo[^e] == s.gen<<1|1
 	}

@@ -2,6 +2,7 @@ package match
 
 import (
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/msg"
 	"math/rand/v2"
 	"slices"
 	"syscall"
@@ -58,7 +59,7 @@ func benchSubs(n int) []bruteSub {
 
 type benchEvent struct {
 	topic string
-	props map[string]any
+	props msg.Props
 }
 
 func benchEvents() []benchEvent {
@@ -79,7 +80,7 @@ func benchEvents() []benchEvent {
 		} else {
 			p["price"] = int64(r.IntN(1000))
 		}
-		ev[i] = benchEvent{topics[r.IntN(len(topics))], p}
+		ev[i] = benchEvent{topics[r.IntN(len(topics))], pm(p)}
 	}
 	return ev
 }

@@ -137,7 +137,7 @@ type bruteSub struct {
 func bruteMatch(subs map[uint64]bruteSub, topic string, props map[string]any) []uint64 {
 	var out []uint64
 	for _, s := range subs {
-		if s.pat.MatchTopic(topic) && (s.sel == nil || s.sel.Match(topic, props)) {
+		if s.pat.MatchTopic(topic) && (s.sel == nil || s.sel.Match(topic, pm(props))) {
 			out = append(out, s.id)
 		}
 	}
@@ -186,7 +186,7 @@ func TestIndexMatchesBruteForce(t *testing.T) {
 				props := randProps(r)
 				want := bruteMatch(subs, topic, props)
 				var got []uint64
-				ix.Match(topic, props, func(id uint64) { got = append(got, id) })
+				ix.Match(topic, pm(props), func(id uint64) { got = append(got, id) })
 				slices.Sort(got)
 				pairs += len(subs)
 				if !slices.Equal(got, want) {
@@ -220,7 +220,7 @@ func TestIndexMatchesBruteForce(t *testing.T) {
 			len(ix.predByKey) != 0 || len(ix.groupByKey) != 0 || len(ix.byID) != 0 || !ix.rangeListsEmpty() {
 			t.Fatalf("seed %d: index not empty after removing all: len %d", seed, ix.Len())
 		}
-		ix.Match("orders", map[string]any{"a": int64(1)}, func(id uint64) { t.Fatalf("empty index matched %d", id) })
+		ix.Match("orders", pm(map[string]any{"a": int64(1)}), func(id uint64) { t.Fatalf("empty index matched %d", id) })
 	}
 	t.Logf("%d (event, subscription) pairs checked", pairs)
 }
@@ -264,7 +264,7 @@ func TestIndexBasics(t *testing.T) {
 	}
 	for _, c := range cases {
 		var got []uint64
-		ix.Match(c.topic, c.props, func(id uint64) { got = append(got, id) })
+		ix.Match(c.topic, pm(c.props), func(id uint64) { got = append(got, id) })
 		slices.Sort(got)
 		if !slices.Equal(got, c.want) {
 			t.Errorf("%s %v: got %v want %v", c.topic, c.props, got, c.want)
@@ -275,7 +275,7 @@ func TestIndexBasics(t *testing.T) {
 		t.Fatalf("Len %d", ix.Len())
 	}
 	var got []uint64
-	ix.Match("orders.eu", nil, func(id uint64) { got = append(got, id) })
+	ix.Match("orders.eu", pm(nil), func(id uint64) { got = append(got, id) })
 	if len(got) != 0 {
 		t.Fatalf("got %v after replacing 3", got)
 	}
@@ -287,7 +287,7 @@ func TestIndexMatchNoAllocs(t *testing.T) {
 		ix.Add(uint64(i), MustPattern("orders.>"),
 			MustSelector(fmt.Sprintf("region = 'EU' AND product = 'p%d' AND price BETWEEN %d AND %d", i%100, i%50, i%50+10)))
 	}
-	props := map[string]any{"region": "EU", "product": "p7", "price": int64(12)}
+	props := pm(map[string]any{"region": "EU", "product": "p7", "price": int64(12)})
 	n := 0
 	fn := func(uint64) { n++ }
 	ix.Match("orders.eu", props, fn)
@@ -325,7 +325,7 @@ func TestIndexGrowsBetweenMatches(t *testing.T) {
 				topic, props := randTopic(r), randProps(r)
 				want := bruteMatch(subs, topic, props)
 				var got []uint64
-				ix.Match(topic, props, func(id uint64) { got = append(got, id) })
+				ix.Match(topic, pm(props), func(id uint64) { got = append(got, id) })
 				slices.Sort(got)
 				if !slices.Equal(got, want) {
 					t.Fatalf("seed %d after %d adds, topic %q props %v:\n got %v\nwant %v\n%s",
@@ -431,7 +431,7 @@ func TestIndexSharedPredicatesMatchBruteForce(t *testing.T) {
 				}
 				want := bruteMatch(subs, topic, props)
 				var got []uint64
-				ix.Match(topic, props, func(id uint64) { got = append(got, id) })
+				ix.Match(topic, pm(props), func(id uint64) { got = append(got, id) })
 				slices.Sort(got)
 				pairs += len(subs)
 				if !slices.Equal(got, want) {

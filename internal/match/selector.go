@@ -3,6 +3,7 @@ package match
 import (
 	"errors"
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/msg"
 )
 
 // ErrBadSelector is wrapped by every error ParseSelector returns.
@@ -83,11 +84,11 @@ func (s *Selector) String() string { return s.src }
 
 // Eval evaluates the selector against props with JMS three-valued logic. A
 // property missing from props is NULL.
-func (s *Selector) Eval(props map[string]any) Tri { return s.root.cond(props) }
+func (s *Selector) Eval(props msg.Props) Tri { return s.root.cond(props) }
 
 // Match implements Filter: the event passes only when the selector evaluates
 // to True. The topic is ignored.
-func (s *Selector) Match(_ string, props map[string]any) bool {
+func (s *Selector) Match(_ string, props msg.Props) bool {
 	return s.root.cond(props) == True
 }
 

@@ -1,6 +1,7 @@
 package match
 
 import (
+	"github.com/aerie-mq/aerie/internal/msg"
 	"math"
 	"strconv"
 	"strings"
@@ -40,43 +41,17 @@ func intVal(i int64) value     { return value{k: kInt, i: i} }
 func floatVal(f float64) value { return value{k: kFloat, f: f} }
 func boolVal(b bool) value     { return value{k: kBool, b: b} }
 
-// fromAny converts a property; Go types other than the ones listed are NULL.
-func fromAny(x any) value {
-	switch v := x.(type) {
-	case int64:
-		return intVal(v)
-	case float64:
-		return floatVal(v)
-	case string:
-		return value{k: kString, s: v}
-	case bool:
-		return boolVal(v)
-	case int:
-		return intVal(int64(v))
-	case int32:
-		return intVal(int64(v))
-	case int16:
-		return intVal(int64(v))
-	case int8:
-		return intVal(int64(v))
-	case uint32:
-		return intVal(int64(v))
-	case uint16:
-		return intVal(int64(v))
-	case uint8:
-		return intVal(int64(v))
-	case uint:
-		if uint64(v) <= math.MaxInt64 {
-			return intVal(int64(v))
-		}
-		return floatVal(float64(v))
-	case uint64:
-		if v <= math.MaxInt64 {
-			return intVal(int64(v))
-		}
-		return floatVal(float64(v))
-	case float32:
-		return floatVal(float64(v))
+// fromProp converts a property read from an event's encoding.
+func fromProp(x msg.Value) value {
+	switch x.Kind {
+	case msg.PropInt:
+		return intVal(x.Int())
+	case msg.PropFloat:
+		return floatVal(x.Float())
+	case msg.PropBool:
+		return boolVal(x.Bool())
+	case msg.PropString:
+		return value{k: kString, s: x.Str()}
 	}
 	return value{}
 }
@@ -249,8 +224,8 @@ func arith(op byte, a, b value) value {
 // node is a compiled expression. val gives its value, cond its truth value;
 // each node kind implements one natively and derives the other.
 type node interface {
-	val(p map[string]any) value
-	cond(p map[string]any) Tri
+	val(p msg.Props) value
+	cond(p msg.Props) Tri
 	static() stype
 	prec() int
 }
@@ -279,8 +254,8 @@ const (
 
 type litNode struct{ v value }
 
-func (n *litNode) val(map[string]any) value { return n.v }
-func (n *litNode) cond(map[string]any) Tri  { return valCond(n.v) }
+func (n *litNode) val(msg.Props) value { return n.v }
+func (n *litNode) cond(msg.Props) Tri  { return valCond(n.v) }
 func (n *litNode) static() stype {
 	switch n.v.k {
 	case kBool:
@@ -299,25 +274,25 @@ func (n *litNode) prec() int {
 
 type identNode struct{ name string }
 
-func (n *identNode) val(p map[string]any) value {
-	x, ok := p[n.name]
+func (n *identNode) val(p msg.Props) value {
+	x, ok := p.Get(n.name)
 	if !ok {
 		return value{}
 	}
-	return fromAny(x)
+	return fromProp(x)
 }
-func (n *identNode) cond(p map[string]any) Tri { return valCond(n.val(p)) }
-func (n *identNode) static() stype             { return sAny }
-func (n *identNode) prec() int                 { return pPrimary }
+func (n *identNode) cond(p msg.Props) Tri { return valCond(n.val(p)) }
+func (n *identNode) static() stype        { return sAny }
+func (n *identNode) prec() int            { return pPrimary }
 
 type arithNode struct {
 	op   byte
 	l, r node
 }
 
-func (n *arithNode) val(p map[string]any) value { return arith(n.op, n.l.val(p), n.r.val(p)) }
-func (n *arithNode) cond(p map[string]any) Tri  { return valCond(n.val(p)) }
-func (n *arithNode) static() stype              { return sNum }
+func (n *arithNode) val(p msg.Props) value { return arith(n.op, n.l.val(p), n.r.val(p)) }
+func (n *arithNode) cond(p msg.Props) Tri  { return valCond(n.val(p)) }
+func (n *arithNode) static() stype         { return sNum }
 func (n *arithNode) prec() int {
 	if n.op == '+' || n.op == '-' {
 		return pAdd
@@ -330,7 +305,7 @@ type unaryNode struct {
 	x   node
 }
 
-func (n *unaryNode) val(p map[string]any) value {
+func (n *unaryNode) val(p msg.Props) value {
 	v := n.x.val(p)
 	switch {
 	case !v.isNum():
@@ -344,16 +319,16 @@ func (n *unaryNode) val(p map[string]any) value {
 	}
 	return intVal(-v.i)
 }
-func (n *unaryNode) cond(p map[string]any) Tri { return valCond(n.val(p)) }
-func (n *unaryNode) static() stype             { return sNum }
-func (n *unaryNode) prec() int                 { return pUnary }
+func (n *unaryNode) cond(p msg.Props) Tri { return valCond(n.val(p)) }
+func (n *unaryNode) static() stype        { return sNum }
+func (n *unaryNode) prec() int            { return pUnary }
 
 type logicNode struct {
 	or   bool
 	l, r node
 }
 
-func (n *logicNode) cond(p map[string]any) Tri {
+func (n *logicNode) cond(p msg.Props) Tri {
 	a := n.l.cond(p)
 	if n.or {
 		if a == True {
@@ -366,8 +341,8 @@ func (n *logicNode) cond(p map[string]any) Tri {
 	}
 	return triAnd(a, n.r.cond(p))
 }
-func (n *logicNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *logicNode) static() stype              { return sBool }
+func (n *logicNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *logicNode) static() stype         { return sBool }
 func (n *logicNode) prec() int {
 	if n.or {
 		return pOr
@@ -377,27 +352,27 @@ func (n *logicNode) prec() int {
 
 type notNode struct{ x node }
 
-func (n *notNode) cond(p map[string]any) Tri  { return triNot(n.x.cond(p)) }
-func (n *notNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *notNode) static() stype              { return sBool }
-func (n *notNode) prec() int                  { return pNot }
+func (n *notNode) cond(p msg.Props) Tri  { return triNot(n.x.cond(p)) }
+func (n *notNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *notNode) static() stype         { return sBool }
+func (n *notNode) prec() int             { return pNot }
 
 type cmpNode struct {
 	op   cmpOp
 	l, r node
 }
 
-func (n *cmpNode) cond(p map[string]any) Tri  { return compare(n.op, n.l.val(p), n.r.val(p)) }
-func (n *cmpNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *cmpNode) static() stype              { return sBool }
-func (n *cmpNode) prec() int                  { return pCmp }
+func (n *cmpNode) cond(p msg.Props) Tri  { return compare(n.op, n.l.val(p), n.r.val(p)) }
+func (n *cmpNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *cmpNode) static() stype         { return sBool }
+func (n *cmpNode) prec() int             { return pCmp }
 
 type betweenNode struct {
 	not       bool
 	x, lo, hi node
 }
 
-func (n *betweenNode) cond(p map[string]any) Tri {
+func (n *betweenNode) cond(p msg.Props) Tri {
 	x, lo, hi := n.x.val(p), n.lo.val(p), n.hi.val(p)
 	t := triAnd(compare(opLe, lo, x), compare(opLe, x, hi))
 	if !n.not {
@@ -412,9 +387,9 @@ func (n *betweenNode) cond(p map[string]any) Tri {
 	}
 	return triNot(t)
 }
-func (n *betweenNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *betweenNode) static() stype              { return sBool }
-func (n *betweenNode) prec() int                  { return pCmp }
+func (n *betweenNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *betweenNode) static() stype         { return sBool }
+func (n *betweenNode) prec() int             { return pCmp }
 
 type inNode struct {
 	not  bool
@@ -423,7 +398,7 @@ type inNode struct {
 	set  map[string]struct{}
 }
 
-func (n *inNode) cond(p map[string]any) Tri {
+func (n *inNode) cond(p msg.Props) Tri {
 	v := n.x.val(p)
 	switch v.k {
 	case kNull:
@@ -434,9 +409,9 @@ func (n *inNode) cond(p map[string]any) Tri {
 	}
 	return False // unlike types: FALSE for IN and NOT IN alike
 }
-func (n *inNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *inNode) static() stype              { return sBool }
-func (n *inNode) prec() int                  { return pCmp }
+func (n *inNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *inNode) static() stype         { return sBool }
+func (n *inNode) prec() int             { return pCmp }
 
 const (
 	likeLit = iota
@@ -459,7 +434,7 @@ type likeNode struct {
 	exact  bool
 }
 
-func (n *likeNode) cond(p map[string]any) Tri {
+func (n *likeNode) cond(p msg.Props) Tri {
 	v := n.x.val(p)
 	switch v.k {
 	case kNull:
@@ -475,9 +450,9 @@ func (n *likeNode) cond(p map[string]any) Tri {
 	}
 	return False // non-string: FALSE for LIKE and NOT LIKE alike
 }
-func (n *likeNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *likeNode) static() stype              { return sBool }
-func (n *likeNode) prec() int                  { return pCmp }
+func (n *likeNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *likeNode) static() stype         { return sBool }
+func (n *likeNode) prec() int             { return pCmp }
 
 // likeMatch matches s against the pattern with the classic single-backtrack
 // wildcard algorithm: O(len(s)*len(pat)) worst case, no allocation.
@@ -518,12 +493,12 @@ type isNullNode struct {
 	x   node
 }
 
-func (n *isNullNode) cond(p map[string]any) Tri {
+func (n *isNullNode) cond(p msg.Props) Tri {
 	return boolTri((n.x.val(p).k == kNull) != n.not)
 }
-func (n *isNullNode) val(p map[string]any) value { return triVal(n.cond(p)) }
-func (n *isNullNode) static() stype              { return sBool }
-func (n *isNullNode) prec() int                  { return pCmp }
+func (n *isNullNode) val(p msg.Props) value { return triVal(n.cond(p)) }
+func (n *isNullNode) static() stype         { return sBool }
+func (n *isNullNode) prec() int             { return pCmp }
 
 // ---- canonical rendering ----
 

@@ -2,6 +2,7 @@ package match
 
 import (
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/msg"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -312,7 +313,7 @@ func (p *parser) unary() node {
 		p.leave()
 		u := &unaryNode{neg: neg, x: x}
 		if l, ok := x.(*litNode); ok && l.v.isNum() {
-			return &litNode{v: u.val(nil)} // fold a sign applied to a numeric literal
+			return &litNode{v: u.val(msg.Props{})} // fold a sign applied to a numeric literal
 		}
 		return u
 	}

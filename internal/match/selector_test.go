@@ -178,10 +178,10 @@ func TestSelectorConformance(t *testing.T) {
 			t.Errorf("ParseSelector(%q): %v", c.sel, err)
 			continue
 		}
-		if got := s.Eval(c.props); got != c.want {
+		if got := s.Eval(pm(c.props)); got != c.want {
 			t.Errorf("%q with %v = %v, want %v", c.sel, c.props, got, c.want)
 		}
-		if got := s.Match("any.topic", c.props); got != (c.want == True) {
+		if got := s.Match("any.topic", pm(c.props)); got != (c.want == True) {
 			t.Errorf("%q Match = %v", c.sel, got)
 		}
 		if s.String() != c.sel {
@@ -216,25 +216,25 @@ func TestTruthTables(t *testing.T) {
 	sAnd, sOr := MustSelector("a AND b"), MustSelector("a OR b")
 	cAnd, cOr := MustSelector("a = TRUE AND b = TRUE"), MustSelector("a = TRUE OR b = TRUE")
 	for k, want := range and {
-		if got := sAnd.Eval(props(k[0], k[1])); got != want {
+		if got := sAnd.Eval(pm(props(k[0], k[1]))); got != want {
 			t.Errorf("%v AND %v = %v, want %v", k[0], k[1], got, want)
 		}
-		if got := cAnd.Eval(props(k[0], k[1])); got != want {
+		if got := cAnd.Eval(pm(props(k[0], k[1]))); got != want {
 			t.Errorf("cmp: %v AND %v = %v, want %v", k[0], k[1], got, want)
 		}
 	}
 	for k, want := range or {
-		if got := sOr.Eval(props(k[0], k[1])); got != want {
+		if got := sOr.Eval(pm(props(k[0], k[1]))); got != want {
 			t.Errorf("%v OR %v = %v, want %v", k[0], k[1], got, want)
 		}
-		if got := cOr.Eval(props(k[0], k[1])); got != want {
+		if got := cOr.Eval(pm(props(k[0], k[1]))); got != want {
 			t.Errorf("cmp: %v OR %v = %v, want %v", k[0], k[1], got, want)
 		}
 	}
 	not := map[Tri]Tri{T: F, F: T, U: U}
 	sNot := MustSelector("NOT a")
 	for in, want := range not {
-		if got := sNot.Eval(props(in, U)); got != want {
+		if got := sNot.Eval(pm(props(in, U))); got != want {
 			t.Errorf("NOT %v = %v, want %v", in, got, want)
 		}
 	}
@@ -353,7 +353,7 @@ func TestCanonical(t *testing.T) {
 
 func TestSelectorNoAllocs(t *testing.T) {
 	s := MustSelector("region = 'EU' AND price > 100 AND qty BETWEEN 1 AND 10 AND name LIKE 'a%' AND kind IN ('x','y') AND note IS NULL")
-	props := P{"region": "EU", "price": 150.0, "qty": int64(3), "name": "abc", "kind": "y"}
+	props := pm(P{"region": "EU", "price": 150.0, "qty": int64(3), "name": "abc", "kind": "y"})
 	if s.Eval(props) != True {
 		t.Fatal("want TRUE")
 	}
@@ -364,7 +364,7 @@ func TestSelectorNoAllocs(t *testing.T) {
 
 func BenchmarkSelectorEval(b *testing.B) {
 	s := MustSelector("region = 'EU' AND price > 100 AND qty BETWEEN 1 AND 10")
-	props := P{"region": "EU", "price": 150.0, "qty": int64(3), "other": "x"}
+	props := pm(P{"region": "EU", "price": 150.0, "qty": int64(3), "other": "x"})
 	b.ReportAllocs()
 	for b.Loop() {
 		if !s.Match("t", props) {

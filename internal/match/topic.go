@@ -8,6 +8,7 @@ package match
 import (
 	"errors"
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/msg"
 	"strings"
 )
 
@@ -16,7 +17,7 @@ var ErrBadPattern = errors.New("match: bad topic pattern")
 
 // Filter decides whether an event passes.
 type Filter interface {
-	Match(topic string, props map[string]any) bool
+	Match(topic string, props msg.Props) bool
 }
 
 // Pattern is a compiled topic pattern: dot-separated words, where "*" matches
@@ -91,4 +92,4 @@ func (p Pattern) MatchTopic(topic string) bool {
 }
 
 // Match implements Filter.
-func (p Pattern) Match(topic string, _ map[string]any) bool { return p.MatchTopic(topic) }
+func (p Pattern) Match(topic string, _ msg.Props) bool { return p.MatchTopic(topic) }

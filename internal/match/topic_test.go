@@ -2,6 +2,9 @@ package match
 
 import (
 	"fmt"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -51,17 +54,17 @@ func TestParsePatternErrors(t *testing.T) {
 
 func TestUnion(t *testing.T) {
 	var u Union
-	if u.Match("a", nil) {
+	if u.Match("a", pm(nil)) {
 		t.Fatal("empty union matched")
 	}
 	if !u.Add(MustPattern("a.*")) || u.Add(MustPattern("a.*")) {
 		t.Fatal("Add should report change exactly once")
 	}
-	if !u.Match("a.b", nil) || u.Match("b.a", nil) {
+	if !u.Match("a.b", pm(nil)) || u.Match("b.a", pm(nil)) {
 		t.Fatal("union mismatch")
 	}
 	u.Add(MustPattern(">"))
-	if !u.IsAll() || !u.Match("zzz", nil) || u.Patterns() != nil {
+	if !u.IsAll() || !u.Match("zzz", pm(nil)) || u.Patterns() != nil {
 		t.Fatal("'>' should make the union pass everything")
 	}
 }
@@ -93,11 +96,11 @@ func TestUnionClauses(t *testing.T) {
 	if u.AddClause(MustPattern("orders.*"), MustSelector("region = 'EU'")) {
 		t.Fatal("the same clause added twice")
 	}
-	if !u.Match("orders.new", eu) || u.Match("orders.new", us) || u.Match("trades.new", eu) {
+	if !u.Match("orders.new", pm(eu)) || u.Match("orders.new", pm(us)) || u.Match("trades.new", pm(eu)) {
 		t.Fatal("a clause must need both its pattern and its selector")
 	}
 	u.AddClause(MustPattern("orders.*"), MustSelector("qty > 100"))
-	if !u.Match("orders.new", us) {
+	if !u.Match("orders.new", pm(us)) {
 		t.Fatal("a second clause on the same pattern must widen")
 	}
 	// The bare pattern covers both clauses.
@@ -110,7 +113,7 @@ func TestUnionClauses(t *testing.T) {
 	if u.AddClause(MustPattern("orders.*"), MustSelector("qty > 1")) {
 		t.Fatal("a clause under a bare pattern must be covered")
 	}
-	if !u.Match("orders.x", map[string]any{}) {
+	if !u.Match("orders.x", pm(map[string]any{})) {
 		t.Fatal("bare pattern must pass events without properties")
 	}
 }
@@ -126,7 +129,7 @@ func TestUnionCapDropsSelectors(t *testing.T) {
 	if len(ps) != 1 || ss[0] != "" || ps[0] != "t.*" {
 		t.Fatalf("over the cap: %d clauses, first selector %q", len(ps), ss[0])
 	}
-	if !a.Match("t.x", map[string]any{"k": int64(100000)}) {
+	if !a.Match("t.x", pm(map[string]any{"k": int64(100000)})) {
 		t.Fatal("dropping selectors must widen")
 	}
 	for i := MaxUnionClauses; i >= 0; i-- {
@@ -138,4 +141,23 @@ func TestUnionCapDropsSelectors(t *testing.T) {
 	if m1.String() != m2.String() {
 		t.Fatal("Merge is not deterministic")
 	}
+}
+
+// pm encodes a property map as an event carries it, converting Go integer
+// types to int64 and leaving out values of other types (NULL to a selector).
+func pm(m map[string]any) msg.Props {
+	n := make(map[string]any, len(m))
+	for k, v := range m {
+		switch rv := reflect.ValueOf(v); {
+		case rv.Kind() == reflect.Float32:
+			n[k] = rv.Float()
+		case rv.CanInt():
+			n[k] = rv.Int()
+		case rv.CanUint() && rv.Uint() <= math.MaxInt64:
+			n[k] = int64(rv.Uint())
+		case rv.Kind() == reflect.Float64 || rv.Kind() == reflect.Bool || rv.Kind() == reflect.String:
+			n[k] = v
+		}
+	}
+	return msg.MustProps(n)
 }

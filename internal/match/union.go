@@ -1,6 +1,7 @@
 package match
 
 import (
+	"github.com/aerie-mq/aerie/internal/msg"
 	"sort"
 	"strings"
 )
@@ -108,7 +109,7 @@ func (u *Union) AddAll() bool {
 }
 
 // Match implements Filter.
-func (u *Union) Match(topic string, props map[string]any) bool {
+func (u *Union) Match(topic string, props msg.Props) bool {
 	if u.all {
 		return true
 	}

@@ -17,7 +17,7 @@ type Publish struct {
 	Publisher string
 	Seq       uint64
 	Topic     string
-	Props     map[string]any
+	Props     Props
 	Payload   []byte
 }
 
@@ -224,16 +224,3 @@ func (r Record) String() string {
 // payload): publishes above it are refused with a reason, so that every
 // logged event fits a log record and every delivery a wire frame.
 const MaxEventBytes = 4 << 20
-
-// EventSize is an upper bound of the bytes an event with these fields
-// takes in a log record or a delivery frame, not counting fixed headers.
-func EventSize(topic string, props map[string]any, payload []byte) int {
-	n := len(topic) + len(payload)
-	for k, v := range props {
-		n += len(k) + 11 // name length prefix, type byte, up to a 9-byte number
-		if s, ok := v.(string); ok {
-			n += len(s)
-		}
-	}
-	return n
-}

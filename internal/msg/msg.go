@@ -9,7 +9,6 @@ package msg
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -26,14 +25,23 @@ type SubID string
 
 // Event is one published message as logged at its pubend. It is immutable
 // once logged; streams share it by pointer.
+//
+// An event built by NewEvent (at its PHB) or read by ReadEvent (from a log
+// record or a frame) carries its canonical encoding, and its fields are
+// views of those bytes: the log record and every frame that carries the
+// event copy the bytes as they are (event_codec.go), so an event is encoded
+// once in its life, at its PHB. Literals (tests) have no encoding and are
+// encoded field by field.
 type Event struct {
 	Pubend    PubendID
 	Tick      tick.Tick
 	Publisher string // client id of the publisher, for idempotent retries
 	Seq       uint64 // the publisher's sequence number
 	Topic     string
-	Props     map[string]any // int64, float64, bool or string values
+	Props     Props // a view of the encoded properties
 	Payload   []byte
+
+	enc []byte // the canonical encoding, nil for a literal
 }
 
 // Equal reports whether two events are byte-identical (oracle invariant I1).
@@ -42,28 +50,14 @@ func (e *Event) Equal(o *Event) bool {
 		return true
 	}
 	if e == nil || o == nil || e.Pubend != o.Pubend || e.Tick != o.Tick || e.Publisher != o.Publisher ||
-		e.Seq != o.Seq || e.Topic != o.Topic || string(e.Payload) != string(o.Payload) || len(e.Props) != len(o.Props) {
+		e.Seq != o.Seq || e.Topic != o.Topic || string(e.Payload) != string(o.Payload) {
 		return false
 	}
-	for k, v := range e.Props {
-		if w, ok := o.Props[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return e.Props.enc == o.Props.enc // canonical: equal properties encode equally
 }
 
 func (e *Event) String() string {
-	keys := make([]string, 0, len(e.Props))
-	for k := range e.Props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, " %s=%v", k, e.Props[k])
-	}
-	return fmt.Sprintf("%s@%d %s%s (%s#%d, %dB)", e.Pubend, e.Tick, e.Topic, b.String(), e.Publisher, e.Seq, len(e.Payload))
+	return fmt.Sprintf("%s@%d %s%s (%s#%d, %dB)", e.Pubend, e.Tick, e.Topic, e.Props.String(), e.Publisher, e.Seq, len(e.Payload))
 }
 
 // Msg is any message between brokers or between a broker and a client.

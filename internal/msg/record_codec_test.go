@@ -10,7 +10,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	recs := []Record{
 		{Pubend: "P1", HWM: 1 << 50},
 		{Pubend: "P2", Event: &Event{Pubend: "P2", Tick: 12345, Publisher: "pub-1", Seq: 7, Topic: "a.b.c",
-			Props: map[string]any{"n": int64(-42), "x": 1.5, "ok": true, "region": "EU"}, Payload: []byte("hello")}},
+			Props: MustProps(map[string]any{"n": int64(-42), "x": 1.5, "ok": true, "region": "EU"}), Payload: []byte("hello")}},
 		{Pubend: "P3", Event: &Event{Pubend: "P3", Tick: 1, Topic: "t"}},
 		{Pubend: "P4", Meta: &PubendMeta{HWM: 900, Final: 850, Dedup: []DedupEntry{{"a", 1, 10}, {"b", 7, 12}}}},
 		{Pubend: "P5", Filter: &FilterVersion{Down: "ib1", From: 1 << 40, All: true, Member: "b2", Inc: 99}},
@@ -36,13 +36,13 @@ func TestRecordRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if _, err := EncodeRecord(nil, Record{Pubend: "P", Event: &Event{Props: map[string]any{"bad": []int{1}}}}); !errors.Is(err, ErrBadRecord) {
+	if _, err := PropsOf(map[string]any{"bad": []int{1}}); !errors.Is(err, ErrBadEvent) {
 		t.Fatalf("unsupported property type accepted: %v", err)
 	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	b, _ := EncodeRecord(nil, Record{Pubend: "P2", Event: &Event{Pubend: "P2", Tick: 9, Topic: "a", Props: map[string]any{"k": "v", "n": int64(3)}}})
+	b, _ := EncodeRecord(nil, Record{Pubend: "P2", Event: &Event{Pubend: "P2", Tick: 9, Topic: "a", Props: MustProps(map[string]any{"k": "v", "n": int64(3)})}})
 	f.Add(b)
 	h, _ := EncodeRecord(nil, Record{Pubend: "P1", HWM: 99})
 	f.Add(h)
@@ -51,16 +51,95 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			return
 		}
-		// What decodes re-encodes and decodes to the same record. (Bytes
-		// may differ: varints admit overlong forms, found by this fuzzer.)
+		// What decodes re-encodes and decodes to the same record. An event
+		// record re-encodes to the same bytes: its encoding is canonical.
 		out, err := EncodeRecord(nil, r)
 		if err != nil {
 			t.Fatalf("decoded record does not re-encode: %v", err)
+		}
+		if r.Event != nil && string(out) != string(in) {
+			t.Fatalf("event record %x re-encodes as %x", in, out)
 		}
 		again, err := DecodeRecord(out)
 		if err != nil || again.Pubend != r.Pubend || again.HWM != r.HWM || (r.Event != nil && !again.Event.Equal(r.Event)) ||
 			fmt.Sprint(again.Meta) != fmt.Sprint(r.Meta) {
 			t.Fatalf("round trip changed %x: %v -> %v (%v)", in, r, again, err)
+		}
+	})
+}
+
+// TestEventEncodedOnce: an event built by NewEvent, logged, read back and
+// re-logged keeps the one encoding; literals encode to the same bytes.
+func TestEventEncodedOnce(t *testing.T) {
+	props := MustProps(map[string]any{"n": int64(-42), "x": 1.5, "ok": true, "region": "EU"})
+	ev := NewEvent("P1", 77, "pub", 3, "a.b", props, []byte("hello"))
+	lit := &Event{Pubend: "P1", Tick: 77, Publisher: "pub", Seq: 3, Topic: "a.b", Props: props, Payload: []byte("hello")}
+	if !ev.Equal(lit) || string(AppendEvent(nil, lit)) != string(ev.Encoding()) {
+		t.Fatalf("NewEvent %v differs from literal %v", ev, lit)
+	}
+	rec, _ := EncodeRecord(nil, Record{Pubend: "P1", Event: ev})
+	got, err := DecodeRecord(rec)
+	if err != nil || !got.Event.Equal(ev) || string(got.Event.Encoding()) != string(ev.Encoding()) {
+		t.Fatalf("decode: %v %v", got.Event, err)
+	}
+	if v, ok := got.Event.Props.Get("region"); !ok || v.Str() != "EU" {
+		t.Fatalf("region = %v %v", v, ok)
+	}
+	if v, ok := got.Event.Props.Get("n"); !ok || v.Int() != -42 {
+		t.Fatalf("n = %v %v", v, ok)
+	}
+	if v, ok := got.Event.Props.Get("x"); !ok || v.Float() != 1.5 {
+		t.Fatalf("x = %v %v", v, ok)
+	}
+	if _, ok := got.Event.Props.Get("zz"); ok {
+		t.Fatal("absent property found")
+	}
+	if m := got.Event.Props.Map(); len(m) != 4 || m["ok"] != true {
+		t.Fatalf("map %v", m)
+	}
+	// Reading a record allocates the event and its bytes, nothing per field.
+	if n := testing.AllocsPerRun(100, func() { DecodeRecord(rec) }); n > 2 {
+		t.Errorf("DecodeRecord: %v allocations per event record, want at most 2", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { got.Event.Props.Get("region") }); n != 0 {
+		t.Errorf("Props.Get: %v allocations, want 0", n)
+	}
+	// Non-canonical forms are refused: an overlong varint tick, a bool 2.
+	bad := append([]byte{recEvent, 2, 'P', '1', 0x81, 0x00}, rec[5:]...)
+	if _, err := DecodeRecord(bad); !errors.Is(err, ErrBadRecord) {
+		t.Errorf("overlong tick accepted: %v", err)
+	}
+}
+
+// FuzzReadEvent: what ReadEvent accepts re-encodes to the same bytes, and
+// reading its properties (iteration, lookups, the map) never panics.
+func FuzzReadEvent(f *testing.F) {
+	f.Add(AppendEvent(nil, NewEvent("P1", 9, "pub", 3, "a.b", MustProps(map[string]any{"k": "v", "n": int64(-3), "x": 2.5, "b": true}), []byte("x"))))
+	f.Add(AppendEvent(nil, &Event{Pubend: "P", Tick: 1, Topic: "t"}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ev, n, err := ReadEvent(in)
+		if err != nil {
+			if !errors.Is(err, ErrBadEvent) {
+				t.Fatalf("error %v does not wrap ErrBadEvent", err)
+			}
+			return
+		}
+		if out := AppendEvent(nil, ev); string(out) != string(in[:n]) {
+			t.Fatalf("%x re-encodes as %x", in[:n], out)
+		}
+		it := ev.Props.Iter()
+		count := 0
+		for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+			if got, found := ev.Props.Get(k); !found || got != v {
+				t.Fatalf("Get(%q) = %v %v, iteration gave %v", k, got, found, v)
+			}
+			count++
+		}
+		if count != ev.Props.Len() || len(ev.Props.Map()) != count {
+			t.Fatalf("%d properties iterated, Len %d, map %d", count, ev.Props.Len(), len(ev.Props.Map()))
+		}
+		if p, err := PropsOf(ev.Props.Map()); err != nil || p != ev.Props {
+			t.Fatalf("properties do not survive a map round trip: %v", err)
 		}
 	})
 }

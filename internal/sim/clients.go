@@ -52,7 +52,7 @@ func (p *publisher) request(seq uint64) msg.Publish {
 	}
 	return msg.Publish{
 		Pubend: p.pubend, Publisher: p.id, Seq: seq, Topic: topic,
-		Props:   map[string]any{"seq": int64(seq)},
+		Props:   msg.MustProps(map[string]any{"seq": int64(seq)}),
 		Payload: []byte(fmt.Sprintf("%s#%d", p.id, seq)),
 	}
 }

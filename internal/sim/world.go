@@ -163,7 +163,7 @@ func (w *world) drain(n *node) {
 	for n.eng.HasReady() {
 		rd := n.eng.Ready()
 		for _, env := range rd.Send {
-			if k, ok := env.Msg.(msg.Knowledge); ok {
+			if k, ok := knowledgeOf(env.Msg); ok {
 				w.orc.Sent(n.id, n.broker.Role == PHB, k, func(t tick.Tick) match.Filter { return n.eng.FilterAt(k.Pubend, env.To, t) })
 			}
 			w.transmit(env)
@@ -455,9 +455,10 @@ func (w *world) watchMsg(what string, env msg.Envelope) {
 	}
 	t := w.opts.WatchTick
 	hit := false
+	if k, ok := knowledgeOf(env.Msg); ok {
+		hit = k.Pubend == w.opts.WatchPubend && (t <= k.Final || (k.Start <= t && t <= k.End))
+	}
 	switch m := env.Msg.(type) {
-	case msg.Knowledge:
-		hit = m.Pubend == w.opts.WatchPubend && (t <= m.Final || (m.Start <= t && t <= m.End))
 	case msg.Nack:
 		hit = m.Pubend == w.opts.WatchPubend && m.Start <= t && t <= m.End
 	case msg.Ack:
@@ -475,4 +476,15 @@ func (w *world) watchf(format string, args ...any) {
 		fmt.Fprintf(w.opts.WatchLog, "%9.3fs ", float64(w.now-epoch)/1e9)
 		fmt.Fprintf(w.opts.WatchLog, format+"\n", args...)
 	}
+}
+
+// knowledgeOf is m as a Knowledge: engines send *msg.Knowledge.
+func knowledgeOf(m msg.Msg) (msg.Knowledge, bool) {
+	switch k := m.(type) {
+	case msg.Knowledge:
+		return k, true
+	case *msg.Knowledge:
+		return *k, true
+	}
+	return msg.Knowledge{}, false
 }

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -27,6 +28,7 @@ type Pubend struct {
 	Announced tick.Tick
 	// Pending holds assigned events awaiting fsync, in tick order.
 	Pending []*msg.Event
+	pendBuf []*msg.Event // Pending's array from its start, reused once Pending empties
 
 	window int
 	dedup  map[string]*dedupWindow
@@ -34,7 +36,8 @@ type Pubend struct {
 
 type dedupWindow struct {
 	ticks map[uint64]dedupEntry
-	order []uint64 // FIFO of remembered seqs
+	order []uint64 // FIFO of remembered seqs: a ring of at most window, oldest at head once full
+	head  int
 }
 
 type dedupEntry struct {
@@ -66,11 +69,15 @@ func (p *Pubend) Assign(now tick.Time, req msg.Publish) Assignment {
 	}
 	t := max(tick.FromMillis(now.Millis()), p.Next, p.Announced+1)
 	p.Next = t + 1
-	ev := &msg.Event{
-		Pubend: p.ID, Tick: t, Publisher: req.Publisher, Seq: req.Seq,
-		Topic: req.Topic, Props: req.Props, Payload: req.Payload,
+	// The event's one encoding, built here and never again: the log record,
+	// every frame downstream and the delivery carry these bytes.
+	ev := msg.NewEvent(p.ID, t, req.Publisher, req.Seq, req.Topic, req.Props, req.Payload)
+	if c := cap(p.Pending); len(p.Pending) == c {
+		p.Pending = append(p.Pending, ev)
+		p.pendBuf = p.Pending[:0]
+	} else {
+		p.Pending = append(p.Pending, ev)
 	}
-	p.Pending = append(p.Pending, ev)
 	p.remember(req.Publisher, req.Seq, t, false)
 	return Assignment{Event: ev}
 }
@@ -79,13 +86,17 @@ func (p *Pubend) remember(pub string, seq uint64, t tick.Tick, durable bool) {
 	w := p.dedup[pub]
 	if w == nil {
 		w = &dedupWindow{ticks: map[uint64]dedupEntry{}}
-		p.dedup[pub] = w
+		// A copy: pub may view a whole publish's bytes (msg.ReadPublish),
+		// which the key would keep alive.
+		p.dedup[strings.Clone(pub)] = w
 	}
 	if _, ok := w.ticks[seq]; !ok {
-		w.order = append(w.order, seq)
-		if len(w.order) > p.window {
-			delete(w.ticks, w.order[0])
-			w.order = w.order[1:]
+		if len(w.order) < p.window {
+			w.order = append(w.order, seq)
+		} else {
+			delete(w.ticks, w.order[w.head])
+			w.order[w.head] = seq
+			w.head = (w.head + 1) % len(w.order)
 		}
 	}
 	w.ticks[seq] = dedupEntry{t: t, durable: durable}
@@ -97,7 +108,11 @@ func (p *Pubend) MadeDurable(ev *msg.Event) bool {
 	if len(p.Pending) == 0 || p.Pending[0] != ev {
 		return false
 	}
+	p.Pending[0] = nil
 	p.Pending = p.Pending[1:]
+	if len(p.Pending) == 0 {
+		p.Pending = p.pendBuf
+	}
 	p.HWM = max(p.HWM, ev.Tick)
 	p.remember(ev.Publisher, ev.Seq, ev.Tick, true)
 	return true
@@ -137,7 +152,8 @@ func (p *Pubend) Meta(final tick.Tick) msg.PubendMeta {
 	sort.Strings(pubs)
 	for _, pub := range pubs {
 		w := p.dedup[pub]
-		for _, seq := range w.order {
+		for i := range w.order {
+			seq := w.order[(w.head+i)%len(w.order)]
 			if e := w.ticks[seq]; e.durable {
 				m.Dedup = append(m.Dedup, msg.DedupEntry{Publisher: pub, Seq: seq, Tick: e.t})
 			}

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -10,8 +9,10 @@ import (
 )
 
 // Decode decodes one frame without its length prefix: the type byte and the
-// body. The message is a struct value (msg.Knowledge, not *msg.Knowledge);
-// it shares no memory with frame, which the caller may reuse. Counts of zero
+// body. The message is a struct value (msg.Nack, not *msg.Nack), except a
+// Knowledge, which is a *msg.Knowledge allocated together with its event
+// (one allocation fewer per event at every hop); it shares no memory with
+// frame, which the caller may reuse. Counts of zero
 // decode as nil maps and slices, an empty payload as a nil slice.
 //
 // Errors wrap ErrUnknownType or ErrMalformed with the type and the offset in
@@ -52,15 +53,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 		}
 
 	case TypeKnowledge:
-		d.setArena(skipKnowledgeHead)
-		k := msg.Knowledge{Pubend: msg.PubendID(d.string())}
-		k.Final = d.tick()
-		k.Start = d.tick()
-		k.End = d.tick()
-		k.VTick = d.tick()
-		k.Retrans = d.bool()
-		k.Event = d.optEvent(string(k.Pubend))
-		m = k
+		m = d.knowledge()
 	case TypeNack:
 		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
 	case TypeAck:
@@ -96,8 +89,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 		if n := d.count(8, "events"); n > 0 {
 			p.Events = make([]*msg.Event, n)
 			for i := range p.Events {
-				d.setArena(skipEventHead)
-				if p.Events[i] = d.event(string(p.Pubend)); p.Events[i] == nil {
+				if p.Events[i] = d.event(); p.Events[i] == nil {
 					break
 				}
 			}
@@ -106,10 +98,12 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = p
 
 	case TypePublish:
-		d.setArena(skipPublishHead)
-		p := msg.Publish{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Topic: d.string()}
-		p.Props = d.props()
-		p.Payload = d.bytes()
+		p, n, err := msg.ReadPublish(d.b[d.off:])
+		if err != nil {
+			d.inner(err)
+			break
+		}
+		d.off += n
 		m = p
 	case TypeSubscribe:
 		m = msg.Subscribe{Sub: msg.SubID(d.string()), Pattern: d.string(), Selector: d.string()}
@@ -125,7 +119,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 	case TypeSubRejected:
 		m = msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
 	case TypeDelivery:
-		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent("")}
+		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent()}
 
 	default:
 		return nil, fmt.Errorf("%w: 0x%02x at offset 0", ErrUnknownType, uint8(t))
@@ -146,12 +140,6 @@ type decoder struct {
 	off int
 	typ Type
 	err error
-
-	// arena, when set, is one copy of b[arenaOff:arenaOff+len(arena)]:
-	// strings read inside it are substrings of it instead of allocations
-	// of their own (an event's strings and property names in one go).
-	arena    string
-	arenaOff int
 }
 
 func (d *decoder) failf(format string, args ...any) {
@@ -188,153 +176,38 @@ func (d *decoder) bool() bool {
 	}
 }
 
-// uvarint reads a minimal-length unsigned varint.
+// uvarint reads a minimal-length unsigned varint (msg.Uvarint: the rule of
+// the event encoding, for every integer of every frame).
 func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	switch {
-	case n == 0:
-		d.failf("truncated varint")
-		return 0
-	case n < 0:
-		d.failf("varint overflows 64 bits")
-		return 0
-	case n > 1 && d.b[d.off+n-1] == 0:
-		d.failf("overlong varint")
+	v, n, why := msg.Uvarint(d.b[d.off:])
+	if why != "" {
+		d.failf("%s", why)
 		return 0
 	}
 	d.off += n
 	return v
 }
 
-// varint reads a minimal-length zigzag varint.
-func (d *decoder) varint() int64 {
-	u := d.uvarint()
-	x := int64(u >> 1)
-	if u&1 != 0 {
-		x = ^x
-	}
-	return x
-}
-
 func (d *decoder) tick() tick.Tick { return tick.Tick(d.uvarint()) }
-
-func (d *decoder) fixed64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	if d.rest() < 8 {
-		d.failf("truncated float64")
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(d.b[d.off:])
-	d.off += 8
-	return v
-}
 
 // raw reads a length-prefixed byte string without copying it.
 func (d *decoder) raw() []byte {
-	n := d.uvarint()
 	if d.err != nil {
 		return nil
 	}
-	if n > uint64(d.rest()) {
-		d.failf("string of %d bytes but only %d left in frame", n, d.rest())
+	s, n, why := msg.Field(d.b[d.off:])
+	if why != "" {
+		d.failf("%s in frame", why)
 		return nil
 	}
-	s := d.b[d.off : d.off+int(n)]
-	d.off += int(n)
+	d.off += n
 	return s
 }
 
-func (d *decoder) string() string { return d.str(d.raw()) }
-
-// str returns r, which must be the bytes read last, as a string: a
-// substring of the arena when r lies inside it, else a copy.
-func (d *decoder) str(r []byte) string {
-	if len(r) == 0 {
-		return ""
-	}
-	if a := d.off - len(r) - d.arenaOff; d.arena != "" && a >= 0 && a+len(r) <= len(d.arena) {
-		return d.arena[a : a+len(r)]
-	}
-	return string(r)
-}
-
-// setArena copies b[d.off:end] into the arena, where end is where a dry run
-// of skip from d.off stops. When the dry run fails, there is no arena: the
-// real decoding will report the error.
-func (d *decoder) setArena(skip func(*decoder)) {
-	if d.err != nil || d.arena != "" {
-		return
-	}
-	s := decoder{b: d.b, off: d.off, typ: d.typ}
-	skip(&s)
-	if s.err == nil && s.off > d.off {
-		d.arena, d.arenaOff = string(d.b[d.off:s.off]), d.off
-	}
-}
-
-// skipKnowledgeHead skips a Knowledge body up to its event's payload.
-func skipKnowledgeHead(s *decoder) {
-	s.raw()
-	for range 4 {
-		s.uvarint()
-	}
-	s.byte()
-	if s.byte() == 1 {
-		skipEventHead(s)
-	}
-}
-
-// skipEventHead skips an event up to its payload.
-func skipEventHead(s *decoder) {
-	s.raw()
-	s.uvarint()
-	s.raw()
-	s.uvarint()
-	s.raw()
-	s.skipProps()
-}
-
-// skipPublishHead skips a Publish body up to its payload.
-func skipPublishHead(s *decoder) {
-	s.raw()
-	s.raw()
-	s.uvarint()
-	s.raw()
-	s.skipProps()
-}
-
-func (s *decoder) skipProps() {
-	n := s.count(3, "properties")
-	for i := 0; i < n && s.err == nil; i++ {
-		s.raw()
-		switch t := s.byte(); t {
-		case propInt:
-			s.uvarint()
-		case propFloat:
-			s.fixed64()
-		case propBool:
-			s.byte()
-		case propString:
-			s.raw()
-		default:
-			s.failf("property has unknown type %d", t)
-		}
-	}
-}
-
-// bytes reads a byte string; an empty one is nil.
-func (d *decoder) bytes() []byte {
-	r := d.raw()
-	if len(r) == 0 {
-		return nil
-	}
-	return append([]byte(nil), r...)
-}
+func (d *decoder) string() string { return string(d.raw()) }
 
 // count reads an element count whose elements take at least min bytes each,
 // refusing counts the rest of the frame cannot hold: allocation stays
@@ -411,67 +284,67 @@ func (d *decoder) token() msg.Token {
 	return t
 }
 
-func (d *decoder) props() map[string]any {
-	n := d.count(3, "properties")
-	if n == 0 {
-		return nil
+// inner records an error of msg's event codec, whose offsets count from d.off.
+func (d *decoder) inner(err error) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %v from offset %d: %w", ErrMalformed, d.typ, d.off, err)
 	}
-	props := make(map[string]any, mapHint(n))
-	var prev []byte
-	for i := 0; i < n && d.err == nil; i++ {
-		k := d.raw()
-		if i > 0 && string(k) <= string(prev) {
-			d.failf("property %q not after %q", k, prev)
-			break
-		}
-		prev = k
-		name := d.str(k)
-		switch t := d.byte(); t {
-		case propInt:
-			props[name] = d.varint()
-		case propFloat:
-			props[name] = math.Float64frombits(d.fixed64())
-		case propBool:
-			props[name] = d.bool()
-		case propString:
-			props[name] = d.string()
-		default:
-			d.failf("property %q has unknown type %d", k, t)
-		}
-	}
-	if d.err != nil {
-		return nil
-	}
-	return props
+	d.off = len(d.b)
 }
 
-// optEvent reads a presence byte and, when 1, an event. same is a string the
-// event's pubend is likely equal to (the Knowledge's pubend): when it is, the
-// string is shared instead of allocated again.
-func (d *decoder) optEvent(same string) *msg.Event {
+// knowledgeFrame holds a decoded Knowledge and its event in one allocation.
+type knowledgeFrame struct {
+	k  msg.Knowledge
+	ev msg.Event
+}
+
+// knowledge reads a Knowledge body. Its pubend shares the event's string
+// when they are equal (they are, but for relayed oddities).
+func (d *decoder) knowledge() *msg.Knowledge {
+	f := &knowledgeFrame{}
+	k := &f.k
+	pubend := d.raw()
+	k.Final = d.tick()
+	k.Start = d.tick()
+	k.End = d.tick()
+	k.VTick = d.tick()
+	k.Retrans = d.bool()
+	if d.bool() && d.err == nil {
+		n, err := msg.ReadEventTo(&f.ev, d.b[d.off:])
+		if err != nil {
+			d.inner(err)
+			return nil
+		}
+		d.off += n
+		k.Event = &f.ev
+	}
+	if k.Event != nil && string(pubend) == string(k.Event.Pubend) {
+		k.Pubend = k.Event.Pubend
+	} else {
+		k.Pubend = msg.PubendID(pubend)
+	}
+	return k
+}
+
+// optEvent reads a presence byte and, when 1, an event.
+func (d *decoder) optEvent() *msg.Event {
 	if !d.bool() {
 		return nil
 	}
-	d.setArena(skipEventHead)
-	return d.event(same)
+	return d.event()
 }
 
-// event reads an event (see optEvent for same).
-func (d *decoder) event(same string) *msg.Event {
-	ev := &msg.Event{}
-	if p := d.raw(); string(p) == same {
-		ev.Pubend = msg.PubendID(same)
-	} else {
-		ev.Pubend = msg.PubendID(d.str(p))
-	}
-	ev.Tick = d.tick()
-	ev.Publisher = d.string()
-	ev.Seq = d.uvarint()
-	ev.Topic = d.string()
-	ev.Props = d.props()
-	ev.Payload = d.bytes()
+// event reads an event: one copy of its encoding, which the event's fields
+// view and which it forwards as it is (msg.ReadEvent).
+func (d *decoder) event() *msg.Event {
 	if d.err != nil {
 		return nil
 	}
+	ev, n, err := msg.ReadEvent(d.b[d.off:])
+	if err != nil {
+		d.inner(err)
+		return nil
+	}
+	d.off += n
 	return ev
 }

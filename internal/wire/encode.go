@@ -3,19 +3,10 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
-)
-
-// Property value types inside an event, as in msg.EncodeRecord.
-const (
-	propInt    byte = 1 // int64, zigzag varint
-	propFloat  byte = 2 // float64, 8 bytes LE IEEE 754
-	propBool   byte = 3 // bool, one byte
-	propString byte = 4 // string
 )
 
 // AppendFrame appends the frame of m (length, type, body) to dst. A pointer
@@ -61,7 +52,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 
 	case msg.Relay:
 		switch v.Msg.(type) {
-		case msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
+		case msg.Knowledge, *msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
 		default:
 			return nil, fmt.Errorf("wire: Relay may carry only a broker-to-broker GD message, not %T", v.Msg)
 		}
@@ -70,14 +61,11 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		return appendBody(b, v.Msg)
 
 	case msg.Knowledge:
-		b = append(b, byte(TypeKnowledge))
-		b = appendString(b, string(v.Pubend))
-		b = appendTick(b, v.Final)
-		b = appendTick(b, v.Start)
-		b = appendTick(b, v.End)
-		b = appendTick(b, v.VTick)
-		b = appendBool(b, v.Retrans)
-		return appendOptEvent(b, v.Event)
+		return appendKnowledge(b, &v), nil
+	case *msg.Knowledge:
+		if v != nil {
+			return appendKnowledge(b, v), nil
+		}
 	case msg.Nack:
 		b = append(b, byte(TypeNack))
 		b = appendString(b, string(v.Pubend))
@@ -135,24 +123,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 			if ev == nil {
 				return nil, fmt.Errorf("wire: Payloads with a nil event")
 			}
-			var err error
-			if b, err = appendEvent(b, ev); err != nil {
-				return nil, err
-			}
+			b = msg.AppendEvent(b, ev)
 		}
 		return appendPath(b, v.Path), nil
 
 	case msg.Publish:
-		b = append(b, byte(TypePublish))
-		b = appendString(b, string(v.Pubend))
-		b = appendString(b, v.Publisher)
-		b = binary.AppendUvarint(b, v.Seq)
-		b = appendString(b, v.Topic)
-		b, err := appendProps(b, v.Props, "Publish")
-		if err != nil {
-			return nil, err
-		}
-		return appendBytes(b, v.Payload), nil
+		return msg.AppendPublish(append(b, byte(TypePublish)), &v), nil
 	case msg.Subscribe:
 		b = append(b, byte(TypeSubscribe))
 		b = appendString(b, string(v.Sub))
@@ -343,61 +319,24 @@ func appendToken(b []byte, t msg.Token) []byte {
 	return b
 }
 
-// appendOptEvent writes a presence byte and, when present, the event.
+// appendKnowledge appends a Knowledge's type byte and body.
+func appendKnowledge(b []byte, v *msg.Knowledge) []byte {
+	b = append(b, byte(TypeKnowledge))
+	b = appendString(b, string(v.Pubend))
+	b = appendTick(b, v.Final)
+	b = appendTick(b, v.Start)
+	b = appendTick(b, v.End)
+	b = appendTick(b, v.VTick)
+	b = appendBool(b, v.Retrans)
+	b, _ = appendOptEvent(b, v.Event)
+	return b
+}
+
+// appendOptEvent writes a presence byte and, when present, the event: its
+// own encoding, copied as it is (msg.AppendEvent), never rebuilt.
 func appendOptEvent(b []byte, ev *msg.Event) ([]byte, error) {
 	if ev == nil {
 		return append(b, 0), nil
 	}
-	return appendEvent(append(b, 1), ev)
-}
-
-// appendEvent writes an event exactly as msg.EncodeRecord writes the part of
-// an event record after its kind byte:
-//
-//	pubend | tick | publisher | seq | topic | nprops | (name | type | value)* | payload
-func appendEvent(b []byte, ev *msg.Event) ([]byte, error) {
-	b = appendString(b, string(ev.Pubend))
-	b = appendTick(b, ev.Tick)
-	b = appendString(b, ev.Publisher)
-	b = binary.AppendUvarint(b, ev.Seq)
-	b = appendString(b, ev.Topic)
-	b, err := appendProps(b, ev.Props, "Event")
-	if err != nil {
-		return nil, err
-	}
-	return appendBytes(b, ev.Payload), nil
-}
-
-// appendProps writes nprops then each property in name order.
-func appendProps(b []byte, props map[string]any, where string) ([]byte, error) {
-	b = binary.AppendUvarint(b, uint64(len(props)))
-	if len(props) == 0 {
-		return b, nil
-	}
-	var small [8]string
-	names := small[:0]
-	for k := range props {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
-		b = appendString(b, k)
-		switch v := props[k].(type) {
-		case int64:
-			b = append(b, propInt)
-			b = binary.AppendVarint(b, v)
-		case float64:
-			b = append(b, propFloat)
-			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
-		case bool:
-			b = append(b, propBool)
-			b = appendBool(b, v)
-		case string:
-			b = append(b, propString)
-			b = appendString(b, v)
-		default:
-			return nil, fmt.Errorf("%w: %s: property %q has unsupported type %T (want int64, float64, bool or string)", ErrMalformed, where, k, v)
-		}
-	}
-	return b, nil
+	return msg.AppendEvent(append(b, 1), ev), nil
 }

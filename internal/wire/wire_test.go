@@ -23,10 +23,10 @@ func testEvent() *msg.Event {
 	}
 	return &msg.Event{
 		Pubend: "P1", Tick: 1<<40 + 12345, Publisher: "pub-1", Seq: 1 << 33, Topic: "trades.eu.fr",
-		Props: map[string]any{
+		Props: msg.MustProps(map[string]any{
 			"n": int64(-42), "min": int64(math.MinInt64), "max": int64(math.MaxInt64),
 			"x": 1.5, "inf": math.Inf(-1), "ok": true, "no": false, "region": "EU", "empty": "", "ünï": "cödé",
-		},
+		}),
 		Payload: payload,
 	}
 }
@@ -96,7 +96,6 @@ func norm(m msg.Msg) msg.Msg {
 		v.Event = normEvent(v.Event)
 		return v
 	case msg.Publish:
-		v.Props = normProps(v.Props)
 		if len(v.Payload) == 0 {
 			v.Payload = nil
 		}
@@ -136,26 +135,12 @@ func normEvent(e *msg.Event) *msg.Event {
 	if e == nil {
 		return nil
 	}
-	c := *e
-	c.Props = normProps(c.Props)
+	// A literal without its encoding: decoded events carry theirs.
+	c := msg.Event{Pubend: e.Pubend, Tick: e.Tick, Publisher: e.Publisher, Seq: e.Seq, Topic: e.Topic, Props: e.Props, Payload: e.Payload}
 	if len(c.Payload) == 0 {
 		c.Payload = nil
 	}
 	return &c
-}
-
-func normProps(p map[string]any) map[string]any {
-	if len(p) == 0 {
-		return nil
-	}
-	c := make(map[string]any, len(p))
-	for k, v := range p {
-		if f, ok := v.(float64); ok {
-			v = floatBits(math.Float64bits(f))
-		}
-		c[k] = v
-	}
-	return c
 }
 
 func equalMsg(a, b msg.Msg) bool { return reflect.DeepEqual(norm(a), norm(b)) }
@@ -217,10 +202,7 @@ func TestEventMatchesRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := appendEvent(nil, ev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := msg.AppendEvent(nil, ev)
 	if !bytes.Equal(got, rec[1:]) {
 		t.Fatalf("event encoding differs from the record's:\n%x\n%x", got, rec[1:])
 	}
@@ -236,7 +218,7 @@ func TestGolden(t *testing.T) {
 		{msg.Heartbeat{}, "01000000" + "02"},
 		{msg.Ack{Pubend: "P1", T: 5}, "05000000" + "12" + "025031" + "05"},
 		{msg.Knowledge{Pubend: "P", Final: 1, Start: 2, End: 3, VTick: 2, Event: &msg.Event{Pubend: "P", Tick: 2, Topic: "t",
-			Props: map[string]any{"n": int64(-1)}, Payload: []byte{0xff}}},
+			Props: msg.MustProps(map[string]any{"n": int64(-1)}), Payload: []byte{0xff}}},
 			"17000000" + "10" + "0150" + "01" + "02" + "03" + "02" + "00" + "01" +
 				"0150" + "02" + "00" + "00" + "0174" + "01" + "016e" + "01" + "01" + "01ff"},
 	} {
@@ -337,7 +319,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("Reader, type 0x%02x: %v", typ, err)
 		}
 	}
-	if _, err := AppendFrame(nil, msg.Publish{Props: map[string]any{"bad": 3}}); !errors.Is(err, ErrMalformed) {
+	if _, err := msg.PropsOf(map[string]any{"bad": 3}); !errors.Is(err, msg.ErrBadEvent) {
 		t.Fatalf("int (not int64) property accepted: %v", err)
 	}
 }
@@ -370,9 +352,9 @@ func TestMalformed(t *testing.T) {
 		{"version over 16 bits", []byte{byte(TypeHello), 0x80, 0x80, 0x04, 1, 1, 'b', 0}, "does not fit 16 bits"},
 		{"token unsorted", []byte{byte(TypeSubStarted), 0, 2, 1, 'b', 1, 1, 'a', 1}, `"a" not after "b"`},
 		{"token repeated", []byte{byte(TypeSubStarted), 0, 2, 1, 'a', 1, 1, 'a', 2}, `"a" not after "a"`},
-		{"props repeated", []byte{byte(TypePublish), 0, 0, 0, 0, 2, 1, 'k', propBool, 1, 1, 'k', propBool, 0, 0}, `"k" not after "k"`},
+		{"props repeated", []byte{byte(TypePublish), 0, 0, 0, 0, 2, 1, 'k', byte(msg.PropBool), 1, 1, 'k', byte(msg.PropBool), 0, 0}, `"k" not after "k"`},
 		{"prop type", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', 9, 1, 0}, "unknown type 9"},
-		{"float truncated", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', propFloat, 1, 2, 3}, "truncated float64"},
+		{"float truncated", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', byte(msg.PropFloat), 1, 2, 3}, "truncated float64"},
 		{"event presence", []byte{byte(TypeDelivery), 0, 2}, "bool byte 2"},
 	} {
 		m, err := Decode(c.frame)
@@ -484,7 +466,7 @@ func BenchmarkAppendDecodeData(b *testing.B) {
 	payload := bytes.Repeat([]byte("x"), 256)
 	m := msg.Knowledge{Pubend: "P1", Final: 1<<40 + 100, Start: 1<<40 + 101, End: 1<<40 + 200, VTick: 1<<40 + 150,
 		Event: &msg.Event{Pubend: "P1", Tick: 1<<40 + 150, Publisher: "pub-1", Seq: 12345, Topic: "trades.eu.fr",
-			Props: map[string]any{"price": 101.25, "qty": int64(300), "region": "EU"}, Payload: payload}}
+			Props: msg.MustProps(map[string]any{"price": 101.25, "qty": int64(300), "region": "EU"}), Payload: payload}}
 	buf, err := AppendFrame(nil, m)
 	if err != nil {
 		b.Fatal(err)

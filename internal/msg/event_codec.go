@@ -1,0 +1,629 @@
+package msg
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unsafe"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// The one encoding of an event (docs/PROTOCOL.md §2, "Event"). The PHB
+// builds it once, when it assigns the tick (NewEvent); the event log record,
+// the Knowledge, Payloads and Delivery frames all carry these bytes as they
+// are, and every broker downstream keeps the bytes it received: nobody
+// re-encodes an event. Integers are unsigned varints of minimal length
+// unless noted; strings and byte strings are a varint length and the bytes:
+//
+//	event: pubend | tick | publisher | seq | topic | props | payload
+//	props: nprops | (name | ptype | value)*     names strictly increasing (bytewise)
+//	ptype: 0x01 int64 (zigzag varint) | 0x02 float64 (8 bytes LE) |
+//	       0x03 bool (one byte, 0 or 1) | 0x04 string
+//
+// The encoding is canonical: ReadEvent and ReadProps refuse everything the
+// encoder never writes (overlong varints, bools other than 0 and 1, unsorted
+// or repeated names, unknown types), so an event has exactly one encoding and
+// Event.Equal can compare encodings.
+
+// ErrBadEvent reports an event or property encoding that does not decode.
+var ErrBadEvent = errors.New("msg: bad event encoding")
+
+// PropKind is the type of a property value.
+type PropKind uint8
+
+// Property kinds: their values are the ptype bytes of the encoding.
+const (
+	PropInt    PropKind = 1 // int64
+	PropFloat  PropKind = 2 // float64
+	PropBool   PropKind = 3 // bool
+	PropString PropKind = 4 // string
+)
+
+// Value is one property value, read from the encoding without allocating.
+type Value struct {
+	Kind PropKind
+	bits uint64 // int64, float64 bits or bool (0/1)
+	str  string
+}
+
+// Int is the value of a PropInt.
+func (v Value) Int() int64 { return int64(v.bits) }
+
+// Float is the value of a PropFloat.
+func (v Value) Float() float64 { return math.Float64frombits(v.bits) }
+
+// Bool is the value of a PropBool.
+func (v Value) Bool() bool { return v.bits != 0 }
+
+// Str is the value of a PropString.
+func (v Value) Str() string { return v.str }
+
+// Any boxes the value as int64, float64, bool or string.
+func (v Value) Any() any {
+	switch v.Kind {
+	case PropInt:
+		return v.Int()
+	case PropFloat:
+		return v.Float()
+	case PropBool:
+		return v.Bool()
+	case PropString:
+		return v.str
+	}
+	return nil
+}
+
+// Props is a read-only view of an event's properties in their canonical
+// encoding (nprops, then name, type and value of each, names in increasing
+// order). Lookups and iteration read the bytes and do not allocate. The zero
+// Props has no properties. Every Props is valid: it is built by PropsOf or
+// checked by ReadProps / ReadEvent.
+type Props struct {
+	enc string // "" when there are no properties, else the full encoding
+}
+
+// PropsOf encodes a property map. Values must be int64, float64, bool or
+// string (clients normalise other integer types first).
+func PropsOf(m map[string]any) (Props, error) {
+	if len(m) == 0 {
+		return Props{}, nil
+	}
+	var small [8]string
+	names := small[:0]
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	n := 1
+	for _, k := range names {
+		n += len(k) + 11
+		if s, ok := m[k].(string); ok {
+			n += len(s) + 10
+		}
+	}
+	b := binary.AppendUvarint(make([]byte, 0, n), uint64(len(names)))
+	for _, k := range names {
+		b = appendStr(b, k)
+		switch v := m[k].(type) {
+		case int64:
+			b = binary.AppendVarint(append(b, byte(PropInt)), v)
+		case float64:
+			b = binary.LittleEndian.AppendUint64(append(b, byte(PropFloat)), math.Float64bits(v))
+		case bool:
+			b = append(b, byte(PropBool), b2u8(v))
+		case string:
+			b = appendStr(append(b, byte(PropString)), v)
+		default:
+			return Props{}, fmt.Errorf("%w: property %q has unsupported type %T (want int64, float64, bool or string)", ErrBadEvent, k, v)
+		}
+	}
+	return Props{enc: string(b)}, nil
+}
+
+// MustProps is PropsOf for values known to be valid (tests, the simulator);
+// it panics on an unsupported type.
+func MustProps(m map[string]any) Props {
+	p, err := PropsOf(m)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Len is the number of properties.
+func (p Props) Len() int {
+	if p.enc == "" {
+		return 0
+	}
+	n, _ := uvarintStr(p.enc)
+	return int(n)
+}
+
+// Encoded is the canonical encoding ("" for no properties; a reader wants
+// the single byte 0 then, which AppendProps writes).
+func (p Props) Encoded() string { return p.enc }
+
+// Get returns the value of the property name.
+func (p Props) Get(name string) (Value, bool) {
+	it := p.Iter()
+	for {
+		k, v, ok := it.Next()
+		if !ok || k > name {
+			return Value{}, false
+		}
+		if k == name {
+			return v, true
+		}
+	}
+}
+
+// Map copies the properties into a map (for APIs that hand maps to users).
+func (p Props) Map() map[string]any {
+	if p.enc == "" {
+		return nil
+	}
+	m := make(map[string]any, p.Len())
+	it := p.Iter()
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		m[k] = v.Any()
+	}
+	return m
+}
+
+// String renders " name=value" for each property, in name order.
+func (p Props) String() string {
+	var b strings.Builder
+	it := p.Iter()
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		fmt.Fprintf(&b, " %s=%v", k, v.Any())
+	}
+	return b.String()
+}
+
+// PropIter walks the properties in name order: for k, v, ok := it.Next(); ok; … .
+type PropIter struct {
+	s    string
+	left uint64
+}
+
+// Iter starts a walk over p.
+func (p Props) Iter() PropIter {
+	if p.enc == "" {
+		return PropIter{}
+	}
+	n, w := uvarintStr(p.enc)
+	return PropIter{s: p.enc[w:], left: n}
+}
+
+// Next returns the next property. The encoding was checked when p was made,
+// but Next stays in bounds regardless: it stops rather than panics.
+func (it *PropIter) Next() (name string, v Value, ok bool) {
+	if it.left == 0 {
+		return "", Value{}, false
+	}
+	it.left--
+	s := it.s
+	l, w := uvarintStr(s)
+	if w <= 0 || l >= uint64(len(s)-w) {
+		it.left = 0
+		return "", Value{}, false
+	}
+	name, s = s[w:w+int(l)], s[w+int(l):]
+	v.Kind = PropKind(s[0])
+	s = s[1:]
+	switch v.Kind {
+	case PropInt:
+		u, w := uvarintStr(s)
+		if w <= 0 {
+			it.left = 0
+			return "", Value{}, false
+		}
+		v.bits, s = uint64(int64(u>>1)^-int64(u&1)), s[w:]
+	case PropFloat:
+		if len(s) < 8 {
+			it.left = 0
+			return "", Value{}, false
+		}
+		for i := 7; i >= 0; i-- {
+			v.bits = v.bits<<8 | uint64(s[i])
+		}
+		s = s[8:]
+	case PropBool:
+		if len(s) < 1 {
+			it.left = 0
+			return "", Value{}, false
+		}
+		v.bits, s = uint64(s[0]), s[1:]
+	case PropString:
+		l, w := uvarintStr(s)
+		if w <= 0 || l > uint64(len(s)-w) {
+			it.left = 0
+			return "", Value{}, false
+		}
+		v.str, s = s[w:w+int(l)], s[w+int(l):]
+	default:
+		it.left = 0
+		return "", Value{}, false
+	}
+	it.s = s
+	return name, v, true
+}
+
+// uvarintStr is binary.Uvarint over a string (no conversion, no allocation).
+func uvarintStr(s string) (uint64, int) {
+	var x uint64
+	var sh uint
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			return x | uint64(c)<<sh, i + 1
+		}
+		x |= uint64(c&0x7f) << sh
+		sh += 7
+	}
+	return 0, 0
+}
+
+// AppendProps appends p's encoding (a single 0 for no properties).
+func AppendProps(dst []byte, p Props) []byte {
+	if p.enc == "" {
+		return append(dst, 0)
+	}
+	return append(dst, p.enc...)
+}
+
+// ReadProps reads a property encoding from the start of b, checking that it
+// is canonical; it returns the properties (a copy: b may be reused) and the
+// bytes read. Errors wrap ErrBadEvent and give the offset in b.
+func ReadProps(b []byte) (Props, int, error) {
+	c := cursor{b: b}
+	c.props()
+	if c.err != nil {
+		return Props{}, 0, c.err
+	}
+	if c.off == 1 {
+		return Props{}, 1, nil
+	}
+	return Props{enc: string(b[:c.off])}, c.off, nil
+}
+
+// NewEvent builds an event and its encoding, once: every field of the
+// result shares the one buffer, which nothing writes again (events are
+// immutable; Payload must not be modified).
+func NewEvent(pubend PubendID, t tick.Tick, publisher string, seq uint64, topic string, props Props, payload []byte) *Event {
+	n := len(pubend) + len(publisher) + len(topic) + len(props.enc) + len(payload) + 6*binary.MaxVarintLen64
+	b := make([]byte, 0, n)
+	b = appendStr(b, string(pubend))
+	b = binary.AppendUvarint(b, uint64(t))
+	b = appendStr(b, publisher)
+	b = binary.AppendUvarint(b, seq)
+	b = appendStr(b, topic)
+	b = AppendProps(b, props)
+	b = appendStr(b, unsafeString(payload))
+	ev, _, err := viewEvent(b)
+	if err != nil {
+		panic("msg: NewEvent: " + err.Error()) // unreachable: b was just encoded from valid parts
+	}
+	return ev
+}
+
+// Encoding is the event's canonical encoding when it was built by NewEvent
+// or decoded, nil for an Event written as a literal (AppendEvent encodes
+// those field by field). The bytes are shared: do not modify them.
+func (e *Event) Encoding() []byte { return e.enc }
+
+// Size is the length of the event's encoding.
+func (e *Event) Size() int {
+	if e.enc != nil {
+		return len(e.enc)
+	}
+	return len(e.Pubend) + len(e.Publisher) + EventSize(e.Topic, e.Props, e.Payload) + 4*binary.MaxVarintLen64
+}
+
+// AppendEvent appends the event's canonical encoding: the bytes it was built
+// or received with, copied as they are.
+func AppendEvent(dst []byte, e *Event) []byte {
+	if e.enc != nil {
+		return append(dst, e.enc...)
+	}
+	dst = appendStr(dst, string(e.Pubend))
+	dst = binary.AppendUvarint(dst, uint64(e.Tick))
+	dst = appendStr(dst, e.Publisher)
+	dst = binary.AppendUvarint(dst, e.Seq)
+	dst = appendStr(dst, e.Topic)
+	dst = AppendProps(dst, e.Props)
+	return appendStr(dst, unsafeString(e.Payload))
+}
+
+// ReadEvent reads one event from the start of b, checking that its encoding
+// is canonical, and returns it with the number of bytes read. The event owns
+// a copy of those bytes (b may be reused); its strings, properties and
+// payload are views of that copy: two allocations per event, whatever its
+// shape. Errors wrap ErrBadEvent and give the offset in b; ReadEvent never
+// panics.
+func ReadEvent(b []byte) (*Event, int, error) {
+	ev := new(Event)
+	n, err := ReadEventTo(ev, b)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ev, n, nil
+}
+
+// ReadEventTo is ReadEvent into an Event the caller allocated (with the
+// message that carries it, say): one allocation, the bytes.
+func ReadEventTo(ev *Event, b []byte) (int, error) {
+	l, err := parseEvent(b)
+	if err != nil {
+		return 0, err
+	}
+	l.build(ev, append(make([]byte, 0, l.end), b[:l.end]...))
+	return l.end, nil
+}
+
+// viewEvent makes an event whose fields are views of enc, which must start
+// with one event encoding; it checks that encoding.
+func viewEvent(enc []byte) (*Event, int, error) {
+	l, err := parseEvent(enc)
+	if err != nil {
+		return nil, 0, err
+	}
+	ev := new(Event)
+	l.build(ev, enc)
+	return ev, l.end, nil
+}
+
+// eventLayout is where the fields of one event encoding lie.
+type eventLayout struct {
+	t, seq                            uint64
+	pubend, publisher, topic, payload span
+	props                             span // empty for no properties
+	end                               int
+}
+
+type span struct{ lo, hi int }
+
+func parseEvent(b []byte) (eventLayout, error) {
+	c := cursor{b: b}
+	var l eventLayout
+	l.pubend = c.span()
+	l.t = c.uvarint()
+	l.publisher = c.span()
+	l.seq = c.uvarint()
+	l.topic = c.span()
+	p0 := c.off
+	c.props()
+	if c.off-p0 > 1 {
+		l.props = span{p0, c.off}
+	}
+	l.payload = c.span()
+	if c.err != nil {
+		return eventLayout{}, c.err
+	}
+	l.end = c.off
+	return l, nil
+}
+
+// build fills ev with views of enc, which holds the parsed bytes at the start.
+func (l *eventLayout) build(ev *Event, enc []byte) {
+	*ev = Event{
+		Pubend: PubendID(unsafeString(enc[l.pubend.lo:l.pubend.hi])), Tick: tick.Tick(l.t),
+		Publisher: unsafeString(enc[l.publisher.lo:l.publisher.hi]), Seq: l.seq,
+		Topic: unsafeString(enc[l.topic.lo:l.topic.hi]),
+		Props: Props{enc: unsafeString(enc[l.props.lo:l.props.hi])},
+		enc:   enc[:l.end:l.end],
+	}
+	if l.payload.hi > l.payload.lo {
+		ev.Payload = enc[l.payload.lo:l.payload.hi:l.payload.hi]
+	}
+}
+
+// ReadPublish reads a Publish body (after its frame's type byte) from the
+// start of b: pubend | publisher | seq | topic | props | payload, the
+// fields of an event but its tick. The result owns one copy of those bytes
+// (b may be reused), which its strings, properties and payload view.
+// Errors wrap ErrBadEvent and give the offset in b; it never panics.
+func ReadPublish(b []byte) (Publish, int, error) {
+	c := cursor{b: b}
+	pubend, publisher := c.span(), c.span()
+	seq := c.uvarint()
+	topic := c.span()
+	p0 := c.off
+	c.props()
+	props := span{p0, c.off}
+	if c.off-p0 <= 1 {
+		props = span{}
+	}
+	payload := c.span()
+	if c.err != nil {
+		return Publish{}, 0, c.err
+	}
+	own := append(make([]byte, 0, c.off), b[:c.off]...)
+	p := Publish{Pubend: PubendID(unsafeString(own[pubend.lo:pubend.hi])), Publisher: unsafeString(own[publisher.lo:publisher.hi]),
+		Seq: seq, Topic: unsafeString(own[topic.lo:topic.hi]), Props: Props{enc: unsafeString(own[props.lo:props.hi])}}
+	if payload.hi > payload.lo {
+		p.Payload = own[payload.lo:payload.hi:payload.hi]
+	}
+	return p, c.off, nil
+}
+
+// AppendPublish appends a Publish body (the layout of ReadPublish).
+func AppendPublish(dst []byte, p *Publish) []byte {
+	dst = appendStr(dst, string(p.Pubend))
+	dst = appendStr(dst, p.Publisher)
+	dst = binary.AppendUvarint(dst, p.Seq)
+	dst = appendStr(dst, p.Topic)
+	dst = AppendProps(dst, p.Props)
+	return appendStr(dst, unsafeString(p.Payload))
+}
+
+// unsafeString views b as a string without copying. Only for bytes nothing
+// writes again: an event's own encoding, or a payload being copied out.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func appendStr(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func b2u8(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// cursor reads canonical fields from b at off. After the first failure it
+// records the error, and every read returns a zero value.
+type cursor struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (c *cursor) failf(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: at offset %d: %s", ErrBadEvent, c.off, fmt.Sprintf(format, args...))
+	}
+	c.off = len(c.b)
+}
+
+func (c *cursor) byte() byte {
+	if c.err != nil {
+		return 0
+	}
+	if c.off >= len(c.b) {
+		c.failf("truncated")
+		return 0
+	}
+	v := c.b[c.off]
+	c.off++
+	return v
+}
+
+// uvarint reads a minimal-length unsigned varint.
+func (c *cursor) uvarint() uint64 {
+	if c.err != nil {
+		return 0
+	}
+	v, n, why := Uvarint(c.b[c.off:])
+	if why != "" {
+		c.failf("%s", why)
+		return 0
+	}
+	c.off += n
+	return v
+}
+
+// raw reads a length-prefixed byte string without copying it.
+func (c *cursor) raw() []byte {
+	if c.err != nil {
+		return nil
+	}
+	s, n, why := Field(c.b[c.off:])
+	if why != "" {
+		c.failf("%s", why)
+		return nil
+	}
+	c.off += n
+	return s
+}
+
+// Uvarint reads a minimal-length unsigned varint from the start of b, the
+// rule for every integer of the event and wire encodings; why says what is
+// wrong when b does not start with one.
+func Uvarint(b []byte) (v uint64, n int, why string) {
+	v, n = binary.Uvarint(b)
+	switch {
+	case n == 0:
+		return 0, 0, "truncated varint"
+	case n < 0:
+		return 0, 0, "varint overflows 64 bits"
+	case n > 1 && b[n-1] == 0:
+		return 0, 0, "overlong varint"
+	}
+	return v, n, ""
+}
+
+// Field reads a length-prefixed byte string from the start of b without
+// copying it; n counts the prefix and the bytes.
+func Field(b []byte) (s []byte, n int, why string) {
+	l, w, why := Uvarint(b)
+	if why != "" {
+		return nil, 0, why
+	}
+	if l > uint64(len(b)-w) {
+		return nil, 0, fmt.Sprintf("string of %d bytes but only %d left", l, len(b)-w)
+	}
+	return b[w : w+int(l)], w + int(l), ""
+}
+
+// span reads a length-prefixed byte string and returns where it lies.
+func (c *cursor) span() span {
+	r := c.raw()
+	return span{c.off - len(r), c.off}
+}
+
+// str reads a string as a copy.
+func (c *cursor) str() string { return string(c.raw()) }
+
+// props checks a property encoding: at least three bytes a property, names
+// strictly increasing, known types, canonical values.
+func (c *cursor) props() {
+	n := c.uvarint()
+	if c.err != nil {
+		return
+	}
+	if n > uint64(len(c.b)-c.off)/3 {
+		c.failf("%d properties cannot fit in %d bytes", n, len(c.b)-c.off)
+		return
+	}
+	var prev []byte
+	for i := uint64(0); i < n && c.err == nil; i++ {
+		k := c.raw()
+		if i > 0 && string(k) <= string(prev) {
+			c.failf("property %q not after %q", k, prev)
+			return
+		}
+		prev = k
+		switch t := PropKind(c.byte()); t {
+		case PropInt:
+			c.uvarint()
+		case PropFloat:
+			if len(c.b)-c.off < 8 {
+				c.failf("truncated float64")
+				return
+			}
+			c.off += 8
+		case PropBool:
+			if v := c.byte(); v > 1 {
+				c.failf("bool byte %d (want 0 or 1)", v)
+			}
+		case PropString:
+			c.raw()
+		default:
+			if c.err == nil {
+				c.failf("property %q has unknown type %d", k, t)
+			}
+		}
+	}
+}
+
+// EventSize is an upper bound of the bytes an event with these fields
+// takes in a log record or a delivery frame, not counting fixed headers.
+func EventSize(topic string, props Props, payload []byte) int {
+	n := len(topic) + len(payload)
+	it := props.Iter()
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		n += len(k) + 11 + len(v.str) // name length prefix, type byte, up to a 9-byte number
+	}
+	return n
+}
