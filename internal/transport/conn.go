@@ -153,14 +153,14 @@ func (c *Conn) Run(ctx context.Context, r *wire.Reader, deliver func(msg.Msg)) e
 	for {
 		// The read deadline is what detects a silent peer. Moving it costs a
 		// runtime timer update (about 5 % of a busy broker's CPU when done
-		// per frame), so move it only before reads that may block (nothing
-		// read ahead) and at most every DeadAfter/8: a peer is then declared
-		// dead after between 7/8 and all of DeadAfter of silence.
-		if r.Buffered() == 0 {
-			if now := time.Now(); now.Sub(refreshed) >= c.opts.DeadAfter/8 {
-				c.nc.SetReadDeadline(now.Add(c.opts.DeadAfter))
-				refreshed = now
-			}
+		// per frame), so move it at most every DeadAfter/8: a peer is then
+		// declared dead after between 7/8 and all of DeadAfter of silence.
+		// Not only when nothing is read ahead: after deliver held this loop
+		// (an application that stopped reading), the rest of a frame read
+		// ahead in part must not meet a deadline that passed meanwhile.
+		if now := time.Now(); now.Sub(refreshed) >= c.opts.DeadAfter/8 {
+			c.nc.SetReadDeadline(now.Add(c.opts.DeadAfter))
+			refreshed = now
 		}
 		m, err := r.Next()
 		if err != nil {

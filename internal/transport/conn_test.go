@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,47 @@ func TestHeartbeatsKeepAnIdleLinkAlive(t *testing.T) {
 			if _, err := b.Write(hb); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+	a.Close()
+	<-done
+}
+
+// TestSlowReaderKeepsItsLink: an application that holds the reader (a
+// subscriber that stops reading for a while) must not make the link look
+// dead once it reads again, even when part of the next frame was read
+// ahead: the deadline is moved before the read that completes the frame.
+func TestSlowReaderKeepsItsLink(t *testing.T) {
+	const dead = 200 * time.Millisecond
+	a, ra, b := pair(t, Options{DeadAfter: dead, Heartbeat: time.Hour})
+	frames, err := wire.AppendFrame(nil, msg.Ack{Pubend: "P1", T: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Larger than the reader's 64 KiB buffer: read ahead in part only.
+	big := msg.Summary{Patterns: []string{strings.Repeat("a", 200<<10)}}
+	if frames, err = wire.AppendFrame(frames, big); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan msg.Msg, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Run(context.Background(), ra, func(m msg.Msg) {
+			if _, first := m.(msg.Ack); first {
+				time.Sleep(3 * dead) // the application does not read meanwhile
+			}
+			got <- m
+		})
+	}()
+	go b.Write(frames)
+	for i := 0; i < 2; i++ {
+		select {
+		case m := <-got:
+			if s, ok := m.(msg.Summary); ok && len(s.Patterns[0]) != 200<<10 {
+				t.Fatalf("summary of %d bytes", len(s.Patterns[0]))
+			}
+		case err := <-done:
+			t.Fatalf("the link died after the reader was held for %v: %v", 3*dead, err)
 		}
 	}
 	a.Close()

@@ -48,10 +48,6 @@ func NewReader(r io.Reader, maxFrame int) *Reader {
 	return &Reader{r: br, max: maxFrame}
 }
 
-// Buffered is how many bytes are read ahead: while it is above zero, the
-// next frame may need no read from the underlying stream.
-func (r *Reader) Buffered() int { return r.r.Buffered() }
-
 // Next reads and decodes the next frame. It returns io.EOF when the stream
 // ends cleanly between frames, and otherwise an error wrapping
 // io.ErrUnexpectedEOF (the stream ends inside a frame), ErrFrameTooLarge
