@@ -87,7 +87,8 @@ func (w *world) reachable(a, b *node) bool {
 
 // startMember gives n's new incarnation a fresh view layer.
 func (w *world) startMember(n *node) {
-	n.mem = member.New(member.Config{Self: n.memberSelf(), ViewBundling: 100 * time.Millisecond, TickInterval: memTick})
+	n.mem = member.New(member.Config{Self: n.memberSelf(), ViewBundling: 100 * time.Millisecond, TickInterval: memTick,
+		Unfenced: w.opts.Unfenced})
 	inc := n.inc
 	w.memStep(n, member.Tick{})
 	w.after(w.between([2]time.Duration{0, memTick}), func() { w.memTickLoop(n, inc) })

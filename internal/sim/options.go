@@ -59,6 +59,9 @@ type Options struct {
 	// FDSilent (tests only) breaks the simulated failure detector: it never
 	// reports anything, so no member learns of another.
 	FDSilent bool
+	// Unfenced (tests only) switches the view layer's fencing off: a
+	// member cut off with a minority issues views anyway (member.Config).
+	Unfenced bool
 	// Scenario replaces random faults with a fixed script (e.g. "fig6").
 	Scenario string
 	// Watch, when set with WatchLog, logs every message, delivery and
