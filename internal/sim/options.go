@@ -37,10 +37,14 @@ const (
 	// failure detector probes go unanswered), then crashes: seed 000 §4.2's
 	// "stall, then fail" for a whole broker, which membership detects.
 	FaultHang = "hang"
+	// FaultLeave: a broker leaves gracefully, as the broker does when it
+	// is shut down (its view layer says Bye, memberlist leaves), stops, and
+	// restarts later as a new incarnation; the views must record a leave.
+	FaultLeave = "leave"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -129,6 +133,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	later := rand.New(rand.NewPCG(o.Seed, 0x6c61746572))    // "later"
 	cellsRng := rand.New(rand.NewPCG(o.Seed, 0x63656c6c73)) // "cells"
 	hangRng := rand.New(rand.NewPCG(o.Seed, 0x68616e67))    // "hang"
+	leaveRng := rand.New(rand.NewPCG(o.Seed, 0x6c65617665)) // "leave"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -141,6 +146,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = cellsRng
 		case FaultHang:
 			r = hangRng
+		case FaultLeave:
+			r = leaveRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {
