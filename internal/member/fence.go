@@ -72,14 +72,15 @@ func (m *Membership) updateQuorum(newest map[string]uint64) {
 		return
 	}
 	left := func(id ID) bool { p := m.fd[id]; return p != nil && p.state == stateLeft }
-	kept := func(b string) bool {
-		if b == m.self.ID.Broker {
-			return true
+	seen := make(map[string]bool, len(m.cur.Members))
+	for _, mem := range m.cur.Members {
+		if m.live(mem.ID, newest) {
+			seen[mem.ID.Broker] = true
 		}
-		for _, mem := range m.cur.Members {
-			if mem.ID.Broker == b && m.live(mem.ID, newest) {
-				return true
-			}
+	}
+	kept := func(b string) bool {
+		if seen[b] {
+			return true
 		}
 		n, ok := newest[b]
 		return ok && m.reportedAlive(ID{Broker: b, BootNonce: n}, newest)
