@@ -180,7 +180,7 @@ type MembershipStatus struct {
 	Dropped []string `json:"dropped,omitempty"`
 	// Quorate: this broker sees a majority of its view's brokers. False
 	// before the first view and on the minority side of a partition: the
-	// view is fenced (kept, and no new view issued from this side) until
+	// view is fenced (kept, and no new view made on this side) until
 	// the partition heals. Reported only: routing does not depend on it.
 	Quorate bool `json:"quorate"`
 }

@@ -51,9 +51,9 @@
 // and exactly half is enough only when it holds the old view's first
 // counted member (of two halves exactly one does, as Geode's lead member
 // weighs more than the others). The elder applies the rule before it
-// issues a view, and so does a member excluded from its view before it
+// makes a view, and so does a member excluded from its view before it
 // bootstraps a fresh one. A member whose failure detector sees no majority
-// of its installed view reports Quorate false and issues nothing: on the
+// of its installed view reports Quorate false and makes no view: on the
 // minority side of a partition it keeps its view until the partition
 // heals, then follows the majority's lineage (or absorbs it by the merge
 // rule below). A cluster still devolves to one member, a minority at a

@@ -15,10 +15,10 @@ import (
 //	M2  every installed view contains the member that installs it
 //	M3  after healing, every live member has installed one and the same
 //	    view, whose members are exactly the live incarnations
-//	M4  a view records a graceful leave as a leave: its issuer does not
+//	M4  a view records a graceful leave as a leave: its maker does not
 //	    list as crashed an incarnation whose goodbye reached it, nor as
 //	    left one that did not leave
-//	F1  fencing: a view issued by a member (installed by its first member)
+//	F1  fencing: a view made by a member (installed by its first member)
 //	    keeps a majority of the view that member had before, counted by
 //	    broker, members the new view lists as left not counted, exactly
 //	    half enough only with the old view's first counted member (the
@@ -45,20 +45,20 @@ func (o *Oracle) ViewInstalled(self member.ID, v member.View) {
 		return
 	}
 	if v.Elder().ID != self {
-		return // installed, not issued, here
+		return // installed, not made, here
 	}
 	for _, id := range v.Crashed {
 		if o.left[id] && o.byes[[2]member.ID{id, self}] {
-			o.fail("M4", "%s issued %s recording %s as crashed; it left, and its goodbye reached %s", self, v, id, self)
+			o.fail("M4", "%s made %s recording %s as crashed; it left, and its goodbye reached %s", self, v, id, self)
 		}
 	}
 	for _, id := range v.Left {
 		if !o.left[id] {
-			o.fail("M4", "%s issued %s recording %s as left; it did not leave", self, v, id)
+			o.fail("M4", "%s made %s recording %s as left; it did not leave", self, v, id)
 		}
 	}
 	if had && !keepsMajority(prev, v) {
-		o.fail("F1", "%s issued %s from %s: it keeps no majority of %s's brokers (a fenced minority acting as the cluster)", self, v, prev, prev)
+		o.fail("F1", "%s made %s from %s: it keeps no majority of %s's brokers (a fenced minority acting as the cluster)", self, v, prev, prev)
 	}
 }
 

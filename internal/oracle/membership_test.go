@@ -42,11 +42,11 @@ func TestMembershipInvariants(t *testing.T) {
 		{"a minority issues", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1", "b3/1"))
 			o.ViewInstalled(mid("b2/1"), view(5, "b2/1"))
-		}, "F1: b2/1 issued v5[b2/1*] from v4[b1/1* b2/1 b3/1]"},
+		}, "F1: b2/1 made v5[b2/1*] from v4[b1/1* b2/1 b3/1]"},
 		{"half without the first member issues", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1"))
 			o.ViewInstalled(mid("b2/1"), view(5, "b2/1"))
-		}, "F1: b2/1 issued v5[b2/1*]"},
+		}, "F1: b2/1 made v5[b2/1*]"},
 		{"half with the first member, a restart, a leave", func(o *Oracle) {
 			o.ViewInstalled(mid("b1/1"), view(4, "b1/1", "b2/1", "b3/1", "b4/1"))
 			o.ViewInstalled(mid("b1/1"), view(5, "b1/1", "b2/1")) // half, with b1
@@ -64,7 +64,7 @@ func TestMembershipInvariants(t *testing.T) {
 			v := view(5, "b1/1", "b2/1")
 			v.Crashed = []member.ID{mid("b3/1")}
 			o.ViewInstalled(mid("b1/1"), v)
-		}, "M4: b1/1 issued v5[b1/1* b2/1] recording b3/1 as crashed"},
+		}, "M4: b1/1 made v5[b1/1* b2/1] recording b3/1 as crashed"},
 		{"a leave whose goodbye was lost", func(o *Oracle) {
 			o.ViewInstalled(mid("b1/1"), view(4, "b1/1", "b2/1", "b3/1"))
 			o.Left(mid("b3/1"))
@@ -77,7 +77,7 @@ func TestMembershipInvariants(t *testing.T) {
 			v := view(5, "b1/1", "b2/1")
 			v.Left = []member.ID{mid("b3/1")}
 			o.ViewInstalled(mid("b1/1"), v)
-		}, "M4: b1/1 issued v5[b1/1* b2/1] recording b3/1 as left"},
+		}, "M4: b1/1 made v5[b1/1* b2/1] recording b3/1 as left"},
 		{"id goes back", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(5, "b1/1", "b2/1"))
 			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1"))
