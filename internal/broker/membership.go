@@ -178,6 +178,11 @@ type MembershipStatus struct {
 	Crashed []string `json:"crashed,omitempty"`
 	Left    []string `json:"left,omitempty"`
 	Dropped []string `json:"dropped,omitempty"`
+	// Quorate: this broker sees a majority of its view's brokers. False
+	// before the first view and on the minority side of a partition: the
+	// view is fenced (kept, and no new view made on this side) until
+	// the partition heals. Reported only: routing does not depend on it.
+	Quorate bool `json:"quorate"`
 }
 
 func (n *Node) membershipStatus() *MembershipStatus {
@@ -185,6 +190,12 @@ func (n *Node) membershipStatus() *MembershipStatus {
 		return nil
 	}
 	s := &MembershipStatus{Self: n.self().Name(), Gossip: n.GossipAddr()}
+	n.mu.Lock()
+	ml := n.ml
+	n.mu.Unlock()
+	if ml != nil {
+		s.Quorate = ml.Quorate()
+	}
 	if n.hasView {
 		s.ViewID, s.Elder = n.view.ID, n.view.Elder().ID.Name()
 		for _, m := range n.view.Members {

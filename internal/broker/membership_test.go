@@ -229,8 +229,8 @@ func TestMembershipLeaveAndRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	n, _ := startCellNet(t, ctx, true)
-	waitStatus(t, ctx, n, "p1", "a view of all five brokers", func(s broker.Status) bool {
-		return s.Membership != nil && len(s.Membership.Members) == 5
+	waitStatus(t, ctx, n, "p1", "a quorate view of all five brokers", func(s broker.Status) bool {
+		return s.Membership != nil && len(s.Membership.Members) == 5 && s.Membership.Quorate
 	})
 	st, err := n.nodes["b2"].Status(ctx)
 	if err != nil {

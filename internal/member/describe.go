@@ -10,7 +10,7 @@ import (
 // failures: its view, elder, failure-detector table and elder state.
 func (m *Membership) Describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: view %s installed=%v maxSeen=%d", m.self.ID, m.cur, m.installed, m.maxSeen)
+	fmt.Fprintf(&b, "%s: view %s installed=%v quorate=%v maxSeen=%d", m.self.ID, m.cur, m.installed, m.quorate, m.maxSeen)
 	if m.heard.ID > 0 {
 		fmt.Fprintf(&b, " heard=%s", m.heard)
 	}

@@ -42,6 +42,25 @@
 // members drop it and wait for the successor), and the members tell the
 // successor their view until it acknowledges it.
 //
+// # Fencing
+//
+// A view may replace the one before it only if it keeps a majority of that
+// view's brokers: a broker counts as kept when the new view holds any
+// incarnation of it (a newer one proves the old crashed rather than sits
+// across a partition), members the new view records as left do not count,
+// and exactly half is enough only when it holds the old view's first
+// counted member (of two halves exactly one does, as Geode's lead member
+// weighs more than the others). The elder applies the rule before it
+// makes a view, and so does a member excluded from its view before it
+// bootstraps a fresh one. A member whose failure detector sees no majority
+// of its installed view reports Quorate false and makes no view: on the
+// minority side of a partition it keeps its view until the partition
+// heals, then follows the majority's lineage (or absorbs it by the merge
+// rule below). A cluster still devolves to one member, a minority at a
+// time; losing a majority at once fences the survivors until enough of the
+// lost brokers come back. A member with no view to fence against (a fresh
+// incarnation that reached nobody) may still bootstrap one of its own.
+//
 // Crash or leave: the failure detector's Failed is a crash, Departed a
 // leave. A member that leaves says Bye to the others first, so that its
 // departure counts as a leave even if the detector reports it as a death

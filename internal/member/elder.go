@@ -118,6 +118,9 @@ func (m *Membership) reconcile() {
 	if !m.bump && m.now.Sub(m.pendingSince) < m.cfg.ViewBundling {
 		return
 	}
+	if !m.mayReplace(m.cur, next) {
+		return // fenced: this member sees no majority of its view
+	}
 	if m.cur.Elder().ID != m.self.ID && !m.probed(newest) {
 		return
 	}
@@ -135,7 +138,9 @@ func (m *Membership) desired(newest map[string]uint64) View {
 		switch {
 		case m.live(mem.ID, newest):
 			v.Members = append(v.Members, mem)
-		case p != nil && p.state == stateLeft:
+		case p != nil && (p.state == stateLeft || p.leaving):
+			// A member that said Bye and is gone has left, even when its
+			// restart is seen before its departure.
 			v.Left = append(v.Left, mem.ID)
 		default: // failed, or superseded by a newer incarnation: a crash
 			v.Crashed = append(v.Crashed, mem.ID)
@@ -180,6 +185,20 @@ func (m *Membership) maybeBootstrap(newest map[string]uint64) {
 	}
 	slices.SortFunc(v.Members, byName)
 	slices.SortFunc(v.Joined, func(a, b ID) int { return cmpID(a, b) })
+	if m.cur.ID > 0 {
+		// Excluded from the view it had: the fresh view must keep a
+		// majority of that one, or a member cut off with a minority
+		// would start a cluster of its own.
+		for _, mem := range m.cur.Members {
+			if p := m.fd[mem.ID]; p != nil && p.state == stateLeft {
+				v.Left = append(v.Left, mem.ID)
+			}
+		}
+		slices.SortFunc(v.Left, cmpID)
+		if !m.mayReplace(m.cur, v) {
+			return
+		}
+	}
 	v.ID = m.maxSeen + 1
 	m.issue(v)
 }

@@ -60,6 +60,11 @@ type Config struct {
 	// Tick. Nothing inside depends on it beyond the resolution of the
 	// intervals above.
 	TickInterval time.Duration
+	// Unfenced (tests only) switches fencing off: the member issues views
+	// whatever part of its view it sees, and always reports Quorate while
+	// it has a view. The simulator's mutation test uses it to show that its
+	// oracle catches a minority that acts as the cluster.
+	Unfenced bool
 }
 
 func (c Config) withDefaults() Config {
@@ -133,6 +138,7 @@ type Membership struct {
 	listed    map[ID]tick.Time // when each member of cur first appeared in a view here
 	cur       View             // the last view installed here (ID 0: none yet)
 	installed bool             // false before the first view and after exclusion
+	quorate   bool             // installed, and the detector sees a majority of cur (fence.go)
 	maxSeen   uint64
 	heard     View // the newest view heard of that does not contain self
 
@@ -187,6 +193,7 @@ func (m *Membership) Step(now tick.Time, in Input) error {
 		return fmt.Errorf("%w: %T", ErrBadInput, in)
 	}
 	m.reconcile()
+	m.updateQuorum(m.newestAlive())
 	return nil
 }
 
@@ -312,8 +319,9 @@ func (m *Membership) install(v View) {
 	newest := m.newestAlive()
 	c := diff(prev, v, func(id ID) (left, crashed bool) {
 		p := m.fd[id]
-		left = p != nil && p.state == stateLeft
-		return left, !left && !m.live(id, newest)
+		gone := !m.live(id, newest)
+		left = p != nil && (p.state == stateLeft || p.leaving && gone)
+		return left, !left && gone
 	})
 	m.ready.Installed = append(m.ready.Installed, c)
 	listed := make(map[ID]tick.Time, len(v.Members))

@@ -15,6 +15,9 @@ func (w *world) step(n *simNode, in member.Input) {
 	if err := n.m.Step(w.now, in); err != nil {
 		w.t.Fatalf("%s: Step(%T): %v", n.id, in, err)
 	}
+	if _, ok := n.m.View(); ok && !n.m.Quorate() {
+		w.fenced[n.id.Broker]++
+	}
 	for n.m.HasReady() {
 		rd := n.m.Ready()
 		for _, c := range rd.Installed {

@@ -3,6 +3,7 @@ package member_test
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,17 +116,41 @@ var scenarios = []struct {
 		},
 	},
 	{
+		// A minority at a time: losing a majority at once fences the
+		// survivors (quorum-loss below).
 		name: "devolve-to-one", need: "the cluster devolves to one member and keeps going",
 		acts: append(startAll(0, abcde, "a", "b", "c", "d"),
-			action{at: ms(2000), do: "crash", b: "a"}, action{at: ms(2100), do: "crash", b: "b"},
-			action{at: ms(2200), do: "leave", b: "c"},
-			action{at: ms(6000), do: "start", b: "e", seeds: []string{"d"}}),
+			action{at: ms(2000), do: "crash", b: "a"}, action{at: ms(3500), do: "crash", b: "b"},
+			action{at: ms(5000), do: "leave", b: "c"},
+			action{at: ms(7000), do: "start", b: "e", seeds: []string{"d"}}),
 		check: func(t *testing.T, w *world, v member.View) {
 			if v.Elder().ID.Broker != "d" || len(v.Members) != 2 {
 				t.Errorf("final view %s: want d elder, then e", v)
 			}
 			if n := w.cur["d"]; n.views < 3 {
 				t.Errorf("d installed %d views, want the shrink to one and the growth again", n.views)
+			}
+		},
+	},
+	{
+		// a and b (the elder) crash together: c and d keep half of v1
+		// without its first member, so they are fenced and issue nothing,
+		// until a and b come back as new incarnations.
+		name: "quorum-loss", need: "a minority does not act as the cluster (fencing)",
+		acts: append(startAll(0, abcde, "a", "b", "c", "d"),
+			action{at: ms(2000), do: "crash", b: "a"}, action{at: ms(2000), do: "crash", b: "b"},
+			action{at: ms(5000), do: "start", b: "a", seeds: abcde}, action{at: ms(5000), do: "start", b: "b", seeds: abcde}),
+		check: func(t *testing.T, w *world, v member.View) {
+			if len(v.Members) != 4 {
+				t.Errorf("final view %s: want a, b, c and d", v)
+			}
+			for _, c := range w.changes {
+				if strings.Contains(c, "installs") && !strings.Contains(c, "a/") && !strings.Contains(c, "b/") {
+					t.Errorf("a view without a or b was installed: %s", c)
+				}
+			}
+			if q := w.fenced["c"] + w.fenced["d"]; q == 0 {
+				t.Errorf("neither c nor d reported itself fenced")
 			}
 		},
 	},

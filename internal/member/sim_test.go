@@ -101,6 +101,7 @@ type world struct {
 	metas          map[member.ID]member.Meta
 	changes        []string
 	faults         int
+	fenced         map[string]int // steps a broker ended with a view and not quorate
 }
 
 func newWorld(t testing.TB, seed uint64, cfg simConfig) *world {
@@ -108,7 +109,7 @@ func newWorld(t testing.TB, seed uint64, cfg simConfig) *world {
 		t: t, cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		nodes: map[member.ID]*simNode{}, cur: map[string]*simNode{}, nonce: map[string]uint64{},
 		fdAt: map[[2]member.ID]tick.Time{}, installers: map[uint64]map[uint64][]*simNode{}, issuer: map[uint64]map[uint64]member.ID{},
-		truth: map[member.ID]string{}, metas: map[member.ID]member.Meta{},
+		truth: map[member.ID]string{}, metas: map[member.ID]member.Meta{}, fenced: map[string]int{},
 	}
 }
 

@@ -36,16 +36,55 @@ func TestMembershipInvariants(t *testing.T) {
 		want string // "" for none
 	}{
 		{"ids increase", func(o *Oracle) {
+			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1", "b3/1"))
+			o.ViewInstalled(mid("b2/1"), view(5, "b2/1", "b3/1"))
+		}, ""},
+		{"a minority issues", func(o *Oracle) {
+			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1", "b3/1"))
+			o.ViewInstalled(mid("b2/1"), view(5, "b2/1"))
+		}, "F1: b2/1 made v5[b2/1*] from v4[b1/1* b2/1 b3/1]"},
+		{"half without the first member issues", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1"))
 			o.ViewInstalled(mid("b2/1"), view(5, "b2/1"))
+		}, "F1: b2/1 made v5[b2/1*]"},
+		{"half with the first member, a restart, a leave", func(o *Oracle) {
+			o.ViewInstalled(mid("b1/1"), view(4, "b1/1", "b2/1", "b3/1", "b4/1"))
+			o.ViewInstalled(mid("b1/1"), view(5, "b1/1", "b2/1")) // half, with b1
+			v := view(6, "b1/1", "b2/2")                          // b2 restarted
+			o.ViewInstalled(mid("b1/1"), v)
+			o.Left(mid("b2/2"))
+			v = view(7, "b1/1")
+			v.Left = []member.ID{mid("b2/2")}
+			o.ViewInstalled(mid("b1/1"), v)
 		}, ""},
+		{"a leave recorded as a crash", func(o *Oracle) {
+			o.ViewInstalled(mid("b1/1"), view(4, "b1/1", "b2/1", "b3/1"))
+			o.Left(mid("b3/1"))
+			o.ByeReceived(mid("b3/1"), mid("b1/1"))
+			v := view(5, "b1/1", "b2/1")
+			v.Crashed = []member.ID{mid("b3/1")}
+			o.ViewInstalled(mid("b1/1"), v)
+		}, "M4: b1/1 made v5[b1/1* b2/1] recording b3/1 as crashed"},
+		{"a leave whose goodbye was lost", func(o *Oracle) {
+			o.ViewInstalled(mid("b1/1"), view(4, "b1/1", "b2/1", "b3/1"))
+			o.Left(mid("b3/1"))
+			v := view(5, "b1/1", "b2/1")
+			v.Crashed = []member.ID{mid("b3/1")}
+			o.ViewInstalled(mid("b1/1"), v)
+		}, ""},
+		{"a crash recorded as a leave", func(o *Oracle) {
+			o.ViewInstalled(mid("b1/1"), view(4, "b1/1", "b2/1", "b3/1"))
+			v := view(5, "b1/1", "b2/1")
+			v.Left = []member.ID{mid("b3/1")}
+			o.ViewInstalled(mid("b1/1"), v)
+		}, "M4: b1/1 made v5[b1/1* b2/1] recording b3/1 as left"},
 		{"id goes back", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(5, "b1/1", "b2/1"))
-			o.ViewInstalled(mid("b2/1"), view(4, "b2/1"))
+			o.ViewInstalled(mid("b2/1"), view(4, "b1/1", "b2/1"))
 		}, "M1: view id went back at b2/1: 5 → 4"},
 		{"id repeats", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(5, "b1/1", "b2/1"))
-			o.ViewInstalled(mid("b2/1"), view(5, "b2/1"))
+			o.ViewInstalled(mid("b2/1"), view(5, "b1/1", "b2/1"))
 		}, "M1: view id did not increase"},
 		{"a new incarnation starts afresh", func(o *Oracle) {
 			o.ViewInstalled(mid("b2/1"), view(5, "b2/1"))

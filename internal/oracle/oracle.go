@@ -32,7 +32,9 @@ type Oracle struct {
 	sessions   map[msg.SubID]*Session
 	streams    map[streamKey]gd.StreamState
 	violations []Violation
-	viewAt     map[member.ID]uint64 // last view id installed per member incarnation (M1)
+	viewAt     map[member.ID]member.View // last view installed per member incarnation (M1, F1)
+	left       map[member.ID]bool        // incarnations that left gracefully (M4)
+	byes       map[[2]member.ID]bool     // {leaver, receiver}: the leaver's Bye arrived (M4)
 	// MaxViolations bounds how many are kept (the first ones matter).
 	MaxViolations int
 }

@@ -21,8 +21,15 @@ package sim
 //     incarnation-ordered updates. A restart is a new incarnation whose
 //     boot nonce is the engine's incarnation (it grows). A (re)started
 //     member is handed the view of one reachable peer, as memberlist's
-//     push/pull join does. The simulator has no graceful leave, so no
-//     Departed.
+//     push/pull join does.
+//   - A broker that leaves (fault "leave") does what the broker does on
+//     shutdown: its view layer says Bye to every member it can reach
+//     (memberlist's reliable stream: not subject to the loss fault), then
+//     it stops like a crash and restarts later as a new incarnation. The
+//     others' detectors learn of its departure 5–150 ms after it stopped
+//     (memberlist's leave is gossiped, not a probe timeout) and report it
+//     as Failed, as memberlist v0.7 does for a leave too; the Bye makes it
+//     a leave (no Departed, as with the real adapter).
 //   - A hung broker (fault "hang") answers nothing: its member state is
 //     frozen and its overlay links stall, for 2–3 s, then it crashes (seed
 //     000 §4.2: "stall, then fail"). Its engine keeps running for its local
@@ -87,7 +94,8 @@ func (w *world) reachable(a, b *node) bool {
 
 // startMember gives n's new incarnation a fresh view layer.
 func (w *world) startMember(n *node) {
-	n.mem = member.New(member.Config{Self: n.memberSelf(), ViewBundling: 100 * time.Millisecond, TickInterval: memTick})
+	n.mem = member.New(member.Config{Self: n.memberSelf(), ViewBundling: 100 * time.Millisecond, TickInterval: memTick,
+		Unfenced: w.opts.Unfenced})
 	inc := n.inc
 	w.memStep(n, member.Tick{})
 	w.after(w.between([2]time.Duration{0, memTick}), func() { w.memTickLoop(n, inc) })
@@ -131,6 +139,7 @@ func (w *world) memStep(n *node, in member.Input) {
 		n.mem.Advance(rd)
 		for _, c := range rd.Installed {
 			w.views++
+			w.leftInViews += len(c.Left)
 			w.watchf("view %s at %s", c.View, memberID(n))
 			w.orc.ViewInstalled(memberID(n), c.View)
 			w.viewChanged(n, c)
@@ -187,6 +196,9 @@ func (w *world) fdReport(obs, subj *node) {
 	gen := w.fdGen[k]
 	var in member.Input = member.Failed{ID: k.subj}
 	d := fdDetect
+	if subj.leaving {
+		d = fdGossip // memberlist's leave is broadcast
+	}
 	if w.reachable(obs, subj) {
 		in, d = member.Alive{Member: subj.memberSelf()}, fdGossip
 	}
@@ -313,6 +325,75 @@ func (w *world) scheduleHangs() {
 			return
 		}
 		w.hang(w.nodes[w.order[r.IntN(len(w.order))]], ms)
+		w.after(time.Duration(r.Int64N(int64(6*w.plan.faultEvery))), next)
+	}
+	w.after(time.Duration(r.Int64N(int64(3*w.plan.faultEvery))), next)
+}
+
+// leave: n leaves gracefully, as the broker does on shutdown (mlist's Run:
+// Bye to every member, then memberlist's leave), stops like a crash (the
+// engine is crash-only), and restarts later as a new incarnation.
+func (w *world) leave(n *node, r func(lo, hi int) time.Duration) {
+	if !n.up || n.hung || n.mem == nil {
+		return
+	}
+	w.watchf("leave %s", n.id)
+	w.leaves++
+	w.orc.Left(memberID(n))
+	n.mem.Leave()
+	for n.mem.HasReady() {
+		rd := n.mem.Ready()
+		n.mem.Advance(rd)
+		for _, e := range rd.Send {
+			w.sendBye(n, e)
+		}
+	}
+	inc := n.inc
+	// The adapter stops memberlist once its Byes are sent.
+	w.after(memDelay[1], func() {
+		if !n.up || n.inc != inc || n.hung || w.healed {
+			return // healing restarted every broker: one that stopped now would stay down (seed 48)
+		}
+		n.leaving = true
+		w.crash(n)
+		n.leaving = false
+		w.after(r(300, 5000), func() {
+			if !w.healed {
+				w.restart(n)
+			}
+		})
+	})
+}
+
+// sendBye carries a goodbye over memberlist's reliable stream: lost only
+// if the pair cannot reach each other.
+func (w *world) sendBye(from *node, e member.Envelope) {
+	to := w.nodes[msg.NodeID(e.To.Broker)]
+	if to == nil || !w.reachable(from, to) {
+		return
+	}
+	src := memberID(from)
+	w.after(w.between(memDelay), func() {
+		if to.up && memberID(to) == e.To && w.reachable(from, to) {
+			w.orc.ByeReceived(src, e.To)
+			w.memStep(to, member.Recv{From: src, Msg: e.Msg})
+		}
+	})
+}
+
+// scheduleLeaves draws leave faults from their own sub-seed.
+func (w *world) scheduleLeaves() {
+	if !w.plan.faults[FaultLeave] {
+		return
+	}
+	r := w.lrng
+	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo)) * time.Millisecond }
+	var next func()
+	next = func() {
+		if w.healed {
+			return
+		}
+		w.leave(w.nodes[w.order[r.IntN(len(w.order))]], ms)
 		w.after(time.Duration(r.Int64N(int64(6*w.plan.faultEvery))), next)
 	}
 	w.after(time.Duration(r.Int64N(int64(3*w.plan.faultEvery))), next)

@@ -77,3 +77,29 @@ func TestOracleBitesMembership(t *testing.T) {
 	}
 	t.Fatal("no M3 violation in 5 seeds with a silent failure detector")
 }
+
+// TestOracleBitesFencing switches fencing off in the view layer: a broker
+// cut off by a partition takes itself for the elder of the others, finds
+// them failed and issues a view of its own side. The oracle must report it
+// (F1) within a few seeds.
+func TestOracleBitesFencing(t *testing.T) {
+	for s := uint64(1); s <= 20; s++ {
+		o := DefaultOptions(s)
+		o.Unfenced = true
+		o.Faults = []string{FaultPartition}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			if v.Invariant == "F1" {
+				t.Logf("caught after %d seeds: %v", s, v)
+				return
+			}
+		}
+		if len(res.Violations) > 0 {
+			t.Logf("seed %d: other violation first: %v", s, res.Violations[0])
+		}
+	}
+	t.Fatal("no F1 violation in 20 seeds with fencing switched off")
+}

@@ -37,10 +37,14 @@ const (
 	// failure detector probes go unanswered), then crashes: seed 000 §4.2's
 	// "stall, then fail" for a whole broker, which membership detects.
 	FaultHang = "hang"
+	// FaultLeave: a broker leaves gracefully, as the broker does when it
+	// is shut down (its view layer says Bye, memberlist leaves), stops, and
+	// restarts later as a new incarnation; the views must record a leave.
+	FaultLeave = "leave"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -59,6 +63,9 @@ type Options struct {
 	// FDSilent (tests only) breaks the simulated failure detector: it never
 	// reports anything, so no member learns of another.
 	FDSilent bool
+	// Unfenced (tests only) switches the view layer's fencing off: a
+	// member cut off with a minority issues views anyway (member.Config).
+	Unfenced bool
 	// Scenario replaces random faults with a fixed script (e.g. "fig6").
 	Scenario string
 	// Watch, when set with WatchLog, logs every message, delivery and
@@ -126,6 +133,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	later := rand.New(rand.NewPCG(o.Seed, 0x6c61746572))    // "later"
 	cellsRng := rand.New(rand.NewPCG(o.Seed, 0x63656c6c73)) // "cells"
 	hangRng := rand.New(rand.NewPCG(o.Seed, 0x68616e67))    // "hang"
+	leaveRng := rand.New(rand.NewPCG(o.Seed, 0x6c65617665)) // "leave"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -138,6 +146,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = cellsRng
 		case FaultHang:
 			r = hangRng
+		case FaultLeave:
+			r = leaveRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

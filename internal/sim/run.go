@@ -39,6 +39,9 @@ type Result struct {
 	// RoutedAround: connections to a hung broker that a view closed while
 	// the broker was still hung (before its stalled links failed).
 	RoutedAround int
+	// Leaves: graceful leaves (fault "leave"); LeftInViews: members that
+	// installed views reported as left, summed over installs.
+	Leaves, LeftInViews int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -58,6 +61,7 @@ func Run(o Options) (Result, error) {
 		// Membership and hangs came later: their own sub-seeds.
 		mrng:  rand.New(rand.NewPCG(o.Seed, 0x6d656d626572)), // "member"
 		hrng:  rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
+		lrng:  rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
 	if o.Trace != nil {
 		w.trace = newTracer(o.Trace)
@@ -93,7 +97,8 @@ func Run(o Options) (Result, error) {
 	}
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
 		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
-		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround}
+		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
+		Leaves: w.leaves, LeftInViews: w.leftInViews}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {
@@ -159,6 +164,7 @@ func (w *world) schedule() {
 		w.after(0, func() { w.startMember(n) })
 	}
 	w.scheduleHangs()
+	w.scheduleLeaves()
 	var shbs []msg.NodeID
 	for _, b := range w.plan.topo.Brokers {
 		if b.Role == SHB {

@@ -158,3 +158,28 @@ func TestViewsRouteAroundHungBrokers(t *testing.T) {
 		t.Fatalf("%d hangs and %d connections closed by views: membership does not route around hung brokers", hangs, routed)
 	}
 }
+
+// TestGracefulLeave: brokers that leave (fault "leave") are reported as left,
+// not crashed, by the views that remove them (the oracle's M4 checks every
+// issuer that got the goodbye), and the views converge after healing.
+func TestGracefulLeave(t *testing.T) {
+	leaves, left := 0, 0
+	for s := uint64(1); s <= 10; s++ {
+		o := DefaultOptions(s)
+		o.Faults = []string{FaultLeave}
+		o.FaultPhase, o.ConvergePhase = 15*time.Second, 30*time.Second
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.State)
+		}
+		leaves += res.Leaves
+		left += res.LeftInViews
+	}
+	if leaves == 0 || left < leaves {
+		t.Fatalf("%d leaves, %d members reported as left by installed views: want every leave seen as one", leaves, left)
+	}
+	t.Logf("%d leaves, %d members reported as left", leaves, left)
+}

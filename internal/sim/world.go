@@ -50,9 +50,9 @@ type world struct {
 	relays int
 
 	// Membership (membership.go): the failure detector's and the member
-	// network's randomness, the hang faults', and what each failure
-	// detector reports next per incarnation.
-	mrng, hrng *rand.Rand
+	// network's randomness, the hang and leave faults', and what each
+	// failure detector reports next per incarnation.
+	mrng, hrng, lrng *rand.Rand
 	fdGen      map[fdKey]uint64
 	fdAt       map[fdKey]tick.Time
 	views      int // views installed, at every member
@@ -61,6 +61,8 @@ type world struct {
 	// routedAround: connections to a hung broker closed by a view before
 	// the broker failed (its stalled links would fail later).
 	routedAround int
+	leaves       int // graceful leaves (fault "leave")
+	leftInViews  int // members installed views reported as left
 }
 
 type node struct {
@@ -81,6 +83,9 @@ type node struct {
 	// cut off the network until then (a partition). Both stop member traffic.
 	hung          bool
 	isolatedUntil tick.Time
+	// leaving: the broker is stopping after a graceful leave; the failure
+	// detectors learn of it from memberlist's leave broadcast, not a timeout.
+	leaving bool
 }
 
 type link struct {

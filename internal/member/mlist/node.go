@@ -34,6 +34,7 @@ type Node struct {
 	mu      sync.Mutex
 	current member.View
 	has     bool
+	quorate bool
 }
 
 type envelope struct {
@@ -78,6 +79,15 @@ func (n *Node) Current() (member.View, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.current, n.has
+}
+
+// Quorate says whether the view layer sees a majority of its installed
+// view (member.Membership.Quorate): false before the first view, while
+// excluded, and on the minority side of a partition (fenced).
+func (n *Node) Quorate() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.quorate
 }
 
 // Kill stops the node abruptly, as a crash would: no Leave is sent, so the
@@ -135,6 +145,11 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) step(now tick.Time, in member.Input) {
 	if err := n.core.Step(now, in); err != nil {
 		return // malformed input from the network: dropped
+	}
+	if q := n.core.Quorate(); q != n.quorate {
+		n.mu.Lock()
+		n.quorate = q
+		n.mu.Unlock()
 	}
 	if !n.core.HasReady() {
 		return
