@@ -53,11 +53,11 @@ type world struct {
 	// network's randomness, the hang and leave faults', and what each
 	// failure detector reports next per incarnation.
 	mrng, hrng, lrng *rand.Rand
-	fdGen      map[fdKey]uint64
-	fdAt       map[fdKey]tick.Time
-	views      int // views installed, at every member
-	viewDrops  int // connections closed because a view removed the peer
-	hangs      int
+	fdGen            map[fdKey]uint64
+	fdAt             map[fdKey]tick.Time
+	views            int // views installed, at every member
+	viewDrops        int // connections closed because a view removed the peer
+	hangs            int
 	// routedAround: connections to a hung broker closed by a view before
 	// the broker failed (its stalled links would fail later).
 	routedAround int
