@@ -48,6 +48,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/member"
@@ -313,22 +314,7 @@ func (w *world) hang(n *node, r func(lo, hi int) time.Duration) {
 }
 
 // scheduleHangs draws hang faults from their own sub-seed.
-func (w *world) scheduleHangs() {
-	if !w.plan.faults[FaultHang] {
-		return
-	}
-	r := w.hrng
-	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo)) * time.Millisecond }
-	var next func()
-	next = func() {
-		if w.healed {
-			return
-		}
-		w.hang(w.nodes[w.order[r.IntN(len(w.order))]], ms)
-		w.after(time.Duration(r.Int64N(int64(6*w.plan.faultEvery))), next)
-	}
-	w.after(time.Duration(r.Int64N(int64(3*w.plan.faultEvery))), next)
-}
+func (w *world) scheduleHangs() { w.scheduleWhole(FaultHang, w.hrng, w.hang) }
 
 // leave: n leaves gracefully, as the broker does on shutdown (mlist's Run:
 // Bye to every member, then memberlist's leave), stops like a crash (the
@@ -382,18 +368,21 @@ func (w *world) sendBye(from *node, e member.Envelope) {
 }
 
 // scheduleLeaves draws leave faults from their own sub-seed.
-func (w *world) scheduleLeaves() {
-	if !w.plan.faults[FaultLeave] {
+func (w *world) scheduleLeaves() { w.scheduleWhole(FaultLeave, w.lrng, w.leave) }
+
+// scheduleWhole injects fault, which takes a whole broker, at random
+// brokers and times drawn from r until the network heals.
+func (w *world) scheduleWhole(fault string, r *rand.Rand, inject func(*node, func(lo, hi int) time.Duration)) {
+	if !w.plan.faults[fault] {
 		return
 	}
-	r := w.lrng
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+r.IntN(hi-lo)) * time.Millisecond }
 	var next func()
 	next = func() {
 		if w.healed {
 			return
 		}
-		w.leave(w.nodes[w.order[r.IntN(len(w.order))]], ms)
+		inject(w.nodes[w.order[r.IntN(len(w.order))]], ms)
 		w.after(time.Duration(r.Int64N(int64(6*w.plan.faultEvery))), next)
 	}
 	w.after(time.Duration(r.Int64N(int64(3*w.plan.faultEvery))), next)
