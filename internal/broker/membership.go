@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/member/mlist"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -18,7 +17,7 @@ import (
 // mlist.Node next to its engine. The node owns its goroutines; the broker
 // owns the node's Run and stops it after the loop (a graceful stop leaves
 // with Bye, so peers record a leave, not a crash). Installed views come
-// into the loop as evView events, so the loop's state needs no lock.
+// into the loop as viewInstalled events, so the loop's state needs no lock.
 //
 // What a view does here: when it removes a member (crashed, left, or
 // dropped) that is a neighbour with an open connection of that same
@@ -56,7 +55,7 @@ func (n *Node) startMembership(ctx context.Context) (*mlist.Node, error) {
 		BindAddr: host, BindPort: p,
 		Seeds:  n.opts.Seeds,
 		Timing: n.opts.GossipTiming,
-		OnView: func(c member.Change) { n.post(ctx, event{kind: evView, view: &c}) },
+		OnView: func(c member.Change) { n.post(ctx, event{ctl: viewInstalled{c}}) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: membership: %w", n.opts.ID, err)
@@ -136,7 +135,7 @@ func (n *Node) dropLink(id member.ID, why string, view uint64) {
 	c.CloseWith(errors.New(reason), reason)
 	delete(n.peers, peer)
 	n.log.Info("link down", "peer", string(peer), "err", reason)
-	n.step(gd.LinkDown{Peer: peer})
+	n.sh.PeerDown(peer)
 }
 
 func names(ms []member.Member) []string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/transport"
 	"github.com/aerie-mq/aerie/internal/wire"
 )
@@ -120,14 +121,15 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 }
 
 func (n *Node) runPeer(ctx context.Context, peer msg.NodeID, c *transport.Conn, r *wire.Reader) {
-	n.post(ctx, event{kind: evPeerUp, peer: peer, inc: c.Peer.Incarnation, conn: c})
+	src := source{peer: peer, conn: c}
+	n.post(ctx, event{src: src, ctl: peerUp{inc: c.Peer.Incarnation}})
 	err := c.Run(ctx, r, func(m msg.Msg) {
-		n.post(ctx, event{kind: evPeerMsg, peer: peer, conn: c, m: m})
+		n.post(ctx, event{src: src, m: m})
 	})
 	if err != nil && ctx.Err() == nil {
 		n.log.Info("connection to broker closed", "peer", string(peer), "err", err)
 	}
-	n.post(ctx, event{kind: evPeerDown, peer: peer, conn: c})
+	n.post(ctx, event{src: src, ctl: peerDown{}})
 }
 
 func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
@@ -142,15 +144,16 @@ func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
 		return
 	}
 	cid := n.newClientID()
-	n.post(ctx, event{kind: evClientUp, cid: cid, conn: c})
-	err = c.Run(ctx, r, func(m msg.Msg) { n.post(ctx, event{kind: evClientMsg, cid: cid, m: m}) })
+	src := source{cid: cid, conn: c}
+	n.post(ctx, event{src: src, ctl: clientUp{}})
+	err = c.Run(ctx, r, func(m msg.Msg) { n.post(ctx, event{src: src, m: m}) })
 	if err != nil && ctx.Err() == nil {
 		n.log.Info("client connection closed", "client", c.Peer.ID, "err", err)
 	}
-	n.post(ctx, event{kind: evClientDown, cid: cid})
+	n.post(ctx, event{src: src, ctl: clientDown{}})
 }
 
-func (n *Node) newClientID() uint64 {
+func (n *Node) newClientID() shell.ClientID {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.nextCID++

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -30,7 +29,8 @@ import (
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/member/mlist"
 	"github.com/aerie-mq/aerie/internal/msg"
-	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/storage"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/transport"
 	"github.com/aerie-mq/aerie/internal/vfs"
@@ -91,44 +91,36 @@ type Options struct {
 	Monkey *Monkey
 }
 
-// Node is one running broker.
+// Node is one running broker: the runtime shell (internal/shell) with the
+// OS clock, TCP connections (transport) and the event log on disk
+// (storage.Store, run by the persister goroutine).
 type Node struct {
-	opts Options
-	log  *slog.Logger
-	eng  *gd.Engine
-	// recvIn and localIn are the inputs handed to eng.Step by pointer for
-	// every peer message and publish, so that none is boxed per message.
-	recvIn  gd.Recv
-	localIn gd.Local
-	elog    *eventlog.Log
-	inc     uint64
-	hosted  []msg.PubendID
-	downs   map[msg.NodeID]bool
-	inbox   chan event
-	syncRes chan syncResult
-	// fetchRes returns events read back from the log (gd.Fetch); at most
-	// one fetch per hosted pubend is out, so its buffer never fills.
-	fetchRes chan gd.Fetched
-	retain   retention.Tracker
-	status   chan chan Status
-	ml       *mlist.Node // nil without membership; set once in Run (under mu)
+	opts   Options
+	log    *slog.Logger
+	eng    *gd.Engine
+	sh     *shell.Broker
+	store  *storage.Store // nil when no pubend is hosted here
+	inc    uint64
+	hosted []msg.PubendID
+	downs  map[msg.NodeID]bool
+	inbox  chan event
+	// done carries the persister's completions back to the loop; at most
+	// one append, one trim and one fetch per hosted pubend are out, so its
+	// buffer never fills.
+	done   chan completion
+	jobs   chan job // to the persister
+	status chan chan Status
+	ml     *mlist.Node // nil without membership; set once in Run (under mu)
 
 	// Loop-owned state.
-	peers    map[msg.NodeID]*transport.Conn
-	clients  map[uint64]*client
-	pubOwner map[string]uint64
-	subOwner map[msg.SubID]uint64
-	inflight *gd.Ready
-	fetching int // fetches handed to the persister and not yet returned
-	nextCID  uint64
-	monkey   *monkeyState   // nil without a monkey
-	chaos    map[string]int // the monkey's actions so far, by kind
-	view     member.View    // the last installed membership view
-	change   member.Change  // how it differs from the one before
-	hasView  bool
-	// Copies of the log's bounds for Status: the log itself belongs to the
-	// persister while a batch is in flight.
-	logFirst, logNext uint64
+	peers   map[msg.NodeID]*transport.Conn
+	clients map[shell.ClientID]*transport.Conn
+	nextCID shell.ClientID
+	monkey  *monkeyState   // nil without a monkey
+	chaos   map[string]int // the monkey's actions so far, by kind
+	view    member.View    // the last installed membership view
+	change  member.Change  // how it differs from the one before
+	hasView bool
 
 	mu        sync.Mutex // guards the addresses below, read by tests and dev
 	brokerLn  net.Listener
@@ -136,51 +128,6 @@ type Node struct {
 	listening chan struct{}
 	wg        sync.WaitGroup
 }
-
-// job is work for the persister, which owns the log: a batch to append and
-// fsync, or events to read back.
-type job struct {
-	batch [][]byte
-	fetch *fetchJob
-}
-
-type fetchJob struct {
-	f    gd.Fetch
-	from []uint64 // log index to start each range's read at
-}
-
-// syncResult reports a persisted batch: the log index of its first record.
-type syncResult struct {
-	first uint64
-	err   error
-}
-
-type client struct {
-	id   uint64
-	conn *transport.Conn
-	subs map[msg.SubID]string // full id → the client's own name
-}
-
-// event is something a connection goroutine hands to the loop.
-type event struct {
-	kind int
-	peer msg.NodeID
-	inc  uint64
-	cid  uint64
-	conn *transport.Conn
-	m    msg.Msg
-	view *member.Change // evView
-}
-
-const (
-	evPeerUp = iota
-	evPeerMsg
-	evPeerDown
-	evClientUp
-	evClientMsg
-	evClientDown
-	evView
-)
 
 // New prepares a broker; Run starts it.
 func New(opts Options) (*Node, error) {
@@ -220,9 +167,9 @@ func New(opts Options) (*Node, error) {
 	n := &Node{
 		opts: opts, log: opts.Logger.With("broker", string(opts.ID)), eng: eng,
 		inc:   inc,
-		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096), syncRes: make(chan syncResult, 1),
-		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[uint64]*client{},
-		pubOwner: map[string]uint64{}, subOwner: map[msg.SubID]uint64{}, listening: make(chan struct{}), chaos: map[string]int{},
+		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096),
+		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]*transport.Conn{},
+		listening: make(chan struct{}), chaos: map[string]int{},
 	}
 	members := func(c msg.NodeID) []msg.NodeID {
 		if ms, ok := opts.Cells[c]; ok {
@@ -250,10 +197,18 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 	sort.Slice(n.hosted, func(i, j int) bool { return n.hosted[i] < n.hosted[j] })
-	n.fetchRes = make(chan gd.Fetched, len(n.hosted)+1)
 	if len(n.hosted) > 0 && opts.DataDir == "" {
 		return nil, fmt.Errorf("broker %s hosts pubends %v but has no data directory", opts.ID, n.hosted)
 	}
+	// One append, one trim and at most one fetch per hosted pubend are
+	// ever out, so neither the loop nor the persister blocks handing over.
+	n.jobs = make(chan job, 2+len(n.hosted))
+	n.done = make(chan completion, 2+len(n.hosted))
+	cfg := shell.Config{ID: opts.ID, Engine: eng, Clock: n, Net: n, Hosted: n.hosted, Logger: n.log}
+	if len(n.hosted) > 0 {
+		cfg.Durability = persisterSeam{n}
+	}
+	n.sh = shell.New(cfg)
 	return n, nil
 }
 
@@ -287,8 +242,8 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		if n.elog != nil {
-			n.elog.Close()
+		if n.store != nil {
+			n.store.Close()
 		}
 	}()
 	// Connections live under their own context, cancelled only after the
@@ -323,13 +278,10 @@ func (n *Node) Run(ctx context.Context) error {
 		n.wg.Add(1)
 		go n.dialLoop(connCtx, up, addr)
 	}
-	// One batch and at most one fetch per hosted pubend are ever queued, so
-	// the loop never blocks handing work over.
-	persist := make(chan job, 1+len(n.hosted))
-	defer close(persist) // ends the persister after the loop
+	defer close(n.jobs) // ends the persister after the loop
 	n.wg.Add(1)
-	go n.persister(persist)
-	return n.loop(ctx, persist)
+	go n.persister()
+	return n.loop(ctx)
 }
 
 func (n *Node) openLog() error {
@@ -340,327 +292,46 @@ func (n *Node) openLog() error {
 	if err := n.opts.FS.MkdirAll(dir); err != nil {
 		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}
-	l, rec, err := eventlog.Open(n.opts.FS, dir, eventlog.Options{SegmentBytes: n.opts.SegmentBytes})
+	st, ld, rec, err := storage.Open(n.opts.FS, dir, filepath.Join(n.opts.DataDir, "pubends.snapshot"),
+		eventlog.Options{SegmentBytes: n.opts.SegmentBytes})
 	if err != nil {
-		return fmt.Errorf("broker %s: open event log: %w", n.opts.ID, err)
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}
 	if rec.TornTail {
 		n.log.Warn("event log had a torn tail after a crash; truncated it", "segment", rec.Segment, "offset", rec.Offset, "bytes", rec.TruncatedBytes)
 	}
-	recs, err := retention.Load(n.opts.FS, n.snapPath(), l, &n.retain)
-	if err == nil {
-		err = n.eng.Restore(recs)
-	}
-	if err != nil {
-		l.Close()
+	if err := n.sh.Restore(ld); err != nil {
+		st.Close()
 		return fmt.Errorf("broker %s: recover event log %s: %w", n.opts.ID, dir, err)
 	}
-	n.elog = l
-	n.logFirst, n.logNext = l.FirstIndex(), l.NextIndex()
-	n.log.Info("event log recovered", "dir", dir, "records", len(recs))
+	n.store = st
+	n.log.Info("event log recovered", "dir", dir, "records", len(ld.Records))
 	return nil
 }
 
-// persister appends and fsyncs one batch at a time (group commit: the loop
-// hands over everything that queued during the previous fsync).
-func (n *Node) persister(in <-chan job) {
-	defer n.wg.Done()
-	for j := range in {
-		if j.fetch != nil {
-			evs, err := retention.Fetch(n.elog, j.fetch.f.Pubend, j.fetch.f.Ranges, j.fetch.from)
-			n.fetchRes <- gd.Fetched{Pubend: j.fetch.f.Pubend, Events: evs, Err: err}
-			continue
-		}
-		res := syncResult{first: n.elog.NextIndex()}
-		for _, b := range j.batch {
-			if _, res.err = n.elog.Append(b); res.err != nil {
-				break
-			}
-		}
-		if res.err == nil {
-			res.err = n.elog.Sync()
-		}
-		n.syncRes <- res
+// Now is the broker's clock (shell.Clock).
+func (n *Node) Now() tick.Time { return tick.Time(time.Now().UnixNano()) }
+
+// Send hands m to the link to neighbour to (shell.Net); a message a full
+// queue or a broken link drops is recovered by the protocol.
+func (n *Node) Send(to msg.NodeID, m msg.Msg) {
+	if c := n.peers[to]; c != nil {
+		c.Send(m)
 	}
 }
 
-func (n *Node) snapPath() string { return filepath.Join(n.opts.DataDir, "pubends.snapshot") }
-
-// trim drops log segments whose events every downstream has acked, after
-// writing a snapshot of what they summarise (internal/retention). It runs
-// in the loop while no batch is in flight, so the log is idle.
-func (n *Node) trim() {
-	if n.elog == nil || n.inflight != nil || n.fetching > 0 {
-		return // the persister is using the log
-	}
-	dropped, err := retention.Trim(n.opts.FS, n.snapPath(), n.elog, &n.retain, n.eng)
-	if err != nil {
-		n.log.Error("could not trim the event log (it keeps growing until this is fixed)", "err", err)
-		return
-	}
-	n.logFirst = n.elog.FirstIndex()
-	if dropped > 0 {
-		n.log.Info("trimmed event log", "records_dropped", dropped, "first_index", n.elog.FirstIndex())
+// ToClient hands m to client connection c (shell.Net); a full queue
+// disconnects the client with a reason.
+func (n *Node) ToClient(c shell.ClientID, m msg.Msg) {
+	if conn := n.clients[c]; conn != nil {
+		conn.Send(m)
 	}
 }
 
-func now() tick.Time { return tick.Time(time.Now().UnixNano()) }
-
-// inboxBatch bounds how many queued messages the loop handles between two
-// drains of the engine.
-const inboxBatch = 128
-
-func (n *Node) loop(ctx context.Context, persist chan<- job) error {
-	t := time.NewTicker(n.opts.GD.TickInterval)
-	defer t.Stop()
-	trim := time.NewTicker(n.opts.TrimInterval)
-	defer trim.Stop()
-	n.monkey = newMonkey(n.opts.Monkey)
-	defer n.monkey.stop()
-	if n.monkey != nil {
-		for _, f := range n.monkey.faults() {
-			n.chaos[f] = 0 // counted from zero, so alerts see the series at once
-		}
-	}
-	for {
-		select {
-		case <-trim.C:
-			n.trim()
-		case <-n.monkey.fired():
-			n.monkeyAct()
-		case <-ctx.Done():
-			if n.inflight != nil {
-				// Finish the fsync in flight so its publishers get their acks.
-				if res := <-n.syncRes; res.err == nil {
-					n.released(res.first)
-				}
-			}
-			n.closeAll("broker shutting down")
-			return nil
-		case <-t.C:
-			n.step(gd.Tick{})
-		case ev := <-n.inbox:
-			n.handle(ev)
-			// Take what else is queued before draining: one Ready for many
-			// messages, and one select per batch instead of per message.
-			// Bounded, so timers and fsync completions wait at most this.
-			for range inboxBatch - 1 {
-				select {
-				case ev := <-n.inbox:
-					n.handle(ev)
-					continue
-				default:
-				}
-				break
-			}
-		case res := <-n.syncRes:
-			if res.err != nil {
-				n.closeAll("broker storage failed")
-				return fmt.Errorf("broker %s: event log append or fsync failed, stopping (crash-only): %w", n.opts.ID, res.err)
-			}
-			n.released(res.first)
-		case f := <-n.fetchRes:
-			n.fetching--
-			if f.Err != nil {
-				n.log.Error("could not read events back from the event log; downstream will nack again", "pubend", string(f.Pubend), "err", f.Err)
-			}
-			n.step(f)
-		case reply := <-n.status:
-			reply <- n.snapshot()
-		}
-		n.drain(persist)
-	}
-}
-
-// released: the in-flight batch is durable — acks go out, the engine learns.
-func (n *Node) released(first uint64) {
-	rd := *n.inflight
-	n.inflight = nil
-	for i, r := range rd.Persist {
-		n.retain.Appended(first+uint64(i), r)
-	}
-	n.logNext = first + uint64(len(rd.Persist))
-	for _, m := range rd.ToClientsAfterPersist {
-		n.toClient(m)
-	}
-	n.eng.Advance(rd)
-}
-
-func (n *Node) step(in gd.Input) {
-	if err := n.eng.Step(now(), in); err != nil {
-		n.log.Warn("engine refused input", "err", err)
-	}
-}
-
-func (n *Node) drain(persist chan<- job) {
-	for n.eng.HasReady() {
-		rd := n.eng.Ready()
-		for _, env := range rd.Send {
-			if c := n.peers[env.To]; c != nil {
-				c.Send(env.Msg) // a lost message is recovered by the protocol
-			}
-		}
-		for _, m := range rd.ToClients {
-			n.toClient(m)
-		}
-		if len(rd.Persist) > 0 {
-			batch := make([][]byte, 0, len(rd.Persist))
-			for _, r := range rd.Persist {
-				hint := 64 // sized up front: growing from nil was a few percent of the CPU
-				if ev := r.Event; ev != nil {
-					hint += ev.Size()
-				}
-				b, err := msg.EncodeRecord(make([]byte, 0, hint), r)
-				if err != nil {
-					panic(fmt.Sprintf("broker: encode %v: %v", r, err)) // publish validation guarantees encodable props
-				}
-				batch = append(batch, b)
-			}
-			r := rd
-			n.inflight = &r
-			persist <- job{batch: batch}
-		}
-		for _, f := range rd.Fetch {
-			from := make([]uint64, len(f.Ranges))
-			for i, r := range f.Ranges {
-				from[i] = n.retain.FetchStart(f.Pubend, r.Lo)
-			}
-			n.fetching++
-			persist <- job{fetch: &fetchJob{f: f, from: from}}
-		}
-	}
-}
-
-func (n *Node) handle(ev event) {
-	switch ev.kind {
-	case evPeerUp:
-		if old := n.peers[ev.peer]; old != nil && old != ev.conn {
-			old.Close()
-		}
-		n.peers[ev.peer] = ev.conn
-		n.log.Info("link up", "peer", string(ev.peer), "addr", ev.conn.RemoteAddr())
-		n.step(gd.LinkUp{Peer: ev.peer, Incarnation: ev.inc})
-	case evPeerMsg:
-		if n.peers[ev.peer] != ev.conn {
-			return // a replaced connection's leftovers
-		}
-		n.recvIn = gd.Recv{From: ev.peer, Msg: ev.m}
-		err := n.eng.Step(now(), &n.recvIn)
-		n.recvIn = gd.Recv{}
-		if err != nil {
-			// Not a broker-to-broker message: a protocol error on this link.
-			n.log.Warn("closing link after protocol error", "peer", string(ev.peer), "err", err)
-			ev.conn.CloseWith(err, "protocol error: "+err.Error())
-		}
-	case evPeerDown:
-		if n.peers[ev.peer] == ev.conn {
-			delete(n.peers, ev.peer)
-			n.log.Info("link down", "peer", string(ev.peer), "err", ev.conn.Err())
-			n.step(gd.LinkDown{Peer: ev.peer})
-		}
-	case evView:
-		n.installView(*ev.view)
-	case evClientUp:
-		n.clients[ev.cid] = &client{id: ev.cid, conn: ev.conn, subs: map[msg.SubID]string{}}
-	case evClientMsg:
-		n.clientRequest(ev.cid, ev.m)
-	case evClientDown:
-		if c := n.clients[ev.cid]; c != nil {
-			for sub := range c.subs {
-				delete(n.subOwner, sub)
-				n.step(gd.Local{Msg: msg.Unsubscribe{Sub: sub}})
-			}
-			for p, owner := range n.pubOwner {
-				if owner == ev.cid {
-					delete(n.pubOwner, p)
-				}
-			}
-			delete(n.clients, ev.cid)
-		}
-	}
-}
-
-// clientRequest maps a client's request into the engine. Subscription names
-// are made network-unique by prefixing broker and connection.
-func (n *Node) clientRequest(cid uint64, req msg.Msg) {
-	c := n.clients[cid]
-	if c == nil {
-		return
-	}
-	switch m := req.(type) {
-	case msg.Publish:
-		if m.Pubend == "" {
-			m.Pubend = n.pickPubend(m.Publisher)
-			req = m
-		}
-		if size := msg.EventSize(m.Topic, m.Props, m.Payload); size > msg.MaxEventBytes {
-			c.conn.Send(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq,
-				Reason: fmt.Sprintf("event of %d bytes exceeds the %d-byte limit", size, msg.MaxEventBytes)})
-			return
-		}
-		// Connection ids only grow: a late publish from a client's old
-		// connection must not steal its acks from the new one.
-		if cur, ok := n.pubOwner[m.Publisher]; !ok || cid > cur {
-			n.pubOwner[m.Publisher] = cid
-		}
-		n.localIn = gd.Local{Msg: req} // the publish as decoded, unless its pubend was picked here
-		n.step(&n.localIn)
-		n.localIn = gd.Local{}
-	case msg.Subscribe:
-		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
-		c.subs[full] = string(m.Sub)
-		n.subOwner[full] = cid
-		n.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector}})
-	case msg.Unsubscribe:
-		full := msg.SubID(fmt.Sprintf("%s/%d/%s", n.opts.ID, cid, m.Sub))
-		delete(c.subs, full)
-		delete(n.subOwner, full)
-		n.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})
-	default:
-		c.conn.CloseWith(fmt.Errorf("broker: client sent %T", m), fmt.Sprintf("unexpected %T from a client", m))
-	}
-}
-
-// pickPubend spreads publishers over the hosted pubends by a hash of their
-// id, so one publisher's events all go to one pubend (and stay in order).
-func (n *Node) pickPubend(publisher string) msg.PubendID {
-	if len(n.hosted) == 0 {
-		return ""
-	}
-	h := fnv.New32a()
-	h.Write([]byte(publisher))
-	return n.hosted[int(h.Sum32()%uint32(len(n.hosted)))]
-}
-
-func (n *Node) toClient(m msg.Msg) {
-	var cid uint64
-	var ok bool
-	switch x := m.(type) {
-	case msg.PubAck:
-		cid, ok = n.pubOwner[x.Publisher]
-	case msg.PubReject:
-		cid, ok = n.pubOwner[x.Publisher]
-	case msg.Delivery:
-		cid, ok = n.subOwner[x.Sub]
-		if ok {
-			x.Sub = msg.SubID(n.clients[cid].subs[x.Sub])
-			m = x
-		}
-	case msg.SubStarted:
-		cid, ok = n.subOwner[x.Sub]
-		if ok {
-			x.Sub = msg.SubID(n.clients[cid].subs[x.Sub])
-			m = x
-		}
-	case msg.SubRejected:
-		cid, ok = n.subOwner[x.Sub]
-		if ok {
-			x.Sub = msg.SubID(n.clients[cid].subs[x.Sub])
-			m = x
-		}
-	}
-	if c := n.clients[cid]; ok && c != nil {
-		c.conn.Send(m) // a full queue disconnects the client with a reason
+// CloseClient ends client connection c (shell.Net).
+func (n *Node) CloseClient(c shell.ClientID, err error, reason string) {
+	if conn := n.clients[c]; conn != nil {
+		conn.CloseWith(err, reason)
 	}
 }
 
@@ -669,7 +340,7 @@ func (n *Node) closeAll(reason string) {
 		c.CloseFlush(reason)
 	}
 	for _, c := range n.clients {
-		c.conn.CloseFlush(reason)
+		c.CloseFlush(reason)
 	}
 	n.mu.Lock()
 	if n.brokerLn != nil {

@@ -45,12 +45,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 }
 
 func (n *Node) snapshot() Status {
-	s := Status{ID: string(n.opts.ID), Streams: n.eng.Inspect(), Stats: n.eng.Stats(), Clients: len(n.clients)}
+	s := Status{ID: string(n.opts.ID), Streams: n.eng.Inspect(), Stats: n.eng.Stats(), Clients: n.sh.Clients()}
 	for p := range n.peers {
 		s.Peers = append(s.Peers, string(p))
 	}
 	sort.Strings(s.Peers)
-	s.LogFirst, s.LogNext = n.logFirst, n.logNext
+	s.LogFirst, s.LogNext = n.sh.LogBounds()
 	s.Membership = n.membershipStatus()
 	if n.monkey != nil {
 		s.Chaos = maps.Clone(n.chaos)

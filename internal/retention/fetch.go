@@ -1,11 +1,8 @@
 package retention
 
 import (
-	"errors"
-	"fmt"
 	"sort"
 
-	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -62,42 +59,4 @@ func (t *Tracker) FetchStart(p msg.PubendID, lo tick.Tick) uint64 {
 		return x.start(lo)
 	}
 	return 0
-}
-
-var errDone = errors.New("retention: fetch done")
-
-// Fetch reads back the logged events of pubend p with ticks in ranges
-// (sorted, disjoint), starting each range's read at from(range) — the
-// Tracker's FetchStart, computed by the caller that owns the Tracker. It
-// reads only from the sparse index entry before each range to the first
-// event of p past it (issue 3: nack retransmissions read only what they
-// need).
-func Fetch(l *eventlog.Log, p msg.PubendID, ranges []tick.Range, from []uint64) ([]*msg.Event, error) {
-	var out []*msg.Event
-	for i, r := range ranges {
-		start := max(from[i], l.FirstIndex())
-		if len(out) > 0 && out[len(out)-1].Tick >= r.Lo {
-			return nil, fmt.Errorf("retention: fetch ranges out of order at %v", r)
-		}
-		err := l.Replay(start, func(idx uint64, b []byte) error {
-			rec, err := msg.DecodeRecord(b)
-			if err != nil {
-				return fmt.Errorf("log record %d: %w", idx, err)
-			}
-			if rec.Event == nil || rec.Pubend != p {
-				return nil
-			}
-			if rec.Event.Tick > r.Hi {
-				return errDone
-			}
-			if rec.Event.Tick >= r.Lo {
-				out = append(out, rec.Event)
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errDone) {
-			return nil, fmt.Errorf("retention: fetch %s %v: %w", p, r, err)
-		}
-	}
-	return out, nil
 }

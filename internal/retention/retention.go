@@ -13,12 +13,8 @@
 package retention
 
 import (
-	"fmt"
-
-	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
-	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // Tracker remembers the log index of every event record not yet released,
@@ -124,68 +120,11 @@ func (q *queue) pop() {
 	}
 }
 
-// Engine is what retention needs from the GD engine.
-type Engine interface {
-	Snapshot() ([]msg.Record, bool)
-	Released(msg.PubendID) tick.Tick
-}
-
-// Trim writes a snapshot and drops the log segments below the cut, when at
-// least one whole segment can go. It reports how many records the log no
-// longer holds.
-func Trim(fsys vfs.FS, snapPath string, l *eventlog.Log, tr *Tracker, eng Engine) (dropped uint64, err error) {
-	cut := tr.Cut(l.NextIndex(), eng.Released)
-	if !l.Removable(cut) {
-		return 0, nil
-	}
-	snap, ok := eng.Snapshot()
-	if !ok {
-		return 0, nil // a batch is in flight: the engine and the log differ
-	}
-	payloads := make([][]byte, 0, len(snap))
-	for _, r := range snap {
-		b, err := msg.EncodeRecord(nil, r)
-		if err != nil {
-			return 0, fmt.Errorf("retention: %w", err)
-		}
-		payloads = append(payloads, b)
-	}
-	if err := eventlog.WriteSnapshot(fsys, snapPath, payloads); err != nil {
-		return 0, err
-	}
-	before := l.FirstIndex()
-	if err := l.TruncateFront(cut); err != nil {
-		return 0, fmt.Errorf("retention: %w", err)
-	}
-	return l.FirstIndex() - before, nil
-}
-
-// Load reads the snapshot and the log for a restart: snapshot records
-// first, then every record the log still holds, in order.
-func Load(fsys vfs.FS, snapPath string, l *eventlog.Log, tr *Tracker) ([]msg.Record, error) {
-	payloads, err := eventlog.ReadSnapshot(fsys, snapPath)
-	if err != nil {
-		return nil, err
-	}
-	var recs []msg.Record
-	for i, p := range payloads {
-		r, err := msg.DecodeRecord(p)
-		if err != nil {
-			return nil, fmt.Errorf("retention: snapshot %s record %d: %w", snapPath, i, err)
-		}
-		recs = append(recs, r)
-	}
-	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
-		r, err := msg.DecodeRecord(p)
-		if err != nil {
-			return fmt.Errorf("log record %d: %w", i, err)
-		}
-		tr.Appended(i, r)
-		recs = append(recs, r)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("retention: %w", err)
-	}
-	return recs, nil
+// Loaded is what a restarting broker finds in its log: the records to
+// restore the engine from (snapshot first, then the log in order), the
+// tracker of the events among them, and the log's bounds.
+type Loaded struct {
+	Records     []msg.Record
+	Tracker     Tracker
+	First, Next uint64
 }

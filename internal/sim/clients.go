@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 )
 
 var (
@@ -28,6 +28,45 @@ type publisher struct {
 	outstanding map[uint64]time.Duration // seq -> last sent (simulated time)
 	rate        float64                  // publishes per second while steady
 	fixedTopic  string
+	conn        clientConn
+}
+
+// clientConn is a simulated client's connection to its broker: one per
+// broker incarnation, opened when the client first needs it.
+type clientConn struct {
+	id  shell.ClientID
+	inc int // the broker incarnation it belongs to
+	ok  bool
+}
+
+// open returns the connection to n, opening one if the broker restarted
+// since (or there was none).
+func (c *clientConn) open(w *world, n *node) shell.ClientID {
+	if !c.ok || c.inc != n.inc {
+		n.nextCID++
+		*c = clientConn{id: n.nextCID, inc: n.inc, ok: true}
+		w.input(n, func(b *shell.Broker) { b.ClientUp(c.id) })
+	}
+	return c.id
+}
+
+// request sends m to n over the client connection c, through the codec
+// and the broker's request checks, as a real client's request would go.
+func (c *clientConn) request(w *world, n *node, m msg.Msg) {
+	if !n.up {
+		return
+	}
+	id := c.open(w, n)
+	m = w.viaWire(m)
+	w.input(n, func(b *shell.Broker) { b.ClientRequest(id, m) })
+}
+
+// close ends the connection (the client hangs up).
+func (c *clientConn) close(w *world, n *node) {
+	if c.ok && c.inc == n.inc {
+		w.input(n, func(b *shell.Broker) { b.ClientDown(c.id) })
+	}
+	c.ok = false
 }
 
 func (p *publisher) run(w *world) {
@@ -60,7 +99,7 @@ func (p *publisher) request(seq uint64) msg.Publish {
 func (p *publisher) publish(w *world) {
 	p.nextSeq++
 	p.outstanding[p.nextSeq] = time.Duration(w.now)
-	w.step(w.nodes[p.node], gd.Local{Msg: p.request(p.nextSeq)})
+	p.conn.request(w, w.nodes[p.node], p.request(p.nextSeq))
 }
 
 // retry resends every publish unacked for a second (the broker may have
@@ -75,7 +114,7 @@ func (p *publisher) retry(w *world) {
 	slices.Sort(seqs)
 	for _, s := range seqs {
 		p.outstanding[s] = time.Duration(w.now)
-		w.step(w.nodes[p.node], gd.Local{Msg: p.request(s)})
+		p.conn.request(w, w.nodes[p.node], p.request(s))
 	}
 	w.after(500*time.Millisecond, func() { p.retry(w) })
 }
@@ -97,6 +136,7 @@ type subscriber struct {
 	cur      msg.SubID
 	active   bool
 	started  bool
+	conn     clientConn
 }
 
 func (s *subscriber) start(w *world) {
@@ -109,7 +149,7 @@ func (s *subscriber) start(w *world) {
 	s.active, s.started = true, false
 	n.sessions = append(n.sessions, s)
 	w.watchf("subscribe %s %s %s", s.cur, s.pattern, s.selector)
-	w.step(n, gd.Local{Msg: msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector}})
+	s.conn.request(w, n, msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector})
 }
 
 func (s *subscriber) lost(w *world) {
@@ -130,7 +170,13 @@ func (s *subscriber) churn(w *world) {
 		return
 	}
 	if s.active && n.up {
-		w.step(n, gd.Local{Msg: msg.Unsubscribe{Sub: s.cur}})
+		// Every other time the client hangs up instead of unsubscribing:
+		// the broker must end the subscriptions of a closed connection.
+		if s.n%2 == 0 {
+			s.conn.close(w, n)
+		} else {
+			s.conn.request(w, n, msg.Unsubscribe{Sub: s.cur})
+		}
 		s.lost(w)
 		n.sessions = slices.DeleteFunc(n.sessions, func(x *subscriber) bool { return x == s })
 		w.after(time.Duration(200+w.rng.IntN(3000))*time.Millisecond, func() { s.start(w) })

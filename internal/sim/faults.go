@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/aerie-mq/aerie/internal/msg"
 	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
 )
 
 // scheduleFaults draws the fault schedule of the fault phase from the seed.

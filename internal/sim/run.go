@@ -133,7 +133,16 @@ func (w *world) build() {
 			n.offset = time.Duration(w.rng.IntN(100)-50) * time.Millisecond
 			n.driftPPM = float64(w.rng.IntN(400) - 200)
 		}
-		w.newEngine(n)
+		w.newShell(n)
+		if n.disk != nil {
+			ld, err := n.disk.recover()
+			if err == nil {
+				err = n.sh.Restore(ld)
+			}
+			if err != nil {
+				panic(fmt.Sprintf("sim: %s: %v", n.id, err))
+			}
+		}
 		w.nodes[b.ID] = n
 		w.order = append(w.order, b.ID)
 	}

@@ -5,15 +5,17 @@ import (
 
 	"container/heap"
 	"fmt"
-	"github.com/aerie-mq/aerie/internal/eventlog"
-	"github.com/aerie-mq/aerie/internal/match"
 	"math/rand/v2"
 	"time"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
+	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -39,6 +41,7 @@ type world struct {
 	healed bool
 	trace  *tracer
 	steps  int
+	frame  []byte // one encoded message, reused (viaWire)
 	// fsyncFailures counts injected fsync failures that stopped a PHB.
 	fsyncFailures int
 	// fetches counts payload reads from a PHB's log (gd.Fetch).
@@ -69,11 +72,12 @@ type node struct {
 	id       msg.NodeID
 	broker   Broker
 	routes   []gd.Route
-	eng      *gd.Engine
+	eng      *gd.Engine    // the engine inside sh, for the oracle
+	sh       *shell.Broker // the runtime shell of the current incarnation
+	nextCID  shell.ClientID
 	up       bool
 	inc      int
 	disk     *disk
-	inflight *gd.Ready
 	offset   time.Duration // clock offset
 	driftPPM float64
 	sessions []*subscriber
@@ -152,84 +156,16 @@ func (w *world) newEngine(n *node) {
 	n.eng = eng
 }
 
-// step feeds one input to a node and carries out what it asks.
-func (w *world) step(n *node, in gd.Input) {
+// input hands one input to a node's shell, which carries out what the
+// engine asks; then the oracle checks the node's streams.
+func (w *world) input(n *node, fn func(b *shell.Broker)) {
 	if !n.up {
 		return
 	}
-	if err := n.eng.Step(w.localNow(n), in); err != nil {
-		panic(fmt.Sprintf("sim: %s: %v", n.id, err))
-	}
-	w.drain(n)
-}
-
-func (w *world) drain(n *node) {
+	fn(n.sh)
+	n.sh.Drain()
 	w.steps++
-	for n.eng.HasReady() {
-		rd := n.eng.Ready()
-		for _, env := range rd.Send {
-			if k, ok := knowledgeOf(env.Msg); ok {
-				w.orc.Sent(n.id, n.broker.Role == PHB, k, func(t tick.Tick) match.Filter { return n.eng.FilterAt(k.Pubend, env.To, t) })
-			}
-			w.transmit(env)
-		}
-		for _, m := range rd.ToClients {
-			w.toClient(n, m)
-		}
-		if len(rd.Persist) > 0 {
-			r := rd
-			n.inflight = &r
-			n.disk.append(rd.Persist)
-			inc := n.inc
-			w.after(w.plan.diskLatency, func() { w.synced(n, inc) })
-		}
-		for _, f := range rd.Fetch {
-			inc := n.inc
-			w.after(w.plan.diskLatency, func() { w.fetch(n, inc, f) })
-		}
-	}
 	w.orc.CheckStreams(n.id, n.inc, n.eng.Inspect(), n.eng.Stats())
-}
-
-// synced completes an fsync: the records are durable, acks may go out, and
-// the engine learns it through Advance.
-func (w *world) synced(n *node, inc int) {
-	if !n.up || n.inc != inc || n.inflight == nil {
-		return
-	}
-	rd := *n.inflight
-	n.inflight = nil
-	if err := n.disk.sync(rd.Persist); err != nil {
-		// A failed fsync cannot be retried safely: the broker stops without
-		// acking the batch (crash-only) and is restarted, like a supervisor
-		// would, after a moment.
-		w.watchf("fsync failed at %s: %v", n.id, err)
-		w.fsyncFailures++
-		w.crash(n)
-		w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, func() { w.restart(n) })
-		return
-	}
-	for _, r := range rd.Persist {
-		if r.Event != nil {
-			w.orc.Logged(r.Event)
-		}
-	}
-	for _, m := range rd.ToClientsAfterPersist {
-		w.toClient(n, m)
-	}
-	n.eng.Advance(rd)
-	w.drain(n)
-}
-
-// fetch reads events back from a PHB's log for its engine (gd.Fetch), one
-// disk latency after the engine asked, unless the PHB crashed meanwhile.
-func (w *world) fetch(n *node, inc int, f gd.Fetch) {
-	if !n.up || n.inc != inc {
-		return
-	}
-	evs, err := n.disk.fetch(f)
-	w.fetches++
-	w.step(n, gd.Fetched{Pubend: f.Pubend, Events: evs, Err: err})
 }
 
 func (w *world) transmit(env msg.Envelope) {
@@ -277,7 +213,11 @@ func (w *world) transmit(env msg.Envelope) {
 			return
 		}
 		w.watchMsg("recv", env)
-		w.step(w.nodes[env.To], gd.Recv{From: env.From, Msg: env.Msg})
+		w.input(w.nodes[env.To], func(b *shell.Broker) {
+			if err := b.PeerMsg(env.From, env.Msg); err != nil {
+				panic(fmt.Sprintf("sim: %s: %v", env.To, err))
+			}
+		})
 	})
 }
 
@@ -294,13 +234,7 @@ func (w *world) trimLoop(n *node, inc int) {
 	if !n.up || n.inc != inc {
 		return
 	}
-	if n.inflight == nil {
-		// A failed trim (an I/O error writing the snapshot) truncates
-		// nothing; the broker logs it and tries again later.
-		if err := n.disk.trim(n.eng); err != nil {
-			w.watchf("trim failed at %s: %v", n.id, err)
-		}
-	}
+	w.input(n, (*shell.Broker).Trim)
 	w.after(time.Second, func() { w.trimLoop(n, inc) })
 }
 
@@ -309,7 +243,7 @@ func (w *world) tickLoop(n *node, inc int) {
 	if !n.up || n.inc != inc {
 		return
 	}
-	w.step(n, gd.Tick{})
+	w.input(n, (*shell.Broker).Tick)
 	w.after(w.opts.Config.TickInterval, func() { w.tickLoop(n, inc) })
 }
 
@@ -325,7 +259,6 @@ func (w *world) crash(n *node) {
 	w.fdChanged(n) // before inc moves: the crashed incarnation is the one declared failed
 	n.mem = nil
 	n.inc++
-	n.inflight = nil
 	if n.disk != nil {
 		n.disk.crash(w.rng)
 	}
@@ -359,11 +292,11 @@ func (w *world) restart(n *node) {
 		// unique anyway (MODEL.md P2).
 		n.offset -= time.Duration(w.rng.IntN(1500)) * time.Millisecond
 	}
-	w.newEngine(n)
-	var recs []msg.Record
+	w.newShell(n)
+	var ld retention.Loaded
 	if n.disk != nil {
 		var err error
-		if recs, err = n.disk.recover(); err != nil {
+		if ld, err = n.disk.recover(); err != nil {
 			if errors.Is(err, eventlog.ErrCorrupt) {
 				w.orc.Violate("I9", "%s cannot recover its event log after a crash: %v", n.id, err)
 				return
@@ -374,12 +307,12 @@ func (w *world) restart(n *node) {
 			return
 		}
 	}
-	if err := n.eng.Restore(recs); err != nil {
+	if err := n.sh.Restore(ld); err != nil {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
 	byPubend := map[msg.PubendID][]*msg.Event{}
 	released := map[msg.PubendID]tick.Tick{}
-	for _, r := range recs {
+	for _, r := range ld.Records {
 		if r.Event != nil {
 			byPubend[r.Pubend] = append(byPubend[r.Pubend], r.Event)
 		}
@@ -414,8 +347,8 @@ func (w *world) linkUp(l *link) {
 	if !a.up || !b.up {
 		return
 	}
-	w.step(a, gd.LinkUp{Peer: l.b, Incarnation: uint64(b.inc) + 1})
-	w.step(b, gd.LinkUp{Peer: l.a, Incarnation: uint64(a.inc) + 1})
+	w.input(a, func(sh *shell.Broker) { sh.PeerUp(l.b, uint64(b.inc)+1) })
+	w.input(b, func(sh *shell.Broker) { sh.PeerUp(l.a, uint64(a.inc)+1) })
 }
 
 func (w *world) cut(l *link) {
@@ -432,9 +365,7 @@ func (w *world) cut(l *link) {
 }
 
 func (w *world) linkDown(at, peer msg.NodeID) {
-	if n := w.nodes[at]; n.up {
-		w.step(n, gd.LinkDown{Peer: peer})
-	}
+	w.input(w.nodes[at], func(b *shell.Broker) { b.PeerDown(peer) })
 }
 
 func (w *world) heal(l *link) {

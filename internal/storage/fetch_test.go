@@ -1,4 +1,4 @@
-package retention
+package storage
 
 import (
 	"math/rand/v2"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
@@ -26,7 +27,7 @@ func TestFetchMatchesTheLog(t *testing.T) {
 	defer l.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	pubends := []msg.PubendID{"P1", "P2", "P3"}
-	var tr Tracker
+	var tr retention.Tracker
 	logged := map[msg.PubendID][]*msg.Event{}
 	next := map[msg.PubendID]tick.Tick{}
 	for i := 0; i < 3000; i++ {

@@ -1,0 +1,157 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/member"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/transport"
+)
+
+// event is what a connection or membership goroutine hands to the loop:
+// a message from a peer or a client (the hot path, passed by value so
+// nothing is boxed per message), or a change (a connection opened or
+// closed, a view installed).
+type event struct {
+	src source
+	m   msg.Msg // a message from src; nil when ctl is set
+	ctl change
+}
+
+// source is the connection an event came from: a link to a neighbour
+// broker, or a client connection.
+type source struct {
+	peer msg.NodeID // "" for a client
+	cid  shell.ClientID
+	conn *transport.Conn
+}
+
+// change is an event other than a message.
+type change interface {
+	apply(n *Node, src source)
+}
+
+type peerUp struct{ inc uint64 }
+
+func (c peerUp) apply(n *Node, src source) {
+	if old := n.peers[src.peer]; old != nil && old != src.conn {
+		old.Close()
+	}
+	n.peers[src.peer] = src.conn
+	n.log.Info("link up", "peer", string(src.peer), "addr", src.conn.RemoteAddr())
+	n.sh.PeerUp(src.peer, c.inc)
+}
+
+type peerDown struct{}
+
+func (peerDown) apply(n *Node, src source) {
+	if n.peers[src.peer] == src.conn {
+		delete(n.peers, src.peer)
+		n.log.Info("link down", "peer", string(src.peer), "err", src.conn.Err())
+		n.sh.PeerDown(src.peer)
+	}
+}
+
+type clientUp struct{}
+
+func (clientUp) apply(n *Node, src source) {
+	n.clients[src.cid] = src.conn
+	n.sh.ClientUp(src.cid)
+}
+
+type clientDown struct{}
+
+func (clientDown) apply(n *Node, src source) {
+	if _, ok := n.clients[src.cid]; ok {
+		n.sh.ClientDown(src.cid)
+		delete(n.clients, src.cid)
+	}
+}
+
+type viewInstalled struct{ c member.Change }
+
+func (v viewInstalled) apply(n *Node, _ source) { n.installView(v.c) }
+
+func (n *Node) handle(ev event) {
+	switch {
+	case ev.ctl != nil:
+		ev.ctl.apply(n, ev.src)
+	case ev.src.peer != "":
+		if n.peers[ev.src.peer] != ev.src.conn {
+			return // a replaced connection's leftovers
+		}
+		if err := n.sh.PeerMsg(ev.src.peer, ev.m); err != nil {
+			// Not a broker-to-broker message: a protocol error on this link.
+			n.log.Warn("closing link after protocol error", "peer", string(ev.src.peer), "err", err)
+			ev.src.conn.CloseWith(err, "protocol error: "+err.Error())
+		}
+	default:
+		n.sh.ClientRequest(ev.src.cid, ev.m)
+	}
+}
+
+// inboxBatch bounds how many queued messages the loop handles between two
+// selects: one select per batch instead of per message, and timers and
+// fsync completions wait at most this.
+const inboxBatch = 128
+
+func (n *Node) loop(ctx context.Context) error {
+	t := time.NewTicker(n.opts.GD.TickInterval)
+	defer t.Stop()
+	trim := time.NewTicker(n.opts.TrimInterval)
+	defer trim.Stop()
+	n.monkey = newMonkey(n.opts.Monkey)
+	defer n.monkey.stop()
+	if n.monkey != nil {
+		for _, f := range n.monkey.faults() {
+			n.chaos[f] = 0 // counted from zero, so alerts see the series at once
+		}
+	}
+	for {
+		select {
+		case <-trim.C:
+			n.sh.Trim()
+		case <-n.monkey.fired():
+			n.monkeyAct()
+		case <-ctx.Done():
+			n.finish()
+			n.closeAll("broker shutting down")
+			return nil
+		case <-t.C:
+			n.sh.Tick()
+		case ev := <-n.inbox:
+			n.handle(ev)
+			for range inboxBatch - 1 {
+				select {
+				case ev := <-n.inbox:
+					n.handle(ev)
+					continue
+				default:
+				}
+				break
+			}
+		case c := <-n.done:
+			if err := c.report(n.sh); err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("%w, stopping (crash-only)", err)
+			}
+		case reply := <-n.status:
+			reply <- n.snapshot()
+		}
+		n.sh.Drain()
+	}
+}
+
+// finish waits for the batch in flight at shutdown, so that its
+// publishers get their acks, and for any other job the persister holds.
+func (n *Node) finish() {
+	for !n.sh.Idle() {
+		if err := (<-n.done).report(n.sh); err != nil {
+			return // a failed fsync: nothing to ack
+		}
+		n.sh.Drain()
+	}
+}

@@ -1,0 +1,97 @@
+package broker
+
+import (
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/storage"
+)
+
+// The persister goroutine owns the event log (storage.Store) while the
+// broker runs: it appends and fsyncs one batch at a time (group commit:
+// the shell hands over everything that queued during the previous fsync),
+// reads events back for nacks, and trims — none of which blocks the loop.
+// Jobs run in the order the loop handed them over; each completion goes
+// back to the loop, which reports it to the shell.
+
+// job is one piece of work for the persister.
+type job interface {
+	run(st *storage.Store) completion
+}
+
+// completion is a finished job, reported to the shell on the loop.
+type completion interface {
+	report(sh *shell.Broker) error
+}
+
+type appendJob struct{ recs []msg.Record }
+
+type persisted struct {
+	first uint64
+	err   error
+}
+
+func (j appendJob) run(st *storage.Store) completion {
+	first, err := st.Append(j.recs)
+	if err == nil {
+		err = st.Sync()
+	}
+	return persisted{first: first, err: err}
+}
+
+func (c persisted) report(sh *shell.Broker) error { return sh.Persisted(c.first, c.err) }
+
+type fetchJob struct {
+	f    gd.Fetch
+	from []uint64
+}
+
+type fetched struct{ f gd.Fetched }
+
+func (j fetchJob) run(st *storage.Store) completion {
+	evs, err := st.Fetch(j.f.Pubend, j.f.Ranges, j.from)
+	return fetched{gd.Fetched{Pubend: j.f.Pubend, Events: evs, Err: err}}
+}
+
+func (c fetched) report(sh *shell.Broker) error {
+	sh.Fetched(c.f)
+	return nil
+}
+
+type trimJob struct {
+	cut  uint64
+	snap []msg.Record
+}
+
+type trimmed struct {
+	first, dropped uint64
+	err            error
+}
+
+func (j trimJob) run(st *storage.Store) completion {
+	first, dropped, err := st.Trim(j.cut, j.snap)
+	return trimmed{first, dropped, err}
+}
+
+func (c trimmed) report(sh *shell.Broker) error {
+	sh.Trimmed(c.first, c.dropped, c.err)
+	return nil
+}
+
+func (n *Node) persister() {
+	defer n.wg.Done()
+	for j := range n.jobs {
+		n.done <- j.run(n.store)
+	}
+}
+
+// persisterSeam is the shell's Durability: it queues jobs for the
+// persister. The shell keeps at most one append and one trim out, and the
+// engine one fetch per hosted pubend, so the queue never fills.
+type persisterSeam struct{ n *Node }
+
+func (p persisterSeam) Append(recs []msg.Record) { p.n.jobs <- appendJob{recs} }
+
+func (p persisterSeam) Fetch(f gd.Fetch, from []uint64) { p.n.jobs <- fetchJob{f, from} }
+
+func (p persisterSeam) Trim(cut uint64, snap []msg.Record) { p.n.jobs <- trimJob{cut, snap} }

@@ -1,0 +1,306 @@
+// Package shell carries out what the GD engine asks, for one broker: it is
+// the one place where a gd.Ready becomes sends, client answers, log appends
+// and reads. It owns the engine, the client sessions and the bookkeeping of
+// the event log, and it talks to the world only through three narrow
+// interfaces it is given — Clock, Net and Durability — so that the same
+// code runs in the real broker (internal/broker: the OS clock, TCP, the
+// event log on disk) and in the simulator (internal/sim: simulated time,
+// simulated links carrying the real wire codec, the event log over a
+// crashable in-memory filesystem).
+//
+// A Broker is single-threaded, like the engine: one goroutine (or the
+// simulator's event loop) calls its methods. Inputs step the engine; Drain
+// carries out what it asks, once per burst of inputs. Durability is asynchronous:
+// Append, Fetch and Trim start work whose completion the caller reports
+// back through Persisted, Fetched and Trimmed. The persist-before-ack rule
+// lives here once: publish acks leave only in Persisted, after the records
+// of their batch are durable (Gryphon GD, ICDCS 2000 §3).
+package shell
+
+import (
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Clock is the broker's local clock.
+type Clock interface {
+	Now() tick.Time
+}
+
+// ClientID names one client connection for the life of a Broker. Ids only
+// grow: a late request from a client's old connection must not steal its
+// acks from the new one.
+type ClientID uint64
+
+// Net carries messages out of the broker. Both calls must not block: a
+// message a full or broken connection cannot take is dropped, and the
+// protocol recovers it (to a neighbour: nacks; to a client: the connection
+// is closed with a reason, and the client resubscribes).
+type Net interface {
+	// Send hands m to the link to neighbour to, if there is one.
+	Send(to msg.NodeID, m msg.Msg)
+	// ToClient hands m to client connection c, if it is still open.
+	ToClient(c ClientID, m msg.Msg)
+	// CloseClient ends client connection c because it misbehaved, telling
+	// it why.
+	CloseClient(c ClientID, err error, reason string)
+}
+
+// Durability is the broker's stable storage (the event log of the pubends
+// it hosts). Each call starts work and returns at once; the caller reports
+// completion through the Broker method named with each call. At most one
+// Append and one Trim are outstanding at a time; Fetches may overlap them
+// but must see the records of every Append that completed before them.
+type Durability interface {
+	// Append writes recs, in order, and makes them durable (fsync):
+	// complete with Persisted, giving the log index of the first.
+	Append(recs []msg.Record)
+	// Fetch reads events of f back from the log, starting each range's
+	// scan at the log index in from: complete with Fetched.
+	Fetch(f gd.Fetch, from []uint64)
+	// Trim writes snap as the log's snapshot, durably, then drops the
+	// whole segments below log index cut: complete with Trimmed.
+	Trim(cut uint64, snap []msg.Record)
+}
+
+// Config is what a Broker needs besides its engine.
+type Config struct {
+	ID     msg.NodeID
+	Engine *gd.Engine
+	Clock  Clock
+	Net    Net
+	// Durability: nil when the broker hosts no pubend.
+	Durability Durability
+	// Hosted lists the pubends this broker hosts: a publish that names no
+	// pubend goes to one of them, by publisher.
+	Hosted []msg.PubendID
+	Logger *slog.Logger
+	// Strict makes an input the engine refuses a panic rather than a
+	// logged warning: in the simulator and in tests it is a bug.
+	Strict bool
+}
+
+// Broker is one broker's loop state.
+type Broker struct {
+	id     msg.NodeID
+	eng    *gd.Engine
+	clock  Clock
+	net    Net
+	dur    Durability
+	log    *slog.Logger
+	hosted []msg.PubendID
+	strict bool
+
+	// recvIn and localIn are the inputs handed to eng.Step by pointer for
+	// every peer message and publish, so that none is boxed per message.
+	recvIn  gd.Recv
+	localIn gd.Local
+
+	sessions map[ClientID]*session
+	pubOwner map[string]ClientID
+	subOwner map[msg.SubID]ClientID
+
+	// The event log's bookkeeping (retention): the index of every event
+	// not yet released, the batch being persisted, the fetches and the
+	// trim out, and the log's bounds as last seen.
+	retain   retention.Tracker
+	inflight *gd.Ready
+	fetching int
+	trimming bool
+	first    uint64
+	next     uint64
+}
+
+// New returns a Broker around cfg.Engine.
+func New(cfg Config) *Broker {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	hosted := slices.Clone(cfg.Hosted)
+	slices.Sort(hosted)
+	return &Broker{
+		id: cfg.ID, eng: cfg.Engine, clock: cfg.Clock, net: cfg.Net, dur: cfg.Durability, log: cfg.Logger,
+		hosted: hosted, strict: cfg.Strict,
+		sessions: map[ClientID]*session{}, pubOwner: map[string]ClientID{}, subOwner: map[msg.SubID]ClientID{},
+	}
+}
+
+// Engine returns the engine, for inspection (status, the simulator's
+// oracle). Inputs go through the Broker's methods.
+func (b *Broker) Engine() *gd.Engine { return b.eng }
+
+// Restore hands the engine what the log held at startup (retention.Load),
+// and adopts the log's bookkeeping.
+func (b *Broker) Restore(l retention.Loaded) error {
+	if err := b.eng.Restore(l.Records); err != nil {
+		return err
+	}
+	b.retain = l.Tracker
+	b.first, b.next = l.First, l.Next
+	return nil
+}
+
+// LogBounds returns the first and next index of the event log, as of the
+// last completed append or trim.
+func (b *Broker) LogBounds() (first, next uint64) { return b.first, b.next }
+
+// Clients returns the number of open client connections.
+func (b *Broker) Clients() int { return len(b.sessions) }
+
+// Idle reports whether no durable work is outstanding.
+func (b *Broker) Idle() bool { return b.inflight == nil && b.fetching == 0 && !b.trimming }
+
+// Tick is the engine's timer (every gd.Config.TickInterval).
+func (b *Broker) Tick() { b.step(gd.Tick{}) }
+
+// PeerUp: a link to neighbour peer (incarnation inc) is established.
+func (b *Broker) PeerUp(peer msg.NodeID, inc uint64) {
+	b.step(gd.LinkUp{Peer: peer, Incarnation: inc})
+}
+
+// PeerDown: the link to neighbour peer is gone.
+func (b *Broker) PeerDown(peer msg.NodeID) { b.step(gd.LinkDown{Peer: peer}) }
+
+// PeerMsg hands the engine a message from neighbour peer. An error means
+// the message is not one brokers exchange: the caller closes the link.
+func (b *Broker) PeerMsg(peer msg.NodeID, m msg.Msg) error {
+	b.recvIn = gd.Recv{From: peer, Msg: m}
+	err := b.eng.Step(b.clock.Now(), &b.recvIn)
+	b.recvIn = gd.Recv{}
+	return err
+}
+
+// Persisted completes the outstanding Append: the batch is durable from
+// log index first on (err nil), so its publishers get their acks and the
+// engine learns. A failed append or fsync cannot be retried safely (the
+// log's state is unknown): the error is returned, and the broker must stop
+// without acking the batch (crash-only).
+func (b *Broker) Persisted(first uint64, err error) error {
+	if b.inflight == nil {
+		return fmt.Errorf("shell: broker %s: persist completion with no batch outstanding", b.id)
+	}
+	if err != nil {
+		b.inflight = nil // abandoned: its publishers retry at a restarted broker
+		return fmt.Errorf("broker %s: event log append or fsync failed: %w", b.id, err)
+	}
+	rd := *b.inflight
+	b.inflight = nil
+	for i, r := range rd.Persist {
+		b.retain.Appended(first+uint64(i), r)
+	}
+	b.next = first + uint64(len(rd.Persist))
+	for _, m := range rd.ToClientsAfterPersist {
+		b.toClient(m)
+	}
+	b.eng.Advance(rd)
+	return nil
+}
+
+// Fetched completes a Fetch.
+func (b *Broker) Fetched(f gd.Fetched) {
+	b.fetching--
+	if f.Err != nil {
+		b.log.Error("could not read events back from the event log; downstream will nack again", "pubend", string(f.Pubend), "err", f.Err)
+	}
+	b.step(f)
+}
+
+// Trim starts dropping the log segments whose events every downstream has
+// released, after a snapshot of what they summarise (internal/retention).
+// It does nothing while a batch, a fetch or another trim is outstanding:
+// the snapshot must describe exactly the records before the log's end, and
+// a fetch's start indexes must stay in the log.
+func (b *Broker) Trim() {
+	if b.dur == nil || !b.Idle() {
+		return
+	}
+	cut := b.retain.Cut(b.next, b.eng.Released)
+	if cut <= b.first {
+		return // nothing released since the last trim
+	}
+	snap, ok := b.eng.Snapshot()
+	if !ok {
+		return
+	}
+	b.trimming = true
+	b.dur.Trim(cut, snap)
+}
+
+// Trimmed completes a Trim: the log now starts at first, dropped records
+// fewer than before.
+func (b *Broker) Trimmed(first, dropped uint64, err error) {
+	b.trimming = false
+	if err != nil {
+		b.log.Error("could not trim the event log (it keeps growing until this is fixed)", "err", err)
+		return
+	}
+	b.first = first
+	if dropped > 0 {
+		b.log.Info("trimmed event log", "records_dropped", dropped, "first_index", first)
+	}
+}
+
+func (b *Broker) step(in gd.Input) {
+	b.refused(b.eng.Step(b.clock.Now(), in))
+}
+
+func (b *Broker) refused(err error) {
+	if err == nil {
+		return
+	}
+	if b.strict {
+		panic(fmt.Sprintf("shell: broker %s: engine refused input: %v", b.id, err))
+	}
+	b.log.Warn("engine refused input", "err", err)
+}
+
+// Drain carries out every Ready the engine has: sends and client answers
+// at once, records to the log (their acks wait for Persisted), reads back.
+// Inputs only step the engine; the caller drains when it has handed over
+// what arrived together (a burst read from the sockets), so that one Ready
+// — one batch of sends, one group commit — serves them all.
+func (b *Broker) Drain() {
+	for b.eng.HasReady() {
+		rd := b.eng.Ready()
+		for _, env := range rd.Send {
+			b.net.Send(env.To, env.Msg)
+		}
+		for _, m := range rd.ToClients {
+			b.toClient(m)
+		}
+		if len(rd.Persist) > 0 {
+			if b.dur == nil {
+				panic(fmt.Sprintf("shell: broker %s has records to persist and no storage", b.id))
+			}
+			r := rd
+			b.inflight = &r
+			b.dur.Append(rd.Persist)
+		}
+		for _, f := range rd.Fetch {
+			from := make([]uint64, len(f.Ranges))
+			for i, r := range f.Ranges {
+				from[i] = b.retain.FetchStart(f.Pubend, r.Lo)
+			}
+			b.fetching++
+			b.dur.Fetch(f, from)
+		}
+	}
+}
+
+// pickPubend spreads publishers over the hosted pubends by a hash of their
+// id, so one publisher's events all go to one pubend (and stay in order).
+func (b *Broker) pickPubend(publisher string) msg.PubendID {
+	if len(b.hosted) == 0 {
+		return ""
+	}
+	h := fnv.New32a()
+	h.Write([]byte(publisher))
+	return b.hosted[int(h.Sum32()%uint32(len(b.hosted)))]
+}

@@ -1,0 +1,230 @@
+package shell_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// fake is the shell's world in a test: a settable clock, and a record of
+// everything the shell asked of the network and the disk.
+type fake struct {
+	now     tick.Time
+	sent    []msg.Envelope
+	clients map[shell.ClientID][]msg.Msg
+	closed  map[shell.ClientID]string
+	appends [][]msg.Record
+	fetches []gd.Fetch
+	trims   []uint64
+}
+
+func (f *fake) Now() tick.Time                       { return f.now }
+func (f *fake) Send(to msg.NodeID, m msg.Msg)        { f.sent = append(f.sent, msg.Envelope{To: to, Msg: m}) }
+func (f *fake) ToClient(c shell.ClientID, m msg.Msg) { f.clients[c] = append(f.clients[c], m) }
+func (f *fake) CloseClient(c shell.ClientID, err error, reason string) {
+	f.closed[c] = reason
+}
+func (f *fake) Append(recs []msg.Record)           { f.appends = append(f.appends, recs) }
+func (f *fake) Fetch(fe gd.Fetch, from []uint64)   { f.fetches = append(f.fetches, fe) }
+func (f *fake) Trim(cut uint64, snap []msg.Record) { f.trims = append(f.trims, cut) }
+
+// phb is one broker hosting pubend P1 with no other broker: its local
+// subscribers get what its local publishers publish.
+func phb(t *testing.T) (*shell.Broker, *fake) {
+	t.Helper()
+	eng, err := gd.New("p1", gd.DefaultConfig(), []gd.Route{{Pubend: "P1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{now: 1767225600 * 1e9, clients: map[shell.ClientID][]msg.Msg{}, closed: map[shell.ClientID]string{}}
+	b := shell.New(shell.Config{ID: "p1", Engine: eng, Clock: f, Net: f, Durability: f, Hosted: []msg.PubendID{"P1"}, Strict: true})
+	return b, f
+}
+
+func publish(seq uint64) msg.Publish {
+	return msg.Publish{Publisher: "pub", Seq: seq, Topic: "a.b", Payload: []byte(fmt.Sprint(seq))}
+}
+
+// persistAll completes every outstanding append, in order, at consecutive
+// log indexes from next.
+func persistAll(t *testing.T, b *shell.Broker, f *fake, next *uint64) {
+	t.Helper()
+	for len(f.appends) > 0 {
+		recs := f.appends[0]
+		f.appends = f.appends[1:]
+		if err := b.Persisted(*next, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.Drain()
+		*next += uint64(len(recs))
+	}
+}
+
+func ofType[T msg.Msg](ms []msg.Msg) []T {
+	var out []T
+	for _, m := range ms {
+		if x, ok := m.(T); ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// A publish is acked only once the batch holding its record is durable
+// (Gryphon GD §3: logged before acknowledged), and a failed fsync acks
+// nothing and is reported to the caller, which must stop.
+func TestAckOnlyAfterPersisted(t *testing.T) {
+	b, f := phb(t)
+	b.ClientUp(1)
+	b.ClientRequest(1, publish(1))
+	b.Drain()
+	if len(f.appends) != 1 || f.appends[0][0].Event == nil {
+		t.Fatalf("appends = %v, want one batch holding the event", f.appends)
+	}
+	if acks := ofType[msg.PubAck](f.clients[1]); len(acks) != 0 {
+		t.Fatalf("acked before the fsync: %v", acks)
+	}
+	b.ClientRequest(1, publish(2)) // queued behind the batch in flight
+	b.Drain()
+	if len(f.appends) != 1 {
+		t.Fatalf("a second batch started while one is in flight: %v", f.appends)
+	}
+	if err := b.Persisted(7, nil); err != nil {
+		t.Fatal(err)
+	}
+	b.Drain()
+	acks := ofType[msg.PubAck](f.clients[1])
+	if len(acks) != 1 || acks[0].Seq != 1 || acks[0].Pubend != "P1" {
+		t.Fatalf("acks after the first fsync = %v, want seq 1 on P1", acks)
+	}
+	if len(f.appends) != 2 {
+		t.Fatalf("the queued publish was not appended after the first fsync: %d batches", len(f.appends))
+	}
+	if _, next := b.LogBounds(); next != 7+uint64(len(f.appends[0])) {
+		t.Fatalf("log next = %d after a batch of %d at 7", next, len(f.appends[0]))
+	}
+	err := b.Persisted(0, errors.New("disk on fire"))
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("failed fsync reported %v", err)
+	}
+	if acks := ofType[msg.PubAck](f.clients[1]); len(acks) != 1 {
+		t.Fatalf("a failed fsync acked: %v", acks)
+	}
+	if err := b.Persisted(0, nil); err == nil {
+		t.Fatal("a completion with no batch outstanding was accepted")
+	}
+}
+
+// Two connections may both name a subscription "s"; each gets its own
+// deliveries under its own name, and a closed connection's subscriptions
+// end with it.
+func TestSubscriptionNamesArePerConnection(t *testing.T) {
+	b, f := phb(t)
+	var next uint64 = 1
+	for c := shell.ClientID(1); c <= 3; c++ {
+		b.ClientUp(c)
+	}
+	b.ClientRequest(1, msg.Subscribe{Sub: "s", Pattern: "a.>"})
+	b.Drain()
+	b.ClientRequest(2, msg.Subscribe{Sub: "s", Pattern: "a.b"})
+	b.Drain()
+	for _, c := range []shell.ClientID{1, 2} {
+		st := ofType[msg.SubStarted](f.clients[c])
+		if len(st) != 1 || st[0].Sub != "s" {
+			t.Fatalf("client %d: started = %v, want one under its own name s", c, st)
+		}
+	}
+	b.ClientRequest(3, publish(1))
+	b.Drain()
+	persistAll(t, b, f, &next)
+	for _, c := range []shell.ClientID{1, 2} {
+		ds := ofType[msg.Delivery](f.clients[c])
+		if len(ds) != 1 || ds[0].Sub != "s" || string(ds[0].Event.Payload) != "1" {
+			t.Fatalf("client %d: deliveries = %v, want event 1 under s", c, ds)
+		}
+	}
+	b.ClientDown(1)
+	b.Drain()
+	b.ClientRequest(2, msg.Unsubscribe{Sub: "s"})
+	b.Drain()
+	b.ClientRequest(3, publish(2))
+	b.Drain()
+	persistAll(t, b, f, &next)
+	for _, c := range []shell.ClientID{1, 2} {
+		if ds := ofType[msg.Delivery](f.clients[c]); len(ds) != 1 {
+			t.Fatalf("client %d got %d deliveries after its subscription ended", c, len(ds))
+		}
+	}
+	if b.Clients() != 2 {
+		t.Fatalf("clients = %d, want 2 after one closed", b.Clients())
+	}
+}
+
+// Requests the broker refuses get a reason, and nothing reaches the log.
+func TestBadClientRequests(t *testing.T) {
+	b, f := phb(t)
+	b.ClientUp(1)
+	big := publish(1)
+	big.Payload = make([]byte, msg.MaxEventBytes+1)
+	b.ClientRequest(1, big)
+	b.Drain()
+	rej := ofType[msg.PubReject](f.clients[1])
+	if len(rej) != 1 || !strings.Contains(rej[0].Reason, "exceeds") || len(f.appends) != 0 {
+		t.Fatalf("oversized publish: rejects %v, appends %v", rej, f.appends)
+	}
+	b.ClientRequest(1, msg.Ack{Pubend: "P1", T: 5})
+	b.Drain()
+	if !strings.Contains(f.closed[1], "unexpected") {
+		t.Fatalf("a broker-to-broker message from a client closed nothing: %v", f.closed)
+	}
+	b.ClientRequest(9, publish(2)) // a connection the broker does not know
+	b.Drain()
+	if len(f.appends) != 0 {
+		t.Fatalf("a request from an unknown connection reached the engine")
+	}
+	if err := b.PeerMsg("x1", publish(3)); err == nil {
+		t.Fatal("a client request from a peer link was accepted")
+	}
+}
+
+// Trim starts only while no batch is in flight (the snapshot must describe
+// exactly the log), and never two at once.
+func TestTrimWaitsForQuietLog(t *testing.T) {
+	b, f := phb(t)
+	var next uint64 = 1
+	b.ClientUp(1)
+	for seq := uint64(1); seq <= 3; seq++ {
+		b.ClientRequest(1, publish(seq))
+		b.Drain()
+		persistAll(t, b, f, &next)
+	}
+	for range 20 { // let the pubend release what no downstream needs
+		f.now = f.now.Add(100 * time.Millisecond)
+		b.Tick()
+		b.Drain()
+		persistAll(t, b, f, &next)
+	}
+	b.ClientRequest(1, publish(4))
+	b.Drain()
+	b.Trim()
+	if len(f.trims) != 0 {
+		t.Fatalf("trim started with a batch in flight")
+	}
+	persistAll(t, b, f, &next)
+	b.Trim()
+	b.Trim()
+	if len(f.trims) != 1 || f.trims[0] <= 1 {
+		t.Fatalf("trims = %v, want one, above the log's first index", f.trims)
+	}
+	b.Trimmed(f.trims[0], f.trims[0]-1, nil)
+	if first, _ := b.LogBounds(); first != f.trims[0] {
+		t.Fatalf("log first = %d after trimming to %d", first, f.trims[0])
+	}
+}

@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/match"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/wire"
+)
+
+// port is one incarnation of a simulated broker's connection to the world:
+// the runtime shell's Clock, Net and Durability, over simulated time,
+// simulated links and the crashable disk. Every message it carries goes
+// through the wire codec, as between real brokers, so an asymmetry in the
+// codec fails the simulation. Completions of durable work arrive one disk
+// latency later and are dropped if the broker crashed meanwhile (inc).
+type port struct {
+	w   *world
+	n   *node
+	inc int
+}
+
+// quiet discards the shell's log: the simulator reports through its
+// oracle and watch log, and a run's millions of lines would cost time.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError + 1}))
+
+// newShell builds the runtime shell of n's current incarnation around a
+// fresh engine.
+func (w *world) newShell(n *node) {
+	w.newEngine(n)
+	p := &port{w: w, n: n, inc: n.inc}
+	cfg := shell.Config{ID: n.id, Engine: n.eng, Clock: p, Net: p, Hosted: n.broker.Pubends, Logger: quiet, Strict: true}
+	if n.disk != nil {
+		cfg.Durability = p
+	}
+	n.sh = shell.New(cfg)
+}
+
+func (p *port) live() bool { return p.n.up && p.n.inc == p.inc }
+
+// Now is the broker's clock: true time with its offset and drift.
+func (p *port) Now() tick.Time { return p.w.localNow(p.n) }
+
+// Send carries m over the simulated link, encoded and decoded on the way.
+func (p *port) Send(to msg.NodeID, m msg.Msg) {
+	w, n := p.w, p.n
+	if k, ok := knowledgeOf(m); ok {
+		w.orc.Sent(n.id, n.broker.Role == PHB, k, func(t tick.Tick) match.Filter { return n.eng.FilterAt(k.Pubend, to, t) })
+	}
+	w.transmit(msg.Envelope{From: n.id, To: to, Msg: p.wire(m)})
+}
+
+// ToClient hands m to a simulated client, through the codec.
+func (p *port) ToClient(c shell.ClientID, m msg.Msg) {
+	p.w.toClient(p.n, p.wire(m))
+}
+
+// CloseClient: simulated clients send only valid requests, so the broker
+// closing one is a bug.
+func (p *port) CloseClient(c shell.ClientID, err error, reason string) {
+	panic(fmt.Sprintf("sim: %s closed client %d: %v (%s)", p.n.id, c, err, reason))
+}
+
+func (p *port) wire(m msg.Msg) msg.Msg { return p.w.viaWire(m) }
+
+// viaWire encodes m and decodes the frame again, as a real connection
+// does: what arrives is what the codec makes of it.
+func (w *world) viaWire(m msg.Msg) msg.Msg {
+	var err error
+	w.frame, err = wire.AppendFrame(w.frame[:0], m)
+	if err != nil {
+		panic(fmt.Sprintf("sim: encode %v: %v", m, err))
+	}
+	out, err := wire.Decode(w.frame[4:])
+	if err != nil {
+		panic(fmt.Sprintf("sim: decode %v: %v", m, err))
+	}
+	return out
+}
+
+// Append writes recs to the disk now (volatile) and completes the fsync one
+// disk latency later, unless the broker crashed meanwhile.
+func (p *port) Append(recs []msg.Record) {
+	first := p.n.disk.append(recs)
+	p.w.after(p.w.plan.diskLatency, func() { p.synced(first, recs) })
+}
+
+func (p *port) synced(first uint64, recs []msg.Record) {
+	w, n := p.w, p.n
+	if !p.live() {
+		return
+	}
+	if err := n.disk.sync(); err != nil {
+		// A failed fsync cannot be retried safely: the broker stops without
+		// acking the batch (crash-only) and is restarted, like a supervisor
+		// would, after a moment.
+		w.watchf("fsync failed at %s: %v", n.id, err)
+		w.fsyncFailures++
+		w.crash(n)
+		w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, func() { w.restart(n) })
+		return
+	}
+	for _, r := range recs {
+		if r.Event != nil {
+			w.orc.Logged(r.Event)
+		}
+	}
+	w.input(n, func(b *shell.Broker) {
+		if err := b.Persisted(first, nil); err != nil {
+			panic(fmt.Sprintf("sim: %s: %v", n.id, err))
+		}
+	})
+}
+
+// Fetch reads events back one disk latency after the engine asked.
+func (p *port) Fetch(f gd.Fetch, from []uint64) {
+	p.w.after(p.w.plan.diskLatency, func() {
+		if !p.live() {
+			return
+		}
+		evs, err := p.n.disk.store.Fetch(f.Pubend, f.Ranges, from)
+		p.w.fetches++
+		p.w.input(p.n, func(b *shell.Broker) { b.Fetched(gd.Fetched{Pubend: f.Pubend, Events: evs, Err: err}) })
+	})
+}
+
+// Trim runs retention on the disk now; the shell learns one disk latency
+// later (the snapshot's fsyncs).
+func (p *port) Trim(cut uint64, snap []msg.Record) {
+	first, dropped, err := p.n.disk.trim(cut, snap)
+	if err != nil {
+		// A failed trim (an I/O error writing the snapshot) truncates
+		// nothing; the broker logs it and tries again later.
+		p.w.watchf("trim failed at %s: %v", p.n.id, err)
+	}
+	p.w.after(p.w.plan.diskLatency, func() {
+		if p.live() {
+			p.w.input(p.n, func(b *shell.Broker) { b.Trimmed(first, dropped, err) })
+		}
+	})
+}

@@ -1,0 +1,167 @@
+// Package storage is a broker's stable storage: the event log of its
+// records (internal/eventlog) with the snapshot that lets the log's front
+// be dropped, and the reads that bring events back for nacks. Which part
+// of the log may go is decided elsewhere (internal/retention, from the
+// engine's release points); this package does the I/O.
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Store is a broker's event log and its snapshot, with the operations the
+// runtime shell's Durability seam asks for. Its methods are synchronous
+// and not safe for concurrent use: the broker runs them on one persister
+// goroutine, the simulator in its event loop.
+type Store struct {
+	fs       vfs.FS
+	snapPath string
+	log      *eventlog.Log
+	buf      []byte // one record's encoding, reused
+}
+
+// Open opens (or creates) the log in dir and reads back everything a
+// restart needs; rec says whether a crash had torn the log's tail.
+func Open(fsys vfs.FS, dir, snapPath string, opts eventlog.Options) (s *Store, ld retention.Loaded, rec eventlog.Recovery, err error) {
+	l, rec, err := eventlog.Open(fsys, dir, opts)
+	if err != nil {
+		return nil, ld, rec, fmt.Errorf("open event log %s: %w", dir, err)
+	}
+	if ld.Records, err = Load(fsys, snapPath, l, &ld.Tracker); err != nil {
+		l.Close()
+		return nil, ld, rec, fmt.Errorf("recover event log %s: %w", dir, err)
+	}
+	ld.First, ld.Next = l.FirstIndex(), l.NextIndex()
+	return &Store{fs: fsys, snapPath: snapPath, log: l}, ld, rec, nil
+}
+
+// Append encodes recs and appends them (not yet durable: Sync), returning
+// the log index of the first.
+func (s *Store) Append(recs []msg.Record) (first uint64, err error) {
+	first = s.log.NextIndex()
+	for _, r := range recs {
+		s.buf, err = msg.EncodeRecord(s.buf[:0], r)
+		if err != nil {
+			return first, fmt.Errorf("encode %v: %w", r, err)
+		}
+		if _, err = s.log.Append(s.buf); err != nil {
+			return first, err
+		}
+	}
+	return first, nil
+}
+
+// Sync makes every appended record durable.
+func (s *Store) Sync() error { return s.log.Sync() }
+
+// Fetch reads events of pubend p in ranges back, each range's scan
+// starting at the log index in from (Tracker.FetchStart).
+func (s *Store) Fetch(p msg.PubendID, ranges []tick.Range, from []uint64) ([]*msg.Event, error) {
+	return Fetch(s.log, p, ranges, from)
+}
+
+// Trim writes snap as the snapshot and drops the log's whole segments
+// below cut, when at least one can go; it returns the log's first index
+// afterwards and how many records went.
+func (s *Store) Trim(cut uint64, snap []msg.Record) (first, dropped uint64, err error) {
+	before := s.log.FirstIndex()
+	if !s.log.Removable(cut) {
+		return before, 0, nil
+	}
+	payloads := make([][]byte, 0, len(snap))
+	for _, r := range snap {
+		b, err := msg.EncodeRecord(nil, r)
+		if err != nil {
+			return before, 0, fmt.Errorf("storage: %w", err)
+		}
+		payloads = append(payloads, b)
+	}
+	if err := eventlog.WriteSnapshot(s.fs, s.snapPath, payloads); err != nil {
+		return before, 0, err
+	}
+	if err := s.log.TruncateFront(cut); err != nil {
+		return before, 0, fmt.Errorf("storage: %w", err)
+	}
+	return s.log.FirstIndex(), s.log.FirstIndex() - before, nil
+}
+
+// Bounds returns the log's first and next index.
+func (s *Store) Bounds() (first, next uint64) { return s.log.FirstIndex(), s.log.NextIndex() }
+
+// Close closes the log.
+func (s *Store) Close() error { return s.log.Close() }
+
+// Load reads the snapshot and the log for a restart: snapshot records
+// first, then every record the log still holds, in order.
+func Load(fsys vfs.FS, snapPath string, l *eventlog.Log, tr *retention.Tracker) ([]msg.Record, error) {
+	payloads, err := eventlog.ReadSnapshot(fsys, snapPath)
+	if err != nil {
+		return nil, err
+	}
+	var recs []msg.Record
+	for i, p := range payloads {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return nil, fmt.Errorf("storage: snapshot %s record %d: %w", snapPath, i, err)
+		}
+		recs = append(recs, r)
+	}
+	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", i, err)
+		}
+		tr.Appended(i, r)
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	return recs, nil
+}
+
+var errDone = errors.New("storage: fetch done")
+
+// Fetch reads back the logged events of pubend p with ticks in ranges
+// (sorted, disjoint), starting each range's read at from(range) — the
+// Tracker's FetchStart, computed by the caller that owns the Tracker. It
+// reads only from the sparse index entry before each range to the first
+// event of p past it (issue 3: nack retransmissions read only what they
+// need).
+func Fetch(l *eventlog.Log, p msg.PubendID, ranges []tick.Range, from []uint64) ([]*msg.Event, error) {
+	var out []*msg.Event
+	for i, r := range ranges {
+		start := max(from[i], l.FirstIndex())
+		if len(out) > 0 && out[len(out)-1].Tick >= r.Lo {
+			return nil, fmt.Errorf("storage: fetch ranges out of order at %v", r)
+		}
+		err := l.Replay(start, func(idx uint64, b []byte) error {
+			rec, err := msg.DecodeRecord(b)
+			if err != nil {
+				return fmt.Errorf("log record %d: %w", idx, err)
+			}
+			if rec.Event == nil || rec.Pubend != p {
+				return nil
+			}
+			if rec.Event.Tick > r.Hi {
+				return errDone
+			}
+			if rec.Event.Tick >= r.Lo {
+				out = append(out, rec.Event)
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errDone) {
+			return nil, fmt.Errorf("storage: fetch %s %v: %w", p, r, err)
+		}
+	}
+	return out, nil
+}
