@@ -1,8 +1,10 @@
 package gd_test
 
 // Golden interaction tests in the style of etcd-raft's interaction tests: a
-// small network of gd.Engines, a simulated clock and per-link FIFO queues
-// that deliver only when a command says so. Each file under testdata/ is a
+// small network of brokers — each a gd.Engine inside the runtime shell the
+// broker and the simulator run (internal/shell), with a client connection
+// for the commands' publishes and subscriptions — a simulated clock and
+// per-link FIFO queues that deliver only when a command says so. Each file under testdata/ is a
 // story; `go test ./internal/gd -run TestInteraction -rewrite` regenerates
 // the expected outputs.
 //
@@ -13,11 +15,11 @@ package gd_test
 // "t<ms-epochMs>.<seq>" otherwise (t250.1 is the second tick of the
 // millisecond at +250ms); tick.Max prints as "∞".
 //
-// Engines are drained after every input: what Ready returns is printed at
+// Shells are drained after every input: what the engine asks is printed at
 // once (sends as "from->to Msg", client messages as "node: client Msg",
 // records as "node: persist Rec"); sends are queued on their link, records
-// are fsynced at once (Advance) unless `fsync <node> hold` is in force. A
-// publish ack (ToClientsAfterPersist) prints only when its fsync completes.
+// are fsynced at once (Persisted) unless `fsync <node> hold` is in force. A
+// publish ack prints only when its fsync completes.
 //
 // Commands:
 //
@@ -64,6 +66,8 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -93,13 +97,95 @@ type link struct{ from, to msg.NodeID }
 
 func (l link) String() string { return string(l.from) + "->" + string(l.to) }
 
+// node is one broker: its shell, and the shell's clock, network and disk
+// (shell.Clock, shell.Net, shell.Durability) in the harness.
 type node struct {
+	h        *harness
+	id       msg.NodeID
 	eng      *gd.Engine
+	sh       *shell.Broker
 	routes   []gd.Route
 	inc      uint64       // incarnation, bumped by restart
 	log      []msg.Record // durable records, for Restore after a restart
 	hold     bool         // fsyncs wait for an explicit `fsync node`
-	inflight *gd.Ready    // persist batch handed out and not yet durable
+	inflight []msg.Record // persist batch handed out and not yet durable
+	indent   int          // of the lines printed for the current input
+}
+
+// client is the connection the commands' publishes and subscriptions use.
+const client shell.ClientID = 1
+
+func (n *node) Now() tick.Time { return n.h.now }
+
+func (n *node) Send(to msg.NodeID, m msg.Msg) {
+	h, l := n.h, link{n.id, to}
+	env := msg.Envelope{From: n.id, To: to, Msg: m}
+	if h.cut[l] {
+		h.printf(n.indent, "%v   (lost: link cut)", env)
+		return
+	}
+	h.printf(n.indent, "%v", env)
+	h.queue[l] = append(h.queue[l], m)
+}
+
+func (n *node) ToClient(_ shell.ClientID, m msg.Msg) { n.h.printf(n.indent, "%s: client %v", n.id, m) }
+
+func (n *node) CloseClient(_ shell.ClientID, err error, _ string) {
+	n.h.fatalf("%s closed the client: %v", n.id, err)
+}
+
+// Append prints the batch and makes it durable at once, from inside the
+// drain (so the lines keep the order of the engine's Readies), unless
+// fsyncs are held.
+func (n *node) Append(recs []msg.Record) {
+	for _, r := range recs {
+		n.h.printf(n.indent, "%s: persist %v", n.id, r)
+	}
+	n.inflight = recs
+	if n.hold {
+		n.h.printf(n.indent, "%s: fsync pending", n.id)
+		return
+	}
+	n.fsync()
+}
+
+// fsync completes the batch in flight: acks go to clients, the engine
+// learns.
+func (n *node) fsync() {
+	n.h.printf(n.indent, "%s: fsync done", n.id)
+	first := uint64(len(n.log)) + 1
+	n.log = append(n.log, n.inflight...)
+	n.inflight = nil
+	if err := n.sh.Persisted(first, nil); err != nil {
+		n.h.fatalf("%v", err)
+	}
+}
+
+func (n *node) Fetch(f gd.Fetch, _ []uint64) {
+	var evs []*msg.Event
+	for _, r := range n.log {
+		if ev := r.Event; ev != nil && r.Pubend == f.Pubend && slices.ContainsFunc(f.Ranges, func(rg tick.Range) bool { return rg.Lo <= ev.Tick && ev.Tick <= rg.Hi }) {
+			evs = append(evs, ev)
+		}
+	}
+	n.sh.Fetched(gd.Fetched{Pubend: f.Pubend, Events: evs})
+}
+
+func (n *node) Trim(uint64, []msg.Record) { n.h.fatalf("%s: the harness does not trim", n.id) }
+
+// newShell gives n a fresh engine in a fresh shell, restored from its log,
+// with the commands' client connected.
+func (h *harness) newShell(n *node) {
+	e, err := gd.NewWithCells(n.id, h.cfg, n.routes, h.cells)
+	if err != nil {
+		h.fatalf("%v", err)
+	}
+	n.eng = e
+	n.sh = shell.New(shell.Config{ID: n.id, Engine: e, Clock: n, Net: n, Durability: n, Strict: true})
+	if err := n.sh.Restore(retention.Loaded{Records: n.log}); err != nil {
+		h.fatalf("%v", err)
+	}
+	n.sh.ClientUp(client)
 }
 
 type harness struct {
@@ -141,54 +227,12 @@ func (h *harness) node(id string) *node {
 	return n
 }
 
-// step feeds one input to a node, then drains it.
-func (h *harness) step(id msg.NodeID, in gd.Input, indent int) {
-	if err := h.node(string(id)).eng.Step(h.now, in); err != nil {
-		h.fatalf("%s: %v", id, err)
-	}
-	h.drain(id, indent)
-}
-
-// drain carries out everything the node's Ready asks for.
-func (h *harness) drain(id msg.NodeID, indent int) {
-	n := h.nodes[id]
-	for n.eng.HasReady() {
-		rd := n.eng.Ready()
-		for _, env := range rd.Send {
-			l := link{env.From, env.To}
-			if h.cut[l] {
-				h.printf(indent, "%v   (lost: link cut)", env)
-				continue
-			}
-			h.printf(indent, "%v", env)
-			h.queue[l] = append(h.queue[l], env.Msg)
-		}
-		for _, m := range rd.ToClients {
-			h.printf(indent, "%s: client %v", id, m)
-		}
-		for _, r := range rd.Persist {
-			h.printf(indent, "%s: persist %v", id, r)
-		}
-		if len(rd.Persist) > 0 {
-			if n.hold {
-				n.inflight = &rd
-				h.printf(indent, "%s: fsync pending", id)
-			} else {
-				h.fsync(id, rd, indent)
-			}
-		}
-	}
-}
-
-// fsync completes a persist batch: acks go to clients, the engine Advances.
-func (h *harness) fsync(id msg.NodeID, rd gd.Ready, indent int) {
-	n := h.nodes[id]
-	h.printf(indent, "%s: fsync done", id)
-	n.log = append(n.log, rd.Persist...)
-	for _, m := range rd.ToClientsAfterPersist {
-		h.printf(indent, "%s: client %v", id, m)
-	}
-	n.eng.Advance(rd)
+// input hands one input to a node's shell, then drains it.
+func (h *harness) input(id msg.NodeID, indent int, fn func(b *shell.Broker)) {
+	n := h.node(string(id))
+	n.indent = indent
+	fn(n.sh)
+	n.sh.Drain()
 }
 
 // links returns the links with queued messages, sorted.
@@ -212,7 +256,11 @@ func (h *harness) deliver(l link, n int) {
 	h.queue[l] = q[n:]
 	for _, m := range q[:n] {
 		h.printf(0, "%v ⇒", msg.Envelope{From: l.from, To: l.to, Msg: m})
-		h.step(l.to, gd.Recv{From: l.from, Msg: m}, 1)
+		h.input(l.to, 1, func(b *shell.Broker) {
+			if err := b.PeerMsg(l.from, m); err != nil {
+				h.fatalf("%s: %v", l.to, err)
+			}
+		})
 	}
 }
 
@@ -272,11 +320,12 @@ func (h *harness) run(td *datadriven.TestData) {
 		h.network(args, td.Input)
 	case "linkup":
 		a, b := h.node(arg(0)), h.node(arg(1))
-		h.step(msg.NodeID(arg(0)), gd.LinkUp{Peer: msg.NodeID(arg(1)), Incarnation: b.inc}, 0)
-		h.step(msg.NodeID(arg(1)), gd.LinkUp{Peer: msg.NodeID(arg(0)), Incarnation: a.inc}, 0)
+		h.input(a.id, 0, func(sh *shell.Broker) { sh.PeerUp(b.id, b.inc) })
+		h.input(b.id, 0, func(sh *shell.Broker) { sh.PeerUp(a.id, a.inc) })
 	case "linkdown":
-		h.step(msg.NodeID(arg(0)), gd.LinkDown{Peer: msg.NodeID(arg(1))}, 0)
-		h.step(msg.NodeID(arg(1)), gd.LinkDown{Peer: msg.NodeID(arg(0))}, 0)
+		a, b := msg.NodeID(arg(0)), msg.NodeID(arg(1))
+		h.input(a, 0, func(sh *shell.Broker) { sh.PeerDown(b) })
+		h.input(b, 0, func(sh *shell.Broker) { sh.PeerDown(a) })
 	case "restart":
 		h.restart(msg.NodeID(arg(0)))
 	case "publish":
@@ -302,12 +351,11 @@ func (h *harness) run(td *datadriven.TestData) {
 			}
 			m.Props = msg.MustProps(props)
 		}
-		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
+		h.request(arg(0), m)
 	case "subscribe":
-		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"]}
-		h.step(msg.NodeID(arg(0)), gd.Local{Msg: m}, 0)
+		h.request(arg(0), msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"]})
 	case "unsubscribe":
-		h.step(msg.NodeID(arg(0)), gd.Local{Msg: msg.Unsubscribe{Sub: msg.SubID(args["sub"])}}, 0)
+		h.request(arg(0), msg.Unsubscribe{Sub: msg.SubID(args["sub"])})
 	case "advance":
 		d, err := time.ParseDuration(arg(0))
 		if err != nil {
@@ -316,7 +364,7 @@ func (h *harness) run(td *datadriven.TestData) {
 		h.advance(d, slices.Contains(pos, "ticks"), slices.Contains(pos, "deliver"), slices.Contains(pos, "quiet"))
 	case "tick":
 		for _, id := range h.pick(pos) {
-			h.step(id, gd.Tick{}, 0)
+			h.input(id, 0, (*shell.Broker).Tick)
 		}
 	case "deliver":
 		if len(pos) == 0 {
@@ -346,10 +394,7 @@ func (h *harness) run(td *datadriven.TestData) {
 		case nd.inflight == nil:
 			h.printf(0, "%s: no fsync pending", id)
 		default:
-			rd := *nd.inflight
-			nd.inflight = nil
-			h.fsync(id, rd, 0)
-			h.drain(id, 0)
+			h.input(id, 0, func(*shell.Broker) { nd.fsync() })
 		}
 	case "queue":
 		for _, l := range h.links() {
@@ -364,6 +409,11 @@ func (h *harness) run(td *datadriven.TestData) {
 	default:
 		h.fatalf("unknown command %q", td.Cmd)
 	}
+}
+
+// request sends m on the node's client connection.
+func (h *harness) request(id string, m msg.Msg) {
+	h.input(msg.NodeID(id), 0, func(b *shell.Broker) { b.ClientRequest(client, m) })
 }
 
 func cmp(s, def string) string {
@@ -464,11 +514,9 @@ func (h *harness) network(args map[string]string, input string) {
 	for id := range all {
 		rs := slices.Clone(routes[id])
 		slices.SortFunc(rs, func(a, b gd.Route) int { return strings.Compare(string(a.Pubend), string(b.Pubend)) })
-		e, err := gd.NewWithCells(id, h.cfg, rs, h.cells)
-		if err != nil {
-			h.fatalf("%v", err)
-		}
-		h.nodes[id] = &node{eng: e, routes: rs, inc: 1}
+		n := &node{h: h, id: id, routes: rs, inc: 1}
+		h.newShell(n)
+		h.nodes[id] = n
 		h.ids = append(h.ids, id)
 	}
 	slices.Sort(h.ids)
@@ -487,14 +535,9 @@ func (h *harness) restart(id msg.NodeID) {
 			delete(h.queue, l)
 		}
 	}
-	e, err := gd.NewWithCells(id, h.cfg, n.routes, h.cells)
-	if err == nil {
-		err = e.Restore(n.log)
-	}
-	if err != nil {
-		h.fatalf("%v", err)
-	}
-	n.eng, n.inc, n.inflight = e, n.inc+1, nil
+	n.inflight = nil // lost with the process: never acked
+	h.newShell(n)
+	n.inc++
 	h.printf(0, "%s restarted (incarnation %d)", id, n.inc)
 }
 
@@ -506,7 +549,7 @@ func (h *harness) advance(d time.Duration, ticks, deliver, quiet bool) {
 		h.now = next
 		h.head = fmt.Sprintf("[+%v] tick", time.Duration(h.now-epochTime))
 		for _, id := range h.ids {
-			h.step(id, gd.Tick{}, 0)
+			h.input(id, 0, (*shell.Broker).Tick)
 		}
 		if deliver {
 			h.stabilize()
