@@ -48,6 +48,8 @@ type world struct {
 	refetches, linkStatuses int
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
+	// floors drives the release floors of SHBs (release.go).
+	floors *floorDriver
 
 	// Membership (membership.go): the failure detector's and the member
 	// network's randomness, the hang and leave faults', and what each
@@ -189,6 +191,7 @@ func (w *world) drain(n *node) {
 		}
 	}
 	w.orc.CheckStreams(n.id, n.inc, n.eng.Inspect(), n.eng.Stats())
+	w.orc.CheckRelease(n.id, n.inc, n.eng.ReleaseStates())
 }
 
 // synced completes an fsync: the records are durable, acks may go out, and
