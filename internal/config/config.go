@@ -11,6 +11,7 @@
 //	pubends = ["P1", "P2"]        # makes this broker a PHB for these pubends
 //	gossip  = "127.0.0.1:7301"    # membership (memberlist UDP+TCP); optional
 //	http    = "127.0.0.1:7401"    # /metrics, /healthz, /readyz, dashboard; optional
+//	max_retain = "168h"           # early-release bound of its pubends; optional
 //
 //	[[link]]                      # from an upstream cell to a downstream cell
 //	up   = "phb"
@@ -92,6 +93,22 @@ type Broker struct {
 	// HTTP serves /metrics, /healthz, /readyz, /status and a dashboard;
 	// "" serves none.
 	HTTP string
+	// MaxRetain is max_retain, the early-release bound of the pubends this
+	// broker hosts (Gryphon DS, DSN 2003 §3; gd.Config.MaxRetain): a tick
+	// older than this that every SHB has delivered is discarded even if a
+	// durable subscriber that is away has not acknowledged it (it gets a
+	// gap notice). 0 never releases early. nil when the key is absent:
+	// Retain gives the default, 168h.
+	MaxRetain *time.Duration
+}
+
+// Retain returns the broker's early-release bound: max_retain, or the
+// default (gd.DefaultConfig().MaxRetain, 168h) when absent.
+func (b Broker) Retain() time.Duration {
+	if b.MaxRetain != nil {
+		return *b.MaxRetain
+	}
+	return gd.DefaultConfig().MaxRetain
 }
 
 // Link is one [[link]] table: a virtual link from the upstream cell Up to
@@ -104,7 +121,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain"}
 	linkKeys   = []string{"up", "down"}
 )
 

@@ -827,3 +827,64 @@ func TestGossipErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxRetain: max_retain on a PHB (DESIGN.md §6b; Gryphon DS, DSN 2003 §3)
+// is a duration, "0s" never releases early, and absent means 168h.
+func TestMaxRetain(t *testing.T) {
+	n := mustParse(t, `[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+max_retain = "36h"
+
+[[broker]]
+id = "p2"
+listen = "h:2"
+pubends = ["P2"]
+max_retain = "0s"
+
+[[broker]]
+id = "p3"
+listen = "h:3"
+pubends = ["P3"]
+`)
+	for id, want := range map[string]time.Duration{"p1": 36 * time.Hour, "p2": 0, "p3": 168 * time.Hour} {
+		b, _ := n.Broker(id)
+		if got := b.Retain(); got != want {
+			t.Errorf("%s: Retain() = %v, want %v", id, got, want)
+		}
+	}
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse(data, "m.toml"); err != nil || !reflect.DeepEqual(back, n) {
+		t.Fatalf("round trip: %v\n%s", err, data)
+	}
+
+	_, err = Parse([]byte(`[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+max_retain = "a week"
+
+[[broker]]
+id = "p2"
+listen = "h:2"
+pubends = ["P2"]
+max_retain = "-1h"
+
+[[broker]]
+id = "s1"
+listen = "h:3"
+max_retain = "1h"
+`), "net.toml")
+	want := []string{
+		`net.toml:5:1: broker "p1": max_retain must be a duration such as "168h" ("0s": never release early), not a week`,
+		`net.toml:11:1: broker "p2": max_retain -1h0m0s is negative ("0s" never releases early)`,
+		`net.toml:16:1: broker "s1": max_retain applies to the pubends a broker hosts, and this one hosts none`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}

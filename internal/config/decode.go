@@ -34,6 +34,8 @@ type rawBroker struct {
 	Pubends any `toml:"pubends"`
 	Gossip  any `toml:"gossip"`
 	HTTP    any `toml:"http"`
+	// MaxRetain is max_retain (Broker.MaxRetain).
+	MaxRetain any `toml:"max_retain"`
 }
 
 type rawLink struct {
@@ -113,6 +115,20 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			}
 		}
 		b.Pubends = p.strings(fieldRef{"broker", i, "pubends"}, rb.Pubends, bad)
+		if rb.MaxRetain != nil {
+			s, _ := rb.MaxRetain.(string)
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				p.field("broker", i, "max_retain", "%s: max_retain must be a duration such as \"168h\" (\"0s\": never release early), not %v", p.who(b, i), rb.MaxRetain)
+				bad[fieldRef{"broker", i, "max_retain"}] = true
+			case d < 0:
+				p.field("broker", i, "max_retain", "%s: max_retain %v is negative (\"0s\" never releases early)", p.who(b, i), d)
+				bad[fieldRef{"broker", i, "max_retain"}] = true
+			default:
+				b.MaxRetain = &d
+			}
+		}
 		n.Brokers = append(n.Brokers, b)
 	}
 	n.Seeds = p.seeds(raw.Seeds)

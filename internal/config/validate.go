@@ -102,6 +102,15 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 				hostOf[pe] = i
 			}
 		}
+		switch {
+		case b.MaxRetain == nil:
+		case *b.MaxRetain < 0:
+			p.field("broker", i, "max_retain", "%s: max_retain %v is negative (\"0s\" never releases early)", who, *b.MaxRetain)
+		case len(b.Pubends) == 0:
+			// Early release is the PHB's policy (Gryphon DS, DSN 2003 §3):
+			// elsewhere the key would silently do nothing.
+			p.field("broker", i, "max_retain", "%s: max_retain applies to the pubends a broker hosts, and this one hosts none", who)
+		}
 	}
 	n.checkRedundantCells(p, cellOwner)
 	return cells

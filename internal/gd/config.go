@@ -88,6 +88,16 @@ type Config struct {
 	// It bounds an IB's memory when a downstream stays away.
 	RelayCacheBytes int64
 
+	// MaxRetain (maxRetain(p)): a pubend discards a tick older than this
+	// once every downstream SHB has delivered it to its consolidated
+	// stream, even if a durable subscriber that is away has not
+	// acknowledged it; that subscriber gets a gap instead (Gryphon DS, DSN
+	// 2003 §3, the PHB-controlled early-release policy; release.go). Zero
+	// never releases early: a durable subscriber that never comes back
+	// then holds the pubend's log forever. Default 168h (the config key
+	// max_retain). Without durable subscribers it changes nothing.
+	MaxRetain time.Duration
+
 	// BestEffort switches guaranteed delivery off (besteffort.go): no log,
 	// no knowledge, no nacks or acks; events go down once and are lost if
 	// a link drops them. Default false. It is the baseline that seed 000
@@ -112,6 +122,7 @@ func DefaultConfig() Config {
 		DedupWindow:             4096,
 		PubendCacheBytes:        64 << 20,
 		RelayCacheBytes:         64 << 20,
+		MaxRetain:               168 * time.Hour,
 	}
 }
 
@@ -145,6 +156,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PubendCacheBytes must not be negative", ErrConfig)
 	case c.RelayCacheBytes < 0:
 		return fmt.Errorf("%w: RelayCacheBytes must not be negative", ErrConfig)
+	case c.MaxRetain < 0:
+		return fmt.Errorf("%w: MaxRetain must not be negative (0 never releases early)", ErrConfig)
 	}
 	return nil
 }

@@ -128,38 +128,51 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 		e.stats.Stale++
 		return
 	}
+	moved := false
 	if m.T > o.AckPrefix {
 		o.AckPrefix = m.T
 		o.C.RemoveBelow(m.T)
 		for _, by := range o.ByMember {
 			by.RemoveBelow(m.T)
 		}
+		moved = true
+	}
+	// The release values of the subtree (Gryphon DS, DSN 2003 §3): like the
+	// ack prefix, the highest any member of the cell reported (release.go).
+	if m.Released > o.Released {
+		o.Released, moved = m.Released, true
+	}
+	if m.Delivered > o.Delivered {
+		o.Delivered, moved = m.Delivered, true
+	}
+	if moved {
 		e.updateAck(ps)
 	}
 }
 
 // updateAck moves istream[P]'s anti-curious prefix as far as every ostream
 // (and local delivery) allows. Ticks behind it are no longer needed here:
-// they become final, which bounds this broker's memory, and at the pubend
-// this is the non-durable release (MODEL.md I10). The ack itself goes
-// upstream on the next tick, at most every AckInterval (MODEL.md P11).
+// they become final, which bounds this broker's memory. At the pubend the
+// release protocol decides what becomes L (release.go, MODEL.md I10):
+// without durable subscribers that is the ack prefix too. The ack itself
+// goes upstream on the next tick, at most every AckInterval (MODEL.md P11).
 func (e *Engine) updateAck(ps *pstream) {
 	t := stream.NextAckPrefix(&ps.in, ps.outs, len(ps.subs) > 0, ps.delivered)
 	if e.mut&MutAckBeforeDeliver != 0 && ps.isSubend() {
 		t = max(t, ps.in.K.KnownHi()) // broken on purpose: acks what it has not delivered
 	}
-	if t <= ps.in.AckPrefix {
-		return
+	if t > ps.in.AckPrefix {
+		ps.in.AckPrefix = t
+		if ps.pub == nil && ps.in.K.SetFinal(t) {
+			ps.in.C.RemoveBelow(t)
+			ps.delivered = max(ps.delivered, t)
+			ps.cache.release(ps.in.K.Final())
+		}
+		if ps.pub != nil {
+			ps.aeBackoff = 0 // progress: AckExpected starts over at AET
+		}
 	}
-	ps.in.AckPrefix = t
-	if ps.in.K.SetFinal(t) {
-		ps.in.C.RemoveBelow(t)
-		ps.delivered = max(ps.delivered, t)
-		ps.cache.release(ps.in.K.Final())
-	}
-	if ps.pub != nil {
-		ps.aeBackoff = 0 // progress: AckExpected starts over at AET
-	}
+	e.updateRelease(ps)
 }
 
 // onAckExpected: the pubend expects ticks up to T acked (seed 000 §3.2). A
@@ -191,8 +204,11 @@ func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
 }
 
 func (e *Engine) sendAck(ps *pstream) {
-	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix})
+	e.updateRelease(ps)
+	r := &ps.rel
+	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix, Released: r.released, Delivered: r.delivered})
 	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now
+	r.relSent, r.delSent = r.released, r.delivered
 }
 
 // scanGaps lets the subend nack gaps that are due.

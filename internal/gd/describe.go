@@ -21,6 +21,14 @@ func (e *Engine) Describe() string {
 		fmt.Fprintf(&b, "    in  %s\n", clip(ps.in.K.String()))
 		fmt.Fprintf(&b, "        C%s ack %d delivered %d dh %d subs %d%s\n", ps.in.C.String(), ps.in.AckPrefix, ps.delivered,
 			ps.in.K.DoubtHorizon(), len(ps.subs), ps.sub.Describe())
+		if r := ps.rel; r.floorSet || r.released != ps.in.AckPrefix || r.delivered != ps.in.AckPrefix {
+			// The release protocol, where it holds something back.
+			fmt.Fprintf(&b, "        release T_r %d T_d %d", r.released, r.delivered)
+			if r.floorSet {
+				fmt.Fprintf(&b, " floor %d", r.floor)
+			}
+			b.WriteString("\n")
+		}
 		for _, o := range ps.outs {
 			f := "all"
 			if d := e.downs[o.Down]; d != nil && d.filter != nil {
@@ -33,7 +41,11 @@ func (e *Engine) Describe() string {
 			if o.Fresh {
 				fresh = " fresh"
 			}
-			fmt.Fprintf(&b, "    out %s filter[%s] C%s ack %d sentHi %d%s\n", o.Down, f, o.C.String(), o.AckPrefix, o.SentHi, fresh)
+			rel := ""
+			if o.Released != o.AckPrefix || o.Delivered != o.AckPrefix {
+				rel = fmt.Sprintf(" released %d delivered %d", o.Released, o.Delivered)
+			}
+			fmt.Fprintf(&b, "    out %s filter[%s] C%s ack %d%s sentHi %d%s\n", o.Down, f, o.C.String(), o.AckPrefix, rel, o.SentHi, fresh)
 		}
 	}
 	return b.String()

@@ -161,6 +161,7 @@ type pstream struct {
 	ackSentAt  tick.Time
 	aeNext     tick.Time // pubend: next AckExpected allowed
 	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
+	rel        release   // release protocol (release.go)
 }
 
 type subscription struct {
@@ -263,6 +264,7 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		return e.localRequest(in.Msg)
 	case Tick:
 		e.tick()
+		e.tickRelease()
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
 		e.linkStatusOnUp(in.Peer)
@@ -272,6 +274,8 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.nacksLost(in.Peer)
 	case Fetched:
 		e.onFetched(in)
+	case ReleaseFloor:
+		return e.setReleaseFloor(in)
 	default:
 		return fmt.Errorf("gd: unknown input %T", in)
 	}

@@ -23,7 +23,7 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
 //	    forget defaults to nrt; relaycache is RelayCacheBytes). A line "cell c = b1 b2" makes c a redundant
@@ -51,6 +51,9 @@ package gd_test
 //	fsync node              complete the held fsync.
 //	queue                   list in-flight messages.
 //	describe [nodes...]     Engine.Describe().
+//	floor node P t=TICK     ReleaseFloor: the durable subscribers at node
+//	                        released P up to TICK (written as printed,
+//	                        t<ms>[.seq], or 0); "floor node P clear" removes it.
 
 import (
 	"fmt"
@@ -402,6 +405,12 @@ func (h *harness) run(td *datadriven.TestData) {
 				h.printf(0, "%v", msg.Envelope{From: l.from, To: l.to, Msg: m})
 			}
 		}
+	case "floor":
+		in := gd.ReleaseFloor{Pubend: msg.PubendID(arg(1)), Clear: slices.Contains(pos, "clear")}
+		if !in.Clear {
+			in.T = absTick(h, args["t"])
+		}
+		h.step(msg.NodeID(arg(0)), in, 0)
 	case "describe":
 		for _, id := range h.pick(pos) {
 			h.out.WriteString(h.node(string(id)).eng.Describe())
@@ -432,7 +441,7 @@ func (h *harness) network(args map[string]string, input string) {
 		"tick": &h.cfg.TickInterval, "gct": &h.cfg.GapCuriosityThreshold, "nrt": &h.cfg.NackRepetitionMin,
 		"nrtmax": &h.cfg.NackRepetitionMax, "forget": &h.cfg.ForgettingInterval, "dct": &h.cfg.DelayCuriosityThreshold,
 		"aet": &h.cfg.AckExpectedThreshold, "silence": &h.cfg.SilenceInterval, "ack": &h.cfg.AckInterval,
-		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead,
+		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead, "maxretain": &h.cfg.MaxRetain,
 	}
 	for k, v := range args {
 		if k == "relaycache" { // bytes
@@ -568,6 +577,27 @@ func (h *harness) pick(pos []string) []msg.NodeID {
 		ids[i] = msg.NodeID(p)
 	}
 	return ids
+}
+
+// absTick reads a tick written as relTicks prints it (t<ms>[.seq]).
+func absTick(h *harness, s string) tick.Tick {
+	if s == "0" {
+		return 0
+	}
+	ms, seq, _ := strings.Cut(strings.TrimPrefix(s, "t"), ".")
+	m, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || !strings.HasPrefix(s, "t") {
+		h.fatalf("bad tick %q (want t<ms>[.seq])", s)
+	}
+	t := tick.FromMillis(epochMs + m)
+	if seq != "" {
+		n, err := strconv.ParseUint(seq, 10, 64)
+		if err != nil {
+			h.fatalf("bad tick %q", s)
+		}
+		t += tick.Tick(n)
+	}
+	return t
 }
 
 var bigNum = regexp.MustCompile(`\d{15,}`)

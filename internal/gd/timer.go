@@ -229,6 +229,7 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		// No local subscription exists before the first Step, so there is
 		// nothing to deliver below the doubt horizon.
 		ps.delivered = max(ps.delivered, ps.in.K.DoubtHorizon())
+		e.updateRelease(ps) // what a past incarnation released stays released (release.go)
 		e.evict(ps)
 	}
 	return nil

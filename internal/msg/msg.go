@@ -114,13 +114,26 @@ func (m Nack) String() string {
 }
 
 // Ack turns ticks [0, T] anti-curious (A) in the receiver's ostream for the
-// sender (seed 000 §3.1).
+// sender (seed 000 §3.1), and carries the release protocol's two values for
+// the sender's subtree (Gryphon DS, DSN 2003 §3; MODEL.md P11): Delivered,
+// the minimum latestDelivered(p) of the SHBs below, and Released, the
+// minimum they released (acknowledged by all their durable subscribers).
+// Released <= Delivered <= T. Without durable subscribers below, both equal
+// T; an Ack built with both zero and T > 0 says that nothing below was
+// released, so senders always fill them.
 type Ack struct {
-	Pubend PubendID
-	T      tick.Tick
+	Pubend    PubendID
+	T         tick.Tick
+	Released  tick.Tick
+	Delivered tick.Tick
 }
 
-func (m Ack) String() string { return fmt.Sprintf("Ack{%s %d}", m.Pubend, m.T) }
+func (m Ack) String() string {
+	if m.Released == m.T && m.Delivered == m.T {
+		return fmt.Sprintf("Ack{%s %d}", m.Pubend, m.T)
+	}
+	return fmt.Sprintf("Ack{%s %d released %d delivered %d}", m.Pubend, m.T, m.Released, m.Delivered)
+}
 
 // AckExpected travels down paths that have not acked up to T; a subend
 // receiving it nacks every Q tick <= T at once (seed 000 §3.2).

@@ -31,6 +31,7 @@ type Oracle struct {
 	acks       map[pubKey]tick.Tick
 	sessions   map[msg.SubID]*Session
 	streams    map[streamKey]gd.StreamState
+	releases   map[streamKey]gd.ReleaseState // last seen, for I8 and I10 (release.go)
 	violations []Violation
 	viewAt     map[member.ID]member.View // last view installed per member incarnation (M1, F1)
 	left       map[member.ID]bool        // incarnations that left gracefully (M4)

@@ -101,6 +101,11 @@ type plan struct {
 	// caches make the PHB evict payloads and read them back from its log
 	// to answer nacks.
 	cacheBytes int64
+	// maxRetain is every pubend's early-release bound (Config.MaxRetain),
+	// and floors has SHBs stand in for durable subscribers that lag,
+	// stay away and leave (release.go).
+	maxRetain time.Duration
+	floors    bool
 }
 
 func (p plan) String() string {
@@ -114,8 +119,12 @@ func (p plan) String() string {
 	if p.cacheBytes > 0 {
 		cache = fmt.Sprintf("%d B", p.cacheBytes)
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache)
+	floors := "off"
+	if p.floors {
+		floors = "on"
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors)
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {
@@ -175,5 +184,17 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	if cacheRng.IntN(2) == 0 {
 		p.cacheBytes = int64(64 << cacheRng.IntN(9)) // 64 B … 16 KiB
 	}
+	// The release protocol came later still: its own sub-seed. A third of
+	// the runs keep Config.MaxRetain, a third never release early, a third
+	// release after 1–5 s, which the fault phase reaches.
+	relRng := rand.New(rand.NewPCG(o.Seed, 0x72656c65617365)) // "release"
+	p.maxRetain = o.Config.MaxRetain
+	switch relRng.IntN(3) {
+	case 0:
+		p.maxRetain = 0
+	case 1:
+		p.maxRetain = time.Duration(1000+relRng.IntN(4000)) * time.Millisecond
+	}
+	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	return p, nil
 }

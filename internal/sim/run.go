@@ -42,6 +42,10 @@ type Result struct {
 	// Leaves: graceful leaves (fault "leave"); LeftInViews: members that
 	// installed views reported as left, summed over installs.
 	Leaves, LeftInViews int
+	// HeldBack and EarlyReleased: samples (about twice a second) of pubends
+	// whose L prefix a release floor held below the ack prefix, and of
+	// pubends that had released past T_r by max_retain (release.go).
+	HeldBack, EarlyReleased int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -56,6 +60,7 @@ func Run(o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	o.Config.MaxRetain = p.maxRetain
 	w := &world{opts: o, plan: p, rng: rng, now: epoch, nodes: map[msg.NodeID]*node{},
 		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New(),
 		// Membership and hangs came later: their own sub-seeds.
@@ -99,6 +104,9 @@ func Run(o Options) (Result, error) {
 		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
 		Leaves: w.leaves, LeftInViews: w.leftInViews}
+	if w.floors != nil {
+		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
+	}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {
@@ -174,6 +182,7 @@ func (w *world) schedule() {
 	}
 	w.scheduleHangs()
 	w.scheduleLeaves()
+	w.scheduleFloors()
 	var shbs []msg.NodeID
 	for _, b := range w.plan.topo.Brokers {
 		if b.Role == SHB {
@@ -258,4 +267,5 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uin
 		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
 	}
 	w.orc.ViewsConverged(w.memberStates())
+	w.releaseConverged(targets)
 }

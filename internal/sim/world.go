@@ -51,6 +51,8 @@ type world struct {
 	refetches, linkStatuses int
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
+	// floors drives the release floors of SHBs (release.go).
+	floors *floorDriver
 
 	// Membership (membership.go): the failure detector's and the member
 	// network's randomness, the hang and leave faults', and what each
@@ -166,6 +168,7 @@ func (w *world) input(n *node, fn func(b *shell.Broker)) {
 	n.sh.Drain()
 	w.steps++
 	w.orc.CheckStreams(n.id, n.inc, n.eng.Inspect(), n.eng.Stats())
+	w.orc.CheckRelease(n.id, n.inc, n.eng.ReleaseStates())
 }
 
 func (w *world) transmit(env msg.Envelope) {

@@ -21,6 +21,10 @@ type Ostream struct {
 	C tick.RangeSet
 	// AckPrefix: ticks <= AckPrefix are anti-curious (acked by c).
 	AckPrefix tick.Tick
+	// Released and Delivered are the release protocol's values c reported
+	// for its subtree (Gryphon DS, DSN 2003 §3; msg.Ack): the minimum
+	// released(p) and latestDelivered(p) of the SHBs below c.
+	Released, Delivered tick.Tick
 	// SentHi is the first-time frontier: no tick above it was ever sent to
 	// c, and no tick at or below it is sent again except to answer c's nacks.
 	// Every message sent moves it up to the message's end.

@@ -57,7 +57,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 	case TypeNack:
 		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
 	case TypeAck:
-		m = msg.Ack{Pubend: msg.PubendID(d.string()), T: d.tick()}
+		m = d.ack()
 	case TypeAckExpected:
 		m = msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
 	case TypeSummary:
@@ -192,6 +192,32 @@ func (d *decoder) uvarint() uint64 {
 }
 
 func (d *decoder) tick() tick.Tick { return tick.Tick(d.uvarint()) }
+
+// ack reads an Ack: the short form (pubend, t) is what every sender wrote
+// before the release values existed and what a network without durable
+// subscribers still sends: released = delivered = t. The long form adds
+// t − delivered and delivered − released, so that released <= delivered <=
+// t holds for everything that decodes; a long form whose two differences
+// are both zero is not canonical (the short form says it) and is refused.
+func (d *decoder) ack() msg.Ack {
+	a := msg.Ack{Pubend: msg.PubendID(d.string()), T: d.tick()}
+	a.Released, a.Delivered = a.T, a.T
+	if d.err != nil || d.off == len(d.b) {
+		return a
+	}
+	behind, held := d.tick(), d.tick()
+	switch {
+	case d.err != nil:
+	case behind == 0 && held == 0:
+		d.failf("release values equal to t must use the short form")
+	case behind > a.T || held > a.T-behind:
+		d.failf("release values below tick 0 (t %d, delivered t−%d, released delivered−%d)", a.T, behind, held)
+	default:
+		a.Delivered = a.T - behind
+		a.Released = a.Delivered - held
+	}
+	return a
+}
 
 // raw reads a length-prefixed byte string without copying it.
 func (d *decoder) raw() []byte {

@@ -72,9 +72,17 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendTick(b, v.Start)
 		return appendTick(b, v.End), nil
 	case msg.Ack:
+		if v.Released > v.Delivered || v.Delivered > v.T {
+			return nil, fmt.Errorf("%w: Ack{%s} needs released %d <= delivered %d <= t %d", ErrMalformed, v.Pubend, v.Released, v.Delivered, v.T)
+		}
 		b = append(b, byte(TypeAck))
 		b = appendString(b, string(v.Pubend))
-		return appendTick(b, v.T), nil
+		b = appendTick(b, v.T)
+		if v.Released == v.T && v.Delivered == v.T {
+			return b, nil // the short form (see decoder.ack)
+		}
+		b = appendTick(b, v.T-v.Delivered)
+		return appendTick(b, v.Delivered-v.Released), nil
 	case msg.AckExpected:
 		b = append(b, byte(TypeAckExpected))
 		b = appendString(b, string(v.Pubend))

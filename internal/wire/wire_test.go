@@ -49,6 +49,9 @@ var cases = []struct {
 	{"KnowledgeFinalOnly", msg.Knowledge{Pubend: "P1", Final: 500, Start: 2, End: 1}},
 	{"Nack", msg.Nack{Pubend: "pubend/with/slashes", Start: 127, End: 128}},
 	{"Ack", msg.Ack{Pubend: "P1", T: 1<<63 + 5}},
+	{"AckNonDurable", msg.Ack{Pubend: "P1", T: 1<<40 + 5, Released: 1<<40 + 5, Delivered: 1<<40 + 5}},
+	{"AckReleaseHeldBack", msg.Ack{Pubend: "P1", T: 1<<40 + 5, Released: 1 << 39, Delivered: 1<<40 + 1}},
+	{"AckDeliveredBehind", msg.Ack{Pubend: "P1", T: 9, Released: 7, Delivered: 7}},
 	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
 	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
 	{"SummaryAll", msg.Summary{All: true}},
@@ -216,7 +219,8 @@ func TestGolden(t *testing.T) {
 	}{
 		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: "b1", Incarnation: 300}, "08000000" + "01" + "01" + "01" + "026231" + "ac02"},
 		{msg.Heartbeat{}, "01000000" + "02"},
-		{msg.Ack{Pubend: "P1", T: 5}, "05000000" + "12" + "025031" + "05"},
+		{msg.Ack{Pubend: "P1", T: 5, Released: 5, Delivered: 5}, "05000000" + "12" + "025031" + "05"},
+		{msg.Ack{Pubend: "P1", T: 5, Released: 2, Delivered: 4}, "07000000" + "12" + "025031" + "05" + "01" + "02"},
 		{msg.Knowledge{Pubend: "P", Final: 1, Start: 2, End: 3, VTick: 2, Event: &msg.Event{Pubend: "P", Tick: 2, Topic: "t",
 			Props: msg.MustProps(map[string]any{"n": int64(-1)}), Payload: []byte{0xff}}},
 			"17000000" + "10" + "0150" + "01" + "02" + "03" + "02" + "00" + "01" +
@@ -243,7 +247,15 @@ func TestTruncation(t *testing.T) {
 			}
 			// The frame body cut short, as Decode sees it.
 			if i >= 4 {
-				if m, err := Decode(f[4:i]); m != nil || !errors.Is(err, ErrMalformed) {
+				m, err := Decode(f[4:i])
+				if a, ok := m.(msg.Ack); ok && err == nil && a.Released == a.T && a.Delivered == a.T && a.T == c.m.(msg.Ack).T {
+					// The long form of an Ack extends the short form of
+					// the same ack (decoder.ack): cut after t, it is the
+					// short form. Frames are length-delimited, so a
+					// reader never sees such a cut (checked above).
+					continue
+				}
+				if m != nil || !errors.Is(err, ErrMalformed) {
 					t.Fatalf("%s: body prefix %d/%d: %v, %v", c.name, i-4, len(f)-4, m, err)
 				}
 			}
@@ -332,7 +344,12 @@ func TestMalformed(t *testing.T) {
 		want  string
 	}{
 		{"empty", nil, "empty frame"},
-		{"trailing", ack(5, 0), "1 trailing bytes"},
+		{"trailing", []byte{byte(TypeAckExpected), 1, 'P', 5, 0}, "1 trailing bytes"},
+		{"ack with one release value", ack(5, 0), "truncated varint"},
+		{"ack release values in the long form though equal to t", ack(5, 0, 0), "must use the short form"},
+		{"ack delivered below tick 0", ack(5, 6, 0), "release values below tick 0"},
+		{"ack released below tick 0", ack(5, 2, 4), "release values below tick 0"},
+		{"ack trailing after release values", ack(5, 1, 1, 0), "1 trailing bytes"},
 		{"overlong varint", ack(0x85, 0x00), "overlong varint"},
 		{"overlong zero", ack(0x80, 0x00), "overlong varint"},
 		{"varint overflow", ack(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), "overflows"},
@@ -390,6 +407,7 @@ func TestStream(t *testing.T) {
 		m := cases[i%len(cases)].m
 		if a, ok := m.(msg.Ack); ok {
 			a.T = tick.Tick(i)
+			a.Released, a.Delivered = min(a.Released, a.T), min(a.Delivered, a.T)
 			m = a
 		}
 		var err error
@@ -502,6 +520,21 @@ func BenchmarkReaderData(b *testing.B) {
 		}
 		if _, err := r.Next(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestAckOutOfOrderRefused: an Ack whose release values are not ordered
+// (released <= delivered <= t, Gryphon DS, DSN 2003 §3) cannot be written,
+// so none is ever read either.
+func TestAckOutOfOrderRefused(t *testing.T) {
+	for _, a := range []msg.Ack{
+		{Pubend: "P", T: 5, Released: 6, Delivered: 6},
+		{Pubend: "P", T: 5, Released: 5, Delivered: 4},
+	} {
+		out, err := AppendFrame([]byte("keep"), a)
+		if !errors.Is(err, ErrMalformed) || string(out) != "keep" {
+			t.Fatalf("AppendFrame(%v): %q, %v", a, out, err)
 		}
 	}
 }

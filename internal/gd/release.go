@@ -1,0 +1,203 @@
+package gd
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// The release protocol of durable subscriptions (Gryphon DS, DSN 2003 §3;
+// MODEL.md §8a). Every broker keeps, per pubend, two values for the SHBs of
+// its subtree and sends them up on its acks (msg.Ack, MODEL.md P11):
+//
+//   - delivered (T_d): the minimum latestDelivered(p) of those SHBs. An SHB
+//     acks only what it delivered to its consolidated stream, and a broker's
+//     ack prefix is the minimum of its downstreams' extended over ticks
+//     that are silent or filtered out for them, so T_d is the ack prefix
+//     unless a downstream reports a lower delivered value.
+//   - released (T_r): the minimum released(p) of those SHBs, where an SHB's
+//     released(p) = min(latestDelivered(p), min_s released(s,p)) over its
+//     durable subscribers s (§4.1). The durable layer gives the engine that
+//     minimum as a ReleaseFloor; without one, released = latestDelivered
+//     (MODEL.md P9: non-durable SHBs report released = latestDelivered).
+//
+// At the pubend they are T_r(p) <= T_d(p), and the pubend turns tick t into
+// L only when t <= T_r or (t <= T_d and T(p) − t > maxRetain) (§3, the
+// PHB-controlled early-release policy): never beyond T_d, so a subscriber
+// of a consolidated stream never gets a gap. The pubend's L prefix is its
+// release point: what retention may drop from its log (Engine.Released).
+// Without durable subscribers T_r = T_d = the ack prefix everywhere and the
+// pubend releases what every downstream acked, as before.
+
+// ReleaseFloor sets (or, with Clear, removes) the minimum released(s,p)
+// over the durable subscribers this broker hosts for pubend Pubend: the
+// latest tick every one of them, connected or not, has acknowledged
+// (Gryphon DS, DSN 2003 §3, §4.1). The broker's released value for the
+// pubend is then min(latestDelivered, T). The durable-subscription layer
+// steps it whenever that minimum changes, and after a restart before the
+// engine's first ack goes out (the engine keeps it as soft state). A floor
+// below what the broker already reported released holds nothing back: those
+// ticks may be L at the pubend already, and a subscriber that needed them
+// gets a gap.
+type ReleaseFloor struct {
+	Pubend msg.PubendID
+	T      tick.Tick
+	// Clear: no durable subscriber holds the pubend back here any more;
+	// released follows latestDelivered again.
+	Clear bool
+}
+
+func (ReleaseFloor) isInput() {}
+
+// MutReleaseEarly: the pubend's early release ignores T_d and discards
+// everything older than maxRetain, even ticks some downstream has not
+// acked. Numbered far above the iota list in stats.go so that both can grow.
+const MutReleaseEarly Mutation = 1 << 16
+
+// release is one pubend stream's release-protocol state.
+type release struct {
+	released  tick.Tick // T_r of the subtree, this broker included
+	delivered tick.Tick // T_d of the subtree, this broker included
+	floor     tick.Tick // ReleaseFloor, when floorSet
+	floorSet  bool
+	relSent   tick.Tick // released and delivered on the last ack sent
+	delSent   tick.Tick
+}
+
+func (e *Engine) setReleaseFloor(in ReleaseFloor) error {
+	ps := e.byPubend[in.Pubend]
+	if ps == nil {
+		return fmt.Errorf("gd: broker %s: release floor for pubend %s, which is not routed here", e.id, in.Pubend)
+	}
+	ps.rel.floorSet, ps.rel.floor = !in.Clear, in.T
+	if in.Clear {
+		ps.rel.floor = 0
+	}
+	e.updateAck(ps) // moves released, and at a pubend its L
+	return nil
+}
+
+// updateRelease recomputes T_d and T_r after the ack prefix, a downstream's
+// values or the floor changed. A downstream cell whose released (or
+// delivered) value is below its ack prefix holds this broker at that value;
+// one that reports them equal to its ack prefix holds nothing back, and the
+// ack prefix (which already waits for it, except on ticks silent or
+// filtered out for it) bounds both. Holding at the reported value is
+// conservative: it does not extend over ticks filtered out for that
+// downstream, because a broker makes acked ticks final and can no longer
+// tell them apart. Values of a cell of several brokers are the maximum any
+// member reported, as for ack prefixes (onAck): each member's values are a
+// bound over the same downstreams. Both values never move back.
+func (e *Engine) updateRelease(ps *pstream) {
+	r := &ps.rel
+	d := ps.in.AckPrefix
+	for _, o := range ps.outs {
+		if o.Delivered < o.AckPrefix {
+			d = min(d, o.Delivered)
+		}
+	}
+	r.delivered = max(r.delivered, d)
+	rel := r.delivered
+	if r.floorSet {
+		rel = min(rel, r.floor)
+	}
+	for _, o := range ps.outs {
+		if o.Released < o.AckPrefix {
+			rel = min(rel, o.Released)
+		}
+	}
+	r.released = max(r.released, rel)
+	if ps.pub != nil {
+		e.releasePubend(ps)
+	}
+}
+
+// releasePubend turns into L every tick the release rule allows (Gryphon DS,
+// DSN 2003 §3): t <= T_r, or t <= T_d and T(p) − t > maxRetain. T(p) is the
+// pubend's present; it moves with the clock, so the timer calls this too.
+func (e *Engine) releasePubend(ps *pstream) {
+	l := ps.rel.released
+	if keep := e.cfg.MaxRetain; keep > 0 {
+		now, age := tick.FromMillis(e.now.Millis()), ticksOf(keep)
+		if now > age+1 {
+			bound := ps.rel.delivered
+			if e.mut&MutReleaseEarly != 0 {
+				bound = ps.pub.Announced // broken on purpose: past what downstream has
+			}
+			l = max(l, min(bound, now-age-1)) // t <= now-age-1 ⟺ now − t > maxRetain
+		}
+	}
+	if ps.in.K.SetFinal(l) {
+		ps.in.C.RemoveBelow(l)
+		ps.delivered = max(ps.delivered, l)
+		ps.cache.release(ps.in.K.Final())
+	}
+}
+
+// tickRelease runs after every timer tick: a pubend's early release moves
+// with time, and an ack goes up when only the release values moved (the ack
+// prefix's own timer sends it when the prefix moved), at most every
+// AckInterval (MODEL.md P11).
+func (e *Engine) tickRelease() {
+	if e.cfg.BestEffort {
+		return
+	}
+	for _, ps := range e.streams {
+		if ps.pub != nil {
+			e.releasePubend(ps)
+			continue
+		}
+		r := &ps.rel
+		if (r.released > r.relSent || r.delivered > r.delSent) && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
+			e.sendAck(ps)
+		}
+	}
+}
+
+// ReleaseState is one pubend's release-protocol state at this broker, for
+// the oracle (MODEL.md I10) and for operators.
+type ReleaseState struct {
+	Pubend    msg.PubendID
+	Hosted    bool
+	Final     tick.Tick // L prefix; at the pubend, what the release rule made L
+	AckPrefix tick.Tick
+	Released  tick.Tick // T_r
+	Delivered tick.Tick // T_d
+	Floor     tick.Tick // ReleaseFloor, when FloorSet
+	FloorSet  bool
+	// Now is the pubend's present T(p) as a tick and MaxRetain its early
+	// release bound (hosted pubends only).
+	Now       tick.Tick
+	MaxRetain time.Duration
+	// Downstream holds, per downstream cell, its ack prefix and the
+	// release values it reported.
+	Downstream []DownRelease
+}
+
+// DownRelease is what one downstream cell reported.
+type DownRelease struct {
+	Cell                           msg.NodeID
+	AckPrefix, Released, Delivered tick.Tick
+}
+
+// ReleaseStates returns the release state of every pubend stream, sorted by
+// pubend.
+func (e *Engine) ReleaseStates() []ReleaseState {
+	out := make([]ReleaseState, 0, len(e.streams))
+	for _, ps := range e.streams {
+		st := ReleaseState{
+			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), AckPrefix: ps.in.AckPrefix,
+			Released: ps.rel.released, Delivered: ps.rel.delivered, Floor: ps.rel.floor, FloorSet: ps.rel.floorSet,
+		}
+		if ps.pub != nil {
+			st.Now, st.MaxRetain = tick.FromMillis(e.now.Millis()), e.cfg.MaxRetain
+		}
+		for _, o := range ps.outs {
+			st.Downstream = append(st.Downstream, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered})
+		}
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+package oracle
+
+import (
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// CheckRelease checks the release protocol at one broker after a step
+// (MODEL.md I10, and I8 for its values; Gryphon DS, DSN 2003 §3):
+//
+//   - everywhere, T_r <= T_d <= the ack prefix: nothing counts as delivered
+//     below a broker before every downstream acked it, and nothing as
+//     released before it was delivered; what a downstream cell reported
+//     is ordered the same way; T_r and T_d never move back within an
+//     incarnation;
+//   - at a pubend, no tick is L above T_d (so none before every downstream
+//     acked it: without durable subscribers T_d is the ack prefix), and
+//     when the L prefix moves, every newly L tick t has t <= T_r, or
+//     t <= T_d and T(p) − t > maxRetain. The L prefix a pubend restores
+//     after a restart was decided by its previous incarnation; the rule is
+//     checked when it was made.
+func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState) {
+	if o.releases == nil {
+		o.releases = map[streamKey]gd.ReleaseState{}
+	}
+	for _, st := range states {
+		k := streamKey{node, inc, st.Pubend}
+		prev, seen := o.releases[k]
+		o.releases[k] = st
+		switch {
+		case st.Released > st.Delivered:
+			o.fail("I10", "%s %s released %d above delivered %d (T_r <= T_d)", node, st.Pubend, st.Released, st.Delivered)
+		case st.Delivered > st.AckPrefix:
+			o.fail("I10", "%s %s delivered %d above its ack prefix %d", node, st.Pubend, st.Delivered, st.AckPrefix)
+		case seen && st.Released < prev.Released:
+			o.fail("I8", "%s %s released (T_r) moved back %d -> %d", node, st.Pubend, prev.Released, st.Released)
+		case seen && st.Delivered < prev.Delivered:
+			o.fail("I8", "%s %s delivered (T_d) moved back %d -> %d", node, st.Pubend, prev.Delivered, st.Delivered)
+		}
+		for _, d := range st.Downstream {
+			if d.Released > d.Delivered || d.Delivered > d.AckPrefix {
+				o.fail("I10", "%s %s: downstream %s reported released %d, delivered %d, ack %d out of order", node, st.Pubend, d.Cell, d.Released, d.Delivered, d.AckPrefix)
+			}
+		}
+		if !st.Hosted {
+			continue
+		}
+		if st.Final > st.Delivered {
+			o.fail("I10", "pubend %s at %s made ticks up to %d L, above T_d %d (T_r %d, ack prefix %d)", st.Pubend, node, st.Final, st.Delivered, st.Released, st.AckPrefix)
+			continue
+		}
+		if !seen || st.Final <= prev.Final {
+			continue
+		}
+		allowed := st.Released
+		if st.MaxRetain > 0 {
+			if age := tick.FromMillis(st.MaxRetain.Milliseconds()); st.Now > age+1 {
+				allowed = max(allowed, min(st.Delivered, st.Now-age-1))
+			}
+		}
+		if st.Final > allowed {
+			o.fail("I10", "pubend %s at %s made ticks up to %d L: only t <= T_r %d, or t <= T_d %d older than max_retain %v at %d may be", st.Pubend, node, st.Final, st.Released, st.Delivered, st.MaxRetain, st.Now)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+)
+
+// TestReleaseUnderFaults: runs with release floors (SHBs standing in for
+// durable subscribers) and a short max_retain hold pubends back and release
+// early under faults without any violation, and the batch exercises both
+// (Gryphon DS, DSN 2003 §3; MODEL.md I10).
+func TestReleaseUnderFaults(t *testing.T) {
+	held, early, runs := 0, 0, 0
+	for s := uint64(1); s <= 40 && (held == 0 || early == 0 || runs < 4); s++ {
+		o := DefaultOptions(s)
+		o.FaultPhase, o.ConvergePhase = 15*time.Second, 40*time.Second
+		p, err := makePlan(o, seedRng(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.floors || p.maxRetain == 0 || p.maxRetain > 10*time.Second {
+			continue
+		}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		runs++
+		held += res.HeldBack
+		early += res.EarlyReleased
+	}
+	t.Logf("%d runs: %d samples held back by a floor, %d released early", runs, held, early)
+	if held == 0 || early == 0 {
+		t.Fatalf("the batch never held a pubend back (%d) or never released early (%d)", held, early)
+	}
+}
+
+// TestOracleBitesEarlyRelease: a pubend that releases everything older than
+// max_retain, past what its downstreams acked (gd.MutReleaseEarly), must be
+// reported as I10.
+func TestOracleBitesEarlyRelease(t *testing.T) {
+	for s := uint64(1); s <= 60; s++ {
+		o := DefaultOptions(s)
+		o.Mutation = gd.MutReleaseEarly
+		o.Config.MaxRetain = time.Second
+		o.Faults = []string{FaultCut, FaultStall, FaultCrash}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			if v.Invariant == "I10" {
+				t.Logf("caught after %d seeds: %v", s, v)
+				return
+			}
+		}
+		if len(res.Violations) > 0 {
+			t.Logf("seed %d: other violation first: %v", s, res.Violations[0])
+		}
+	}
+	t.Fatal("no I10 violation in 60 seeds with early release past T_d")
+}
