@@ -410,7 +410,7 @@ func (h *harness) run(td *datadriven.TestData) {
 		if !in.Clear {
 			in.T = absTick(h, args["t"])
 		}
-		h.step(msg.NodeID(arg(0)), in, 0)
+		h.input(msg.NodeID(arg(0)), 0, func(b *shell.Broker) { b.ReleaseFloor(in) })
 	case "describe":
 		for _, id := range h.pick(pos) {
 			h.out.WriteString(h.node(string(id)).eng.Describe())

@@ -168,6 +168,11 @@ func (b *Broker) PeerUp(peer msg.NodeID, inc uint64) {
 // PeerDown: the link to neighbour peer is gone.
 func (b *Broker) PeerDown(peer msg.NodeID) { b.step(gd.LinkDown{Peer: peer}) }
 
+// ReleaseFloor sets or clears the release floor of a pubend at this SHB:
+// the lowest tick its durable subscribers have acknowledged (Gryphon DS,
+// DSN 2003 §3; gd.ReleaseFloor).
+func (b *Broker) ReleaseFloor(in gd.ReleaseFloor) { b.step(in) }
+
 // PeerMsg hands the engine a message from neighbour peer. An error means
 // the message is not one brokers exchange: the caller closes the link.
 func (b *Broker) PeerMsg(peer msg.NodeID, m msg.Msg) error {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -73,7 +74,7 @@ func (w *world) floorLoop(n *node) {
 			default:
 				in.T = seen[len(seen)-1-f.rng.IntN(len(seen))]
 			}
-			w.step(n, in)
+			w.input(n, func(b *shell.Broker) { b.ReleaseFloor(in) })
 		}
 	}
 	if w.healed {
