@@ -134,41 +134,41 @@ func (ix *Index) prepare() {
 	ix.dirty = false
 }
 
+// The stabbing query's searches. Each comparison reports only below or
+// above, never equal, so BinarySearchFunc returns the boundary between the
+// entries that fail the condition and those that pass it, with exactly the
+// float comparisons (<, <=) the query needs; cmp.Compare would order NaN and
+// put a key equal to f on the wrong side for searchKeyGT.
+
+// searchKeyGT returns the index of the first entry of l whose key is > f.
 func searchKeyGT(l []rangeEnt, f float64) int {
-	i, j := 0, len(l)
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if l[h].key <= f {
-			i = h + 1
-		} else {
-			j = h
+	i, _ := slices.BinarySearchFunc(l, f, func(e rangeEnt, f float64) int {
+		if e.key <= f {
+			return -1
 		}
-	}
+		return 1
+	})
 	return i
 }
 
+// searchKeyGE returns the index of the first entry of l whose key is >= f.
 func searchKeyGE(l []rangeEnt, f float64) int {
-	i, j := 0, len(l)
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if l[h].key < f {
-			i = h + 1
-		} else {
-			j = h
+	i, _ := slices.BinarySearchFunc(l, f, func(e rangeEnt, f float64) int {
+		if e.key < f {
+			return -1
 		}
-	}
+		return 1
+	})
 	return i
 }
 
+// searchLoGE returns the index of the first entry of l whose lo is >= f.
 func searchLoGE(l []boundEnt, f float64) int {
-	i, j := 0, len(l)
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if l[h].lo < f {
-			i = h + 1
-		} else {
-			j = h
+	i, _ := slices.BinarySearchFunc(l, f, func(e boundEnt, f float64) int {
+		if e.lo < f {
+			return -1
 		}
-	}
+		return 1
+	})
 	return i
 }
