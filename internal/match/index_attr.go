@@ -6,16 +6,10 @@ import (
 	"slices"
 )
 
-type rangeEnt struct {
-	key float64
-	pid int32
-}
-
-type boundEnt struct {
-	lo, hi float64
-	pid    int32
-}
-
+// attrIndex is what the index keeps per event attribute (property name):
+// an equality hash that finds every true equality predicate with one lookup
+// per event value, and the range lists of the stabbing query. Both are keyed
+// by the attribute so that an event touches only the attributes it carries.
 type attrIndex struct {
 	name string
 	// every equality predicate on this attribute
@@ -31,6 +25,16 @@ type attrIndex struct {
 	dirty   bool
 }
 
+type rangeEnt struct {
+	key float64
+	pid int32
+}
+
+type boundEnt struct {
+	lo, hi float64
+	pid    int32
+}
+
 func (ix *Index) attrID(name string) int32 {
 	if a, ok := ix.attrByName[name]; ok {
 		return a
@@ -39,6 +43,37 @@ func (ix *Index) attrID(name string) int32 {
 	ix.attrs = append(ix.attrs, &attrIndex{name: name, str: map[string]int32{}, num: map[float64][]int32{}, boo: [2]int32{-1, -1}})
 	ix.attrByName[name] = a
 	return a
+}
+
+// addEq files equality predicate id (attribute = lit) in the hash that
+// step 1 of Match probes with each event value.
+func (a *attrIndex) addEq(id int32, lit value) {
+	switch lit.k {
+	case kString:
+		a.str[lit.s] = id
+	case kBool:
+		a.boo[b2i(lit.b)] = id
+	default:
+		k := numKey(lit)
+		a.num[k] = append(a.num[k], id)
+	}
+}
+
+// dropEq undoes addEq when predicate id is released.
+func (a *attrIndex) dropEq(id int32, lit value) {
+	switch lit.k {
+	case kString:
+		delete(a.str, lit.s)
+	case kBool:
+		a.boo[b2i(lit.b)] = -1
+	default:
+		k := numKey(lit)
+		if l := removeSlot(a.num[k], id); len(l) == 0 {
+			delete(a.num, k)
+		} else {
+			a.num[k] = l
+		}
+	}
 }
 
 // numKey normalises a number for the equality hash: ints and floats that

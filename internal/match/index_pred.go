@@ -142,16 +142,7 @@ func (ix *Index) internPred(n node) int32 {
 	}
 	ix.predByKey[c.key] = id
 	if p.kind == cjEq {
-		a := ix.attrs[p.attr]
-		switch c.lit.k {
-		case kString:
-			a.str[c.lit.s] = id
-		case kBool:
-			a.boo[b2i(c.lit.b)] = id
-		default:
-			k := numKey(c.lit)
-			a.num[k] = append(a.num[k], id)
-		}
+		ix.attrs[p.attr].addEq(id, c.lit)
 	}
 	return id
 }
@@ -163,20 +154,7 @@ func (ix *Index) releasePred(id int32) {
 		return
 	}
 	if p.kind == cjEq {
-		a := ix.attrs[p.attr]
-		switch c.lit.k {
-		case kString:
-			delete(a.str, c.lit.s)
-		case kBool:
-			a.boo[b2i(c.lit.b)] = -1
-		default:
-			k := numKey(c.lit)
-			if l := removeSlot(a.num[k], id); len(l) == 0 {
-				delete(a.num, k)
-			} else {
-				a.num[k] = l
-			}
-		}
+		ix.attrs[p.attr].dropEq(id, c.lit)
 	}
 	delete(ix.predByKey, c.key)
 	*p, *c = pred{acc: p.acc[:0]}, predCold{}
