@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
-	"github.com/aerie-mq/aerie/internal/failover"
 )
 
 // TestSigstopRedundantCell runs p1 (P1–P4) → cell ib1 = {b1, b2} → s1, s2
@@ -37,24 +34,22 @@ func TestSigstopRedundantCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin, _ := buildAerie(t)
 	keep := os.Getenv("AERIE_STALL_LOGS") // a directory to copy the broker logs to
-	t.Run("membership", func(t *testing.T) { sigstopCell(t, bin, true, keep) })
+	t.Run("membership", func(t *testing.T) { sigstopCell(t, true, keep) })
 	if os.Getenv("AERIE_STALL_BASELINE") != "" {
-		t.Run("heartbeat-only", func(t *testing.T) { sigstopCell(t, bin, false, keep) })
+		t.Run("heartbeat-only", func(t *testing.T) { sigstopCell(t, false, keep) })
 	}
 }
 
-func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
-	dir := t.TempDir()
+func sigstopCell(t *testing.T, gossip bool, keep string) {
+	f := newProcFixture(t)
 	if keep != "" {
-		dir = filepath.Join(keep, fmt.Sprintf("gossip-%v", gossip))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.dir = filepath.Join(keep, fmt.Sprintf("gossip-%v", gossip))
+		if err := os.MkdirAll(f.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var free failover.Ports
-	port := func() int { return freePort(t, &free) }
+	port := f.port
 	cfg := ""
 	if gossip {
 		cfg = "seeds = [\"p1\", \"b2\"]\n\n"
@@ -81,15 +76,11 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		cfg += "\n"
 	}
 	cfg += "[[link]]\nup = \"p1\"\ndown = \"ib1\"\n[[link]]\nup = \"ib1\"\ndown = \"s1\"\n[[link]]\nup = \"ib1\"\ndown = \"s2\"\n"
-	cfgPath := filepath.Join(dir, "network.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := newBrokerProcs(t, bin, dir, cfgPath)
+	f.writeConfig(cfg)
 	p1HTTP := fmt.Sprintf("127.0.0.1:%d", port())
-	procs.start("p1", "--http", p1HTTP)
+	f.start("p1", "--http", p1HTTP)
 	for _, id := range []string{"b1", "b2", "s1", "s2"} {
-		procs.start(id)
+		f.start(id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -99,14 +90,8 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 			return s.Membership != nil && len(s.Membership.Members) == 5
 		})
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dial := func(id, cid string) *client.Client {
-		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
-		if err != nil {
-			t.Fatalf("dial %s: %v", id, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return f.dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), cid)
 	}
 	subs := []*latencyTally{subscribeTally(t, ctx, dial("s1", "sub-s1"), "s1"), subscribeTally(t, ctx, dial("s2", "sub-s2"), "s2")}
 	var pubs []*client.Client
@@ -130,11 +115,11 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		chans = append(chans, ch)
 		switch i {
 		case stopAt:
-			procs.signal("b1", syscall.SIGSTOP)
+			f.signal("b1", syscall.SIGSTOP)
 			stopped = time.Now()
 			go func() { detected <- linkGone(ctx, p1HTTP, "b1", stopped) }()
 		case contAt:
-			procs.signal("b1", syscall.SIGCONT)
+			f.signal("b1", syscall.SIGCONT)
 			continued = time.Now()
 		}
 	}
