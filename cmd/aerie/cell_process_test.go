@@ -3,17 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
-	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/member"
 )
 
@@ -29,9 +24,8 @@ func TestKill9RedundantCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin, dir := buildAerie(t)
-	var free failover.Ports
-	port := func() int { return freePort(t, &free) }
+	f := newProcFixture(t)
+	port := f.port
 	type b struct {
 		id, cell         string
 		listen, clients  int
@@ -62,12 +56,8 @@ func TestKill9RedundantCell(t *testing.T) {
 		cfg += "\n"
 	}
 	cfg += "[[link]]\nup = \"p1\"\ndown = \"ib1\"\n[[link]]\nup = \"ib1\"\ndown = \"s1\"\n[[link]]\nup = \"ib1\"\ndown = \"s2\"\n"
-	cfgPath := filepath.Join(dir, "network.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := newBrokerProcs(t, bin, dir, cfgPath)
-	start, kill := procs.start, procs.kill
+	f.writeConfig(cfg)
+	start, kill := f.start, f.kill
 	p1HTTP := fmt.Sprintf("127.0.0.1:%d", port())
 	for _, br := range brokers {
 		if br.id == "p1" {
@@ -76,7 +66,6 @@ func TestKill9RedundantCell(t *testing.T) {
 		}
 		start(br.id)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	// incarnations maps broker → boot nonce in p1's view when it holds
@@ -102,12 +91,7 @@ func TestKill9RedundantCell(t *testing.T) {
 		return first != nil
 	})
 	dial := func(id, cid string) *client.Client {
-		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
-		if err != nil {
-			t.Fatalf("dial %s: %v", id, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return f.dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), cid)
 	}
 	// Each subscriber checks order and uniqueness as events arrive.
 	type tally struct {

@@ -23,12 +23,12 @@ func TestChaosShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven broker processes for half a minute")
 	}
-	bin, dir := buildAerie(t)
-	work := filepath.Join(dir, "chaos")
+	f := newProcFixture(t)
+	work := filepath.Join(f.dir, "chaos")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "chaos", "--duration", "15s", "--seed", "7", "--dir", work)
+	cmd := exec.CommandContext(ctx, f.bin, "chaos", "--duration", "15s", "--seed", "7", "--dir", work)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -97,9 +97,9 @@ func TestChaosInterruptLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven broker processes")
 	}
-	bin, dir := buildAerie(t)
-	work := filepath.Join(dir, "chaos")
-	cmd := exec.Command(bin, "chaos", "--duration", "60s", "--seed", "3", "--dir", work)
+	f := newProcFixture(t)
+	work := filepath.Join(f.dir, "chaos")
+	cmd := exec.Command(f.bin, "chaos", "--duration", "60s", "--seed", "3", "--dir", work)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

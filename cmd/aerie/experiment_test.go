@@ -19,7 +19,8 @@ func TestExperimentSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs ten processes")
 	}
-	bin, dir := buildAerie(t)
+	f := newProcFixture(t)
+	bin, dir := f.bin, f.dir
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := failover.Run(ctx, failover.Options{Bin: bin, Dir: dir, Case: "b",

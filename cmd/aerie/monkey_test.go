@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/config"
-	"github.com/aerie-mq/aerie/internal/failover"
 )
 
 // TestMonkeyOptions: with a [chaos] interval every broker but the spared
@@ -41,10 +39,9 @@ func TestMonkeyCrashesItsBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin, dir := buildAerie(t)
-	var free failover.Ports
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t, &free)) }
-	cfg := fmt.Sprintf(`[[broker]]
+	f := newProcFixture(t)
+	addr := f.addr
+	f.writeConfig(fmt.Sprintf(`[[broker]]
 id = "p1"
 listen = %q
 clients = %q
@@ -64,36 +61,22 @@ down = "s1"
 spare = ["p1"]
 interval = "1s"
 faults = ["crash"]
-`, addr(), addr(), addr(), addr())
-	cfgPath := filepath.Join(dir, "network.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := newBrokerProcs(t, bin, dir, cfgPath)
-	procs.start("p1")
-	s1 := exec.Command(bin, "broker", "--config", cfgPath, "--id", "s1")
-	logf, _ := os.Create(filepath.Join(dir, "s1.log"))
-	s1.Stderr = logf
-	if err := s1.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s1.Wait() }()
-	select {
-	case err := <-done:
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 137 {
-			t.Fatalf("s1 ended with %v, want exit status 137", err)
-		}
-	case <-time.After(30 * time.Second):
-		s1.Process.Kill()
+`, addr(), addr(), addr(), addr()))
+	f.start("p1")
+	s1 := f.startOwn("s1")
+	exited, err := s1.wait(30 * time.Second)
+	if !exited {
 		t.Fatal("the monkey did not crash s1 within 30s (interval 1s)")
 	}
-	log, _ := os.ReadFile(filepath.Join(dir, "s1.log"))
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 137 {
+		t.Fatalf("s1 ended with %v, want exit status 137", err)
+	}
+	log, _ := os.ReadFile(f.logPath("s1"))
 	if !strings.Contains(string(log), "chaos monkey: crashing this broker") || !strings.Contains(string(log), "chaos=true") {
 		t.Errorf("s1's log does not say the monkey crashed it:\n%s", log)
 	}
-	if p1, _ := os.ReadFile(filepath.Join(dir, "p1.log")); strings.Contains(string(p1), "chaos monkey") {
+	if p1, _ := os.ReadFile(f.logPath("p1")); strings.Contains(string(p1), "chaos monkey") {
 		t.Errorf("the spared p1 was touched:\n%s", p1)
 	}
 }

@@ -3,16 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
-	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -30,9 +25,8 @@ func TestKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin, dir := buildAerie(t)
-	var free failover.Ports
-	port := func() int { return freePort(t, &free) }
+	f := newProcFixture(t)
+	port, dir := f.port, f.dir
 	ports := map[string][2]int{"p1": {port(), port()}, "b1": {port(), 0}, "s1": {port(), port()}, "s2": {port(), port()}}
 	cfg := ""
 	for _, id := range []string{"p1", "b1", "s1", "s2"} {
@@ -46,26 +40,15 @@ func TestKill9(t *testing.T) {
 		cfg += "\n"
 	}
 	cfg += "[[link]]\nup = \"p1\"\ndown = \"b1\"\n[[link]]\nup = \"b1\"\ndown = \"s1\"\n[[link]]\nup = \"b1\"\ndown = \"s2\"\n"
-	cfgPath := filepath.Join(dir, "network.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := newBrokerProcs(t, bin, dir, cfgPath)
-	start, kill := procs.start, procs.kill
+	f.writeConfig(cfg)
+	start, kill := f.start, f.kill
 	for _, id := range []string{"p1", "b1", "s1", "s2"} {
 		start(id)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dial := func(id string, cid string) *client.Client {
-		// The process may still be starting: RetryDial waits for it (until ctx ends).
-		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", ports[id][1]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
-		if err != nil {
-			t.Fatalf("dial %s: %v", id, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return f.dial(ctx, fmt.Sprintf("127.0.0.1:%d", ports[id][1]), cid)
 	}
 	// A session is one subscription as its subscriber saw it; the oracle
 	// checks them all once the whole log is known.

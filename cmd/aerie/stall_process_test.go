@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,7 +17,6 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
-	"github.com/aerie-mq/aerie/internal/failover"
 )
 
 // TestSigstopRedundantCell runs p1 (P1–P4) → cell ib1 = {b1, b2} → s1, s2
@@ -27,9 +26,13 @@ import (
 // Membership declares it dead, its neighbours close their links to it, and
 // the flows it carried move to b2. 6 s later b1 gets SIGCONT and links
 // again. Both subscribers must receive every event exactly once and in
-// order per pubend, and the largest delivery latency of the events
-// published during the stall must stay under 2 s (membership detects in
-// ≈ 0.6 s; without it the links die only at the 5 s heartbeat timeout).
+// order per pubend. With membership, p1's log must show that a membership
+// view, not the 5 s heartbeat timeout, dropped its link to b1, and every
+// event published up to that drop must have reached both subscribers
+// before b1 was continued: the flows moved to b2 while b1 was stopped.
+// These are orderings of events, not wall-clock bounds, so a loaded host
+// cannot fail them; the latencies (membership detects in ≈ 0.6 s) are
+// logged.
 //
 // AERIE_STALL_BASELINE=1 also runs it without membership and logs the
 // latency (it is not checked: that is the heartbeat path).
@@ -37,24 +40,22 @@ func TestSigstopRedundantCell(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
-	bin, _ := buildAerie(t)
 	keep := os.Getenv("AERIE_STALL_LOGS") // a directory to copy the broker logs to
-	t.Run("membership", func(t *testing.T) { sigstopCell(t, bin, true, keep) })
+	t.Run("membership", func(t *testing.T) { sigstopCell(t, true, keep) })
 	if os.Getenv("AERIE_STALL_BASELINE") != "" {
-		t.Run("heartbeat-only", func(t *testing.T) { sigstopCell(t, bin, false, keep) })
+		t.Run("heartbeat-only", func(t *testing.T) { sigstopCell(t, false, keep) })
 	}
 }
 
-func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
-	dir := t.TempDir()
+func sigstopCell(t *testing.T, gossip bool, keep string) {
+	f := newProcFixture(t)
 	if keep != "" {
-		dir = filepath.Join(keep, fmt.Sprintf("gossip-%v", gossip))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		f.dir = filepath.Join(keep, fmt.Sprintf("gossip-%v", gossip))
+		if err := os.MkdirAll(f.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var free failover.Ports
-	port := func() int { return freePort(t, &free) }
+	port := f.port
 	cfg := ""
 	if gossip {
 		cfg = "seeds = [\"p1\", \"b2\"]\n\n"
@@ -81,15 +82,11 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		cfg += "\n"
 	}
 	cfg += "[[link]]\nup = \"p1\"\ndown = \"ib1\"\n[[link]]\nup = \"ib1\"\ndown = \"s1\"\n[[link]]\nup = \"ib1\"\ndown = \"s2\"\n"
-	cfgPath := filepath.Join(dir, "network.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	procs := newBrokerProcs(t, bin, dir, cfgPath)
+	f.writeConfig(cfg)
 	p1HTTP := fmt.Sprintf("127.0.0.1:%d", port())
-	procs.start("p1", "--http", p1HTTP)
+	f.start("p1", "--http", p1HTTP)
 	for _, id := range []string{"b1", "b2", "s1", "s2"} {
-		procs.start(id)
+		f.start(id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -99,14 +96,8 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 			return s.Membership != nil && len(s.Membership.Members) == 5
 		})
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dial := func(id, cid string) *client.Client {
-		c, err := client.Dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), client.Options{ID: cid, Logger: quiet, RetryDial: true})
-		if err != nil {
-			t.Fatalf("dial %s: %v", id, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
+		return f.dial(ctx, fmt.Sprintf("127.0.0.1:%d", clientPort[id]), cid)
 	}
 	subs := []*latencyTally{subscribeTally(t, ctx, dial("s1", "sub-s1"), "s1"), subscribeTally(t, ctx, dial("s2", "sub-s2"), "s2")}
 	var pubs []*client.Client
@@ -130,11 +121,11 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		chans = append(chans, ch)
 		switch i {
 		case stopAt:
-			procs.signal("b1", syscall.SIGSTOP)
+			f.signal("b1", syscall.SIGSTOP)
 			stopped = time.Now()
 			go func() { detected <- linkGone(ctx, p1HTTP, "b1", stopped) }()
 		case contAt:
-			procs.signal("b1", syscall.SIGCONT)
+			f.signal("b1", syscall.SIGCONT)
 			continued = time.Now()
 		}
 	}
@@ -151,9 +142,10 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 	for _, tl := range subs {
 		tl.waitAll(t, ctx, total)
 	}
-	var worst time.Duration
+	var dropped time.Time // when p1's /status was first seen without b1
 	select {
 	case d := <-detected:
+		dropped = stopped.Add(d)
 		t.Logf("membership=%v: p1 dropped its link to the stopped b1 after %v", gossip, d.Round(time.Millisecond))
 	case <-ctx.Done():
 		t.Fatal("p1 never dropped its link to the stopped b1")
@@ -162,11 +154,45 @@ func sigstopCell(t *testing.T, bin string, gossip bool, keep string) {
 		lat, at := tl.maxLatency(stopped.Add(-time.Second), continued)
 		t.Logf("membership=%v: %s: max latency of events published from 1 s before SIGSTOP to SIGCONT: %v (published %v after SIGSTOP)",
 			gossip, tl.node, lat.Round(time.Millisecond), at.Sub(stopped).Round(time.Millisecond))
-		worst = max(worst, lat)
 	}
-	if gossip && worst > 2*time.Second {
-		t.Errorf("max delivery latency through the stall of b1 was %v, want < 2 s with membership", worst)
+	if !gossip {
+		return // the heartbeat path: figures only
 	}
+	p1Log, err := os.ReadFile(f.logPath("p1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cause := firstLinkDown(string(p1Log), "b1"); !strings.HasPrefix(cause, "membership view ") {
+		t.Errorf("p1 first dropped its link to the stopped b1 for %q, want a membership view (log in %s)", cause, f.dir)
+	}
+	if !dropped.Before(continued) {
+		t.Errorf("p1 dropped its link to b1 only after b1 was continued")
+	}
+	for _, tl := range subs {
+		if last := tl.lastReceived(stopped.Add(-time.Second), dropped); !last.Before(continued) {
+			t.Errorf("%s: an event published before p1 dropped b1 arrived only %v after b1 was continued",
+				tl.node, last.Sub(continued).Round(time.Millisecond))
+		}
+	}
+}
+
+// firstLinkDown returns the reason ("err") of the first "link down" of
+// peer in a broker's text log, "" if there is none.
+func firstLinkDown(log, peer string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="link down"`) || !strings.Contains(line, " peer="+peer+" ") {
+			continue
+		}
+		_, cause, ok := strings.Cut(line, " err=")
+		if !ok {
+			return "(no reason)"
+		}
+		if u, err := strconv.Unquote(cause); err == nil {
+			return u
+		}
+		return cause
+	}
+	return ""
 }
 
 // waitP1 polls p1's /status until cond holds for it (a condition with a
@@ -298,6 +324,19 @@ func (tl *latencyTally) waitAll(t *testing.T, ctx context.Context, total int) {
 	if len(tl.seen) != total {
 		t.Fatalf("%s: %d distinct events, want %d", tl.node, len(tl.seen), total)
 	}
+}
+
+// lastReceived returns when the last of the events published in
+// [from, to) was received (zero if none was).
+func (tl *latencyTally) lastReceived(from, to time.Time) (last time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, l := range tl.lat {
+		if rcv := l.pub.Add(l.d); !l.pub.Before(from) && l.pub.Before(to) && rcv.After(last) {
+			last = rcv
+		}
+	}
+	return last
 }
 
 func (tl *latencyTally) maxLatency(from, to time.Time) (max time.Duration, pub time.Time) {

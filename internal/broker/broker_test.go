@@ -28,9 +28,65 @@ type net4 struct {
 	cancel map[msg.NodeID]context.CancelFunc
 	done   map[msg.NodeID]chan error
 	fs     vfs.FS
+
+	logMu     sync.Mutex
+	linkDowns map[msg.NodeID][]linkDown // by broker, in log order
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// linkDown is one "link down" record of a broker's log: why its link to
+// peer was dropped.
+type linkDown struct{ peer, err string }
+
+// linkDownLog discards a test broker's log except its "link down" records,
+// which it keeps in net4.linkDowns: a test can then tell what dropped a
+// link (a membership view, a heartbeat timeout) from the order of events
+// rather than from how long it took.
+type linkDownLog struct {
+	n  *net4
+	id msg.NodeID
+}
+
+func (h linkDownLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h linkDownLog) WithAttrs([]slog.Attr) slog.Handler           { return h }
+func (h linkDownLog) WithGroup(string) slog.Handler                { return h }
+
+func (h linkDownLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "link down" {
+		return nil
+	}
+	var d linkDown
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "peer":
+			d.peer = a.Value.String()
+		case "err":
+			d.err = a.Value.String()
+		}
+		return true
+	})
+	h.n.logMu.Lock()
+	defer h.n.logMu.Unlock()
+	if h.n.linkDowns == nil {
+		h.n.linkDowns = map[msg.NodeID][]linkDown{}
+	}
+	h.n.linkDowns[h.id] = append(h.n.linkDowns[h.id], d)
+	return nil
+}
+
+// firstLinkDown returns why broker id first dropped its link to peer (""
+// if it has not).
+func (n *net4) firstLinkDown(id, peer msg.NodeID) string {
+	n.logMu.Lock()
+	defer n.logMu.Unlock()
+	for _, d := range n.linkDowns[id] {
+		if d.peer == string(peer) {
+			return d.err
+		}
+	}
+	return ""
+}
 
 // testPorts hands out ports below the kernel's ephemeral range: a port
 // from binding :0 and closing could be taken by any parallel test's :0
@@ -92,7 +148,7 @@ func startNetWith(t testing.TB, fs vfs.FS, mod func(map[msg.NodeID]broker.Option
 func (n *net4) start(id msg.NodeID) {
 	for attempt := 0; ; attempt++ {
 		o := n.opts[id]
-		o.Logger = quietLogger()
+		o.Logger = slog.New(linkDownLog{n: n, id: id})
 		node, err := broker.New(o)
 		if err != nil {
 			n.t.Fatal(err)

@@ -84,32 +84,6 @@ func (e *Engine) Knowledge(p msg.PubendID, t tick.Tick) (tick.Kind, *msg.Event) 
 	return ps.in.K.Get(t)
 }
 
-// Mutation switches off one protocol rule. It exists only so that tests can
-// show the oracle catches each broken rule; production code never sets it.
-type Mutation uint
-
-const (
-	// MutDropNackForward: an IB does not forward nacks upstream.
-	MutDropNackForward Mutation = 1 << iota
-	// MutAckBeforeDeliver: a subend acks every tick it has heard of, even
-	// across gaps it has not delivered.
-	MutAckBeforeDeliver
-	// MutNoForgetting: istream curiosity is never forgotten.
-	MutNoForgetting
-	// MutReuseTicks: after a restart the pubend ignores its high-water mark.
-	MutReuseTicks
-	// MutDeliverPastGaps: deliver up to the highest known tick, not the DH.
-	MutDeliverPastGaps
-	// MutIgnoreSelector: deliver on the topic pattern alone.
-	MutIgnoreSelector
-	// MutSkipFetch: the pubend answers nacks for payloads it evicted from
-	// memory without reading them back from its log.
-	MutSkipFetch
-)
-
-// Mutate switches off the given rules (tests only).
-func (e *Engine) Mutate(m Mutation) { e.mut = m }
-
 // FilterAt returns the filter that the edge towards downstream neighbour to
 // applies to tick t of pubend p (nil: passes everything), for the oracle's
 // soundness check of silence.
@@ -120,37 +94,6 @@ func (e *Engine) FilterAt(p msg.PubendID, to msg.NodeID, t tick.Tick) match.Filt
 		}
 	}
 	return nil
-}
-
-// Snapshot returns one metadata record per hosted pubend — high-water mark,
-// release point (the final prefix) and remembered publishes — describing
-// every record persisted so far. It reports false while a batch is being
-// persisted or queued, when the engine's state and the log differ. A runtime
-// that stores a snapshot may drop log segments whose events are all at or
-// below their pubend's release point (see broker retention).
-func (e *Engine) Snapshot() ([]msg.Record, bool) {
-	if e.persistBusy || len(e.queuedRecs) > 0 {
-		return nil, false
-	}
-	var out []msg.Record
-	for _, ps := range e.streams {
-		if ps.pub == nil || len(ps.pub.Pending) > 0 {
-			if ps.pub != nil {
-				return nil, false
-			}
-			continue
-		}
-		m := ps.pub.Meta(ps.in.K.Final())
-		out = append(out, msg.Record{Pubend: ps.id, Meta: &m})
-		for _, o := range ps.outs {
-			o.Versions(func(from tick.Tick, f match.Filter, seq uint64) {
-				v := versionRecord(o.Down, from, f)
-				v.Seq = seq
-				out = append(out, msg.Record{Pubend: ps.id, Filter: v})
-			})
-		}
-	}
-	return out, true
 }
 
 // Released returns pubend p's release point (its final prefix) at a PHB.

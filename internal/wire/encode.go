@@ -9,10 +9,13 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// AppendFrame appends the frame of m (length, type, body) to dst. A pointer
-// to a message struct is accepted as the struct itself. On error (an unknown
-// message type, an event property of an unsupported type, or a frame over
-// DefaultMaxFrame) dst is returned unchanged with the error.
+// AppendFrame appends the frame of m (length, type, body) to dst. Messages
+// are struct values, except that a *msg.Knowledge is accepted as the struct:
+// the gd engine sends Knowledge as pointers into a block (one allocation
+// per batch, not per message) and Decode returns it as a pointer. Any other
+// pointer is an unknown type. On error (an unknown message type, an event
+// property of an unsupported type, or a frame over DefaultMaxFrame) dst is
+// returned unchanged with the error.
 func AppendFrame(dst []byte, m msg.Msg) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
@@ -62,7 +65,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 
 	case msg.Knowledge:
 		return appendKnowledge(b, &v), nil
-	case *msg.Knowledge:
+	case *msg.Knowledge: // the engine's and Decode's form; nil is refused below
 		if v != nil {
 			return appendKnowledge(b, v), nil
 		}
@@ -171,105 +174,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Sub))
 		return appendOptEvent(b, v.Event)
 	}
-	if p, ok := deref(m); ok {
-		return appendBody(b, p)
-	}
 	return nil, fmt.Errorf("%w: cannot encode %s", ErrUnknownType, typeOfName(m))
-}
-
-// deref turns a non-nil pointer to a message struct into the struct.
-func deref(m msg.Msg) (msg.Msg, bool) {
-	switch p := m.(type) {
-	case *msg.Relay:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.LinkStatus:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Refetch:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Payloads:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Hello:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Heartbeat:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Goodbye:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Knowledge:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Nack:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Ack:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.AckExpected:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Summary:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.SubReq:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.SubReply:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Publish:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Subscribe:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Unsubscribe:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.PubAck:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.PubReject:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.SubStarted:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.SubRejected:
-		if p != nil {
-			return *p, true
-		}
-	case *msg.Delivery:
-		if p != nil {
-			return *p, true
-		}
-	}
-	return nil, false
 }
 
 func appendString(b []byte, s string) []byte {

@@ -1,0 +1,68 @@
+package gd
+
+import "github.com/aerie-mq/aerie/internal/msg"
+
+// linkUp: a (re)connected upstream learns our summary and acks again (it may
+// have restarted and lost them); pending subscription requests are resent.
+// A restarted downstream may hold other subscriptions than its previous
+// incarnation: its filter passes everything until it reports again (MODEL.md
+// P6), and curiosity its predecessor expressed is dropped. A downstream that
+// merely reconnected keeps its filter: narrowing it would contradict what it
+// received under the wider one.
+func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
+	e.live[peer] = true
+	if d := e.downs[peer]; d != nil && d.incarnation != inc {
+		d.incarnation = inc
+		d.filter = nil
+		c := e.cellOfNode(peer)
+		// Pass everything from the next tick on, until it reports again.
+		// Old ticks keep the versions they were rendered under: their
+		// answers go to downstreams that still need what those versions
+		// passed, and a pubend that restarted has them back from its log.
+		e.refilter(c)
+		for _, ps := range e.streams {
+			if o := ps.out(c); o != nil {
+				if len(e.membersOf(c)) == 1 {
+					o.C.Clear() // its curiosity is gone with it
+				} else {
+					delete(o.ByMember, peer)
+				}
+			}
+		}
+		// Until it reports again our union is all: say so upstream now, or
+		// the last summary stays in force there while the restarted
+		// downstream, whose union may be all, has nothing to send
+		// (seed 10457).
+		e.reportSummary()
+	}
+	isUp := false
+	for _, ps := range e.streams {
+		if ps.up != e.cellOfNode(peer) {
+			continue
+		}
+		isUp = true
+		if ps.in.AckPrefix > 0 {
+			e.sendAck(ps)
+		}
+		if ps.isSubend() && ps.sub.FloorSet {
+			// Nacks sent while the link was down are lost: send them again
+			// now instead of after their backoff (stream.Subend.Retry).
+			ps.sub.Retry()
+			e.scanGaps(ps)
+		}
+	}
+	if !isUp {
+		return
+	}
+	if e.reported != nil {
+		e.send(peer, e.summaryMsg())
+	}
+	for _, s := range e.subs {
+		for _, ps := range e.streams {
+			if _, ok := s.pending[ps.id]; ok && ps.up == e.cellOfNode(peer) {
+				s.pending[ps.id] = e.now
+				e.send(peer, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
+			}
+		}
+	}
+}

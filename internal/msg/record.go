@@ -1,0 +1,74 @@
+package msg
+
+import (
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Record is what a pubend persists. An Event record logs one publish; a HWM
+// record raises the high-water mark that bounds every announced silence
+// (MODEL.md P2): after a restart the pubend allocates above it.
+//
+// A Meta record summarises a pubend at a point of its log: it is what a
+// snapshot holds, so that log segments below the release point can be
+// dropped without losing the high-water mark or publisher deduplication.
+type Record struct {
+	Pubend PubendID
+	Event  *Event         // an event record
+	Meta   *PubendMeta    // a metadata record
+	Filter *FilterVersion // a filter-version record
+	HWM    tick.Tick      // a HWM record (when the others are nil)
+}
+
+// FilterVersion is one version of a pubend's filter edge towards cell Down:
+// from tick From on the edge passes the union of the clauses (All: every
+// event). Reset forgets every earlier version (the downstream restarted).
+// A pubend logs each version before any event it filters is announced, so
+// that after a crash it renders every old tick exactly as before (an S it
+// sent is never contradicted by a D: MODEL.md I7). Member and Inc record
+// the downstream broker whose summary or restart caused the version, and
+// its incarnation, so that a restarted pubend recognises a reconnection.
+type FilterVersion struct {
+	Down      NodeID
+	From      tick.Tick
+	Reset     bool
+	All       bool
+	Patterns  []string
+	Selectors []string // "" where a clause has no selector
+	Member    NodeID
+	Inc       uint64
+	Seq       uint64 // the pubend's version number: restore skips what it has
+}
+
+// PubendMeta is a pubend's durable state apart from its events: every tick
+// up to HWM is decided, every tick up to Final is released (L), and Dedup
+// lists the publisher sequence numbers remembered for idempotent retries.
+type PubendMeta struct {
+	HWM, Final tick.Tick
+	Dedup      []DedupEntry
+}
+
+// DedupEntry: publish (Publisher, Seq) was logged at Tick.
+type DedupEntry struct {
+	Publisher string
+	Seq       uint64
+	Tick      tick.Tick
+}
+
+func (r Record) String() string {
+	if r.Event != nil {
+		return fmt.Sprintf("Rec{%v}", r.Event)
+	}
+	if r.Meta != nil {
+		return fmt.Sprintf("Rec{%s meta HWM=%d final=%d dedup=%d}", r.Pubend, r.Meta.HWM, r.Meta.Final, len(r.Meta.Dedup))
+	}
+	if f := r.Filter; f != nil {
+		what := "all"
+		if !f.All {
+			what = Summary{Patterns: f.Patterns, Selectors: f.Selectors}.String()
+		}
+		return fmt.Sprintf("Rec{%s filter#%d to %s from %d: %s}", r.Pubend, f.Seq, f.Down, f.From, what)
+	}
+	return fmt.Sprintf("Rec{%s HWM=%d}", r.Pubend, r.HWM)
+}
