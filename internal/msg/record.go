@@ -13,12 +13,29 @@ import (
 // A Meta record summarises a pubend at a point of its log: it is what a
 // snapshot holds, so that log segments below the release point can be
 // dropped without losing the high-water mark or publisher deduplication.
+//
+// A Durable record is not about a pubend (Pubend is empty): it is an SHB's
+// state of one durable subscription. Records of every kind share one log
+// per broker, whatever its role.
 type Record struct {
-	Pubend PubendID
-	Event  *Event         // an event record
-	Meta   *PubendMeta    // a metadata record
-	Filter *FilterVersion // a filter-version record
-	HWM    tick.Tick      // a HWM record (when the others are nil)
+	Pubend  PubendID
+	Event   *Event         // an event record
+	Meta    *PubendMeta    // a metadata record
+	Filter  *FilterVersion // a filter-version record
+	Durable *DurableSub    // a durable subscription's state at its SHB
+	HWM     tick.Tick      // a HWM record (when the others are nil)
+}
+
+// DurableSub is what an SHB keeps durably for one durable subscription
+// (Gryphon DS, DSN 2003 §4.1): its clause, and released(s,p) — the
+// checkpoint token its subscriber last acknowledged — from which the SHB's
+// release floor is the minimum (§3). A later record for the same Name
+// replaces an earlier one; Deleted ends the subscription.
+type DurableSub struct {
+	Name              string
+	Pattern, Selector string
+	Released          Token
+	Deleted           bool
 }
 
 // FilterVersion is one version of a pubend's filter edge towards cell Down:
@@ -62,6 +79,12 @@ func (r Record) String() string {
 	}
 	if r.Meta != nil {
 		return fmt.Sprintf("Rec{%s meta HWM=%d final=%d dedup=%d}", r.Pubend, r.Meta.HWM, r.Meta.Final, len(r.Meta.Dedup))
+	}
+	if d := r.Durable; d != nil {
+		if d.Deleted {
+			return fmt.Sprintf("Rec{durable %s deleted}", d.Name)
+		}
+		return fmt.Sprintf("Rec{durable %s %s %q released %v}", d.Name, d.Pattern, d.Selector, d.Released)
 	}
 	if f := r.Filter; f != nil {
 		what := "all"

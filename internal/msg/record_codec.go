@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -20,14 +21,17 @@ var ErrBadRecord = errors.New("msg: bad record")
 //	              member | inc | seq | n | (pattern | selector)*
 //	meta record:  0x03 | pubend | hwm | final | n | (publisher | seq | tick)*
 //	event record: 0x01 | event      (the event's one encoding: event_codec.go)
+//	durable record: 0x05 | "" | name | pattern | selector | flags (1 deleted) |
+//	              n | (pubend | tick)*   (pubends sorted, each once)
 //
 // Varints have their minimal length, as everywhere in an event; equal records
 // encode equally.
 const (
-	recEvent  byte = 1
-	recHWM    byte = 2
-	recMeta   byte = 3
-	recFilter byte = 4
+	recEvent   byte = 1
+	recHWM     byte = 2
+	recMeta    byte = 3
+	recFilter  byte = 4
+	recDurable byte = 5
 )
 
 // EncodeRecord appends r's encoding to dst.
@@ -42,6 +46,29 @@ func EncodeRecord(dst []byte, r Record) ([]byte, error) {
 			dst = appendStr(dst, d.Publisher)
 			dst = binary.AppendUvarint(dst, d.Seq)
 			dst = binary.AppendUvarint(dst, uint64(d.Tick))
+		}
+		return dst, nil
+	}
+	if d := r.Durable; d != nil {
+		dst = append(dst, recDurable)
+		dst = appendStr(dst, "")
+		dst = appendStr(dst, d.Name)
+		dst = appendStr(dst, d.Pattern)
+		dst = appendStr(dst, d.Selector)
+		var flags byte
+		if d.Deleted {
+			flags = 1
+		}
+		dst = append(dst, flags)
+		ps := make([]PubendID, 0, len(d.Released))
+		for p := range d.Released {
+			ps = append(ps, p)
+		}
+		slices.Sort(ps)
+		dst = binary.AppendUvarint(dst, uint64(len(ps)))
+		for _, p := range ps {
+			dst = appendStr(dst, string(p))
+			dst = binary.AppendUvarint(dst, uint64(d.Released[p]))
 		}
 		return dst, nil
 	}
@@ -118,6 +145,11 @@ func DecodeRecord(b []byte) (Record, error) {
 			f.Selectors = append(f.Selectors, d.str())
 		}
 		r = Record{Pubend: pubend, Filter: f}
+	case recDurable:
+		r = Record{Durable: decodeDurable(&d, len(b))}
+		if pubend != "" {
+			d.failf("durable record for pubend %q", pubend)
+		}
 	case recMeta:
 		m := &PubendMeta{HWM: tick.Tick(d.uvarint()), Final: tick.Tick(d.uvarint())}
 		n := d.uvarint()
@@ -138,4 +170,32 @@ func DecodeRecord(b []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w: %w", ErrBadRecord, d.err)
 	}
 	return r, nil
+}
+
+// decodeDurable reads a durable record's body, checking that its pubends
+// are sorted and distinct (canonical: equal states encode equally).
+func decodeDurable(d *cursor, size int) *DurableSub {
+	ds := &DurableSub{Name: d.str(), Pattern: d.str(), Selector: d.str()}
+	flags := d.byte()
+	if flags > 1 {
+		d.failf("unknown durable flags %d", flags)
+	}
+	ds.Deleted = flags&1 != 0
+	n := d.uvarint()
+	if n > uint64(size) {
+		d.failf("%d token entries in %d bytes", n, size)
+		return ds
+	}
+	var last PubendID
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		p, t := PubendID(d.str()), tick.Tick(d.uvarint())
+		if i > 0 && p <= last {
+			d.failf("token pubends out of order at %q", p)
+		}
+		if ds.Released == nil {
+			ds.Released = Token{}
+		}
+		ds.Released[p], last = t, p
+	}
+	return ds
 }

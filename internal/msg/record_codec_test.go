@@ -15,6 +15,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Pubend: "P4", Meta: &PubendMeta{HWM: 900, Final: 850, Dedup: []DedupEntry{{"a", 1, 10}, {"b", 7, 12}}}},
 		{Pubend: "P5", Filter: &FilterVersion{Down: "ib1", From: 1 << 40, All: true, Member: "b2", Inc: 99}},
 		{Pubend: "P5", Filter: &FilterVersion{Down: "s1", From: 7, Reset: true, Patterns: []string{"a.*", "b"}, Selectors: []string{"", "x > 1"}, Member: "s1", Inc: 3}},
+		{Durable: &DurableSub{Name: "orders-audit", Pattern: "orders.>", Selector: "region = 'EU'", Released: Token{"P2": 1 << 45, "P1": 77}}},
+		{Durable: &DurableSub{Name: "gone", Pattern: ">", Deleted: true}},
 	}
 	for _, r := range recs {
 		b, err := EncodeRecord(nil, r)
@@ -26,7 +28,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			t.Fatalf("%v: %v", r, err)
 		}
 		if got.Pubend != r.Pubend || got.HWM != r.HWM || (r.Event != nil && !got.Event.Equal(r.Event)) || (r.Event == nil) != (got.Event == nil) ||
-			fmt.Sprint(got.Meta) != fmt.Sprint(r.Meta) || fmt.Sprint(got.Filter) != fmt.Sprint(r.Filter) {
+			fmt.Sprint(got.Meta) != fmt.Sprint(r.Meta) || fmt.Sprint(got.Filter) != fmt.Sprint(r.Filter) || fmt.Sprint(got.Durable) != fmt.Sprint(r.Durable) {
 			t.Fatalf("round trip: got %v want %v", got, r)
 		}
 		// Every strict prefix is refused, never misread.
@@ -46,6 +48,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(b)
 	h, _ := EncodeRecord(nil, Record{Pubend: "P1", HWM: 99})
 	f.Add(h)
+	d, _ := EncodeRecord(nil, Record{Durable: &DurableSub{Name: "d", Pattern: "a.*", Released: Token{"P1": 5, "P2": 9}}})
+	f.Add(d)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r, err := DecodeRecord(in)
 		if err != nil {
@@ -57,12 +61,12 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded record does not re-encode: %v", err)
 		}
-		if r.Event != nil && string(out) != string(in) {
-			t.Fatalf("event record %x re-encodes as %x", in, out)
+		if (r.Event != nil || r.Durable != nil) && string(out) != string(in) {
+			t.Fatalf("record %x re-encodes as %x", in, out)
 		}
 		again, err := DecodeRecord(out)
 		if err != nil || again.Pubend != r.Pubend || again.HWM != r.HWM || (r.Event != nil && !again.Event.Equal(r.Event)) ||
-			fmt.Sprint(again.Meta) != fmt.Sprint(r.Meta) {
+			fmt.Sprint(again.Meta) != fmt.Sprint(r.Meta) || fmt.Sprint(again.Durable) != fmt.Sprint(r.Durable) {
 			t.Fatalf("round trip changed %x: %v -> %v (%v)", in, r, again, err)
 		}
 	})
