@@ -61,7 +61,7 @@ func (s *realShell) drain() {
 // resends everything unacknowledged after a failover, as the client does.
 type publisher struct {
 	t     *testing.T
-	next  uint64           // next new seq
+	next  uint64 // next new seq
 	ticks map[uint64]tick.Tick
 	max   tick.Tick // highest tick acked so far
 	fails []string
