@@ -1,0 +1,79 @@
+package raftphb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// ErrBadBatch reports a Raft entry whose data is not a batch.
+var ErrBadBatch = errors.New("raftphb: bad batch entry")
+
+// Batch entry encoding (the Data of one Raft log entry; Raft's own log adds
+// index and term, and internal/raftphb/raftlog adds length and CRC):
+//
+//	0x01 | first uvarint | n uvarint | (len uvarint | record)*n
+//
+// A record is msg.EncodeRecord's encoding, the same bytes the pubend's own
+// event log stores. first is the index the batch's first record gets in the
+// pubend's log: the leader stamps it when it proposes (its applied log's end
+// plus what it proposed since), and every replica checks the stamp when it
+// applies (see Replica.apply). Entries with empty Data are Raft's own (a new
+// leader's first entry of its term) and carry no records.
+const batchKind byte = 1
+
+// encodeBatch appends the entry data of a batch of recs stamped first.
+func encodeBatch(dst []byte, first uint64, recs []msg.Record) ([]byte, error) {
+	dst = append(dst, batchKind)
+	dst = binary.AppendUvarint(dst, first)
+	dst = binary.AppendUvarint(dst, uint64(len(recs)))
+	var one []byte
+	for _, r := range recs {
+		var err error
+		one, err = msg.EncodeRecord(one[:0], r)
+		if err != nil {
+			return nil, fmt.Errorf("raftphb: encode %v: %w", r, err)
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(one)))
+		dst = append(dst, one...)
+	}
+	return dst, nil
+}
+
+// DecodeBatch decodes a batch entry's data: the pubend-log index stamped on
+// its first record, and the records.
+func DecodeBatch(b []byte) (first uint64, recs []msg.Record, err error) {
+	if len(b) == 0 || b[0] != batchKind {
+		return 0, nil, fmt.Errorf("%w: kind", ErrBadBatch)
+	}
+	b = b[1:]
+	first, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, nil, fmt.Errorf("%w: first index", ErrBadBatch)
+	}
+	b = b[k:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return 0, nil, fmt.Errorf("%w: record count", ErrBadBatch)
+	}
+	b = b[k:]
+	recs = make([]msg.Record, 0, n)
+	for i := uint64(0); i < n; i++ {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return 0, nil, fmt.Errorf("%w: record %d length", ErrBadBatch, i)
+		}
+		r, err := msg.DecodeRecord(b[k : k+int(l)])
+		if err != nil {
+			return 0, nil, fmt.Errorf("%w: record %d: %w", ErrBadBatch, i, err)
+		}
+		recs = append(recs, r)
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrBadBatch, len(b))
+	}
+	return first, recs, nil
+}

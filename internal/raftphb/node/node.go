@@ -1,0 +1,373 @@
+// Package node runs one member of a replicated PHB cell: the pure replica
+// (internal/raftphb) with its two disks — the Raft log (raftphb/raftlog)
+// and the pubend's own log (internal/storage, the store a PHB always had)
+// — and, while the member is the cell's serving leader, the runtime
+// shell's Durability.
+//
+// Lifecycle. Every member applies every committed batch to its store, at
+// the index the batch was stamped with, so all stores hold the same log.
+// When the member becomes the serving leader (raftphb.Serve: its term's
+// first entry is applied, so its store holds every committed batch), the
+// node reopens the store (storage.Open) and hands what it read to the
+// caller (EventServe), which builds the pubend's engine and shell,
+// restores it (shell.Broker.Restore: ticks above the committed high-water
+// mark, MODEL.md P2) and attaches it. The shell's Append then proposes the
+// batch, and Persisted(first) reaches the shell only once the batch is
+// committed by a majority (fsynced in each member's Raft log) and applied
+// here. When the leadership ends (EventLost), the outstanding batch fails
+// (Persisted with ErrLostLeadership: the shell stops, crash-only) and the
+// shell is detached; the member goes on as a follower.
+//
+// A Node is single-threaded and driven by its caller: Tick and Step feed
+// the replica; Write and Sync carry out a Ready in two steps, so that a
+// caller can put disk latency (and crashes) between writing and fsync, as
+// the simulator does; Drain does both until nothing is left.
+package node
+
+import (
+	"errors"
+	"fmt"
+	"path"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/raftphb/raftlog"
+	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/storage"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// ErrLostLeadership fails a batch whose proposer stopped leading before it
+// committed. It may still commit under the next leader; this member never
+// acknowledges it, and its publishers retry (deduplicated by the pubend).
+var ErrLostLeadership = errors.New("raftphb: leadership lost before the batch committed")
+
+// ErrNotServing fails an Append at a member that is not the serving leader.
+var ErrNotServing = errors.New("raftphb: not the serving leader")
+
+// Shell is what the node reports to: the runtime shell's completions
+// (*shell.Broker).
+type Shell interface {
+	Persisted(first uint64, err error) error
+	Fetched(f gd.Fetched)
+	Trimmed(first, dropped uint64, err error)
+}
+
+var (
+	_ Shell            = (*shell.Broker)(nil)
+	_ shell.Durability = (*Node)(nil)
+)
+
+// Config configures a node.
+type Config struct {
+	Replica raftphb.Config
+	// FS and Dir hold the member's data: the Raft log in Dir/raft, the
+	// pubend store in Dir/pubends with its snapshot Dir/pubends.snapshot.
+	FS  vfs.FS
+	Dir string
+	// LogOptions configures both logs.
+	LogOptions eventlog.Options
+	// Send hands a Raft message to the transport. It must not block; a
+	// message it cannot deliver is lost (Raft retransmits).
+	Send func(m *raftpb.Message)
+}
+
+// EventKind says what happened.
+type EventKind int
+
+const (
+	// EventServe: the member is the serving leader; Loaded is its store's
+	// content, to restore the pubend's shell from before attaching it.
+	EventServe EventKind = iota + 1
+	// EventLost: the member's leadership ended; the shell was detached and
+	// must stop (ShellErr is what it answered to the failed batch).
+	EventLost
+)
+
+// Event is a leadership change for the caller.
+type Event struct {
+	Kind     EventKind
+	Serve    raftphb.Serve
+	Lost     raftphb.Lost
+	Loaded   retention.Loaded
+	ShellErr error
+}
+
+// Node is one running member.
+type Node struct {
+	cfg   Config
+	rep   *raftphb.Replica
+	rlog  *raftlog.Log
+	store *storage.Store
+
+	written *raftphb.Ready // written to the Raft log, not yet synced
+
+	sh      Shell
+	serving bool
+	out     *batch // the shell's batch being replicated
+	jobs    []func()
+	events  []Event
+
+	ackEarly bool // mutation (tests only): ack on the leader's own fsync
+}
+
+type batch struct {
+	first uint64
+	n     int
+}
+
+// Open recovers the member's disks and starts its replica.
+func Open(cfg Config) (*Node, error) {
+	rl, st, _, err := raftlog.Open(cfg.FS, path.Join(cfg.Dir, "raft"), cfg.LogOptions)
+	if err != nil {
+		return nil, err
+	}
+	store, _, _, err := storage.Open(cfg.FS, path.Join(cfg.Dir, "pubends"), path.Join(cfg.Dir, "pubends.snapshot"), cfg.LogOptions)
+	if err != nil {
+		rl.Close()
+		return nil, err
+	}
+	rep, err := raftphb.New(cfg.Replica, st)
+	if err != nil {
+		rl.Close()
+		store.Close()
+		return nil, err
+	}
+	return &Node{cfg: cfg, rep: rep, rlog: rl, store: store}, nil
+}
+
+// Replica returns the replica, for inspection.
+func (n *Node) Replica() *raftphb.Replica { return n.rep }
+
+// Tick advances the replica's clock by one tick.
+func (n *Node) Tick() { n.rep.Tick() }
+
+// Step hands the replica a message from a peer.
+func (n *Node) Step(m *raftpb.Message) error { return n.rep.Step(m) }
+
+// Events returns and clears the leadership changes since the last call.
+func (n *Node) Events() []Event {
+	ev := n.events
+	n.events = nil
+	return ev
+}
+
+// Attach makes sh the shell this serving leader reports to.
+func (n *Node) Attach(sh Shell) { n.sh = sh }
+
+// Write takes the replica's next Ready, if any and none is written yet,
+// and appends its entries and hard state to the Raft log (not durable
+// until Sync).
+func (n *Node) Write() (bool, error) {
+	if n.written != nil || !n.rep.HasReady() {
+		return false, nil
+	}
+	rd := n.rep.Ready()
+	n.written = &rd
+	if err := n.rlog.Append(rd.Entries, rd.HardState); err != nil {
+		return true, err
+	}
+	return true, nil
+}
+
+// Sync completes the written Ready: fsync the Raft log, then send its
+// messages, apply its batches to the store, report to the shell, and
+// advance the replica. An error means a disk failed: the member must
+// stop (crash-only).
+func (n *Node) Sync() error {
+	rd := n.written
+	if rd == nil {
+		return nil
+	}
+	// Raft log first: nothing leaves the member (votes, append acks) and
+	// nothing is applied before what Raft asked to persist is durable.
+	if err := n.rlog.Sync(); err != nil {
+		return fmt.Errorf("raft log: %w", err)
+	}
+	n.written = nil
+	if n.ackEarly {
+		n.mutantAck(rd.Entries)
+	}
+	for _, m := range rd.Messages {
+		n.cfg.Send(m)
+	}
+	if err := n.apply(rd.Apply); err != nil {
+		return err
+	}
+	if rd.Lost != nil {
+		n.lost(*rd.Lost)
+	}
+	if rd.Serve != nil {
+		if err := n.serve(*rd.Serve); err != nil {
+			return err
+		}
+	}
+	n.rep.Advance()
+	return nil
+}
+
+// apply appends committed batches to the store. A batch the store already
+// holds (a restart replays the Raft log from its start) is skipped, and
+// one it holds a prefix of (the store's unsynced tail was lost in a crash)
+// is completed: the store's index is the batch's stamp at every member.
+func (n *Node) apply(bs []raftphb.Batch) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	for _, b := range bs {
+		_, next := n.store.Bounds()
+		end := b.First + uint64(len(b.Records))
+		switch {
+		case end <= next:
+			// already in the store
+		case b.First > next:
+			return fmt.Errorf("raftphb: store ends at %d, committed batch starts at %d", next, b.First)
+		default:
+			if _, err := n.store.Append(b.Records[next-b.First:]); err != nil {
+				return fmt.Errorf("pubend store: %w", err)
+			}
+		}
+	}
+	// The store is a copy of committed state that the Raft log can rebuild,
+	// so its fsync only bounds replay; it need not precede the ack.
+	if err := n.store.Sync(); err != nil {
+		return fmt.Errorf("pubend store: %w", err)
+	}
+	for _, b := range bs {
+		if b.Mine && n.out != nil && n.out.first == b.First {
+			n.out = nil
+			if n.sh != nil {
+				if err := n.sh.Persisted(b.First, nil); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (n *Node) lost(l raftphb.Lost) {
+	ev := Event{Kind: EventLost, Lost: l}
+	if n.out != nil && n.sh != nil {
+		ev.ShellErr = n.sh.Persisted(0, ErrLostLeadership)
+	}
+	n.out, n.sh, n.serving, n.jobs = nil, nil, false, nil
+	n.events = append(n.events, ev)
+}
+
+// serve reopens the store, whose every committed batch is now applied, so
+// that the caller restores the pubend from exactly that log.
+func (n *Node) serve(s raftphb.Serve) error {
+	if err := n.store.Close(); err != nil {
+		return fmt.Errorf("pubend store: %w", err)
+	}
+	store, ld, _, err := storage.Open(n.cfg.FS, path.Join(n.cfg.Dir, "pubends"), path.Join(n.cfg.Dir, "pubends.snapshot"), n.cfg.LogOptions)
+	if err != nil {
+		return err
+	}
+	if ld.Next != s.Next {
+		return fmt.Errorf("raftphb: serving at term %d with a store ending at %d, the applied log at %d", s.Term, ld.Next, s.Next)
+	}
+	n.store, n.serving = store, true
+	n.events = append(n.events, Event{Kind: EventServe, Serve: s, Loaded: ld})
+	return nil
+}
+
+// Drain writes and syncs Readies until none is left, then runs the
+// shell's reads and trims.
+func (n *Node) Drain() error {
+	for {
+		ok, err := n.Write()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if err := n.Sync(); err != nil {
+			return err
+		}
+	}
+	n.RunJobs()
+	return nil
+}
+
+// RunJobs runs the shell's queued reads and trims, reporting each.
+func (n *Node) RunJobs() {
+	for len(n.jobs) > 0 {
+		j := n.jobs[0]
+		n.jobs = n.jobs[1:]
+		j()
+	}
+}
+
+// Append implements shell.Durability: propose the batch. Persisted comes
+// from Sync once it is committed and applied, or with an error if the
+// leadership ends first.
+func (n *Node) Append(recs []msg.Record) {
+	if !n.serving || n.out != nil {
+		n.jobs = append(n.jobs, func() {
+			if n.sh != nil {
+				_ = n.sh.Persisted(0, ErrNotServing)
+			}
+		})
+		return
+	}
+	first, err := n.rep.Propose(recs)
+	if err != nil {
+		n.jobs = append(n.jobs, func() {
+			if n.sh != nil {
+				_ = n.sh.Persisted(0, err)
+			}
+		})
+		return
+	}
+	n.out = &batch{first: first, n: len(recs)}
+}
+
+// Fetch implements shell.Durability: read events back from the local
+// store, which holds every committed batch up to what was applied.
+func (n *Node) Fetch(f gd.Fetch, from []uint64) {
+	n.jobs = append(n.jobs, func() {
+		evs, err := n.store.Fetch(f.Pubend, f.Ranges, from)
+		if n.sh != nil {
+			n.sh.Fetched(gd.Fetched{Pubend: f.Pubend, Events: evs, Err: err})
+		}
+	})
+}
+
+// Trim implements shell.Durability on the local store. Followers do not
+// trim yet (their stores keep everything; see docs/ARCHITECTURE.md).
+func (n *Node) Trim(cut uint64, snap []msg.Record) {
+	n.jobs = append(n.jobs, func() {
+		first, dropped, err := n.store.Trim(cut, snap)
+		if n.sh != nil {
+			n.sh.Trimmed(first, dropped, err)
+		}
+	})
+}
+
+// Close closes the disks (a graceful stop; a crash just drops the Node).
+func (n *Node) Close() error {
+	return errors.Join(n.rlog.Close(), n.store.Close())
+}
+
+// mutantAck is the mutation "ack when the leader's own copy is durable",
+// which skips the majority: the tests show that the cell's checker
+// catches it.
+func (n *Node) mutantAck(ents []*raftpb.Entry) {
+	for _, e := range ents {
+		if n.out == nil || len(e.GetData()) == 0 {
+			continue
+		}
+		if first, _, err := raftphb.DecodeBatch(e.GetData()); err == nil && first == n.out.first && n.sh != nil {
+			n.out = nil
+			_ = n.sh.Persisted(first, nil)
+		}
+	}
+}

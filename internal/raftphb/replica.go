@@ -1,0 +1,459 @@
+// Package raftphb is one member of a replicated PHB cell: a Raft group
+// (Ongaro & Ousterhout, "In Search of an Understandable Consensus
+// Algorithm", USENIX ATC 2014) over the pubend's log, on etcd's raft
+// RawNode. P2S (DEBS 2014 §3) replicates a pub/sub broker by running every
+// client request through Multi-Paxos before the broker executes it; aerie
+// replicates less: only what the PHB makes durable — the records of
+// gd.Ready.Persist (events with their ticks, high-water marks, filter
+// versions) — because everything else a PHB does follows from that log
+// (MODEL.md P2, I9: the pubend restores from it after a restart).
+//
+// So "durable" for the runtime shell (internal/shell's Durability) becomes
+// "committed by a majority of the cell and fsynced there": the engine
+// announces an event downstream, and declares silence up to a high-water
+// mark, only after its record commits. A new leader first applies every
+// committed batch (Raft's Leader Completeness: it holds them all), restores
+// the pubend from that log and allocates ticks above its committed
+// high-water mark, so ticks stay unique and nothing the old leader
+// announced is contradicted (MODEL.md I7, I9).
+//
+// A Replica is pure, in the etcd-raft style of DESIGN.md §3: inputs are
+// Tick, Step (a Raft message from a peer) and Propose (a batch, at the
+// serving leader); Ready says what to persist, then what to send, which
+// committed batches to apply and which leadership changes happened;
+// Advance reports that the Ready was carried out. It owns no goroutine,
+// clock, socket, file or randomness: the caller gives it a source of
+// jitter, and persists its log (internal/raftphb/raftlog does, over vfs;
+// internal/raftphb/node runs a replica with its disks).
+//
+// Election timing is the replica's own, not etcd raft's: etcd draws the
+// randomized election timeout from crypto/rand, which would make the
+// simulator's runs unrepeatable. The RawNode is ticked only while it
+// leads (heartbeats and CheckQuorum, which are deterministic); a follower
+// counts its own ticks since it last heard from a leader, forgets that
+// leader after ElectionTicks (the end of Raft's leader lease, so that it
+// grants pre-votes) and campaigns after a timeout drawn from
+// [ElectionTicks, 2·ElectionTicks) with the caller's jitter — Raft §5.2's
+// randomized timeouts, seeded.
+package raftphb
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// ErrNotServing is returned by Propose at a replica that is not the
+// cell's serving leader (not leader, or leader whose first entry of its
+// term has not been applied yet).
+var ErrNotServing = errors.New("raftphb: not the serving leader")
+
+// Config configures one replica.
+type Config struct {
+	// ID is this member's Raft id (non-zero); Peers lists every voting
+	// member of the cell, this one included. Membership is static for now.
+	ID    uint64
+	Peers []uint64
+	// ElectionTicks is Raft's election timeout in ticks (default 10);
+	// HeartbeatTicks the leader's heartbeat interval (default 1).
+	ElectionTicks  int
+	HeartbeatTicks int
+	// Jitter returns a number in [0, n): the randomness of election
+	// timeouts, seeded by the caller.
+	Jitter func(n int) int
+	// MaxSizePerMsg bounds the entries of one append message (default
+	// 1 MiB); MaxInflightMsgs the append messages in flight per follower
+	// (default 256): P2S pipelines α = 10 Paxos instances, Raft pipelines
+	// appends the same way.
+	MaxSizePerMsg   uint64
+	MaxInflightMsgs int
+	// Logger receives etcd raft's log lines (default: none).
+	Logger raft.Logger
+}
+
+// Restored is what the replica's durable Raft log held at startup
+// (internal/raftphb/raftlog.Open): the last hard state and the entries.
+type Restored struct {
+	HardState *raftpb.HardState
+	Entries   []*raftpb.Entry
+}
+
+// Batch is a committed batch of pubend records, in log order.
+type Batch struct {
+	// Index and Term are the Raft entry's.
+	Index, Term uint64
+	// First is the index of Records[0] in the pubend's log: the batch's
+	// records take indexes First … First+len(Records)-1 at every replica.
+	First   uint64
+	Records []msg.Record
+	// Mine: this replica proposed the batch as the leader it still is (or
+	// was until this Ready): its proposer may acknowledge it now.
+	Mine bool
+}
+
+// Proposal is a batch proposed and not yet committed.
+type Proposal struct {
+	Term, First uint64
+	Records     int
+}
+
+func (p Proposal) String() string {
+	return fmt.Sprintf("term %d: %d records at %d", p.Term, p.Records, p.First)
+}
+
+// Serve says that the replica leads the cell in Term and has applied
+// every committed batch, through its term's first entry (Index): its
+// pubend log (Next records) is complete, and it may restore the pubend
+// from it and serve. Raft §5.4.2: a leader knows which entries are
+// committed only once an entry of its own term commits.
+type Serve struct {
+	Term, Index, Next uint64
+}
+
+// Lost says that the replica's leadership of Term ended. Its Pending
+// proposals may or may not commit later (under another leader); they
+// must never be acknowledged by this replica.
+type Lost struct {
+	Term    uint64
+	Pending []Proposal
+}
+
+// Ready is the replica's work. Carry it out in this order: persist Entries
+// (an entry at index i replaces every entry at i and above) and HardState,
+// fsyncing when MustSync; only then send Messages, apply Apply in order,
+// act on Lost and then Serve; and call Advance.
+type Ready struct {
+	HardState *raftpb.HardState // nil: unchanged
+	Entries   []*raftpb.Entry
+	MustSync  bool
+
+	Messages []*raftpb.Message
+	Apply    []Batch
+	Lost     *Lost
+	Serve    *Serve
+}
+
+// Status is a replica's view, for tests and status pages.
+type Status struct {
+	ID, Term, Lead uint64
+	State          raft.StateType
+	Serving        bool
+	Applied        uint64 // Raft index
+	Next           uint64 // pubend log's next index, as applied
+}
+
+// Replica is one member of a PHB cell's Raft group.
+type Replica struct {
+	cfg Config
+	rn  *raft.RawNode
+	ms  *raft.MemoryStorage
+
+	// The follower's election timer (see the package doc).
+	elapsed, timeout int
+	term             uint64 // the term the timer last saw
+
+	outstanding bool       // a Ready was handed out and not advanced
+	last        raft.Ready // the RawNode's Ready behind it
+
+	applied uint64 // Raft index of the last entry handed out to apply
+	next    uint64 // the pubend log's next index after what was applied
+
+	// Leadership: leaderTerm is the term this replica leads (0: none);
+	// serving once that term's first entry is applied; proposed is the
+	// next index a proposal gets; pending the proposals not yet applied.
+	leaderTerm uint64
+	serving    bool
+	proposed   uint64
+	pending    []Proposal
+
+	buf []byte
+}
+
+// New returns a replica holding what its durable log restored (empty for
+// a new cell).
+func New(cfg Config, st Restored) (*Replica, error) {
+	if cfg.ID == 0 || !slices.Contains(cfg.Peers, cfg.ID) {
+		return nil, fmt.Errorf("raftphb: member %d is not among the peers %v", cfg.ID, cfg.Peers)
+	}
+	if cfg.Jitter == nil {
+		return nil, errors.New("raftphb: Config.Jitter is required (election timeouts are randomized)")
+	}
+	if cfg.ElectionTicks == 0 {
+		cfg.ElectionTicks = 10
+	}
+	if cfg.HeartbeatTicks == 0 {
+		cfg.HeartbeatTicks = 1
+	}
+	if cfg.MaxSizePerMsg == 0 {
+		cfg.MaxSizePerMsg = 1 << 20
+	}
+	if cfg.MaxInflightMsgs == 0 {
+		cfg.MaxInflightMsgs = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quiet{}
+	}
+	ms := raft.NewMemoryStorage()
+	// The cell's membership is the configuration's, identical at every
+	// member: a bootstrap snapshot at index 0 that carries only the
+	// ConfState (etcd raft's documented way to bootstrap), so the log
+	// proper starts at index 1 and holds only batches and leaders' empty
+	// entries.
+	voters := slices.Clone(cfg.Peers)
+	slices.Sort(voters)
+	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+		ConfState: &raftpb.ConfState{Voters: voters},
+	}}); err != nil {
+		return nil, fmt.Errorf("raftphb: bootstrap: %w", err)
+	}
+	if len(st.Entries) > 0 {
+		if err := ms.Append(st.Entries); err != nil {
+			return nil, fmt.Errorf("raftphb: restore entries: %w", err)
+		}
+	}
+	if st.HardState != nil {
+		if err := ms.SetHardState(st.HardState); err != nil {
+			return nil, fmt.Errorf("raftphb: restore hard state: %w", err)
+		}
+	}
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:              cfg.ID,
+		ElectionTick:    cfg.ElectionTicks,
+		HeartbeatTick:   cfg.HeartbeatTicks,
+		Storage:         ms,
+		MaxSizePerMsg:   cfg.MaxSizePerMsg,
+		MaxInflightMsgs: cfg.MaxInflightMsgs,
+		// CheckQuorum: a leader that has not heard from a majority for an
+		// election timeout steps down, so a leader cut off from its cell
+		// learns it (Lost) instead of holding its publishers forever.
+		// PreVote: a member returning from a partition does not depose a
+		// working leader (Raft thesis §9.6).
+		CheckQuorum: true,
+		PreVote:     true,
+		// Followers never forward proposals: only the serving leader
+		// proposes, because only it knows the stamps (batch.go).
+		DisableProposalForwarding: true,
+		Logger:                    cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftphb: %w", err)
+	}
+	r := &Replica{cfg: cfg, rn: rn, ms: ms}
+	r.term = r.rn.BasicStatus().GetTerm()
+	r.resetTimer()
+	return r, nil
+}
+
+func (r *Replica) resetTimer() {
+	r.elapsed = 0
+	r.timeout = r.cfg.ElectionTicks + r.cfg.Jitter(r.cfg.ElectionTicks)
+}
+
+// Tick advances the replica's logical clock by one tick.
+func (r *Replica) Tick() {
+	st := r.rn.BasicStatus()
+	if st.RaftState == raft.StateLeader {
+		r.rn.Tick()
+		return
+	}
+	r.elapsed++
+	if r.elapsed == r.cfg.ElectionTicks && st.Lead != raft.None {
+		_ = r.rn.ForgetLeader() // only a follower forgets; nothing else to do
+	}
+	if r.elapsed >= r.timeout {
+		r.resetTimer()
+		_ = r.rn.Campaign()
+	}
+	r.noteTerm()
+}
+
+// Campaign makes the replica start an election now (tests, and a cell
+// that knows its leader is gone).
+func (r *Replica) Campaign() {
+	r.resetTimer()
+	_ = r.rn.Campaign()
+	r.noteTerm()
+}
+
+// Step hands the replica a Raft message from a peer.
+func (r *Replica) Step(m *raftpb.Message) error {
+	switch m.GetType() {
+	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
+		// A leader of our term or a later one is alive.
+		if m.GetTerm() >= r.rn.BasicStatus().GetTerm() {
+			r.elapsed = 0
+		}
+	}
+	err := r.rn.Step(m)
+	r.noteTerm()
+	return err
+}
+
+// noteTerm restarts the election timer when the term moved (a vote given,
+// a new leader, an election begun), as Raft resets it on every term change.
+func (r *Replica) noteTerm() {
+	if t := r.rn.BasicStatus().GetTerm(); t != r.term {
+		r.term = t
+		r.resetTimer()
+	}
+}
+
+// Propose proposes recs as the next batch of the pubend's log and returns
+// the index its first record will have there, if it commits. Only the
+// serving leader proposes.
+func (r *Replica) Propose(recs []msg.Record) (first uint64, err error) {
+	if !r.serving {
+		return 0, ErrNotServing
+	}
+	if len(recs) == 0 {
+		return 0, errors.New("raftphb: empty batch")
+	}
+	first = r.proposed
+	if r.buf, err = encodeBatch(r.buf[:0], first, recs); err != nil {
+		return 0, err
+	}
+	// Propose copies nothing: the entry keeps this slice.
+	if err := r.rn.Propose(slices.Clone(r.buf)); err != nil {
+		return 0, fmt.Errorf("raftphb: propose: %w", err)
+	}
+	r.proposed += uint64(len(recs))
+	r.pending = append(r.pending, Proposal{Term: r.leaderTerm, First: first, Records: len(recs)})
+	return first, nil
+}
+
+// HasReady reports whether Ready has work (and no Ready is outstanding).
+func (r *Replica) HasReady() bool {
+	if r.outstanding {
+		return false
+	}
+	return r.rn.HasReady() || r.leadershipChanged()
+}
+
+func (r *Replica) leadershipChanged() bool {
+	st := r.rn.BasicStatus()
+	leads := st.RaftState == raft.StateLeader
+	return (r.leaderTerm != 0 && (!leads || st.GetTerm() != r.leaderTerm)) || (leads && r.leaderTerm == 0)
+}
+
+// Ready returns the replica's work; the caller carries it out and calls
+// Advance before asking again.
+func (r *Replica) Ready() Ready {
+	if r.outstanding {
+		panic("raftphb: Ready before Advance")
+	}
+	r.outstanding = true
+	rd := r.rn.Ready()
+	r.last = rd
+	out := Ready{Entries: rd.Entries, MustSync: rd.MustSync, Messages: rd.Messages}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		out.HardState = rd.HardState
+	}
+	for _, e := range rd.CommittedEntries {
+		if b, ok := r.apply(e); ok {
+			out.Apply = append(out.Apply, b)
+		}
+	}
+	st := r.rn.BasicStatus()
+	leads := st.RaftState == raft.StateLeader
+	if r.leaderTerm != 0 && (!leads || st.GetTerm() != r.leaderTerm) {
+		out.Lost = &Lost{Term: r.leaderTerm, Pending: r.pending}
+		r.leaderTerm, r.serving, r.pending = 0, false, nil
+	}
+	if leads && r.leaderTerm == 0 {
+		r.leaderTerm = st.GetTerm()
+	}
+	if r.leaderTerm != 0 && !r.serving {
+		for _, e := range rd.CommittedEntries {
+			if e.GetTerm() == r.leaderTerm {
+				r.serving = true
+				r.proposed = r.next
+				out.Serve = &Serve{Term: r.leaderTerm, Index: e.GetIndex(), Next: r.next}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// apply takes one committed entry into the replica's view of the pubend
+// log and returns the batch it carries, if any.
+func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {
+	if e.GetIndex() != r.applied+1 {
+		panic(fmt.Sprintf("raftphb: member %d: applying entry %d after %d", r.cfg.ID, e.GetIndex(), r.applied))
+	}
+	r.applied = e.GetIndex()
+	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+		return Batch{}, false // a leader's first entry of its term
+	}
+	first, recs, err := DecodeBatch(e.GetData())
+	if err != nil {
+		panic(fmt.Sprintf("raftphb: member %d: committed entry %d: %v", r.cfg.ID, e.GetIndex(), err))
+	}
+	// Every leader stamps from the end of the log it applied, and Raft's
+	// Log Matching gives every replica the same committed prefix: a stamp
+	// that is not the applied end means two leaders disagreed about the
+	// log, which must never happen (it would give two records one index).
+	if first != r.next {
+		panic(fmt.Sprintf("raftphb: member %d: committed entry %d stamps pubend index %d, applied log ends at %d", r.cfg.ID, e.GetIndex(), first, r.next))
+	}
+	r.next += uint64(len(recs))
+	b := Batch{Index: e.GetIndex(), Term: e.GetTerm(), First: first, Records: recs}
+	if len(r.pending) > 0 && r.pending[0].Term == e.GetTerm() && r.pending[0].First == first {
+		b.Mine = true
+		r.pending = r.pending[1:]
+	}
+	return b, true
+}
+
+// Advance reports that the last Ready was carried out: its entries and
+// hard state are durable, its messages sent, its batches applied.
+func (r *Replica) Advance() {
+	if !r.outstanding {
+		panic("raftphb: Advance without Ready")
+	}
+	rd := r.last
+	if len(rd.Entries) > 0 {
+		if err := r.ms.Append(rd.Entries); err != nil {
+			panic(fmt.Sprintf("raftphb: member %d: %v", r.cfg.ID, err))
+		}
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := r.ms.SetHardState(rd.HardState); err != nil {
+			panic(fmt.Sprintf("raftphb: member %d: %v", r.cfg.ID, err))
+		}
+	}
+	r.outstanding = false
+	r.last = raft.Ready{}
+	r.rn.Advance(rd)
+	r.noteTerm()
+}
+
+// Status returns the replica's view.
+func (r *Replica) Status() Status {
+	st := r.rn.BasicStatus()
+	return Status{ID: r.cfg.ID, Term: st.GetTerm(), Lead: st.Lead, State: st.RaftState,
+		Serving: r.serving, Applied: r.applied, Next: r.next}
+}
+
+// quiet discards etcd raft's log lines.
+type quiet struct{}
+
+func (quiet) Debug(...any)            {}
+func (quiet) Debugf(string, ...any)   {}
+func (quiet) Error(...any)            {}
+func (quiet) Errorf(string, ...any)   {}
+func (quiet) Info(...any)             {}
+func (quiet) Infof(string, ...any)    {}
+func (quiet) Warning(...any)          {}
+func (quiet) Warningf(string, ...any) {}
+func (quiet) Fatal(v ...any)          { panic(fmt.Sprint(v...)) }
+func (quiet) Fatalf(f string, v ...any) {
+	panic(fmt.Sprintf(f, v...))
+}
+func (quiet) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
+func (quiet) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
