@@ -51,7 +51,9 @@ type Options struct {
 	// every member of its upstream cells, and the members of its own cell
 	// whose ids sort after its own. The others dial it.
 	Upstreams map[msg.NodeID]string
-	// DataDir holds the event log of the pubends hosted here.
+	// DataDir holds the broker's log: the events of the pubends hosted
+	// here and the state of the durable subscriptions held here ("": none,
+	// and no durable subscriptions).
 	DataDir string
 	// FS is the filesystem (default vfs.OS()).
 	FS vfs.FS
@@ -205,7 +207,9 @@ func New(opts Options) (*Node, error) {
 	n.jobs = make(chan job, 2+len(n.hosted))
 	n.done = make(chan completion, 2+len(n.hosted))
 	cfg := shell.Config{ID: opts.ID, Engine: eng, Clock: n, Net: n, Hosted: n.hosted, Logger: n.log}
-	if len(n.hosted) > 0 {
+	if opts.DataDir != "" {
+		// A PHB logs its pubends' events there, an SHB its durable
+		// subscriptions; a broker without data can hold neither.
 		cfg.Durability = persisterSeam{n}
 	}
 	n.sh = shell.New(cfg)
@@ -285,7 +289,7 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) openLog() error {
-	if len(n.hosted) == 0 {
+	if n.opts.DataDir == "" {
 		return nil
 	}
 	dir := filepath.Join(n.opts.DataDir, "pubends")

@@ -2,6 +2,8 @@ package shell
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -31,7 +33,11 @@ func (b *Broker) ClientDown(c ClientID) {
 	if s == nil {
 		return
 	}
-	for sub := range s.subs {
+	for _, sub := range slices.Sorted(maps.Keys(s.subs)) {
+		if d := b.attached(sub); d != nil {
+			b.detachDurable(d, "") // away: it keeps its place (durable.go)
+			continue
+		}
 		delete(b.subOwner, sub)
 		b.step(gd.Local{Msg: msg.Unsubscribe{Sub: sub}})
 	}
@@ -46,7 +52,8 @@ func (b *Broker) ClientDown(c ClientID) {
 // ClientRequest hands the engine a request from client connection c,
 // after the checks every request passes: a publish names a pubend (one is
 // picked here if not) and fits the event size limit; only publish,
-// subscribe and unsubscribe are requests.
+// subscribe, unsubscribe and a durable subscription's acknowledgement are
+// requests.
 func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 	s := b.sessions[c]
 	if s == nil {
@@ -56,12 +63,22 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 	case msg.Publish:
 		b.publish(c, m, req)
 	case msg.Subscribe:
+		if m.Durable {
+			b.subscribeDurable(c, s, m)
+			return
+		}
 		full := b.engineSub(c, m.Sub)
 		s.subs[full] = m.Sub
 		b.subOwner[full] = c
 		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector}})
+	case msg.SubAck:
+		b.ackDurable(c, m)
 	case msg.Unsubscribe:
 		full := b.engineSub(c, m.Sub)
+		if d := b.attached(full); d != nil {
+			b.unsubscribeDurable(d)
+			return
+		}
 		delete(s.subs, full)
 		delete(b.subOwner, full)
 		b.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})
@@ -106,11 +123,22 @@ func (b *Broker) toClient(m msg.Msg) {
 			m = x
 		}
 	case msg.SubStarted:
+		b.durableStarted(x.Sub, x.Token)
 		if c, ok = b.subOwner[x.Sub]; ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
 		}
 	case msg.SubRejected:
+		if c, ok = b.subOwner[x.Sub]; ok {
+			x.Sub = b.sessions[c].subs[x.Sub]
+			m = x
+		}
+	case msg.Gap:
+		if c, ok = b.subOwner[x.Sub]; ok {
+			x.Sub = b.sessions[c].subs[x.Sub]
+			m = x
+		}
+	case msg.Progress:
 		if c, ok = b.subOwner[x.Sub]; ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x

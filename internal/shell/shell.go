@@ -107,15 +107,29 @@ type Broker struct {
 	pubOwner map[string]ClientID
 	subOwner map[msg.SubID]ClientID
 
-	// The event log's bookkeeping (retention): the index of every event
-	// not yet released, the batch being persisted, the fetches and the
-	// trim out, and the log's bounds as last seen.
+	// Durable subscriptions held here (durable.go).
+	durables durables
+
+	// The log: the bookkeeping of its events (retention), the batch being
+	// persisted, the engine's records waiting for it to complete, the
+	// shell's own records (durable subscriptions) waiting likewise, the
+	// fetches and the trim out, and the log's bounds as last seen.
 	retain   retention.Tracker
-	inflight *gd.Ready
+	inflight *batch
+	waiting  *gd.Ready
+	ownRecs  []msg.Record
 	fetching int
 	trimming bool
 	first    uint64
 	next     uint64
+}
+
+// batch is one Append: the engine's records (rd, nil when the batch holds
+// only the shell's) followed by the shell's own.
+type batch struct {
+	rd  *gd.Ready
+	own []msg.Record
+	all []msg.Record
 }
 
 // New returns a Broker around cfg.Engine.
@@ -129,6 +143,7 @@ func New(cfg Config) *Broker {
 		id: cfg.ID, eng: cfg.Engine, clock: cfg.Clock, net: cfg.Net, dur: cfg.Durability, log: cfg.Logger,
 		hosted: hosted, strict: cfg.Strict,
 		sessions: map[ClientID]*session{}, pubOwner: map[string]ClientID{}, subOwner: map[msg.SubID]ClientID{},
+		durables: newDurables(),
 	}
 }
 
@@ -139,11 +154,15 @@ func (b *Broker) Engine() *gd.Engine { return b.eng }
 // Restore hands the engine what the log held at startup (retention.Load),
 // and adopts the log's bookkeeping.
 func (b *Broker) Restore(l retention.Loaded) error {
-	if err := b.eng.Restore(l.Records); err != nil {
+	recs := b.restoreDurables(l.Records)
+	if err := b.eng.Restore(recs); err != nil {
 		return err
 	}
 	b.retain = l.Tracker
 	b.first, b.next = l.First, l.Next
+	// Before the first link comes up: the pubends must not release what a
+	// durable subscriber that is away still needs (Gryphon DS §3).
+	b.applyFloors()
 	return nil
 }
 
@@ -155,7 +174,9 @@ func (b *Broker) LogBounds() (first, next uint64) { return b.first, b.next }
 func (b *Broker) Clients() int { return len(b.sessions) }
 
 // Idle reports whether no durable work is outstanding.
-func (b *Broker) Idle() bool { return b.inflight == nil && b.fetching == 0 && !b.trimming }
+func (b *Broker) Idle() bool {
+	return b.inflight == nil && b.waiting == nil && len(b.ownRecs) == 0 && b.fetching == 0 && !b.trimming
+}
 
 // Tick is the engine's timer (every gd.Config.TickInterval).
 func (b *Broker) Tick() { b.step(gd.Tick{}) }
@@ -188,23 +209,27 @@ func (b *Broker) PeerMsg(peer msg.NodeID, m msg.Msg) error {
 // log's state is unknown): the error is returned, and the broker must stop
 // without acking the batch (crash-only).
 func (b *Broker) Persisted(first uint64, err error) error {
-	if b.inflight == nil {
+	bt := b.inflight
+	if bt == nil {
 		return fmt.Errorf("shell: broker %s: persist completion with no batch outstanding", b.id)
 	}
+	b.inflight = nil
 	if err != nil {
-		b.inflight = nil // abandoned: its publishers retry at a restarted broker
 		return fmt.Errorf("broker %s: event log append or fsync failed: %w", b.id, err)
 	}
-	rd := *b.inflight
-	b.inflight = nil
-	for i, r := range rd.Persist {
+	for i, r := range bt.all {
 		b.retain.Appended(first+uint64(i), r)
 	}
-	b.next = first + uint64(len(rd.Persist))
-	for _, m := range rd.ToClientsAfterPersist {
-		b.toClient(m)
+	b.next = first + uint64(len(bt.all))
+	if rd := bt.rd; rd != nil {
+		for _, m := range rd.ToClientsAfterPersist {
+			b.toClient(m)
+		}
+		b.eng.Advance(*rd)
 	}
-	b.eng.Advance(rd)
+	if len(bt.own) > 0 {
+		b.durablesPersisted(bt.own)
+	}
 	return nil
 }
 
@@ -234,6 +259,7 @@ func (b *Broker) Trim() {
 	if !ok {
 		return
 	}
+	snap = append(snap, b.durableSnapshot()...)
 	b.trimming = true
 	b.dur.Trim(cut, snap)
 }
@@ -272,31 +298,58 @@ func (b *Broker) refused(err error) {
 // what arrived together (a burst read from the sockets), so that one Ready
 // — one batch of sends, one group commit — serves them all.
 func (b *Broker) Drain() {
-	for b.eng.HasReady() {
-		rd := b.eng.Ready()
-		for _, env := range rd.Send {
-			b.net.Send(env.To, env.Msg)
-		}
-		for _, m := range rd.ToClients {
-			b.toClient(m)
-		}
-		if len(rd.Persist) > 0 {
-			if b.dur == nil {
-				panic(fmt.Sprintf("shell: broker %s has records to persist and no storage", b.id))
+	for {
+		for b.eng.HasReady() {
+			rd := b.eng.Ready()
+			for _, env := range rd.Send {
+				b.net.Send(env.To, env.Msg)
 			}
-			r := rd
-			b.inflight = &r
-			b.dur.Append(rd.Persist)
-		}
-		for _, f := range rd.Fetch {
-			from := make([]uint64, len(f.Ranges))
-			for i, r := range f.Ranges {
-				from[i] = b.retain.FetchStart(f.Pubend, r.Lo)
+			for _, m := range rd.ToClients {
+				b.toClient(m)
 			}
-			b.fetching++
-			b.dur.Fetch(f, from)
+			if len(rd.Persist) > 0 {
+				r := rd // the engine makes no more records until Advance
+				b.waiting = &r
+			}
+			for _, f := range rd.Fetch {
+				from := make([]uint64, len(f.Ranges))
+				for i, r := range f.Ranges {
+					from[i] = b.retain.FetchStart(f.Pubend, r.Lo)
+				}
+				b.fetching++
+				b.dur.Fetch(f, from)
+			}
 		}
+		if !b.startBatch() || b.inflight != nil {
+			return
+		}
+		// The batch completed within Append (a disk that is durable at
+		// once, in tests): the engine may have more to do.
 	}
+}
+
+// startBatch appends the records waiting — the engine's, then the
+// shell's — as one batch, if none is out. It reports whether it did.
+func (b *Broker) startBatch() bool {
+	if b.inflight != nil || (b.waiting == nil && len(b.ownRecs) == 0) {
+		return false
+	}
+	if b.dur == nil {
+		panic(fmt.Sprintf("shell: broker %s has records to persist and no storage", b.id))
+	}
+	bt := &batch{rd: b.waiting, own: b.ownRecs}
+	switch {
+	case bt.rd == nil:
+		bt.all = bt.own
+	case len(bt.own) == 0:
+		bt.all = bt.rd.Persist // the common case: no copy
+	default:
+		bt.all = append(slices.Clip(bt.rd.Persist), bt.own...)
+	}
+	b.waiting, b.ownRecs = nil, nil
+	b.inflight = bt
+	b.dur.Append(bt.all)
+	return true
 }
 
 // pickPubend spreads publishers over the hosted pubends by a hash of their

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -21,8 +22,10 @@ type fake struct {
 	clients map[shell.ClientID][]msg.Msg
 	closed  map[shell.ClientID]string
 	appends [][]msg.Record
-	fetches []gd.Fetch
-	trims   []uint64
+	// appendsSeen keeps every batch ever appended: the log, for restarts.
+	appendsSeen [][]msg.Record
+	fetches     []gd.Fetch
+	trims       []uint64
 }
 
 func (f *fake) Now() tick.Time                       { return f.now }
@@ -31,7 +34,10 @@ func (f *fake) ToClient(c shell.ClientID, m msg.Msg) { f.clients[c] = append(f.c
 func (f *fake) CloseClient(c shell.ClientID, err error, reason string) {
 	f.closed[c] = reason
 }
-func (f *fake) Append(recs []msg.Record)           { f.appends = append(f.appends, recs) }
+func (f *fake) Append(recs []msg.Record) {
+	f.appends = append(f.appends, recs)
+	f.appendsSeen = append(f.appendsSeen, recs)
+}
 func (f *fake) Fetch(fe gd.Fetch, from []uint64)   { f.fetches = append(f.fetches, fe) }
 func (f *fake) Trim(cut uint64, snap []msg.Record) { f.trims = append(f.trims, cut) }
 
@@ -226,5 +232,116 @@ func TestTrimWaitsForQuietLog(t *testing.T) {
 	b.Trimmed(f.trims[0], f.trims[0]-1, nil)
 	if first, _ := b.LogBounds(); first != f.trims[0] {
 		t.Fatalf("log first = %d after trimming to %d", first, f.trims[0])
+	}
+}
+
+// floor returns the release floor the engine holds for P1 (ok false: none).
+func floor(b *shell.Broker) (tick.Tick, bool) {
+	for _, st := range b.Engine().ReleaseStates() {
+		if st.Pubend == "P1" {
+			return st.Floor, st.FloorSet
+		}
+	}
+	return 0, false
+}
+
+// A durable subscription needs somewhere to keep its state.
+func TestDurableNeedsData(t *testing.T) {
+	eng, err := gd.New("s1", gd.DefaultConfig(), []gd.Route{{Pubend: "P1", Up: "b1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{clients: map[shell.ClientID][]msg.Msg{}, closed: map[shell.ClientID]string{}}
+	b := shell.New(shell.Config{ID: "s1", Engine: eng, Clock: f, Net: f, Strict: true})
+	b.ClientUp(1)
+	b.ClientRequest(1, msg.Subscribe{Sub: "audit", Pattern: ">", Durable: true})
+	b.Drain()
+	rej := ofType[msg.SubRejected](f.clients[1])
+	if len(rej) != 1 || !strings.Contains(rej[0].Reason, "data directory") {
+		t.Fatalf("durable subscription at a broker without data: %v", f.clients[1])
+	}
+}
+
+// The release floor follows what durable subscribers acknowledged: raised
+// only once the acknowledgement is durable, kept while the subscriber is
+// away, lowered at once by a resume from an older token, handed over to a
+// newer connection (the older one told why), rebuilt by a restart, and
+// cleared when the subscription is deleted (Gryphon DS §3).
+func TestDurableReleaseFloor(t *testing.T) {
+	b, f := phb(t)
+	var next uint64 = 1
+	b.ClientUp(1)
+	b.ClientRequest(1, publish(1))
+	b.Drain()
+	persistAll(t, b, f, &next)
+	b.ClientRequest(1, msg.Subscribe{Sub: "audit", Pattern: "a.>", Durable: true})
+	b.Drain()
+	st := ofType[msg.SubStarted](f.clients[1])
+	if len(st) != 1 || st[0].Sub != "audit" {
+		t.Fatalf("durable subscription did not start: %v", f.clients[1])
+	}
+	start := st[0].Token["P1"]
+	persistAll(t, b, f, &next)
+	if fl, ok := floor(b); !ok || fl != start {
+		t.Fatalf("floor = %d,%v after start at %d", fl, ok, start)
+	}
+	// An acknowledgement raises the floor only once it is durable.
+	b.ClientRequest(1, msg.SubAck{Sub: "audit", Token: msg.Token{"P1": start + 5}})
+	b.Drain()
+	if fl, _ := floor(b); fl != start {
+		t.Fatalf("floor raised to %d before the acknowledgement was durable", fl)
+	}
+	persistAll(t, b, f, &next)
+	if fl, _ := floor(b); fl != start+5 {
+		t.Fatalf("floor = %d after the acknowledgement of %d was durable", fl, start+5)
+	}
+	// Away: the floor stays.
+	b.ClientDown(1)
+	b.Drain()
+	persistAll(t, b, f, &next)
+	if fl, ok := floor(b); !ok || fl != start+5 {
+		t.Fatalf("floor = %d,%v while the subscriber is away", fl, ok)
+	}
+	// Back from an older token: lowered at once.
+	b.ClientUp(2)
+	b.ClientRequest(2, msg.Subscribe{Sub: "audit", Pattern: "a.>", Durable: true, From: msg.Token{"P1": start + 2}})
+	b.Drain()
+	if fl, _ := floor(b); fl != start+2 {
+		t.Fatalf("floor = %d after a resume from %d", fl, start+2)
+	}
+	persistAll(t, b, f, &next)
+	// A newer connection takes it over; the older is told.
+	b.ClientUp(3)
+	b.ClientRequest(3, msg.Subscribe{Sub: "audit", Pattern: "a.>", Durable: true})
+	b.Drain()
+	if rej := ofType[msg.SubRejected](f.clients[2]); len(rej) != 1 || !strings.Contains(rej[0].Reason, "taken over") {
+		t.Fatalf("the older connection was not told of the takeover: %v", f.clients[2])
+	}
+	persistAll(t, b, f, &next)
+	// A restart rebuilds the subscription (away) and its floor from the log.
+	var log []msg.Record
+	for _, recs := range f.appendsSeen {
+		log = append(log, recs...)
+	}
+	b2, f2 := phb(t)
+	if err := b2.Restore(retention.Loaded{Records: log, First: 1, Next: next}); err != nil {
+		t.Fatal(err)
+	}
+	if fl, ok := floor(b2); !ok || fl != start+2 {
+		t.Fatalf("floor after restart = %d,%v, want %d", fl, ok, start+2)
+	}
+	// Deleting it clears the floor, once durable.
+	b2.ClientUp(1)
+	b2.ClientRequest(1, msg.Subscribe{Sub: "audit", Pattern: "a.>", Durable: true})
+	b2.Drain()
+	b2.ClientRequest(1, msg.Unsubscribe{Sub: "audit"})
+	b2.Drain()
+	if _, ok := floor(b2); !ok {
+		t.Fatal("floor cleared before the deletion was durable")
+	}
+	next2 := next
+	persistAll(t, b2, f2, &next2)
+	if _, ok := floor(b2); ok {
+		t.Fatal("floor kept after the durable subscription was deleted")
 	}
 }
