@@ -44,7 +44,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	}
 	return broker.Options{
 		Monkey: monkey,
-		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
+		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients, MQTT: b.MQTT,
 		Upstreams: ups, DataDir: data, Logger: logger,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),

@@ -92,6 +92,8 @@ type Broker struct {
 	// HTTP serves /metrics, /healthz, /readyz, /status and a dashboard;
 	// "" serves none.
 	HTTP string
+	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
+	MQTT string
 }
 
 // Link is one [[link]] table: a virtual link from the upstream cell Up to
@@ -104,7 +106,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "mqtt"}
 	linkKeys   = []string{"up", "down"}
 )
 

@@ -34,6 +34,7 @@ type rawBroker struct {
 	Pubends any `toml:"pubends"`
 	Gossip  any `toml:"gossip"`
 	HTTP    any `toml:"http"`
+	MQTT    any `toml:"mqtt"`
 }
 
 type rawLink struct {
@@ -104,6 +105,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			ID: s("id", rb.ID), Listen: s("listen", rb.Listen),
 			Clients: s("clients", rb.Clients), Data: s("data", rb.Data),
 			Gossip: s("gossip", rb.Gossip), HTTP: s("http", rb.HTTP),
+			MQTT: s("mqtt", rb.MQTT),
 		}
 		b.Cell = b.ID
 		if rb.Cell != nil {

@@ -51,6 +51,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.HTTP != "" {
 			kv(&b, "http", br.HTTP)
 		}
+		if br.MQTT != "" {
+			kv(&b, "mqtt", br.MQTT)
+		}
 	}
 	for _, l := range n.Links {
 		b.WriteString("\n[[link]]\n")
