@@ -38,7 +38,7 @@ func Dial(addr, clientID string, version byte, mod func(*packets.Packet)) (*Clie
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
 		ProtocolVersion: version,
-		Connect: packets.ConnectParams{ProtocolName: name, ClientIdentifier: clientID, Clean: true, Keepalive: 30},
+		Connect:         packets.ConnectParams{ProtocolName: name, ClientIdentifier: clientID, Clean: true, Keepalive: 30},
 	}
 	if mod != nil {
 		mod(&pk)
@@ -139,8 +139,7 @@ func (c *Client) Read(d time.Duration) (packets.Packet, error) {
 	return pk, err
 }
 
-// ReadType reads packets until one of type typ, acknowledging QoS 1
-// publishes on the way (false: they are dropped unacked), or fails.
+// ReadType reads packets until one of type typ, dropping the others.
 func (c *Client) ReadType(typ byte, d time.Duration) (packets.Packet, error) {
 	deadline := time.Now().Add(d)
 	for {
