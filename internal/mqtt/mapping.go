@@ -5,8 +5,8 @@
 // receives it is aerie's: the library's own topic index never holds a
 // subscription, it stores no message (no retained store, no will, no
 // session state that outlives a connection), and every PUBLISH becomes an
-// aerie publish whose PUBACK waits for the fsync at its pubend (Gryphon GD,
-// ICDCS 2000 §3).
+// aerie publish whose PUBACK waits for the fsync at its pubend (Gryphon
+// GD).
 //
 // This file is the mapping between the two namespaces, pure and table
 // tested: topics, filters and properties. docs/MQTT.md states it for users.
