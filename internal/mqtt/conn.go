@@ -288,7 +288,10 @@ func (c *Conn) subscribe(pk packets.Packet) {
 			codes[i] = qos
 			continue
 		} else if old != nil {
-			c.dropLocked(old)
+			end := c.dropLocked(old)
+			c.mu.Unlock()
+			c.unsubscribeAll(end)
+			c.mu.Lock()
 		}
 		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, id: f.Identifier, selector: selector}
 		p := pending{i: i, sub: sub}
@@ -320,8 +323,9 @@ func (c *Conn) subscribe(pk packets.Packet) {
 					codes[p.i] = packets.ErrImplementationSpecificError.Code
 					reasons = append(reasons, fmt.Sprintf("%s: %s", p.sub.filter, reason))
 					c.mu.Lock()
-					c.dropLocked(p.sub)
+					end := c.dropLocked(p.sub)
 					c.mu.Unlock()
+					c.unsubscribeAll(end)
 				}
 			case <-timeout.C:
 				c.s.log.Warn("MQTT subscription not yet in force; granted, it completes in the background",
@@ -356,26 +360,40 @@ func joinReasons(rs []string) string {
 	return s
 }
 
-// dropLocked ends sub in aerie (mu held).
-func (c *Conn) dropLocked(sub *subscription) {
+// dropLocked forgets sub (mu held) and returns the aerie subscriptions to
+// end: the caller asks the broker after unlocking, since the broker's loop
+// may be waiting for mu (Send) while its inbox is full.
+func (c *Conn) dropLocked(sub *subscription) []msg.SubID {
 	if c.subs[sub.filter] == sub {
 		delete(c.subs, sub.filter)
 	}
+	var end []msg.SubID
 	for _, name := range sub.names {
 		if c.byName[name] == sub {
 			delete(c.byName, name)
-			delete(c.waiting, name)
-			c.s.opts.Host.Request(c.id, msg.Unsubscribe{Sub: name})
+			if ch, ok := c.waiting[name]; ok {
+				close(ch) // its SUBSCRIBE stops waiting for it
+				delete(c.waiting, name)
+			}
+			end = append(end, name)
 		}
+	}
+	return end
+}
+
+func (c *Conn) unsubscribeAll(names []msg.SubID) {
+	for _, name := range names {
+		c.s.opts.Host.Request(c.id, msg.Unsubscribe{Sub: name})
 	}
 }
 
 func (c *Conn) unsubscribe(pk packets.Packet) {
 	codes := make([]byte, len(pk.Filters))
+	var end []msg.SubID
 	c.mu.Lock()
 	for i, f := range pk.Filters {
 		if sub := c.subs[f.Filter]; sub != nil {
-			c.dropLocked(sub)
+			end = append(end, c.dropLocked(sub)...)
 			codes[i] = packets.CodeSuccess.Code
 		} else {
 			codes[i] = packets.CodeNoSubscriptionExisted.Code
@@ -383,6 +401,7 @@ func (c *Conn) unsubscribe(pk packets.Packet) {
 	}
 	c.answers[answerKey{packets.Unsuback, pk.PacketID}] = answer{codes: codes}
 	c.mu.Unlock()
+	c.unsubscribeAll(end)
 }
 
 func (c *Conn) takeAnswer(typ byte, pid uint16) (answer, bool) {
