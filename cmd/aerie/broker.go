@@ -75,7 +75,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	go func() {
 		select {
 		case <-node.Listening():
-			logger.Info("broker running", "id", *id, "listen", node.BrokerAddr(), "clients", node.ClientAddr())
+			logger.Info("broker running", "id", *id, "listen", node.BrokerAddr(), "clients", node.ClientAddr(), "mqtt", node.MQTTAddr())
 		case <-ctx.Done():
 		}
 	}()

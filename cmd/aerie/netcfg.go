@@ -46,7 +46,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	cfg.MaxRetain = b.Retain() // the PHB's early-release bound (Gryphon DS, DSN 2003 §3)
 	return broker.Options{
 		Monkey: monkey,
-		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: cfg, Listen: b.Listen, Clients: b.Clients,
+		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: cfg, Listen: b.Listen, Clients: b.Clients, MQTT: b.MQTT,
 		Upstreams: ups, DataDir: data, Logger: logger,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),

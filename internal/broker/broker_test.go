@@ -189,6 +189,9 @@ func (n *net4) reassign(id msg.NodeID) {
 	if o.Clients != "" {
 		o.Clients = freeAddr(n.t)
 	}
+	if o.MQTT != "" {
+		o.MQTT = freeAddr(n.t)
+	}
 	n.opts[id] = o
 	for other, oo := range n.opts {
 		for up, addr := range oo.Upstreams {

@@ -55,10 +55,16 @@ func (peerDown) apply(n *Node, src source) {
 	}
 }
 
-type clientUp struct{}
+// clientUp: a client connection is open; conn answers for it (nil: the
+// aerie connection src.conn).
+type clientUp struct{ conn clientConn }
 
-func (clientUp) apply(n *Node, src source) {
-	n.clients[src.cid] = src.conn
+func (c clientUp) apply(n *Node, src source) {
+	if c.conn != nil {
+		n.clients[src.cid] = c.conn
+	} else {
+		n.clients[src.cid] = src.conn
+	}
 	n.sh.ClientUp(src.cid)
 }
 

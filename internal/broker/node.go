@@ -28,6 +28,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/member/mlist"
+	"github.com/aerie-mq/aerie/internal/mqtt"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/storage"
@@ -47,6 +48,9 @@ type Options struct {
 	// Listen is the broker-to-broker address; Clients the client address
 	// (either may be empty).
 	Listen, Clients string
+	// MQTT is the address of the MQTT 3.1.1 and 5 listener ("" for none;
+	// see mqtt.go and docs/MQTT.md).
+	MQTT string
 	// Upstreams maps each neighbour this broker dials to its address:
 	// every member of its upstream cells, and the members of its own cell
 	// whose ids sort after its own. The others dial it.
@@ -116,7 +120,7 @@ type Node struct {
 
 	// Loop-owned state.
 	peers   map[msg.NodeID]*transport.Conn
-	clients map[shell.ClientID]*transport.Conn
+	clients map[shell.ClientID]clientConn
 	nextCID shell.ClientID
 	monkey  *monkeyState   // nil without a monkey
 	chaos   map[string]int // the monkey's actions so far, by kind
@@ -127,6 +131,7 @@ type Node struct {
 	mu        sync.Mutex // guards the addresses below, read by tests and dev
 	brokerLn  net.Listener
 	clientLn  net.Listener
+	mqttSrv   *mqtt.Server // nil without an MQTT listener
 	listening chan struct{}
 	wg        sync.WaitGroup
 }
@@ -170,7 +175,7 @@ func New(opts Options) (*Node, error) {
 		opts: opts, log: opts.Logger.With("broker", string(opts.ID)), eng: eng,
 		inc:   inc,
 		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096),
-		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]*transport.Conn{},
+		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]clientConn{},
 		listening: make(chan struct{}), chaos: map[string]int{},
 	}
 	members := func(c msg.NodeID) []msg.NodeID {
@@ -259,6 +264,10 @@ func (n *Node) Run(ctx context.Context) error {
 		n.wg.Wait()
 	}()
 	if err := n.listen(connCtx); err != nil {
+		return err
+	}
+	if err := n.listenMQTT(connCtx); err != nil {
+		n.closeAll("broker failed to start")
 		return err
 	}
 	if n.opts.Gossip != "" {

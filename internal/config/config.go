@@ -100,6 +100,8 @@ type Broker struct {
 	// gap notice). 0 never releases early. nil when the key is absent:
 	// Retain gives the default, 168h.
 	MaxRetain *time.Duration
+	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
+	MQTT string
 }
 
 // Retain returns the broker's early-release bound: max_retain, or the
@@ -121,7 +123,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt"}
 	linkKeys   = []string{"up", "down"}
 )
 

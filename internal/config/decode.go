@@ -36,6 +36,7 @@ type rawBroker struct {
 	HTTP    any `toml:"http"`
 	// MaxRetain is max_retain (Broker.MaxRetain).
 	MaxRetain any `toml:"max_retain"`
+	MQTT      any `toml:"mqtt"`
 }
 
 type rawLink struct {
@@ -106,6 +107,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			ID: s("id", rb.ID), Listen: s("listen", rb.Listen),
 			Clients: s("clients", rb.Clients), Data: s("data", rb.Data),
 			Gossip: s("gossip", rb.Gossip), HTTP: s("http", rb.HTTP),
+			MQTT: s("mqtt", rb.MQTT),
 		}
 		b.Cell = b.ID
 		if rb.Cell != nil {

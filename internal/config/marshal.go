@@ -54,6 +54,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.MaxRetain != nil {
 			kv(&b, "max_retain", br.MaxRetain.String())
 		}
+		if br.MQTT != "" {
+			kv(&b, "mqtt", br.MQTT)
+		}
 	}
 	for _, l := range n.Links {
 		b.WriteString("\n[[link]]\n")

@@ -72,7 +72,7 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 		if b.Listen == "" && !bad[fieldRef{"broker", i, "listen"}] {
 			p.field("broker", i, "listen", "%s has no listen address", who)
 		}
-		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}, {"gossip", b.Gossip}, {"http", b.HTTP}} {
+		for _, a := range []struct{ key, addr string }{{"listen", b.Listen}, {"clients", b.Clients}, {"gossip", b.Gossip}, {"http", b.HTTP}, {"mqtt", b.MQTT}} {
 			if a.addr == "" {
 				continue
 			}
@@ -184,6 +184,9 @@ func (n *Network) checkRedundantCells(p *problems, cellOwner map[string]int) {
 		}
 		if b.Clients != "" {
 			p.field("broker", i, "clients", "%s: cell %q has several brokers and cannot take clients: publishers and subscribers connect to cells of one broker", who, c)
+		}
+		if b.MQTT != "" {
+			p.field("broker", i, "mqtt", "%s: cell %q has several brokers and cannot take MQTT clients: publishers and subscribers connect to cells of one broker", who, c)
 		}
 		if !hasDown[c] && !reported[c] {
 			reported[c] = true

@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/aerie-mq/aerie/internal/mqtt"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/transport"
+)
+
+// clientConn is a client connection as the loop sees it: an aerie
+// connection (transport.Conn) or an MQTT one (mqtt.Conn). Every call
+// returns at once; a message a full or broken connection cannot take is
+// dropped and the connection closed with a reason.
+type clientConn interface {
+	Send(m msg.Msg) bool
+	CloseWith(err error, reason string)
+	CloseFlush(reason string)
+}
+
+var (
+	_ clientConn = (*transport.Conn)(nil)
+	_ clientConn = (*mqtt.Conn)(nil)
+)
+
+// MQTTAddr returns the address of the MQTT listener ("" when none).
+func (n *Node) MQTTAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mqttSrv == nil {
+		return ""
+	}
+	return n.mqttSrv.Addr()
+}
+
+// listenMQTT starts the MQTT listener, if the broker has one: each MQTT
+// connection becomes a client of the shell like any other, its requests
+// posted to the loop's inbox in the order they were read (mqttHost), its
+// answers sent back through Node.ToClient. It stops when ctx ends, after
+// the loop has flushed every connection.
+func (n *Node) listenMQTT(ctx context.Context) error {
+	if n.opts.MQTT == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.opts.MQTT)
+	if err != nil {
+		return fmt.Errorf("broker %s: listen for MQTT: %w", n.opts.ID, err)
+	}
+	srv, err := mqtt.Start(mqtt.Options{
+		Listener: ln, Broker: n.opts.ID, Incarnation: n.inc, Pubends: n.hosted,
+		Host: mqttHost{n: n, ctx: ctx}, Queue: n.opts.SubscriberQueue, Logger: n.log,
+	})
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("broker %s: MQTT listener: %w", n.opts.ID, err)
+	}
+	n.mu.Lock()
+	n.mqttSrv = srv
+	n.mu.Unlock()
+	n.log.Info("MQTT listener", "addr", srv.Addr())
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		<-ctx.Done()
+		srv.Close()
+	}()
+	return nil
+}
+
+// mqttHost is the broker side of the MQTT listener (mqtt.Host).
+type mqttHost struct {
+	n   *Node
+	ctx context.Context
+}
+
+func (h mqttHost) Up(c *mqtt.Conn) shell.ClientID {
+	cid := h.n.newClientID()
+	h.n.post(h.ctx, event{src: source{cid: cid}, ctl: clientUp{conn: c}})
+	return cid
+}
+
+func (h mqttHost) Request(cid shell.ClientID, m msg.Msg) {
+	h.n.post(h.ctx, event{src: source{cid: cid}, m: m})
+}
+
+func (h mqttHost) Down(cid shell.ClientID) {
+	h.n.post(h.ctx, event{src: source{cid: cid}, ctl: clientDown{}})
+}

@@ -1,0 +1,201 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/mqtt"
+	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// startMQTTNet is the dev topology with MQTT listeners at the PHB p1 and
+// the SHB s1 (two hops below it, through b1).
+func startMQTTNet(t *testing.T) *net4 {
+	return startNetWith(t, nil, func(o map[msg.NodeID]broker.Options) {
+		for _, id := range []msg.NodeID{"p1", "s1"} {
+			b := o[id]
+			b.MQTT = freeAddr(t)
+			o[id] = b
+		}
+	})
+}
+
+func pahoClient(t *testing.T, addr, id string) paho.Client {
+	t.Helper()
+	opts := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).
+		SetCleanSession(true).SetAutoReconnect(false).SetConnectTimeout(10 * time.Second)
+	c := paho.NewClient(opts)
+	if tok := c.Connect(); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("paho connect to %s: %v", addr, tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	return c
+}
+
+// inbox collects what an MQTT subscriber receives.
+type inbox struct {
+	mu   sync.Mutex
+	msgs []paho.Message
+	more chan struct{}
+}
+
+func newInbox() *inbox { return &inbox{more: make(chan struct{}, 1)} }
+
+func (b *inbox) handle(_ paho.Client, m paho.Message) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, m)
+	b.mu.Unlock()
+	select {
+	case b.more <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the first n messages once they have arrived.
+func (b *inbox) wait(t *testing.T, n int, d time.Duration) []paho.Message {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		b.mu.Lock()
+		got := slices.Clone(b.msgs)
+		b.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-b.more:
+		case <-deadline:
+			t.Fatalf("MQTT subscriber got %d of %d messages", len(got), n)
+		}
+	}
+}
+
+// TestMQTTAcrossBrokers: an MQTT publisher at the PHB reaches an MQTT
+// subscriber at an SHB two hops away, exactly once and in order; aerie's
+// own publisher reaches it too, topic-mapped (a trailing '#' matches its
+// parent level); MQTT 5 user properties are aerie properties that an
+// aerie selector filters on, and an MQTT 5 subscriber's selector too.
+func TestMQTTAcrossBrokers(t *testing.T) {
+	n := startMQTTNet(t)
+	p1, s1 := n.nodes["p1"].MQTTAddr(), n.nodes["s1"].MQTTAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	in := newInbox()
+	sub := pahoClient(t, s1, "mqtt-sub")
+	// The SUBACK comes once the subscription is in force in the network.
+	if tok := sub.Subscribe("orders/#", 1, in.handle); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	aerieSub, err := n.dial("s1", client.Options{}).SubscribeSelector(ctx, ">", "region = 'EU'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v5sub, err := mqtttest.Dial(s1, "v5-sub", 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v5sub.Close()
+	if ack, err := v5sub.Subscribe(1, []packets.UserProperty{{Key: mqtt.SelectorProperty, Val: "region = 'EU'"}}, "sensors/+"); err != nil || ack.ReasonCodes[0] != 1 {
+		t.Fatalf("MQTT 5 subscribe with a selector: %+v, %v", ack.ReasonCodes, err)
+	}
+
+	// MQTT 3.1.1 QoS 1 → MQTT, across p1 → b1 → s1.
+	pub := pahoClient(t, p1, "mqtt-pub")
+	const total = 50
+	for i := 1; i <= total; i++ {
+		tok := pub.Publish("orders/eu/new", 1, false, fmt.Sprintf("m-%d", i))
+		if !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %d: %v", i, tok.Error())
+		}
+	}
+	// aerie → MQTT: "orders" is matched by orders/#.
+	apub := n.dial("p1", client.Options{ID: "aerie-pub"})
+	if _, err := apub.Publish(ctx, client.Message{Topic: "orders", Payload: []byte("from aerie")}); err != nil {
+		t.Fatal(err)
+	}
+	got := in.wait(t, total+1, 30*time.Second)
+	for i, m := range got[:total] {
+		if m.Topic() != "orders/eu/new" || string(m.Payload()) != fmt.Sprintf("m-%d", i+1) || m.Qos() != 1 {
+			t.Fatalf("message %d: %s %q QoS %d", i+1, m.Topic(), m.Payload(), m.Qos())
+		}
+	}
+	if m := got[total]; m.Topic() != "orders" || string(m.Payload()) != "from aerie" {
+		t.Fatalf("aerie's event arrived as %s %q", m.Topic(), m.Payload())
+	}
+
+	// MQTT 5 user properties → aerie properties, selected by region.
+	v5pub, err := mqtttest.Dial(p1, "v5-pub", 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v5pub.Close()
+	for i := 1; i <= 10; i++ {
+		region := []string{"EU", "US"}[i%2]
+		if _, err := v5pub.Publish("sensors/t1", 1, []byte(fmt.Sprint(i)), packets.UserProperty{Key: "region", Val: region}); err != nil {
+			t.Fatal(err)
+		}
+		if ack, err := v5pub.ReadType(packets.Puback, 30*time.Second); err != nil || ack.ReasonCode != 0 {
+			t.Fatalf("PUBACK %d: %#x %v", i, ack.ReasonCode, err)
+		}
+	}
+	var aerieGot []string
+	for len(aerieGot) < 5 {
+		select {
+		case ev := <-aerieSub.Events():
+			if ev.Topic != "sensors.t1" || ev.Props["region"] != "EU" {
+				t.Fatalf("selector region = 'EU' let through %s %v", ev.Topic, ev.Props)
+			}
+			aerieGot = append(aerieGot, string(ev.Payload))
+		case <-ctx.Done():
+			t.Fatalf("aerie subscriber got %q of the 5 EU events", aerieGot)
+		}
+	}
+	var v5got []string
+	for len(v5got) < 5 {
+		pk, err := v5sub.ReadType(packets.Publish, 30*time.Second)
+		if err != nil {
+			t.Fatalf("MQTT 5 subscriber got %q: %v", v5got, err)
+		}
+		if pk.TopicName != "sensors/t1" || !slices.Contains(pk.Properties.User, packets.UserProperty{Key: "region", Val: "EU"}) {
+			t.Fatalf("MQTT 5 subscriber's selector let through %s %v", pk.TopicName, pk.Properties.User)
+		}
+		v5got = append(v5got, string(pk.Payload))
+		if err := v5sub.Ack(pk.PacketID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"2", "4", "6", "8", "10"}
+	if !slices.Equal(aerieGot, want) || !slices.Equal(v5got, want) {
+		t.Fatalf("EU events: aerie %q, MQTT 5 %q; want %q", aerieGot, v5got, want)
+	}
+	// Nothing else arrives: publish one more EU event as a marker and see
+	// that it is the next one (no US event, no duplicate before it).
+	if _, err := v5pub.Publish("sensors/t1", 1, []byte("marker"), packets.UserProperty{Key: "region", Val: "EU"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-aerieSub.Events():
+		if string(ev.Payload) != "marker" {
+			t.Fatalf("after the EU events: %q %v, want the marker", ev.Payload, ev.Props)
+		}
+	case <-ctx.Done():
+		t.Fatal("marker never arrived")
+	}
+	// The MQTT subscriber on orders/# got nothing more.
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if len(in.msgs) != total+1 {
+		t.Fatalf("MQTT subscriber got %d messages, want %d", len(in.msgs), total+1)
+	}
+}

@@ -1,0 +1,557 @@
+package mqtt
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+)
+
+// Conn is one MQTT connection as a client of the broker's shell. The
+// broker's loop calls Send, CloseWith and CloseFlush, which never block;
+// the connection's read goroutine (mochi's, through the hook) and its
+// write goroutine (writeLoop) do the rest.
+type Conn struct {
+	s         *Server
+	cl        *mochi.Client
+	v5        bool
+	id        shell.ClientID
+	publisher string        // this connection's publisher name in aerie
+	pubend    msg.PubendID  // where its publishes go
+	done      chan struct{} // closed when the connection is gone
+	flushed   chan struct{} // closed when a CloseFlush has written everything
+	wake      chan struct{} // the writer has work (cap 1)
+	quota     chan struct{} // a delivered message was acknowledged (cap 1)
+
+	mu       sync.Mutex
+	stopped  bool
+	flush    bool
+	queue    []*msg.Event // deliveries for the writer, with their subscriptions
+	queueSub []msg.SubID  // …
+	acks     []pendingAck // QoS 1 publishes in the order read, awaiting aerie
+	seq      uint64       // the last publish's sequence number
+	subs     map[string]*subscription
+	byName   map[msg.SubID]*subscription
+	waiting  map[msg.SubID]chan string // subscribe answers: "" started, else the reason
+	answers  map[answerKey]answer      // SUBACK / UNSUBACK codes for OnPacketEncode
+	inflight map[uint16]bool           // QoS 1 deliveries not yet acknowledged
+	nextPID  uint16
+}
+
+type pendingAck struct {
+	seq      uint64
+	pid      uint16
+	done     bool
+	code     byte
+	reason   string
+	closeV3  bool // a 3.1.1 client cannot be told: close the connection
+	v3reason string
+}
+
+// subscription is one MQTT filter: one aerie subscription per pattern.
+type subscription struct {
+	filter   string
+	names    []msg.SubID
+	qos      byte
+	noLocal  bool
+	id       int // MQTT 5 subscription identifier, 0 for none
+	selector string
+}
+
+type answerKey struct {
+	typ byte
+	pid uint16
+}
+
+type answer struct {
+	codes  []byte
+	reason string
+}
+
+func newConn(s *Server, cl *mochi.Client) *Conn {
+	return &Conn{
+		s: s, cl: cl, v5: cl.Properties.ProtocolVersion >= 5, pubend: s.pubend(cl.ID),
+		done: make(chan struct{}), flushed: make(chan struct{}),
+		wake: make(chan struct{}, 1), quota: make(chan struct{}, 1),
+		subs: map[string]*subscription{}, byName: map[msg.SubID]*subscription{},
+		waiting: map[msg.SubID]chan string{}, answers: map[answerKey]answer{}, inflight: map[uint16]bool{},
+	}
+}
+
+func (c *Conn) String() string { return fmt.Sprintf("mqtt client %q (%s)", c.cl.ID, c.cl.Net.Remote) }
+
+// ClientID is the client id the MQTT client connected with.
+func (c *Conn) ClientID() string { return c.cl.ID }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Send takes an answer of the broker (shell.Net.ToClient): it never
+// blocks. A subscriber that falls more than Options.Queue messages behind
+// is disconnected, with the reason.
+func (c *Conn) Send(m msg.Msg) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	switch x := m.(type) {
+	case msg.PubAck:
+		c.answerPublish(x.Seq, 0, "")
+	case msg.PubReject:
+		c.answerPublish(x.Seq, packets.ErrImplementationSpecificError.Code, x.Reason)
+	case msg.SubStarted:
+		c.answerSubscribe(x.Sub, "")
+	case msg.SubRejected:
+		c.answerSubscribe(x.Sub, x.Reason)
+	case msg.Delivery:
+		if len(c.queue) >= c.s.opts.Queue {
+			c.stopped = true
+			go c.close(refuse(packets.ErrQuotaExceeded,
+				fmt.Sprintf("subscriber too slow: more than %d messages queued", c.s.opts.Queue), 0))
+			return false
+		}
+		c.queue = append(c.queue, x.Event)
+		c.queueSub = append(c.queueSub, x.Sub)
+	default:
+		return true
+	}
+	signal(c.wake)
+	return true
+}
+
+// CloseWith ends the connection because of err, telling an MQTT 5 client
+// reason.
+func (c *Conn) CloseWith(err error, reason string) {
+	go c.close(refuse(packets.ErrImplementationSpecificError, reason, 0))
+}
+
+// CloseFlush writes what is queued, then ends the connection (the broker
+// is shutting down).
+func (c *Conn) CloseFlush(reason string) {
+	c.mu.Lock()
+	c.flush = true
+	c.mu.Unlock()
+	signal(c.wake)
+}
+
+// close ends the connection with a DISCONNECT (MQTT 5) or by closing it
+// (3.1.1, which has no server DISCONNECT).
+func (c *Conn) close(r refusal) {
+	if c.v5 {
+		// DisconnectClient writes, then stops; a write stuck on a dead
+		// peer is cut by the stop below.
+		t := time.AfterFunc(2*time.Second, func() { c.cl.Stop(r) })
+		defer t.Stop()
+		_ = c.s.srv.DisconnectClient(c.cl, r.code)
+	}
+	c.cl.Stop(r)
+}
+
+// end is close from the read goroutine, which then returns the error so
+// that the library stops reading.
+func (c *Conn) end(r refusal) error {
+	c.s.log.Info("ending MQTT connection", "client", c.cl.ID, "addr", c.cl.Net.Remote, "reason", r.code.Reason)
+	c.close(r)
+	return r
+}
+
+func (c *Conn) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	for name, ch := range c.waiting {
+		close(ch)
+		delete(c.waiting, name)
+	}
+	c.mu.Unlock()
+	close(c.done)
+}
+
+// publish maps one PUBLISH and hands it to the broker (the read
+// goroutine).
+func (c *Conn) publish(pk packets.Packet) error {
+	qos := pk.FixedHeader.Qos
+	if c.pubend == "" {
+		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError,
+			fmt.Sprintf("broker %s hosts no pubend: publish at a broker that does", c.s.opts.Broker), 0))
+	}
+	topic, err := Topic(pk.TopicName)
+	if err != nil {
+		return c.refusePublish(pk, refuse(packets.ErrTopicNameInvalid, err.Error(), 0))
+	}
+	props, err := Props(pk.Properties.User)
+	if err != nil {
+		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError, err.Error(), 0))
+	}
+	c.mu.Lock()
+	if qos > 0 && len(c.acks) >= receiveMaximum {
+		c.mu.Unlock()
+		return refuse(packets.ErrReceiveMaximum, fmt.Sprintf("more than %d QoS 1 publishes unacknowledged", receiveMaximum), 0)
+	}
+	c.seq++
+	seq := c.seq
+	if qos > 0 {
+		c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID})
+	}
+	c.mu.Unlock()
+	c.s.opts.Host.Request(c.id, msg.Publish{Pubend: c.pubend, Publisher: c.publisher, Seq: seq,
+		Topic: topic, Props: props, Payload: pk.Payload})
+	return nil
+}
+
+// refusePublish answers a publish aerie does not take: a PUBACK with the
+// reason code (MQTT 5, QoS 1), in its place among the other acks; a
+// DISCONNECT for an MQTT 5 QoS 0 publish; the end of a 3.1.1 connection,
+// which has no other way to say no. It returns the refusal when the
+// connection must end.
+func (c *Conn) refusePublish(pk packets.Packet, r refusal) error {
+	if !c.v5 || pk.FixedHeader.Qos == 0 {
+		return r
+	}
+	c.mu.Lock()
+	c.seq++ // keeps sequence numbers and acks in step; never sent to aerie
+	c.acks = append(c.acks, pendingAck{seq: c.seq, pid: pk.PacketID, done: true, code: r.code.Code, reason: r.code.Reason})
+	c.mu.Unlock()
+	signal(c.wake)
+	c.s.log.Info("refused MQTT publish", "client", c.cl.ID, "topic", pk.TopicName, "reason", r.code.Reason)
+	return nil
+}
+
+// answerPublish records aerie's answer to publish seq (mu held).
+func (c *Conn) answerPublish(seq uint64, code byte, reason string) {
+	for i := range c.acks {
+		if c.acks[i].seq == seq {
+			c.acks[i].done, c.acks[i].code, c.acks[i].reason = true, code, reason
+			if code != 0 && !c.v5 {
+				c.acks[i].closeV3 = true
+			}
+			return
+		}
+	}
+	if code != 0 {
+		c.s.log.Info("aerie refused an MQTT QoS 0 publish", "client", c.cl.ID, "reason", reason)
+	}
+}
+
+func (c *Conn) answerSubscribe(name msg.SubID, reason string) {
+	if ch, ok := c.waiting[name]; ok {
+		ch <- reason
+		close(ch)
+		delete(c.waiting, name)
+	} else if reason != "" {
+		c.s.log.Warn("aerie refused an MQTT subscription", "client", c.cl.ID, "sub", string(name), "reason", reason)
+	}
+}
+
+// subscribe puts the filters of one SUBSCRIBE in force (the read
+// goroutine): it returns once aerie has answered for each, or the
+// connection is gone, or Options.SubscribeWait has passed.
+func (c *Conn) subscribe(pk packets.Packet) {
+	codes := make([]byte, len(pk.Filters))
+	var reasons []string
+	selector := ""
+	for _, u := range pk.Properties.User {
+		if u.Key == SelectorProperty {
+			selector = u.Val
+		}
+	}
+	type pending struct {
+		i   int
+		sub *subscription
+		chs []chan string
+	}
+	var waits []pending
+	for i, f := range pk.Filters {
+		qos := min(f.Qos, 1)
+		pats, err := Filter(f.Filter)
+		if err != nil {
+			codes[i] = packets.ErrTopicFilterInvalid.Code
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		c.mu.Lock()
+		if old := c.subs[f.Filter]; old != nil && old.selector == selector {
+			// MQTT replaces a subscription to the same filter: the aerie
+			// subscriptions stay (nothing is lost), the options change.
+			old.qos, old.noLocal, old.id = qos, f.NoLocal, f.Identifier
+			c.mu.Unlock()
+			codes[i] = qos
+			continue
+		} else if old != nil {
+			end := c.dropLocked(old)
+			c.mu.Unlock()
+			c.unsubscribeAll(end)
+			c.mu.Lock()
+		}
+		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, id: f.Identifier, selector: selector}
+		p := pending{i: i, sub: sub}
+		for j := range pats {
+			name := msg.SubID(fmt.Sprintf("%s#%d", f.Filter, j))
+			sub.names = append(sub.names, name)
+			ch := make(chan string, 1)
+			c.waiting[name] = ch
+			p.chs = append(p.chs, ch)
+		}
+		c.subs[f.Filter] = sub
+		for _, name := range sub.names {
+			c.byName[name] = sub
+		}
+		c.mu.Unlock()
+		for j, pat := range pats {
+			c.s.opts.Host.Request(c.id, msg.Subscribe{Sub: sub.names[j], Pattern: pat, Selector: selector})
+		}
+		waits = append(waits, p)
+		codes[i] = qos
+	}
+	timeout := time.NewTimer(c.s.opts.SubscribeWait)
+	defer timeout.Stop()
+	for _, p := range waits {
+		for _, ch := range p.chs {
+			select {
+			case reason, ok := <-ch:
+				if ok && reason != "" {
+					codes[p.i] = packets.ErrImplementationSpecificError.Code
+					reasons = append(reasons, fmt.Sprintf("%s: %s", p.sub.filter, reason))
+					c.mu.Lock()
+					end := c.dropLocked(p.sub)
+					c.mu.Unlock()
+					c.unsubscribeAll(end)
+				}
+			case <-timeout.C:
+				c.s.log.Warn("MQTT subscription not yet in force; granted, it completes in the background",
+					"client", c.cl.ID, "filter", p.sub.filter, "after", c.s.opts.SubscribeWait)
+			case <-c.done:
+			}
+		}
+	}
+	if !c.v5 {
+		for i, code := range codes {
+			if code >= 0x80 {
+				codes[i] = 0x80 // 3.1.1: Failure
+			}
+		}
+	}
+	for _, r := range reasons {
+		c.s.log.Info("refused MQTT subscription", "client", c.cl.ID, "reason", r)
+	}
+	c.mu.Lock()
+	c.answers[answerKey{packets.Suback, pk.PacketID}] = answer{codes: codes, reason: joinReasons(reasons)}
+	c.mu.Unlock()
+}
+
+func joinReasons(rs []string) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	s := rs[0]
+	for _, r := range rs[1:] {
+		s += "; " + r
+	}
+	return s
+}
+
+// dropLocked forgets sub (mu held) and returns the aerie subscriptions to
+// end: the caller asks the broker after unlocking, since the broker's loop
+// may be waiting for mu (Send) while its inbox is full.
+func (c *Conn) dropLocked(sub *subscription) []msg.SubID {
+	if c.subs[sub.filter] == sub {
+		delete(c.subs, sub.filter)
+	}
+	var end []msg.SubID
+	for _, name := range sub.names {
+		if c.byName[name] == sub {
+			delete(c.byName, name)
+			if ch, ok := c.waiting[name]; ok {
+				close(ch) // its SUBSCRIBE stops waiting for it
+				delete(c.waiting, name)
+			}
+			end = append(end, name)
+		}
+	}
+	return end
+}
+
+func (c *Conn) unsubscribeAll(names []msg.SubID) {
+	for _, name := range names {
+		c.s.opts.Host.Request(c.id, msg.Unsubscribe{Sub: name})
+	}
+}
+
+func (c *Conn) unsubscribe(pk packets.Packet) {
+	codes := make([]byte, len(pk.Filters))
+	var end []msg.SubID
+	c.mu.Lock()
+	for i, f := range pk.Filters {
+		if sub := c.subs[f.Filter]; sub != nil {
+			end = append(end, c.dropLocked(sub)...)
+			codes[i] = packets.CodeSuccess.Code
+		} else {
+			codes[i] = packets.CodeNoSubscriptionExisted.Code
+		}
+	}
+	c.answers[answerKey{packets.Unsuback, pk.PacketID}] = answer{codes: codes}
+	c.mu.Unlock()
+	c.unsubscribeAll(end)
+}
+
+func (c *Conn) takeAnswer(typ byte, pid uint16) (answer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := answerKey{typ, pid}
+	a, ok := c.answers[k]
+	delete(c.answers, k)
+	return a, ok
+}
+
+// delivered: the client acknowledged delivery pid (the read goroutine).
+func (c *Conn) delivered(pid uint16) {
+	c.mu.Lock()
+	ok := c.inflight[pid]
+	delete(c.inflight, pid)
+	c.mu.Unlock()
+	if ok {
+		signal(c.quota)
+	}
+}
+
+// window is how many QoS 1 deliveries may be unacknowledged: the client's
+// Receive Maximum (MQTT 5), capped.
+func (c *Conn) window() int {
+	w := maxOutstanding
+	if rm := int(c.cl.Properties.Props.ReceiveMaximum); c.v5 && rm > 0 {
+		w = min(w, rm)
+	}
+	return w
+}
+
+// writeLoop writes the connection's acks, in the order their publishes
+// were read, and its deliveries, in the order aerie delivered them.
+func (c *Conn) writeLoop() {
+	window := c.window()
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			if !c.writeAcks() {
+				return
+			}
+			c.mu.Lock()
+			evs, subs := c.queue, c.queueSub
+			c.queue, c.queueSub = nil, nil
+			flush := c.flush
+			c.mu.Unlock()
+			if len(evs) == 0 {
+				if flush {
+					close(c.flushed)
+					c.close(refuse(packets.ErrServerShuttingDown, "broker shutting down", 0))
+					return
+				}
+				break
+			}
+			for i, ev := range evs {
+				if !c.deliver(ev, subs[i], window) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// writeAcks writes the PUBACKs now due: those at the head of the queue
+// that aerie has answered (false: the connection is gone).
+func (c *Conn) writeAcks() bool {
+	c.mu.Lock()
+	n := 0
+	for n < len(c.acks) && c.acks[n].done {
+		n++
+	}
+	due := slices.Clone(c.acks[:n])
+	c.acks = c.acks[n:]
+	c.mu.Unlock()
+	for _, a := range due {
+		if a.closeV3 {
+			c.s.log.Info("ending MQTT 3.1.1 connection after aerie refused its publish", "client", c.cl.ID, "reason", a.reason)
+			c.close(refuse(packets.ErrImplementationSpecificError, a.reason, 0))
+			return false
+		}
+		ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: a.pid, ReasonCode: a.code}
+		if a.code >= 0x80 {
+			ack.Properties.ReasonString = a.reason
+		}
+		if err := c.cl.WritePacket(ack); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// deliver writes one event to the client under subscription name, waiting
+// (while still writing acks) for room in the QoS 1 window.
+func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
+	c.mu.Lock()
+	sub := c.byName[name]
+	c.mu.Unlock()
+	if sub == nil {
+		return true // unsubscribed meanwhile
+	}
+	if sub.noLocal && ev.Publisher == c.publisher {
+		return true
+	}
+	topic, ok := TopicOf(ev.Topic)
+	if !ok {
+		return true // no MQTT form (docs/MQTT.md): not for MQTT subscribers
+	}
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: sub.qos}, TopicName: topic, Payload: ev.Payload}
+	if c.v5 {
+		pk.Properties.User = UserProps(ev.Props)
+		if sub.id > 0 {
+			pk.Properties.SubscriptionIdentifier = []int{sub.id}
+		}
+	}
+	if sub.qos > 0 {
+		for {
+			c.mu.Lock()
+			room := len(c.inflight) < window
+			if room {
+				for c.nextPID++; c.nextPID == 0 || c.inflight[c.nextPID]; c.nextPID++ {
+				}
+				pk.PacketID = c.nextPID
+				c.inflight[c.nextPID] = true
+			}
+			c.mu.Unlock()
+			if room {
+				break
+			}
+			select {
+			case <-c.quota:
+			case <-c.wake:
+				if !c.writeAcks() {
+					return false
+				} // the deliveries queued meanwhile wait for writeLoop
+			case <-c.done:
+				return false
+			}
+		}
+	}
+	if err := c.cl.WritePacket(pk); err != nil {
+		if err == packets.ErrPacketTooLarge {
+			c.delivered(pk.PacketID) // larger than the client takes: skipped, as MQTT 5 says
+			return true
+		}
+		return false
+	}
+	return true
+}
