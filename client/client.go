@@ -109,11 +109,20 @@ type Event struct {
 	// Gap, when not nil, says that events of Gap.Pubend in ticks
 	// (Gap.From, Gap.To] may be missing from this subscription.
 	Gap *Gap
+	// Progress, on a durable subscription, marks a notice in place of an
+	// event: nothing more matched, and Checkpoint moved.
+	Progress bool
+	// Checkpoint, on a durable subscription, is the checkpoint token once
+	// this event (or notice) is consumed: save it, acknowledge it
+	// (Subscription.Ack), and resume from it (Durable.From).
+	Checkpoint string
 }
 
 // Gap is the notice that events of one pubend in ticks (From, To] may be
 // missing: a plain subscription moved to another connection (Options.
-// Resubscribe) and its new start lies beyond what it had delivered.
+// Resubscribe) and its new start lies beyond what it had delivered, or a
+// durable subscription asked for ticks its pubend had already discarded
+// (an administrator's max_retain, or ticks it acknowledged before).
 type Gap struct {
 	Pubend   string
 	From, To uint64
@@ -243,7 +252,8 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 		c.conn = nil
 		c.connUp = make(chan struct{})
 		for name, s := range c.subs {
-			if c.opts.Resubscribe && ctx.Err() == nil {
+			// A durable subscription always resumes, from its checkpoint.
+			if (c.opts.Resubscribe || s.durable) && ctx.Err() == nil {
 				s.moved()
 				continue
 			}
@@ -345,6 +355,14 @@ func (c *Client) dispatch(m msg.Msg) {
 	case msg.Delivery:
 		if s := c.sub(string(m.Sub)); s != nil {
 			s.deliver(m.Event) // blocks when the application does not keep up
+		}
+	case msg.Gap:
+		if s := c.sub(string(m.Sub)); s != nil {
+			s.gap(m)
+		}
+	case msg.Progress:
+		if s := c.sub(string(m.Sub)); s != nil {
+			s.progress(m.Token)
 		}
 	}
 }

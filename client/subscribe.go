@@ -29,6 +29,11 @@ type Subscription struct {
 	moving    bool // the connection was lost; subscribing again
 	err       error
 	ended     chan struct{}
+	// durable: a durable subscription (durable.go); checkpoint is its
+	// checkpoint token as of the last event or notice handed to Events.
+	durable    bool
+	from       msg.Token
+	checkpoint msg.Token
 }
 
 // Subscribe asks for every event whose topic matches pattern (words
@@ -80,6 +85,9 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 }
 
 func (s *Subscription) request() msg.Subscribe {
+	if s.durable {
+		return s.durableRequest()
+	}
 	return msg.Subscribe{Sub: msg.SubID(s.name), Pattern: s.pattern, Selector: s.selector}
 }
 
@@ -101,6 +109,10 @@ func (s *Subscription) isMoving() bool {
 // first delivers a Gap notice for every pubend whose new start lies beyond
 // what was delivered: the events in between may have been missed.
 func (s *Subscription) start(tok msg.Token) {
+	if s.durable {
+		s.startDurable(tok)
+		return
+	}
 	s.mu.Lock()
 	first := s.token == nil
 	s.moving = false
@@ -137,8 +149,13 @@ func (s *Subscription) deliver(e *msg.Event) {
 		return // delivered before a resubscription
 	}
 	s.delivered[p] = uint64(e.Tick)
+	ev := eventOf(e)
+	if s.durable {
+		s.checkpoint[e.Pubend] = e.Tick
+		ev.Checkpoint = s.checkpoint.String()
+	}
 	s.mu.Unlock()
-	s.send(eventOf(e))
+	s.send(ev)
 }
 
 func (s *Subscription) send(ev Event) {
@@ -205,8 +222,17 @@ func (s *Subscription) Err() error {
 	return s.err
 }
 
-// Close ends the subscription.
+// Close ends the subscription. A durable subscription is not ended at its
+// broker: it is kept, away, until its subscriber comes back or deletes it
+// (Delete); its broker stops delivering to it when the client closes.
 func (s *Subscription) Close() {
+	if s.durable {
+		s.c.mu.Lock()
+		delete(s.c.subs, s.name)
+		s.c.mu.Unlock()
+		s.end(ErrClosed)
+		return
+	}
 	c := s.c
 	c.mu.Lock()
 	delete(c.subs, s.name)

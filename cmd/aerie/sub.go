@@ -22,19 +22,22 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	count := fs.Int("count", 0, "exit 0 after this many events (0: run until interrupted)")
 	timeout := fs.Duration("timeout", 0, "exit 1 if --count events have not arrived this long after subscribing (0: no limit)")
 	asJSON := fs.Bool("json", false, "one JSON object per event on stdout")
-	durable := fs.String("durable", "", "durable subscription name (not supported yet)")
-	from := fs.String("from", "", "resume token of a durable subscription (not supported yet)")
+	durable := fs.String("durable", "", "durable subscription name: kept by its broker while this subscriber is away, resumed from its checkpoint at any broker")
+	checkpoint := fs.String("checkpoint", "", "with --durable: file holding the checkpoint token, read at start and saved after every line written and at a graceful stop")
+	from := fs.String("from", "", "with --durable: checkpoint token to resume from (overrides --checkpoint's)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
 		return 2
 	}
-	for name, v := range map[string]string{"--durable": *durable, "--from": *from} {
-		if v != "" {
-			fmt.Fprintf(stderr, "aerie sub: %s is not supported yet\n", name)
-			return 2
-		}
+	if *durable != "" {
+		return runDurableSub(durableArgs{addr: *addr, topic: *topic, selector: *selector, count: *count, timeout: *timeout,
+			json: *asJSON, name: *durable, checkpoint: *checkpoint, from: *from}, stdout, stderr)
+	}
+	if *checkpoint != "" || *from != "" {
+		fmt.Fprintln(stderr, "aerie sub: --checkpoint and --from need --durable NAME")
+		return 2
 	}
 	ctx := context.Background()
 	if *timeout > 0 { // a subscription that never comes into force also times out

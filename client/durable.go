@@ -1,0 +1,200 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// Durable describes a durable subscription (Gryphon DS, DSN 2003): it
+// outlives its connection. Its broker keeps it while its subscriber is
+// away, and the subscriber resumes it — at that broker or any other — from
+// its checkpoint token, getting every matching event after the token
+// exactly once, in order per pubend, or a Gap notice where the network had
+// to discard events (an administrator's max_retain).
+type Durable struct {
+	// Name names the subscription across connections and brokers (no
+	// spaces or slashes).
+	Name              string
+	Pattern, Selector string
+	// From is the checkpoint to resume from (Event.Checkpoint, as saved),
+	// "" for a new subscription or to resume from what the broker last
+	// had acknowledged.
+	From string
+}
+
+// SubscribeDurable attaches durable subscription d and returns once it is
+// in force. A name attached on another connection is taken over: that
+// subscription ends there with the reason. A bad token is refused before
+// anything is sent.
+func (c *Client) SubscribeDurable(ctx context.Context, d Durable) (*Subscription, error) {
+	from, err := msg.ParseToken(d.From)
+	if d.From == "" {
+		from, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: checkpoint %q: %v", ErrRejected, d.From, err)
+	}
+	if d.Name == "" || strings.ContainsAny(d.Name, " \t\n/") {
+		return nil, fmt.Errorf("%w: durable subscription name %q: not empty, no spaces or slashes", ErrRejected, d.Name)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, dup := c.subs[d.Name]; dup {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: this client already has a subscription named %s", ErrRejected, d.Name)
+	}
+	up := c.connUp
+	c.mu.Unlock()
+	select {
+	case <-up:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s := &Subscription{c: c, name: d.Name, pattern: d.Pattern, selector: d.Selector, durable: true, from: from,
+		checkpoint: msg.Token{}, events: make(chan Event, c.opts.SubscriptionBuffer), started: make(chan struct{}),
+		ended: make(chan struct{}), delivered: map[string]uint64{}}
+	maps.Copy(s.checkpoint, from)
+	c.mu.Lock()
+	c.subs[s.name] = s
+	conn := c.conn
+	c.mu.Unlock()
+	if conn == nil || !conn.Send(s.request()) {
+		c.mu.Lock()
+		delete(c.subs, s.name)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: connection lost while subscribing", ErrDisconnected)
+	}
+	select {
+	case <-s.started:
+		return s, nil
+	case <-s.ended:
+		return nil, s.Err()
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// durableRequest asks for the subscription from its checkpoint: after a
+// lost connection, from what was handed to Events, so that nothing is
+// missed and nothing delivered twice.
+func (s *Subscription) durableRequest() msg.Subscribe {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var from msg.Token
+	if len(s.checkpoint) > 0 {
+		from = maps.Clone(s.checkpoint)
+	}
+	return msg.Subscribe{Sub: msg.SubID(s.name), Pattern: s.pattern, Selector: s.selector, Durable: true, From: from}
+}
+
+// startDurable: in force from tok (the checkpoint given, completed with
+// the broker's start for pubends it did not name).
+func (s *Subscription) startDurable(tok msg.Token) {
+	s.mu.Lock()
+	first := s.token == nil
+	s.moving = false
+	s.token = map[string]uint64{}
+	for p, t := range tok {
+		s.token[string(p)] = uint64(t)
+		if t > s.checkpoint[p] {
+			s.checkpoint[p] = t
+		}
+		if uint64(t) > s.delivered[string(p)] {
+			s.delivered[string(p)] = uint64(t)
+		}
+	}
+	s.mu.Unlock()
+	if first {
+		close(s.started)
+	}
+}
+
+// gap hands on the broker's notice that ticks (From, To] are gone.
+func (s *Subscription) gap(m msg.Gap) {
+	s.mu.Lock()
+	if m.To > s.checkpoint[m.Pubend] {
+		s.checkpoint[m.Pubend] = m.To
+	}
+	if uint64(m.To) > s.delivered[string(m.Pubend)] {
+		s.delivered[string(m.Pubend)] = uint64(m.To)
+	}
+	ev := Event{Pubend: string(m.Pubend), Gap: &Gap{Pubend: string(m.Pubend), From: uint64(m.From), To: uint64(m.To)},
+		Checkpoint: s.checkpoint.String()}
+	s.mu.Unlock()
+	s.send(ev)
+}
+
+// progress: nothing more matched up to tok; the checkpoint moves.
+func (s *Subscription) progress(tok msg.Token) {
+	s.mu.Lock()
+	moved := false
+	for p, t := range tok {
+		if t > s.checkpoint[p] {
+			s.checkpoint[p], moved = t, true
+		}
+		if uint64(t) > s.delivered[string(p)] {
+			s.delivered[string(p)] = uint64(t)
+		}
+	}
+	ev := Event{Progress: true, Checkpoint: s.checkpoint.String()}
+	s.mu.Unlock()
+	if moved {
+		s.send(ev)
+	}
+}
+
+// Checkpoint is the checkpoint token of a durable subscription as of the
+// last event or notice handed to Events (not necessarily consumed yet).
+func (s *Subscription) Checkpoint() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkpoint.String()
+}
+
+// Ack tells the broker that everything up to checkpoint (an Event's
+// Checkpoint) is consumed, so the network may discard it (Gryphon DS §3:
+// the release protocol). Acknowledge only what is saved: a subscriber
+// that resumes from an older checkpoint may find what it acknowledged
+// gone (a Gap).
+func (s *Subscription) Ack(checkpoint string) error {
+	if !s.durable {
+		return fmt.Errorf("%w: only durable subscriptions acknowledge", ErrRejected)
+	}
+	tok, err := msg.ParseToken(checkpoint)
+	if err != nil {
+		return fmt.Errorf("%w: checkpoint %q: %v", ErrRejected, checkpoint, err)
+	}
+	s.c.mu.Lock()
+	conn := s.c.conn
+	s.c.mu.Unlock()
+	if conn == nil || !conn.Send(msg.SubAck{Sub: msg.SubID(s.name), Token: tok}) {
+		return fmt.Errorf("%w: acknowledgement not sent", ErrDisconnected)
+	}
+	return nil
+}
+
+// Delete ends a durable subscription for good at its broker, releasing
+// what it held.
+func (s *Subscription) Delete() error {
+	if !s.durable {
+		s.Close()
+		return nil
+	}
+	s.c.mu.Lock()
+	delete(s.c.subs, s.name)
+	conn := s.c.conn
+	s.c.mu.Unlock()
+	s.end(ErrClosed)
+	if conn == nil || !conn.Send(msg.Unsubscribe{Sub: msg.SubID(s.name)}) {
+		return fmt.Errorf("%w: deletion not sent", ErrDisconnected)
+	}
+	return nil
+}
