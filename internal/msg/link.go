@@ -45,10 +45,10 @@ func (m Hello) String() string {
 func (Heartbeat) String() string { return "Heartbeat{}" }
 
 // String never shows the password.
-func (m Auth) String() string   { return fmt.Sprintf("Auth{%s ***}", m.User) }
-func (m AuthOK) String() string { return fmt.Sprintf("AuthOK{%s}", m.User) }
-func (Auth) isMsg()             {}
-func (AuthOK) isMsg()           {}
+func (m Auth) String() string    { return fmt.Sprintf("Auth{%s ***}", m.User) }
+func (m AuthOK) String() string  { return fmt.Sprintf("AuthOK{%s}", m.User) }
+func (Auth) isMsg()              {}
+func (AuthOK) isMsg()            {}
 func (m Goodbye) String() string { return fmt.Sprintf("Goodbye{%s}", m.Reason) }
 func (Hello) isMsg()             {}
 func (Heartbeat) isMsg()         {}

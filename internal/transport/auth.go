@@ -19,7 +19,9 @@ type RefusedError struct {
 	Reason string
 }
 
-func (e *RefusedError) Error() string { return fmt.Sprintf("%s refused the connection: %s", e.Addr, e.Reason) }
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s refused the connection: %s", e.Addr, e.Reason)
+}
 
 // Accept is the listening side's handshake. Unlike Handshake it reads the
 // peer's Hello first, checks it, and only then answers with me: an older
