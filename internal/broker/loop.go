@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
@@ -55,11 +56,11 @@ func (peerDown) apply(n *Node, src source) {
 	}
 }
 
-type clientUp struct{}
+type clientUp struct{ perms *auth.Perms }
 
-func (clientUp) apply(n *Node, src source) {
+func (c clientUp) apply(n *Node, src source) {
 	n.clients[src.cid] = src.conn
-	n.sh.ClientUp(src.cid)
+	n.sh.ClientUpAs(src.cid, c.perms)
 }
 
 type clientDown struct{}
