@@ -42,13 +42,17 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		// itself may end it (runBroker sets it).
 		monkey = &broker.Monkey{Interval: c.Interval, Faults: c.Faults}
 	}
-	return broker.Options{
+	opts := broker.Options{
 		Monkey: monkey,
 		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: gd.DefaultConfig(), Listen: b.Listen, Clients: b.Clients,
 		Upstreams: ups, DataDir: data, Logger: logger,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
-	}, nil
+	}
+	if err := securityOptions(n, b, base, logger, &opts); err != nil {
+		return broker.Options{}, err
+	}
+	return opts, nil
 }
 
 // seedsFor is the seed list of broker b: none without membership.

@@ -24,6 +24,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "one JSON object per event on stdout")
 	durable := fs.String("durable", "", "durable subscription name (not supported yet)")
 	from := fs.String("from", "", "resume token of a durable subscription (not supported yet)")
+	sec := addClientSecurity(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -42,7 +43,12 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	c, err := client.Dial(ctx, *addr, client.Options{RetryDial: *timeout > 0, Resubscribe: true})
+	copts := client.Options{RetryDial: *timeout > 0, Resubscribe: true}
+	if err := sec.apply(&copts); err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 2
+	}
+	c, err := client.Dial(ctx, *addr, copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1
