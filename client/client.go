@@ -17,6 +17,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,6 +43,11 @@ var (
 	ErrClosed       = errors.New("aerie: client closed")
 	ErrRejected     = errors.New("aerie: rejected by broker")
 	ErrDisconnected = errors.New("aerie: subscription ended by disconnection")
+	// ErrRefused: the broker refused the connection for a reason retrying
+	// does not cure (bad or missing credentials, TLS needed, a
+	// certificate it does not trust). Dial returns it at once, even with
+	// RetryDial; the error names the broker's reason.
+	ErrRefused = errors.New("aerie: refused")
 )
 
 // Options configure a client.
@@ -74,6 +80,13 @@ type Options struct {
 	// what a reconnect resends). Default 10000.
 	MaxInflight int
 	Logger      *slog.Logger
+	// TLS, when set, connects with TLS: RootCAs must hold the CA of the
+	// brokers' certificates, Certificates the client certificate if the
+	// client has one. ServerName defaults to the host of each address.
+	TLS *tls.Config
+	// User and Password authenticate the client at a broker that has
+	// users (DESIGN.md §6b); a broker without users ignores them.
+	User, Password string
 }
 
 // Message is what a publisher sends.
@@ -215,7 +228,7 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 	for ctx.Err() == nil {
 		conn, r, err := c.connect(ctx)
 		if err != nil {
-			if first != nil && !c.opts.RetryDial {
+			if first != nil && (!c.opts.RetryDial || errors.Is(err, ErrRefused)) {
 				first <- fmt.Errorf("aerie: connect: %w", err)
 				return
 			}
@@ -298,11 +311,40 @@ func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.
 	}
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if c.opts.TLS != nil {
+		cfg := c.opts.TLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(hctx); err != nil {
+			nc.Close()
+			var verr *tls.CertificateVerificationError
+			if errors.As(err, &verr) {
+				return nil, nil, fmt.Errorf("%w: TLS: %v", ErrRefused, err)
+			}
+			return nil, nil, fmt.Errorf("TLS handshake (does the broker speak TLS on this port?): %w", err)
+		}
+		nc = tc
+	}
 	// The queue must hold every resent publish plus new traffic.
 	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: c.opts.ID},
 		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024})
+	if err == nil {
+		_, err = transport.Login(hctx, conn, r, c.opts.User, c.opts.Password)
+	}
 	if err != nil {
 		nc.Close()
+		var ref *transport.RefusedError
+		if errors.As(err, &ref) {
+			return nil, nil, fmt.Errorf("%w: %s", ErrRefused, ref.Reason)
+		}
+		if c.opts.TLS != nil {
+			var alert tls.AlertError
+			if errors.As(err, &alert) { // TLS 1.3: a refused client certificate shows on the first read
+				return nil, nil, fmt.Errorf("%w: TLS: %v", ErrRefused, err)
+			}
+		}
 		return nil, nil, err
 	}
 	return conn, r, nil

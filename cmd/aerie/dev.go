@@ -29,6 +29,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard, /metrics, /healthz, /readyz and /status address (empty: none)")
 	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…, membership (gossip) on base+201…")
 	verbose := fs.Bool("v", false, "log every broker event to stderr")
+	useTLS := fs.Bool("tls", false, "TLS on every link and client port, with a development CA and certificates written to DIR/certs")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -53,6 +54,12 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	netw := config.Dev(*dir, *basePort)
+	if *useTLS {
+		if err := devTLS(netw, *dir); err != nil {
+			fmt.Fprintf(stderr, "aerie dev: --tls: %v\n", err)
+			return 1
+		}
+	}
 	cfgPath := filepath.Join(*dir, "network.toml")
 	b, err := netw.Marshal()
 	if err == nil {
@@ -117,6 +124,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	printDevSummary(stdout, netw, nodes, *dir, cfgPath, srv, *httpAddr)
+	if *useTLS {
+		fmt.Fprintf(stdout, "TLS is on: give every client command --tls-ca %s\n\n", filepath.Join(*dir, "certs", "ca.pem"))
+	}
 	<-ctx.Done() // interrupted, or a broker failed and cancelled
 	cancel()
 	if srv != nil {

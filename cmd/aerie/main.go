@@ -25,6 +25,8 @@ func commands() map[string]command {
 		"sub":        {"subscribe and print events: --connect ADDR --topic PATTERN [--json]", runSub},
 		"experiment": {"reproduce the failure experiments of Gryphon GD (DSN 2002 §4.2) with real processes, with plots", runExperiment},
 		"bench":      {"benchmark workloads side by side with NATS: --workload NAME --peer nats --json", runBench},
+		"certs":      {"write a development CA and TLS certificates for a network: --config FILE --out DIR", runCerts},
+		"passwd":     {"print the bcrypt hash of a password read from stdin, for a [[user]]", runPasswd},
 		"chaos":      {"run a network as processes, kill, stall and cut it, and check every delivery: --duration DUR --seed S", runChaos},
 	}
 }

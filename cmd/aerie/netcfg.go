@@ -44,13 +44,17 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	}
 	cfg := gd.DefaultConfig()
 	cfg.MaxRetain = b.Retain() // the PHB's early-release bound (Gryphon DS, DSN 2003 §3)
-	return broker.Options{
+	opts := broker.Options{
 		Monkey: monkey,
 		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: cfg, Listen: b.Listen, Clients: b.Clients, MQTT: b.MQTT,
 		Upstreams: ups, DataDir: data, Logger: logger,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
-	}, nil
+	}
+	if err := securityOptions(n, b, base, logger, &opts); err != nil {
+		return broker.Options{}, err
+	}
+	return opts, nil
 }
 
 // seedsFor is the seed list of broker b: none without membership.

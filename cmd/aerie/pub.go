@@ -59,6 +59,7 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "client id (publishes are deduplicated per id and sequence number)")
 	pubend := fs.String("pubend", "", "pubend to publish to (default: a hash of the id)")
 	timeout := fs.Duration("timeout", time.Minute, "give up when not all events are acked this long after the last is sent")
+	sec := addClientSecurity(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -76,7 +77,12 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), *timeout)
 	defer dcancel()
-	c, err := client.Dial(dctx, *addr, client.Options{ID: *id, Pubend: *pubend, RetryDial: true})
+	copts := client.Options{ID: *id, Pubend: *pubend, RetryDial: true}
+	if err := sec.apply(&copts); err != nil {
+		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
+		return 2
+	}
+	c, err := client.Dial(dctx, *addr, copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
 		return 1

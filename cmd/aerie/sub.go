@@ -25,6 +25,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	durable := fs.String("durable", "", "durable subscription name: kept by its broker while this subscriber is away, resumed from its checkpoint at any broker")
 	checkpoint := fs.String("checkpoint", "", "with --durable: file holding the checkpoint token, read at start and saved after every line written and at a graceful stop")
 	from := fs.String("from", "", "with --durable: checkpoint token to resume from (overrides --checkpoint's)")
+	sec := addClientSecurity(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -33,7 +34,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	}
 	if *durable != "" {
 		return runDurableSub(durableArgs{addr: *addr, topic: *topic, selector: *selector, count: *count, timeout: *timeout,
-			json: *asJSON, name: *durable, checkpoint: *checkpoint, from: *from}, stdout, stderr)
+			json: *asJSON, name: *durable, checkpoint: *checkpoint, from: *from, sec: sec}, stdout, stderr)
 	}
 	if *checkpoint != "" || *from != "" {
 		fmt.Fprintln(stderr, "aerie sub: --checkpoint and --from need --durable NAME")
@@ -45,7 +46,12 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
-	c, err := client.Dial(ctx, *addr, client.Options{RetryDial: *timeout > 0, Resubscribe: true})
+	copts := client.Options{RetryDial: *timeout > 0, Resubscribe: true}
+	if err := sec.apply(&copts); err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 2
+	}
+	c, err := client.Dial(ctx, *addr, copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1

@@ -25,6 +25,7 @@ type durableArgs struct {
 	json                  bool
 	name, checkpoint      string
 	from                  string
+	sec                   *clientSecurity
 }
 
 // ackEvery is how often the subscriber acknowledges its saved checkpoint
@@ -59,7 +60,12 @@ func runDurableSub(a durableArgs, stdout, stderr io.Writer) int {
 		dialCtx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
-	c, err := client.Dial(dialCtx, a.addr, client.Options{RetryDial: a.timeout > 0})
+	copts := client.Options{RetryDial: a.timeout > 0}
+	if err := a.sec.apply(&copts); err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 2
+	}
+	c, err := client.Dial(dialCtx, a.addr, copts)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1

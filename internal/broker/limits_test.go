@@ -211,6 +211,7 @@ func TestOversizedPublishRefused(t *testing.T) {
 	}
 	defer nc.Close()
 	buf, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: "raw"})
+	buf, _ = wire.AppendFrame(buf, msg.Auth{}) // no credentials: the broker has no users
 	buf, _ = wire.AppendFrame(buf, msg.Publish{Publisher: "raw", Seq: 1, Topic: "t", Payload: big})
 	nc.Write(buf)
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
@@ -55,9 +56,13 @@ func (peerDown) apply(n *Node, src source) {
 	}
 }
 
-// clientUp: a client connection is open; conn answers for it (nil: the
-// aerie connection src.conn).
-type clientUp struct{ conn clientConn }
+// clientUp: a client connection is open, for a user with perms (nil: no
+// users are configured); conn answers for it (nil: the aerie connection
+// src.conn).
+type clientUp struct {
+	conn  clientConn
+	perms *auth.Perms
+}
 
 func (c clientUp) apply(n *Node, src source) {
 	if c.conn != nil {
@@ -65,7 +70,7 @@ func (c clientUp) apply(n *Node, src source) {
 	} else {
 		n.clients[src.cid] = src.conn
 	}
-	n.sh.ClientUp(src.cid)
+	n.sh.ClientUpAs(src.cid, c.perms)
 }
 
 type clientDown struct{}

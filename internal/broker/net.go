@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -69,13 +70,29 @@ func (n *Node) acceptLoop(ctx context.Context, ln net.Listener, serve func(conte
 // servePeer handles a downstream broker that dialed us.
 func (n *Node) servePeer(ctx context.Context, nc net.Conn) {
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, r, err := transport.Handshake(hctx, nc, n.hello(), n.opts.Transport)
-	cancel()
+	defer cancel()
+	addr := nc.RemoteAddr().String()
+	var tcfg *tls.Config
+	if n.opts.TLS != nil {
+		tcfg = n.opts.TLS.Listener()
+	}
+	nc, err := tlsServer(hctx, nc, tcfg)
 	if err != nil {
-		n.log.Warn("broker handshake failed", "addr", nc.RemoteAddr().String(), "err", err)
+		n.handshakeFailed(addr, "broker handshake failed", err)
+		return
+	}
+	c, r, err := transport.Accept(hctx, nc, n.hello(), n.opts.Transport)
+	if err != nil {
+		n.handshakeFailed(addr, "broker handshake failed", err)
 		nc.Close()
 		return
 	}
+	if err := checkPeerName(nc, c.Peer.ID); err != nil {
+		c.CloseWith(err, "refused: "+err.Error())
+		n.handshakeFailed(addr, "refused broker connection", fmt.Errorf("peer claims broker %s: %w", c.Peer.ID, err))
+		return
+	}
+	cancel()
 	peer := msg.NodeID(c.Peer.ID)
 	if c.Peer.Role != msg.RoleBroker || !n.downs[peer] {
 		c.CloseWith(errors.New("unknown peer"), fmt.Sprintf("%s is not a downstream neighbour of broker %s", c.Peer.ID, n.opts.ID))
@@ -98,11 +115,19 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			c, r, herr := transport.Handshake(hctx, nc, n.hello(), n.opts.Transport)
+			var c *transport.Conn
+			var r *wire.Reader
+			var herr error
+			if nc, herr = n.tlsClient(hctx, nc, string(up)); herr == nil {
+				c, r, herr = transport.Handshake(hctx, nc, n.hello(), n.opts.Transport)
+			}
 			cancel()
 			if herr != nil {
-				n.log.Warn("handshake with upstream failed", "peer", string(up), "addr", addr, "err", herr)
-				nc.Close()
+				// Retried every half second: logged once per interval.
+				n.fails.fail(addr, "handshake with upstream "+string(up)+" failed", herr)
+				if nc != nil {
+					nc.Close()
+				}
 			} else if c.Peer.ID != string(up) {
 				c.CloseWith(errors.New("wrong peer"), fmt.Sprintf("expected broker %s", up))
 				n.log.Warn("upstream address answered with another broker", "want", string(up), "got", c.Peer.ID, "addr", addr)
@@ -134,23 +159,52 @@ func (n *Node) runPeer(ctx context.Context, peer msg.NodeID, c *transport.Conn, 
 
 func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	opts := n.opts.Transport
 	opts.QueueFrames = n.opts.SubscriberQueue
-	c, r, err := transport.Handshake(hctx, nc, n.hello(), opts)
-	cancel()
+	addr := nc.RemoteAddr().String()
+	var tcfg *tls.Config
+	if n.opts.TLS != nil {
+		tcfg = n.opts.TLS.Clients()
+	}
+	nc, err := tlsServer(hctx, nc, tcfg)
 	if err != nil {
-		n.log.Warn("client handshake failed", "addr", nc.RemoteAddr().String(), "err", err)
+		n.handshakeFailed(addr, "client handshake failed", err)
+		return
+	}
+	c, r, err := transport.Accept(hctx, nc, n.hello(), opts)
+	if err != nil {
+		n.handshakeFailed(addr, "client handshake failed", err)
 		nc.Close()
 		return
 	}
+	// A client that fails authentication is refused here, before the
+	// loop (and the engine) ever hears of it.
+	perms, refusal, err := n.authenticate(hctx, c, r)
+	if refusal != "" || err != nil {
+		if refusal == "" {
+			refusal = "handshake failed"
+		}
+		c.CloseWith(err, refusal)
+		n.handshakeFailed(addr, "client refused: "+refusal, err)
+		return
+	}
+	cancel()
 	cid := n.newClientID()
 	src := source{cid: cid, conn: c}
-	n.post(ctx, event{src: src, ctl: clientUp{}})
+	n.post(ctx, event{src: src, ctl: clientUp{perms: perms}})
 	err = c.Run(ctx, r, func(m msg.Msg) { n.post(ctx, event{src: src, m: m}) })
 	if err != nil && ctx.Err() == nil {
 		n.log.Info("client connection closed", "client", c.Peer.ID, "err", err)
 	}
 	n.post(ctx, event{src: src, ctl: clientDown{}})
+}
+
+// handshakeFailed counts and logs (at most once per source per interval)
+// a connection refused before it was up.
+func (n *Node) handshakeFailed(addr, what string, err error) {
+	n.handshakeFailures.Add(1)
+	n.fails.fail(addr, what, err)
 }
 
 func (n *Node) newClientID() shell.ClientID {

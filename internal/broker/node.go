@@ -20,16 +20,19 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/member/mlist"
 	"github.com/aerie-mq/aerie/internal/mqtt"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/pki"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/storage"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -95,6 +98,13 @@ type Options struct {
 	GossipTiming *memberlist.Config
 	// Monkey runs the chaos monkey in this broker (nil: none).
 	Monkey *Monkey
+	// TLS, when set, turns on mutual TLS on every broker link (a peer's
+	// certificate must be signed by the CA and name the broker id of its
+	// Hello) and TLS on the client port (security.go).
+	TLS *pki.Broker
+	// Users, when set, makes every client authenticate; their permissions
+	// are checked by the shell's client sessions.
+	Users *auth.Users
 }
 
 // Node is one running broker: the runtime shell (internal/shell) with the
@@ -134,6 +144,11 @@ type Node struct {
 	mqttSrv   *mqtt.Server // nil without an MQTT listener
 	listening chan struct{}
 	wg        sync.WaitGroup
+
+	// Counted by the connection goroutines (security.go).
+	authFailures      atomic.Uint64
+	handshakeFailures atomic.Uint64
+	fails             *failLog
 }
 
 // New prepares a broker; Run starts it.
@@ -178,6 +193,7 @@ func New(opts Options) (*Node, error) {
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]clientConn{},
 		listening: make(chan struct{}), chaos: map[string]int{},
 	}
+	n.fails = newFailLog(n.log, 10*time.Second)
 	members := func(c msg.NodeID) []msg.NodeID {
 		if ms, ok := opts.Cells[c]; ok {
 			return ms

@@ -26,6 +26,11 @@ type Status struct {
 	Membership *MembershipStatus `json:"membership,omitempty"`
 	// Chaos counts the chaos monkey's actions, by kind (nil: no monkey).
 	Chaos map[string]int `json:"chaos,omitempty"`
+	// AuthFailures counts clients refused for bad credentials;
+	// HandshakeFailures every connection refused before it was up (TLS,
+	// Hello, certificate name, credentials).
+	AuthFailures      uint64 `json:"auth_failures"`
+	HandshakeFailures uint64 `json:"handshake_failures"`
 }
 
 // Status asks the loop for a snapshot.
@@ -55,6 +60,7 @@ func (n *Node) snapshot() Status {
 	if n.monkey != nil {
 		s.Chaos = maps.Clone(n.chaos)
 	}
+	s.AuthFailures, s.HandshakeFailures = n.authFailures.Load(), n.handshakeFailures.Load()
 	return s
 }
 

@@ -62,6 +62,11 @@ type Network struct {
 	Links   []Link
 	// Chaos is the [chaos] table; nil when absent.
 	Chaos *Chaos
+	// TLS is the [tls] table (security.go); nil: no TLS anywhere.
+	TLS *TLS
+	// Users are the [[user]] tables; when there is one, every client must
+	// authenticate.
+	Users []User
 }
 
 // Chaos is the [chaos] table: what the chaos monkey may do.
@@ -86,7 +91,10 @@ type Broker struct {
 	Listen  string // host:port for broker-to-broker traffic
 	Clients string // host:port for clients; "" for none
 	Data    string // data directory; "" for brokers without durable state
-	Pubends []string
+	// TLSCert and TLSKey are the broker's certificate and key (PEM files,
+	// relative to the config file); required when [tls] is set.
+	TLSCert, TLSKey string
+	Pubends         []string
 	// Gossip is the membership address (memberlist, UDP and TCP on one
 	// port); "" runs no membership on this broker.
 	Gossip string
@@ -147,7 +155,7 @@ func Parse(data []byte, name string) (*Network, error) {
 	}
 	p.loc = newLocator(data)
 	okBrokers, okLinks := p.shape(top, "broker"), p.shape(top, "link")
-	if !okBrokers || !okLinks {
+	if okUsers := p.shape(top, "user"); !okBrokers || !okLinks || !okUsers {
 		return nil, p.err()
 	}
 	var raw rawNetwork

@@ -17,6 +17,8 @@ type rawNetwork struct {
 	Broker []rawBroker `toml:"broker"`
 	Link   []rawLink   `toml:"link"`
 	Chaos  *rawChaos   `toml:"chaos"`
+	TLS    *rawTLS     `toml:"tls"`
+	User   []rawUser   `toml:"user"`
 }
 
 type rawChaos struct {
@@ -31,6 +33,8 @@ type rawBroker struct {
 	Listen  any `toml:"listen"`
 	Clients any `toml:"clients"`
 	Data    any `toml:"data"`
+	TLSCert any `toml:"tls_cert"`
+	TLSKey  any `toml:"tls_key"`
 	Pubends any `toml:"pubends"`
 	Gossip  any `toml:"gossip"`
 	HTTP    any `toml:"http"`
@@ -155,6 +159,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			n.Chaos.Faults = p.ids("chaos", "chaos.faults", raw.Chaos.Faults)
 		}
 	}
+	p.convertSecurity(raw, n, bad)
 	for i, rl := range raw.Link {
 		n.Links = append(n.Links, Link{
 			Up:   p.str(fieldRef{"link", i, "up"}, rl.Up, bad),
@@ -233,7 +238,8 @@ func (p *problems) who(b Broker, i int) string {
 // unknownKeys reports every key the format does not define, once per
 // occurrence, but not the keys inside an unknown table or a mistyped value.
 func (p *problems) unknownKeys(md toml.MetaData) {
-	known := map[string][]string{"broker": brokerKeys, "link": linkKeys, "chaos": chaosKeys}
+	known := map[string][]string{"broker": append(slices.Clone(brokerKeys), securityBrokerKeys...), "link": linkKeys, "chaos": chaosKeys,
+		"tls": tlsKeys, "user": userKeys}
 	undecoded := md.Undecoded()
 	isUndecoded := map[string]bool{}
 	for _, k := range undecoded {
@@ -254,8 +260,8 @@ func (p *problems) unknownKeys(md toml.MetaData) {
 				hint = fmt.Sprintf(" (%s is a top-level key: put it before the first table)", k[1])
 			}
 			table := "[[" + k[0] + "]]"
-			if k[0] == "chaos" {
-				table = "[chaos]" // a table, not an array of tables
+			if k[0] == "chaos" || k[0] == "tls" {
+				table = "[" + k[0] + "]" // a table, not an array of tables
 			}
 			p.at(line, col, "unknown key %q in %s%s", toml.Key(k[1:]).String(), table, hint)
 			continue

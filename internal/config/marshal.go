@@ -25,6 +25,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "seeds = [%s]\n", strings.Join(q, ", "))
 	}
+	if n.TLS != nil {
+		fmt.Fprintf(&b, "\n[tls]\nca = %s\n", quote(n.TLS.CA))
+	}
 	for _, br := range n.Brokers {
 		b.WriteString("\n[[broker]]\n")
 		kv(&b, "id", br.ID)
@@ -37,6 +40,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		}
 		if br.Data != "" {
 			kv(&b, "data", br.Data)
+		}
+		if br.TLSCert != "" || br.TLSKey != "" {
+			fmt.Fprintf(&b, "tls_cert = %s\ntls_key  = %s\n", quote(br.TLSCert), quote(br.TLSKey))
 		}
 		if len(br.Pubends) > 0 {
 			q := make([]string, len(br.Pubends))
@@ -82,6 +88,7 @@ func (n *Network) Marshal() ([]byte, error) {
 			list("faults", c.Faults)
 		}
 	}
+	marshalUsers(&b, n.Users)
 	return b.Bytes(), nil
 }
 

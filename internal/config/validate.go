@@ -19,6 +19,7 @@ func (n *Network) check(p *problems, bad map[fieldRef]bool) {
 	n.checkChaos(p)
 	n.checkLinks(p, bad, cells)
 	n.checkTrees(p)
+	n.checkSecurity(p, bad)
 }
 
 // checkChaos: every spared broker exists.

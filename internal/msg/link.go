@@ -20,6 +20,18 @@ type Hello struct {
 	Incarnation uint64
 }
 
+// Auth is a client's credentials, the first frame it sends after the
+// Hellos (protocol version 4 on; User "" when it has none). The broker
+// answers AuthOK, or a Goodbye with the reason ("authentication failed").
+type Auth struct {
+	User     string
+	Password string
+}
+
+// AuthOK accepts a client's Auth; User is the user it is connected as (""
+// when the broker has no users).
+type AuthOK struct{ User string }
+
 // Heartbeat keeps an idle connection alive and detects a dead peer.
 type Heartbeat struct{}
 
@@ -31,6 +43,12 @@ func (m Hello) String() string {
 	return fmt.Sprintf("Hello{v%d role=%d %s inc=%d}", m.Version, m.Role, m.ID, m.Incarnation)
 }
 func (Heartbeat) String() string { return "Heartbeat{}" }
+
+// String never shows the password.
+func (m Auth) String() string    { return fmt.Sprintf("Auth{%s ***}", m.User) }
+func (m AuthOK) String() string  { return fmt.Sprintf("AuthOK{%s}", m.User) }
+func (Auth) isMsg()              {}
+func (AuthOK) isMsg()            {}
 func (m Goodbye) String() string { return fmt.Sprintf("Goodbye{%s}", m.Reason) }
 func (Hello) isMsg()             {}
 func (Heartbeat) isMsg()         {}

@@ -30,6 +30,8 @@ var (
 		{desc("sideways_relays_total", "Messages relayed through a cell peer."), func(s *broker.Status) uint64 { return s.Stats.Relayed }},
 		{desc("refetches_total", "Payload refetches sent upstream by a bounded cache."), func(s *broker.Status) uint64 { return s.Stats.Refetches }},
 		{desc("contradictions_total", "Contradictory knowledge joined: must stay 0."), func(s *broker.Status) uint64 { return uint64(s.Stats.Contradictions) }},
+		{desc("auth_failures_total", "Clients refused for a bad user name or password."), func(s *broker.Status) uint64 { return s.AuthFailures }},
+		{desc("handshake_failures_total", "Connections refused before they were up: TLS, Hello, certificate name or credentials."), func(s *broker.Status) uint64 { return s.HandshakeFailures }},
 	}
 	peersDesc   = desc("peers", "Connected neighbour brokers.")
 	clientsDesc = desc("clients", "Connected clients.")

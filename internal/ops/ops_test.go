@@ -60,7 +60,7 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/readyz of a PHB: %d %q", code, body)
 	}
 	code, metrics := get(t, h, "/metrics")
-	for _, want := range []string{`aerie_events_delivered_total{broker="p1"} 0`, `aerie_contradictions_total{broker="p1"} 0`,
+	for _, want := range []string{`aerie_events_delivered_total{broker="p1"} 0`, `aerie_contradictions_total{broker="p1"} 0`, `aerie_auth_failures_total{broker="p1"} 0`,
 		`aerie_stream_doubt_horizon_tick{broker="p1",pubend="P1"}`, `aerie_chaos_actions_total{action="links",broker="p1"} 0`, "go_goroutines"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
@@ -16,15 +17,23 @@ import (
 type session struct {
 	id   ClientID
 	subs map[msg.SubID]msg.SubID // engine id → the client's own name
+	// perms is what the client's user may do (nil: everything, the network
+	// has no users). Checked here, at the broker the client is connected
+	// to, on every request: another hop never checks nor trusts it.
+	perms *auth.Perms
 }
 
 func (b *Broker) engineSub(c ClientID, name msg.SubID) msg.SubID {
 	return msg.SubID(fmt.Sprintf("%s/%d/%s", b.id, c, name))
 }
 
-// ClientUp: client connection c is open.
-func (b *Broker) ClientUp(c ClientID) {
-	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}}
+// ClientUp: client connection c is open, with every permission.
+func (b *Broker) ClientUp(c ClientID) { b.ClientUpAs(c, nil) }
+
+// ClientUpAs: client connection c is open, authenticated as a user who may
+// do what perms allows (nil: everything).
+func (b *Broker) ClientUpAs(c ClientID, perms *auth.Perms) {
+	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}, perms: perms}
 }
 
 // ClientDown: client connection c is gone; its subscriptions end with it.
@@ -50,10 +59,11 @@ func (b *Broker) ClientDown(c ClientID) {
 }
 
 // ClientRequest hands the engine a request from client connection c,
-// after the checks every request passes: a publish names a pubend (one is
-// picked here if not) and fits the event size limit; only publish,
-// subscribe, unsubscribe and a durable subscription's acknowledgement are
-// requests.
+// after the checks every request passes: its user may publish to the topic
+// or subscribe to the pattern (refused with a reason that names it), a
+// publish names a pubend (one is picked here if not) and fits the event
+// size limit; only publish, subscribe, unsubscribe and a durable
+// subscription's acknowledgement are requests.
 func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 	s := b.sessions[c]
 	if s == nil {
@@ -61,8 +71,16 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 	}
 	switch m := req.(type) {
 	case msg.Publish:
+		if !s.perms.MayPublish(m.Topic) {
+			b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: "not authorized to publish to " + m.Topic})
+			return
+		}
 		b.publish(c, m, req)
 	case msg.Subscribe:
+		if !s.perms.MaySubscribe(m.Pattern) {
+			b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: "not authorized to subscribe to " + m.Pattern})
+			return
+		}
 		if m.Durable {
 			b.subscribeDurable(c, s, m)
 			return

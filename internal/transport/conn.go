@@ -76,11 +76,7 @@ type Conn struct {
 // of ctx bounds the exchange.
 func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn, *wire.Reader, error) {
 	opts = opts.withDefaults()
-	if dl, ok := ctx.Deadline(); ok {
-		nc.SetDeadline(dl)
-	} else {
-		nc.SetDeadline(time.Now().Add(10 * time.Second))
-	}
+	setDeadline(ctx, nc)
 	buf, err := wire.AppendFrame(nil, me)
 	if err == nil {
 		_, err = nc.Write(buf)
@@ -88,24 +84,31 @@ func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*C
 	if err != nil {
 		return nil, nil, fmt.Errorf("transport: send hello to %s: %w", nc.RemoteAddr(), err)
 	}
-	r := wire.NewReader(bufio.NewReaderSize(nc, 64<<10), opts.MaxFrame)
+	r := wire.NewReader(newBufReader(nc), opts.MaxFrame)
 	m, err := r.Next()
 	if err != nil {
 		return nil, nil, fmt.Errorf("transport: read hello from %s: %w", nc.RemoteAddr(), err)
 	}
 	h, ok := m.(msg.Hello)
+	if bye, isBye := m.(msg.Goodbye); isBye {
+		return nil, nil, &RefusedError{Addr: nc.RemoteAddr().String(), Reason: bye.Reason}
+	}
 	if !ok {
 		return nil, nil, fmt.Errorf("transport: %s sent %v before hello", nc.RemoteAddr(), m)
 	}
 	if err := wire.CheckHello(h); err != nil {
-		if b, e := wire.AppendFrame(nil, msg.Goodbye{Reason: err.Error()}); e == nil {
-			nc.Write(b)
-		}
+		goodbye(nc, err.Error())
 		return nil, nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return &Conn{Peer: h, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}, r, nil
+	return newConn(nc, h, opts), r, nil
 }
+
+func newConn(nc net.Conn, peer msg.Hello, opts Options) *Conn {
+	return &Conn{Peer: peer, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func newBufReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
 
 // Send queues m; it never blocks. It reports false (and closes the
 // connection) when the queue is full or the connection is closed.

@@ -35,6 +35,10 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.Heartbeat{}
 	case TypeGoodbye:
 		m = msg.Goodbye{Reason: d.string()}
+	case TypeAuth:
+		m = msg.Auth{User: d.string(), Password: d.string()}
+	case TypeAuthOK:
+		m = msg.AuthOK{User: d.string()}
 
 	case TypeRelay:
 		to := msg.NodeID(d.string())

@@ -52,6 +52,13 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.Goodbye:
 		b = append(b, byte(TypeGoodbye))
 		return appendString(b, v.Reason), nil
+	case msg.Auth:
+		b = append(b, byte(TypeAuth))
+		b = appendString(b, v.User)
+		return appendString(b, v.Password), nil
+	case msg.AuthOK:
+		b = append(b, byte(TypeAuthOK))
+		return appendString(b, v.User), nil
 
 	case msg.Relay:
 		switch v.Msg.(type) {

@@ -29,10 +29,18 @@ import (
 //
 // History: 1 — first release; 2 — Summary clauses carry a selector (issue 4);
 // 3 — LinkStatus (0x18) between the members of cells (issue 6); Refetch
-// and Payloads (0x19, 0x1a) for bounded IB caches; 4 — durable
-// subscriptions: Subscribe's durable form, Replay and ReplayData (0x1b,
-// 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
-const Version uint16 = 4
+// and Payloads (0x19, 0x1a) for bounded IB caches; 4 — Auth and AuthOK
+// (0x04, 0x05): a client authenticates after the Hellos. A broker still
+// accepts clients of version MinClientVersion (they have no Auth step).
+// 5 — durable subscriptions: Subscribe's durable form, Replay and
+// ReplayData (0x1b, 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
+const Version uint16 = 5
+
+// MinClientVersion is the oldest client protocol a broker accepts: the
+// accepting side answers a client's Hello with the client's version, and
+// sends it nothing that version lacks. Between brokers the versions must be
+// equal.
+const MinClientVersion uint16 = 3
 
 // DefaultMaxFrame is the largest frame (type byte and body, without the
 // length prefix) AppendFrame produces and the default a Reader accepts.
@@ -67,6 +75,8 @@ const (
 	TypeHello     Type = 0x01
 	TypeHeartbeat Type = 0x02
 	TypeGoodbye   Type = 0x03
+	TypeAuth      Type = 0x04 // client → broker, right after the Hellos (version 4)
+	TypeAuthOK    Type = 0x05 // broker → client, the answer to Auth
 
 	// Broker ↔ broker: guaranteed delivery (seed 000 §3.1, §3.2) and
 	// subscription control (MODEL.md P6).
@@ -101,7 +111,7 @@ const (
 )
 
 var typeNames = map[Type]string{
-	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye",
+	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye", TypeAuth: "Auth", TypeAuthOK: "AuthOK",
 	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
 	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply", TypeRelay: "Relay",
 	TypeLinkStatus: "LinkStatus", TypeRefetch: "Refetch", TypePayloads: "Payloads",
@@ -125,11 +135,12 @@ func (t Type) Known() bool {
 	return ok
 }
 
-// CheckHello validates a peer's Hello: it must speak Version, name a known
-// role and carry a non-empty ID of at most 255 bytes. The error wraps
-// ErrVersion or ErrMalformed and is fit to send back in a Goodbye.
+// CheckHello validates a peer's Hello: it must speak Version (a client:
+// MinClientVersion to Version), name a known role and carry a non-empty ID
+// of at most 255 bytes. The error wraps ErrVersion or ErrMalformed and is
+// fit to send back in a Goodbye.
 func CheckHello(h msg.Hello) error {
-	if h.Version != Version {
+	if h.Version != Version && !(h.Role == msg.RoleClient && h.Version >= MinClientVersion && h.Version < Version) {
 		return versionError{peer: h.Version}
 	}
 	switch h.Role {

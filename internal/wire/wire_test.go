@@ -42,6 +42,9 @@ var cases = []struct {
 	{"Heartbeat", msg.Heartbeat{}},
 	{"Goodbye", msg.Goodbye{Reason: "slow subscriber: queue over 10000 events"}},
 	{"GoodbyeEmpty", msg.Goodbye{}},
+	{"Auth", msg.Auth{User: "alice", Password: "wonder land ✓"}},
+	{"AuthNone", msg.Auth{}},
+	{"AuthOK", msg.AuthOK{User: "alice"}},
 	{"KnowledgeData", msg.Knowledge{Pubend: "P1", Final: 1 << 40, Start: 1<<40 + 1, End: 1<<40 + 99999, VTick: 1<<40 + 12345, Event: testEvent(), Retrans: true}},
 	{"KnowledgeDataOtherPubend", msg.Knowledge{Pubend: "P2", Final: 1, Start: 2, End: 2, VTick: 2,
 		Event: &msg.Event{Pubend: "P9", Tick: 2, Topic: "t"}}},
@@ -376,7 +379,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x04, 0x1f, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x06, 0x1f, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
@@ -517,13 +520,19 @@ func TestCheckHello(t *testing.T) {
 	if err := CheckHello(ok); err != nil {
 		t.Fatal(err)
 	}
+	if err := CheckHello(msg.Hello{Version: MinClientVersion, Role: msg.RoleClient, ID: "old"}); err != nil {
+		t.Fatalf("a client of version %d: %v", MinClientVersion, err)
+	}
 	for _, c := range []struct {
 		h    msg.Hello
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 4"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 4"},
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 5"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 5"},
+		// Older clients are accepted (down to MinClientVersion), older brokers are not.
+		{msg.Hello{Version: MinClientVersion, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "peer speaks protocol version 3"},
+		{msg.Hello{Version: MinClientVersion - 1, Role: msg.RoleClient, ID: "c"}, ErrVersion, "peer speaks protocol version 2"},
 		{msg.Hello{Version: Version, Role: 3, ID: "b"}, ErrMalformed, "wire: malformed: Hello: unknown role 3 (want 1 broker or 2 client)"},
 		{msg.Hello{Version: Version, Role: 0, ID: "b"}, ErrMalformed, "unknown role 0"},
 		{msg.Hello{Version: Version, Role: msg.RoleBroker}, ErrMalformed, "wire: malformed: Hello: empty id"},

@@ -1,0 +1,116 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// ErrFailed is the one answer to a bad user name or password: the client
+// is not told which of the two was wrong.
+var ErrFailed = errors.New("authentication failed")
+
+// User is one [[user]] of the config: a name, a bcrypt hash of the
+// password, and the patterns it may publish to and subscribe within.
+type User struct {
+	Name      string
+	Hash      string // bcrypt, as `aerie passwd` prints it
+	Publish   []string
+	Subscribe []string
+}
+
+// Users checks credentials. A nil *Users means the network has no users:
+// every client is let in, unauthenticated, with every permission.
+type Users struct {
+	byName map[string]user
+	// dummy is a hash checked for an unknown name, so that an unknown user
+	// costs the same time as a wrong password.
+	dummy []byte
+}
+
+type user struct {
+	hash  []byte
+	perms *Perms
+}
+
+// CheckHash reports what is wrong with a bcrypt hash (nil: nothing).
+func CheckHash(hash string) error {
+	if _, err := bcrypt.Cost([]byte(hash)); err != nil {
+		return fmt.Errorf("not a bcrypt hash (make one with `aerie passwd`): %w", err)
+	}
+	return nil
+}
+
+// Check reports what is wrong with one user's definition (nil: nothing).
+func (u User) Check() error {
+	if u.Name == "" {
+		return errors.New("user has no name")
+	}
+	if err := CheckHash(u.Hash); err != nil {
+		return fmt.Errorf("user %q: password: %w", u.Name, err)
+	}
+	if len(u.Publish) == 0 && len(u.Subscribe) == 0 {
+		return fmt.Errorf("user %q has no permissions: give it publish or subscribe patterns (or remove it)", u.Name)
+	}
+	for _, list := range []struct {
+		key string
+		ps  []string
+	}{{"publish", u.Publish}, {"subscribe", u.Subscribe}} {
+		for _, p := range list.ps {
+			if !valid(p) {
+				_, err := NewPerms(u.Name, []string{p}, nil)
+				return fmt.Errorf("user %q: %s: %w", u.Name, list.key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// NewUsers checks every user and returns the set (nil for none: no
+// authentication).
+func NewUsers(list []User) (*Users, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	us := &Users{byName: map[string]user{}}
+	for _, u := range list {
+		if err := u.Check(); err != nil {
+			return nil, err
+		}
+		if _, dup := us.byName[u.Name]; dup {
+			return nil, fmt.Errorf("user %q is defined twice", u.Name)
+		}
+		perms, err := NewPerms(u.Name, u.Publish, u.Subscribe)
+		if err != nil {
+			return nil, err
+		}
+		us.byName[u.Name] = user{hash: []byte(u.Hash), perms: perms}
+		if us.dummy == nil {
+			us.dummy = []byte(u.Hash) // the same cost as the real ones
+		}
+	}
+	return us, nil
+}
+
+// Authenticate checks a user name and password and returns the user's
+// permissions, or ErrFailed. It costs one bcrypt comparison (tens of
+// milliseconds at the default cost), whether the name is known or not.
+func (us *Users) Authenticate(name, password string) (*Perms, error) {
+	u, ok := us.byName[name]
+	if !ok {
+		bcrypt.CompareHashAndPassword(us.dummy, []byte(password))
+		return nil, ErrFailed
+	}
+	if bcrypt.CompareHashAndPassword(u.hash, []byte(password)) != nil {
+		return nil, ErrFailed
+	}
+	return u.perms, nil
+}
+
+// Hash returns the bcrypt hash of password at the default cost, as
+// `aerie passwd` prints it.
+func Hash(password []byte) (string, error) {
+	h, err := bcrypt.GenerateFromPassword(password, bcrypt.DefaultCost)
+	return string(h), err
+}

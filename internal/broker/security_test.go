@@ -1,0 +1,241 @@
+package broker_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/auth"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/pki"
+	"github.com/aerie-mq/aerie/internal/wire"
+)
+
+// securePHB runs p1 (pubend P1, a downstream s1 that may dial it) with TLS
+// and two users: alice may publish and subscribe within orders.>, bob may
+// only subscribe within status.>. It returns the node, its options and the
+// directory of the development PKI.
+func securePHB(t *testing.T) (*broker.Node, broker.Options, string) {
+	dir := t.TempDir()
+	if err := pki.WriteDev(dir, []pki.BrokerNames{{ID: "p1", Addrs: []string{"127.0.0.1:0"}}, {ID: "s1"}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := pki.LoadBroker("p1", pki.Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "p1.pem"), Key: filepath.Join(dir, "p1-key.pem")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := func(pw string) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	users, err := auth.NewUsers([]auth.User{
+		{Name: "alice", Hash: hash("wonderland"), Publish: []string{"orders.>"}, Subscribe: []string{"orders.>"}},
+		{Name: "bob", Hash: hash("builder"), Subscribe: []string{"status.>"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := phbOptions(t)
+	opts.Listen = freeAddr(t)
+	opts.Routes = []gd.Route{{Pubend: "P1", Down: []msg.NodeID{"s1"}}}
+	opts.TLS, opts.Users = tb, users
+	node, stop := runNode(t, opts)
+	t.Cleanup(func() { stop() })
+	return node, opts, dir
+}
+
+func clientTLS(t *testing.T, dir string, withCert bool) *tls.Config {
+	f := pki.ClientFiles{CA: filepath.Join(dir, "ca.pem")}
+	if withCert {
+		f.Cert, f.Key = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	}
+	cfg, err := pki.Client(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestFailedAuthenticationNeverReachesTheEngine: a client with a wrong
+// password that sends requests right after its credentials is refused
+// with "authentication failed", counted, and none of its requests is
+// handed to the engine (nothing logged, no client session).
+func TestFailedAuthenticationNeverReachesTheEngine(t *testing.T) {
+	node, opts, dir := securePHB(t)
+	cfg := clientTLS(t, dir, false)
+	cfg.ServerName = "127.0.0.1"
+	nc, err := tls.Dial("tcp", opts.Clients, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var buf []byte
+	buf, _ = wire.AppendFrame(buf, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: "guesser"})
+	buf, _ = wire.AppendFrame(buf, msg.Auth{User: "alice", Password: "guess"})
+	buf, _ = wire.AppendFrame(buf, msg.Publish{Pubend: "P1", Publisher: "guesser", Seq: 1, Topic: "orders.eu"})
+	buf, _ = wire.AppendFrame(buf, msg.Subscribe{Sub: "s", Pattern: ">"})
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := wire.NewReader(bufio.NewReader(nc), 0)
+	var bye msg.Goodbye
+	for {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatalf("no Goodbye: %v", err)
+		}
+		if g, ok := m.(msg.Goodbye); ok {
+			bye = g
+			break
+		}
+		if _, ok := m.(msg.Hello); !ok {
+			t.Fatalf("got %v before the refusal", m)
+		}
+	}
+	if bye.Reason != "authentication failed" {
+		t.Fatalf("refused with %q", bye.Reason)
+	}
+	// The refusal comes before the connection is handed over: once the
+	// peer has it, the loop can have heard nothing of this client.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := node.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.AuthFailures != 1 || st.HandshakeFailures != 1 || st.Clients != 0 {
+		t.Fatalf("after a failed login: auth failures %d, handshake failures %d, clients %d",
+			st.AuthFailures, st.HandshakeFailures, st.Clients)
+	}
+	// Had the refused publish reached the pubend, the same publisher id and
+	// sequence number would now be acked as a duplicate.
+	c, err := client.Dial(ctx, opts.Clients, client.Options{ID: "guesser", TLS: clientTLS(t, dir, false), User: "alice", Password: "wonderland", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ack, err := c.Publish(ctx, client.Message{Topic: "orders.eu"})
+	if err != nil || ack.Duplicate {
+		t.Fatalf("publish (guesser, 1) after the refused one: %+v, %v", ack, err)
+	}
+}
+
+// TestClientRefusals: each way a client can be turned away names the
+// reason in the error the Go client returns; the allowed path works.
+func TestClientRefusals(t *testing.T) {
+	_, opts, dir := securePHB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func(o client.Options) (*client.Client, error) {
+		o.Logger = quietLogger()
+		o.RetryDial = true // refusals must end Dial anyway
+		return client.Dial(ctx, opts.Clients, o)
+	}
+	for _, c := range []struct {
+		name string
+		o    client.Options
+		want string
+	}{
+		{"wrong password", client.Options{TLS: clientTLS(t, dir, false), User: "alice", Password: "nope"}, "authentication failed"},
+		{"unknown user", client.Options{TLS: clientTLS(t, dir, false), User: "mallory", Password: "wonderland"}, "authentication failed"},
+		{"no credentials", client.Options{TLS: clientTLS(t, dir, false)}, "authentication required"},
+		{"no TLS", client.Options{User: "alice", Password: "wonderland"}, "this port speaks TLS"},
+	} {
+		_, err := dial(c.o)
+		if !errors.Is(err, client.ErrRefused) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrRefused saying %q", c.name, err, c.want)
+		}
+	}
+	alice, err := dial(client.Options{TLS: clientTLS(t, dir, true), User: "alice", Password: "wonderland"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	sub, err := alice.Subscribe(ctx, "orders.eu.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Publish(ctx, client.Message{Topic: "orders.eu.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-sub.Events(); ev.Topic != "orders.eu.1" {
+		t.Fatalf("delivered %+v", ev)
+	}
+	if _, err := alice.Publish(ctx, client.Message{Topic: "status.x"}); !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), "not authorized to publish to status.x") {
+		t.Fatalf("forbidden publish: %v", err)
+	}
+	bob, err := dial(client.Options{TLS: clientTLS(t, dir, false), User: "bob", Password: "builder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	if _, err := bob.Subscribe(ctx, "orders.>"); !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), "not authorized to subscribe to orders.>") {
+		t.Fatalf("forbidden subscription: %v", err)
+	}
+	if _, err := bob.Subscribe(ctx, "status.eu"); err != nil {
+		t.Fatalf("allowed subscription: %v", err)
+	}
+}
+
+// TestBrokerPortWantsTheBrokersCertificate: on the broker port, a peer
+// without a certificate is refused by TLS, and a peer whose certificate
+// does not name the broker it claims is refused with that reason.
+func TestBrokerPortWantsTheBrokersCertificate(t *testing.T) {
+	_, opts, dir := securePHB(t)
+	hello := func(cfg *tls.Config) error {
+		cfg.ServerName = "p1"
+		nc, err := tls.Dial("tcp", opts.Listen, cfg)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		f, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "s1", Incarnation: 1})
+		if _, err := nc.Write(f); err != nil {
+			return err
+		}
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		r := wire.NewReader(bufio.NewReader(nc), 0)
+		for {
+			m, err := r.Next()
+			if err != nil {
+				return err
+			}
+			switch m := m.(type) {
+			case msg.Goodbye:
+				return errors.New(m.Reason)
+			case msg.Hello, msg.Heartbeat:
+			default:
+				return nil // the link is up: GD traffic
+			}
+		}
+	}
+	if err := hello(clientTLS(t, dir, false)); err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Errorf("no certificate: %v", err)
+	}
+	if err := hello(clientTLS(t, dir, true)); err == nil || !strings.Contains(err.Error(), `certificate names [client], not broker "s1"`) {
+		t.Errorf("a client's certificate claiming s1: %v", err)
+	}
+	s1, err := tls.LoadX509KeyPair(filepath.Join(dir, "s1.pem"), filepath.Join(dir, "s1-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := clientTLS(t, dir, false)
+	cfg.Certificates = []tls.Certificate{s1}
+	if err := hello(cfg); err != nil {
+		t.Errorf("s1 with its own certificate: %v", err)
+	}
+}
