@@ -40,13 +40,20 @@ type PubReject struct {
 	Reason    string
 }
 
-// Subscribe asks an SHB for a (non-durable) subscription to the events
-// whose topic matches Pattern and, when Selector is not empty, whose
-// properties satisfy the SQL-92 Selector.
+// Subscribe asks an SHB for a subscription to the events whose topic
+// matches Pattern and, when Selector is not empty, whose properties satisfy
+// the SQL-92 Selector.
+//
+// Durable asks for a durable subscription (Gryphon DS §2; msg/durable.go):
+// it starts after From, a checkpoint token (the last SubStarted, Delivery or
+// Progress token the subscriber kept), catching up ticks the network has
+// already delivered elsewhere by replay; nil From starts now.
 type Subscribe struct {
 	Sub      SubID
 	Pattern  string
 	Selector string
+	Durable  bool
+	From     Token
 }
 
 // Unsubscribe ends a subscription.
@@ -134,10 +141,17 @@ func (m PubReject) String() string {
 	return fmt.Sprintf("PubReject{%s#%d %s}", m.Publisher, m.Seq, m.Reason)
 }
 func (m Subscribe) String() string {
-	if m.Selector != "" {
-		return fmt.Sprintf("Subscribe{%s %s where %s}", m.Sub, m.Pattern, m.Selector)
+	d := ""
+	if m.Durable {
+		d = " durable"
 	}
-	return fmt.Sprintf("Subscribe{%s %s}", m.Sub, m.Pattern)
+	if len(m.From) > 0 {
+		d += " from " + m.From.String()
+	}
+	if m.Selector != "" {
+		return fmt.Sprintf("Subscribe{%s %s where %s%s}", m.Sub, m.Pattern, m.Selector, d)
+	}
+	return fmt.Sprintf("Subscribe{%s %s%s}", m.Sub, m.Pattern, d)
 }
 func (m Unsubscribe) String() string { return fmt.Sprintf("Unsubscribe{%s}", m.Sub) }
 func (m SubStarted) String() string  { return fmt.Sprintf("SubStarted{%s %s}", m.Sub, m.Token) }

@@ -106,7 +106,18 @@ func Decode(frame []byte) (msg.Msg, error) {
 		d.off += n
 		m = p
 	case TypeSubscribe:
-		m = msg.Subscribe{Sub: msg.SubID(d.string()), Pattern: d.string(), Selector: d.string()}
+		m = d.subscribe()
+	case TypeSubAck:
+		m = msg.SubAck{Sub: msg.SubID(d.string()), Token: d.token()}
+	case TypeGap:
+		m = msg.Gap{Sub: msg.SubID(d.string()), Pubend: msg.PubendID(d.string()), From: d.tick(), To: d.tick()}
+	case TypeProgress:
+		m = msg.Progress{Sub: msg.SubID(d.string()), Token: d.token()}
+	case TypeReplay:
+		m = msg.Replay{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), From: d.tick(), To: d.tick(),
+			Pattern: d.string(), Selector: d.string(), Path: d.path()}
+	case TypeReplayData:
+		m = d.replayData()
 	case TypeUnsubscribe:
 		m = msg.Unsubscribe{Sub: msg.SubID(d.string())}
 
@@ -217,6 +228,53 @@ func (d *decoder) ack() msg.Ack {
 		a.Released = a.Delivered - held
 	}
 	return a
+}
+
+// subscribe reads a Subscribe: the short form (sub, pattern, selector) is
+// what every client wrote before durable subscriptions and what a
+// non-durable subscription without a start token still sends. The long form
+// adds durable and from; a long form with durable 0 and an empty token is
+// not canonical (the short form says it) and is refused.
+func (d *decoder) subscribe() msg.Subscribe {
+	s := msg.Subscribe{Sub: msg.SubID(d.string()), Pattern: d.string(), Selector: d.string()}
+	if d.err != nil || d.off == len(d.b) {
+		return s
+	}
+	s.Durable = d.bool()
+	s.From = d.token()
+	if d.err == nil && !s.Durable && len(s.From) == 0 {
+		d.failf("a non-durable subscription without a start token must use the short form")
+	}
+	return s
+}
+
+// replayData reads a ReplayData body; a present gap must be a non-empty
+// range other than [0, 0] (which is how "no gap" reads in the struct).
+func (d *decoder) replayData() msg.ReplayData {
+	r := msg.ReplayData{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), From: d.tick(), To: d.tick()}
+	if n := d.count(8, "events"); n > 0 {
+		r.Events = make([]*msg.Event, n)
+		for i := range r.Events {
+			if r.Events[i] = d.event(); r.Events[i] == nil {
+				break
+			}
+		}
+	}
+	if d.bool() {
+		r.Gap = tick.Range{Lo: d.tick(), Hi: d.tick()}
+		switch {
+		case d.err != nil:
+		case r.Gap == (tick.Range{}):
+			d.failf("gap [0, 0] present (absent is written 0)")
+		case r.Gap.Lo > r.Gap.Hi:
+			d.failf("gap lo %d above hi %d", r.Gap.Lo, r.Gap.Hi)
+		}
+	}
+	r.Path = d.path()
+	if d.err != nil {
+		return msg.ReplayData{}
+	}
+	return r
 }
 
 // raw reads a length-prefixed byte string without copying it.

@@ -134,6 +134,51 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 			b = msg.AppendEvent(b, ev)
 		}
 		return appendPath(b, v.Path), nil
+	case msg.Replay:
+		b = append(b, byte(TypeReplay))
+		b = appendString(b, string(v.Pubend))
+		b = appendString(b, string(v.Sub))
+		b = appendTick(b, v.From)
+		b = appendTick(b, v.To)
+		b = appendString(b, v.Pattern)
+		b = appendString(b, v.Selector)
+		return appendPath(b, v.Path), nil
+	case msg.ReplayData:
+		if v.Gap != (tick.Range{}) && v.Gap.Lo > v.Gap.Hi {
+			return nil, fmt.Errorf("%w: ReplayData{%s %s} with an empty gap %d..%d", ErrMalformed, v.Pubend, v.Sub, v.Gap.Lo, v.Gap.Hi)
+		}
+		b = append(b, byte(TypeReplayData))
+		b = appendString(b, string(v.Pubend))
+		b = appendString(b, string(v.Sub))
+		b = appendTick(b, v.From)
+		b = appendTick(b, v.To)
+		b = binary.AppendUvarint(b, uint64(len(v.Events)))
+		for _, ev := range v.Events {
+			if ev == nil {
+				return nil, fmt.Errorf("wire: ReplayData with a nil event")
+			}
+			b = msg.AppendEvent(b, ev)
+		}
+		b = appendBool(b, v.Gap != (tick.Range{}))
+		if v.Gap != (tick.Range{}) {
+			b = appendTick(b, v.Gap.Lo)
+			b = appendTick(b, v.Gap.Hi)
+		}
+		return appendPath(b, v.Path), nil
+	case msg.SubAck:
+		b = append(b, byte(TypeSubAck))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
+	case msg.Gap:
+		b = append(b, byte(TypeGap))
+		b = appendString(b, string(v.Sub))
+		b = appendString(b, string(v.Pubend))
+		b = appendTick(b, v.From)
+		return appendTick(b, v.To), nil
+	case msg.Progress:
+		b = append(b, byte(TypeProgress))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
 
 	case msg.Publish:
 		return msg.AppendPublish(append(b, byte(TypePublish)), &v), nil
@@ -141,7 +186,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeSubscribe))
 		b = appendString(b, string(v.Sub))
 		b = appendString(b, v.Pattern)
-		return appendString(b, v.Selector), nil
+		b = appendString(b, v.Selector)
+		if !v.Durable && len(v.From) == 0 {
+			return b, nil // the short form (see decoder.subscribe)
+		}
+		b = appendBool(b, v.Durable)
+		return appendToken(b, v.From), nil
 	case msg.Unsubscribe:
 		b = append(b, byte(TypeUnsubscribe))
 		return appendString(b, string(v.Sub)), nil
@@ -193,6 +243,26 @@ func deref(m msg.Msg) (msg.Msg, bool) {
 			return *p, true
 		}
 	case *msg.Payloads:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Replay:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.ReplayData:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.SubAck:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Gap:
+		if p != nil {
+			return *p, true
+		}
+	case *msg.Progress:
 		if p != nil {
 			return *p, true
 		}

@@ -29,8 +29,10 @@ import (
 //
 // History: 1 — first release; 2 — Summary clauses carry a selector (issue 4);
 // 3 — LinkStatus (0x18) between the members of cells (issue 6); Refetch
-// and Payloads (0x19, 0x1a) for bounded IB caches.
-const Version uint16 = 3
+// and Payloads (0x19, 0x1a) for bounded IB caches; 4 — durable
+// subscriptions: Subscribe's durable form, Replay and ReplayData (0x1b,
+// 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
+const Version uint16 = 4
 
 // DefaultMaxFrame is the largest frame (type byte and body, without the
 // length prefix) AppendFrame produces and the default a Reader accepts.
@@ -79,11 +81,14 @@ const (
 	TypeLinkStatus  Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
 	TypeRefetch     Type = 0x19 // payloads of D ticks an IB dropped from its cache, asked upstream
 	TypePayloads    Type = 0x1a // the answer to a Refetch, down its path
+	TypeReplay      Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
+	TypeReplayData  Type = 0x1c // the answer to a Replay, down its path
 
 	// Client → broker.
 	TypePublish     Type = 0x20
 	TypeSubscribe   Type = 0x21
 	TypeUnsubscribe Type = 0x22
+	TypeSubAck      Type = 0x23 // a durable subscriber's checkpoint
 
 	// Broker → client.
 	TypePubAck      Type = 0x30
@@ -91,6 +96,8 @@ const (
 	TypeSubStarted  Type = 0x32
 	TypeSubRejected Type = 0x33
 	TypeDelivery    Type = 0x34
+	TypeGap         Type = 0x35 // ticks a durable subscriber will never get (released)
+	TypeProgress    Type = 0x36 // a durable subscriber's checkpoint moved without a delivery
 )
 
 var typeNames = map[Type]string{
@@ -101,6 +108,7 @@ var typeNames = map[Type]string{
 	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
+	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

@@ -70,6 +70,19 @@ var cases = []struct {
 	{"Subscribe", msg.Subscribe{Sub: "c1/s1", Pattern: "trades.*.fr"}},
 	{"SubscribeSelector", msg.Subscribe{Sub: "c1/s2", Pattern: ">", Selector: "region = 'EU' AND qty > 3"}},
 	{"Unsubscribe", msg.Unsubscribe{Sub: "c1/s1"}},
+	{"SubscribeDurable", msg.Subscribe{Sub: "c1/d1", Pattern: "a.>", Durable: true, From: msg.Token{"P2": 7, "P1": 1 << 40}}},
+	{"SubscribeDurableNow", msg.Subscribe{Sub: "c1/d2", Pattern: "a.>", Selector: "x > 1", Durable: true}},
+	{"SubscribeFrom", msg.Subscribe{Sub: "c1/s3", Pattern: "a", From: msg.Token{"P1": 0}}},
+	{"SubAck", msg.SubAck{Sub: "c1/d1", Token: msg.Token{"P1": 1<<40 + 9, "P2": 3}}},
+	{"SubAckEmpty", msg.SubAck{Sub: "c1/d1"}},
+	{"Gap", msg.Gap{Sub: "c1/d1", Pubend: "P1", From: 5, To: 1 << 40}},
+	{"Progress", msg.Progress{Sub: "c1/d1", Token: msg.Token{"P1": 77}}},
+	{"Replay", msg.Replay{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 1<<40 + 1, Pattern: "a.>", Selector: "x > 1", Path: []msg.NodeID{"shb1", "ib2"}}},
+	{"ReplayBare", msg.Replay{Pubend: "P1", Sub: "s"}},
+	{"ReplayData", msg.ReplayData{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 1 << 40, Events: []*msg.Event{{Pubend: "P1", Tick: 90, Topic: "a.b"}, testEvent()},
+		Gap: tick.Range{Lo: 6, Hi: 80}, Path: []msg.NodeID{"shb1", "ib2"}}},
+	{"ReplayDataNoGap", msg.ReplayData{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 9, Path: []msg.NodeID{"shb1"}}},
+	{"ReplayDataGapAtZero", msg.ReplayData{Pubend: "P1", Sub: "d", From: 0, To: 9, Gap: tick.Range{Lo: 1, Hi: 1}}},
 	{"PubAck", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7}},
 	{"PubAckDuplicate", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7, Duplicate: true}},
 	{"PubReject", msg.PubReject{Publisher: "pub-1", Seq: 100, Reason: `unknown pubend "P7"`}},
@@ -128,6 +141,36 @@ func norm(m msg.Msg) msg.Msg {
 	case msg.SubStarted:
 		if len(v.Token) == 0 {
 			v.Token = nil
+		}
+		return v
+	case msg.Subscribe:
+		if len(v.From) == 0 {
+			v.From = nil
+		}
+		return v
+	case msg.SubAck:
+		if len(v.Token) == 0 {
+			v.Token = nil
+		}
+		return v
+	case msg.Progress:
+		if len(v.Token) == 0 {
+			v.Token = nil
+		}
+		return v
+	case msg.Replay:
+		if len(v.Path) == 0 {
+			v.Path = nil
+		}
+		return v
+	case msg.ReplayData:
+		var evs []*msg.Event
+		for _, e := range v.Events {
+			evs = append(evs, normEvent(e))
+		}
+		v.Events = evs
+		if len(v.Path) == 0 {
+			v.Path = nil
 		}
 		return v
 	}
@@ -255,6 +298,11 @@ func TestTruncation(t *testing.T) {
 					// reader never sees such a cut (checked above).
 					continue
 				}
+				if sb, ok := m.(msg.Subscribe); ok && err == nil && !sb.Durable && sb.From == nil && c.m.(msg.Subscribe).Sub == sb.Sub {
+					// Likewise the long form of a Subscribe extends
+					// its short form (decoder.subscribe).
+					continue
+				}
 				if m != nil || !errors.Is(err, ErrMalformed) {
 					t.Fatalf("%s: body prefix %d/%d: %v, %v", c.name, i-4, len(f)-4, m, err)
 				}
@@ -322,7 +370,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x04, 0x1b, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x04, 0x1f, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
@@ -373,6 +421,13 @@ func TestMalformed(t *testing.T) {
 		{"prop type", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', 9, 1, 0}, "unknown type 9"},
 		{"float truncated", []byte{byte(TypePublish), 0, 0, 0, 0, 1, 1, 'k', byte(msg.PropFloat), 1, 2, 3}, "truncated float64"},
 		{"event presence", []byte{byte(TypeDelivery), 0, 2}, "bool byte 2"},
+		{"subscribe long form though neither durable nor from", []byte{byte(TypeSubscribe), 1, 's', 1, 'a', 0, 0, 0}, "must use the short form"},
+		{"subscribe bad durable", []byte{byte(TypeSubscribe), 1, 's', 1, 'a', 0, 2, 0}, "bool byte 2"},
+		{"subscribe durable without token", []byte{byte(TypeSubscribe), 1, 's', 1, 'a', 0, 1}, "truncated"},
+		{"replay data gap [0, 0]", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 0, 1, 0, 0, 0}, "gap [0, 0] present"},
+		{"replay data reversed gap", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 0, 1, 5, 4, 0}, "gap lo 5 above hi 4"},
+		{"replay data too many events", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 100, 0}, "100 events cannot fit"},
+		{"relay of a replay", []byte{byte(TypeRelay), 1, 's', byte(TypeReplay), 1, 'P', 1, 's', 0, 9, 0, 0, 0}, "must be a broker-to-broker GD message"},
 	} {
 		m, err := Decode(c.frame)
 		if m != nil || !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "wire: ") {
@@ -461,8 +516,8 @@ func TestCheckHello(t *testing.T) {
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 3"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 3"},
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 4"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 4"},
 		{msg.Hello{Version: Version, Role: 3, ID: "b"}, ErrMalformed, "wire: malformed: Hello: unknown role 3 (want 1 broker or 2 client)"},
 		{msg.Hello{Version: Version, Role: 0, ID: "b"}, ErrMalformed, "unknown role 0"},
 		{msg.Hello{Version: Version, Role: msg.RoleBroker}, ErrMalformed, "wire: malformed: Hello: empty id"},
@@ -521,6 +576,32 @@ func BenchmarkReaderData(b *testing.B) {
 		if _, err := r.Next(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSubscribeShortForm: a non-durable Subscribe without a start token
+// is written exactly as before durable subscriptions (its old encoding still
+// decodes, and old decoders read what new clients send for it).
+func TestSubscribeShortForm(t *testing.T) {
+	old := []byte{byte(TypeSubscribe), 2, 'c', '1', 1, 'a', 0}
+	m, err := Decode(old)
+	if err != nil || !equalMsg(m, msg.Subscribe{Sub: "c1", Pattern: "a"}) {
+		t.Fatalf("old Subscribe: %v, %v", m, err)
+	}
+	if f := mustFrame(t, msg.Subscribe{Sub: "c1", Pattern: "a", From: msg.Token{}}); !bytes.Equal(f[4:], old) {
+		t.Fatalf("non-durable Subscribe with an empty token: %x, want %x", f[4:], old)
+	}
+	if f := mustFrame(t, msg.Subscribe{Sub: "c1", Pattern: "a", Durable: true}); !bytes.Equal(f[4:], append(old, 1, 0)) {
+		t.Fatalf("durable Subscribe from now: %x", f[4:])
+	}
+}
+
+// TestReplayDataEmptyGapRefused: a ReplayData whose gap is set but empty
+// cannot be written (a gap is a range of released ticks, Gryphon DS §4).
+func TestReplayDataEmptyGapRefused(t *testing.T) {
+	out, err := AppendFrame([]byte("keep"), msg.ReplayData{Pubend: "P", Sub: "s", To: 9, Gap: tick.Range{Lo: 5, Hi: 4}})
+	if !errors.Is(err, ErrMalformed) || string(out) != "keep" {
+		t.Fatalf("empty gap: %q, %v", out, err)
 	}
 }
 
