@@ -59,7 +59,7 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 		full := b.engineSub(c, m.Sub)
 		s.subs[full] = m.Sub
 		b.subOwner[full] = c
-		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector}})
+		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, Durable: m.Durable, From: m.From}})
 	case msg.Unsubscribe:
 		full := b.engineSub(c, m.Sub)
 		delete(s.subs, full)
@@ -111,6 +111,16 @@ func (b *Broker) toClient(m msg.Msg) {
 			m = x
 		}
 	case msg.SubRejected:
+		if c, ok = b.subOwner[x.Sub]; ok {
+			x.Sub = b.sessions[c].subs[x.Sub]
+			m = x
+		}
+	case msg.Gap:
+		if c, ok = b.subOwner[x.Sub]; ok {
+			x.Sub = b.sessions[c].subs[x.Sub]
+			m = x
+		}
+	case msg.Progress:
 		if c, ok = b.subOwner[x.Sub]; ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
