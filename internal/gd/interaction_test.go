@@ -32,7 +32,9 @@ package gd_test
 //	                        (1 at first, bumped by restart).
 //	linkdown a b            LinkDown on both ends (a connection lost).
 //	publish node P topic=T [pub=ID] [seq=N]   (seq defaults to the publisher's next)
-//	subscribe node sub=ID pattern=PAT / unsubscribe node sub=ID
+//	subscribe node sub=ID pattern=PAT [selector=SEL] [durable] [from=P1:TICK,...]
+//	    / unsubscribe node sub=ID (a durable subscription with a start
+//	    token, ticks written as printed)
 //	advance D [ticks] [deliver] [quiet]
 //	    move the clock by D; with ticks, Tick every engine (in id order) at each
 //	    TickInterval boundary crossed; with deliver, stabilize after each of
@@ -356,7 +358,15 @@ func (h *harness) run(td *datadriven.TestData) {
 		}
 		h.request(arg(0), m)
 	case "subscribe":
-		h.request(arg(0), msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"]})
+		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"], Durable: slices.Contains(pos, "durable")}
+		if f, ok := args["from"]; ok {
+			m.From = msg.Token{}
+			for _, part := range strings.Split(f, ",") {
+				p, t, _ := strings.Cut(part, ":")
+				m.From[msg.PubendID(p)] = absTick(h, t)
+			}
+		}
+		h.request(arg(0), m)
 	case "unsubscribe":
 		h.request(arg(0), msg.Unsubscribe{Sub: msg.SubID(args["sub"])})
 	case "advance":
