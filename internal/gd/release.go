@@ -68,6 +68,12 @@ type release struct {
 	// set, or a downstream reported released below its ack prefix); see
 	// ackReleased.
 	held bool
+	// lastD (pubend): the highest event tick made L, for the gaps of
+	// catch-up replays (replay.go): released ticks above it were silence.
+	// It starts at the L prefix the pubend restarted with, not knowing
+	// what that held.
+	lastD     tick.Tick
+	lastDInit bool
 }
 
 func (e *Engine) setReleaseFloor(in ReleaseFloor) error {
@@ -150,6 +156,17 @@ func (e *Engine) releasePubend(ps *pstream) {
 			}
 			l = max(l, min(bound, now-age-1)) // t <= now-age-1 ⟺ now − t > maxRetain
 		}
+	}
+	if r := &ps.rel; !r.lastDInit {
+		r.lastD, r.lastDInit = ps.in.K.Final(), true
+	}
+	if old := ps.in.K.Final(); l > old {
+		ps.in.K.Visit(tick.Range{Lo: old + 1, Hi: l}, func(r tick.Range, k tick.Kind, _ *msg.Event) bool {
+			if k == tick.D {
+				ps.rel.lastD = r.Hi
+			}
+			return true
+		})
 	}
 	if ps.in.K.SetFinal(l) {
 		ps.in.C.RemoveBelow(l)

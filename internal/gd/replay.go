@@ -65,9 +65,14 @@ func (e *Engine) serveReplay(ps *pstream, m msg.Replay) {
 	out := msg.ReplayData{Pubend: ps.id, Sub: m.Sub, From: m.From, To: m.To}
 	lo := m.From
 	if l := ps.in.K.Final(); lo < l {
-		// Released: the events are gone (or about to be) from the log.
-		out.Gap = tick.Range{Lo: lo + 1, Hi: min(l, m.To)}
-		lo = out.Gap.Hi
+		// Released: the events are gone (or about to be) from the log. A
+		// gap covers them up to the last event released; above it the
+		// released ticks were silence, which loses the subscriber nothing
+		// (with early release off no gap appears, MODEL.md I6).
+		if d := min(ps.rel.lastD, m.To); d > lo {
+			out.Gap = tick.Range{Lo: lo + 1, Hi: d}
+		}
+		lo = min(l, m.To)
 	}
 	if e.mut&MutGapNotFinal != 0 {
 		out.Gap, lo = tick.Range{Lo: m.From + 1, Hi: m.To}, m.To // broken on purpose
@@ -77,7 +82,7 @@ func (e *Engine) serveReplay(ps *pstream, m msg.Replay) {
 		// pubend has decided (an unknown tick cannot be answered yet).
 		hi := min(m.To, ps.in.K.DoubtHorizon())
 		if hi <= lo {
-			if out.Gap == (tick.Range{}) {
+			if lo == m.From {
 				return // nothing to say yet: the SHB asks again
 			}
 			out.To = lo
