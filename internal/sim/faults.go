@@ -95,6 +95,7 @@ func (w *world) healAll() {
 		l.loss = false
 		w.heal(l)
 	}
+	w.durablesHealed()
 }
 
 // scheduleFig6 reproduces seed 000 §4.2 "b1-s1 failure": four pubends at 25

@@ -46,6 +46,9 @@ type Result struct {
 	// whose L prefix a release floor held below the ack prefix, and of
 	// pubends that had released past T_r by max_retain (release.go).
 	HeldBack, EarlyReleased int
+	// DurableSessions counts the sessions of durable subscribers and Gaps
+	// the gap notices they got (durable.go).
+	DurableSessions, Gaps int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -106,6 +109,12 @@ func Run(o Options) (Result, error) {
 		Leaves: w.leaves, LeftInViews: w.leftInViews}
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
+	}
+	res.Gaps = w.gaps
+	for _, s := range w.orc.Sessions() {
+		if s.Durable {
+			res.DurableSessions++
+		}
 	}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
@@ -189,6 +198,7 @@ func (w *world) schedule() {
 			shbs = append(shbs, b.ID)
 		}
 	}
+	w.scheduleDurables(shbs)
 	if w.opts.Scenario == "fig6" {
 		w.scheduleFig6(shbs)
 		return
