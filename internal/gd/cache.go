@@ -54,6 +54,8 @@ type payloadCache struct {
 
 	// At the pubend: Refetches from downstream waiting for the same Fetch.
 	parkedRefetch []msg.Refetch
+	// At the pubend: Replays of durable catch-ups waiting likewise (replay.go).
+	parkedReplay []msg.Replay
 	// While parked requests are replayed (replaying), the payloads still
 	// needed are gathered in pending and asked for at once at the end.
 	replaying bool
@@ -104,7 +106,7 @@ func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
 func (e *Engine) evict(ps *pstream) {
 	budget := e.cacheBudget(ps)
 	c := &ps.cache
-	if c.fetching || len(c.parked) > 0 || len(c.parkedRefetch) > 0 {
+	if c.fetching || len(c.parked) > 0 || len(c.parkedRefetch) > 0 || len(c.parkedReplay) > 0 {
 		// Payloads brought back for parked nacks stay until those are
 		// answered: evicting them between two rounds of requests would
 		// have the next round ask for them again, forever when the budget
@@ -205,6 +207,7 @@ func (e *Engine) onFetched(f Fetched) {
 	}
 	if f.Err != nil {
 		c.parked, c.parkedRefetch = nil, nil
+		c.parkedReplay = nil // their SHBs ask again
 		e.stats.FetchErrors++
 		return
 	}
@@ -222,8 +225,8 @@ func (e *Engine) onFetched(f Fetched) {
 // which resets asked: misses are judged against returned.
 func (e *Engine) replayParked(ps *pstream) {
 	c := &ps.cache
-	parked, refetches := c.parked, c.parkedRefetch
-	c.parked, c.parkedRefetch = nil, nil
+	parked, refetches, replays := c.parked, c.parkedRefetch, c.parkedReplay
+	c.parked, c.parkedRefetch, c.parkedReplay = nil, nil, nil
 	c.replaying = true
 	c.pending.Clear()
 	for _, p := range parked {
@@ -243,6 +246,9 @@ func (e *Engine) replayParked(ps *pstream) {
 			e.stats.FetchMisses++ // the log does not hold them: answered without
 		}
 		e.answerRefetch(ps, m.Ranges, m.Path)
+	}
+	for _, m := range replays {
+		e.serveReplay(ps, m) // parks again what still lacks payloads
 	}
 	c.replaying = false
 	if !c.pending.IsEmpty() {

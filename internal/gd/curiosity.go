@@ -206,7 +206,7 @@ func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
 func (e *Engine) sendAck(ps *pstream) {
 	e.updateRelease(ps)
 	r := &ps.rel
-	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix, Released: r.released, Delivered: r.delivered})
+	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix, Released: min(r.ackReleased(ps.in.AckPrefix), r.delivered), Delivered: r.delivered})
 	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now
 	r.relSent, r.delSent = r.released, r.delivered
 }

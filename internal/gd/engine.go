@@ -131,6 +131,7 @@ type Engine struct {
 	sendHint, clientHint int
 	kblock               []msg.Knowledge // see knowledgeMsg
 	stats                Stats
+	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
 }
 
 // downstream is what this broker knows of one downstream neighbour.
@@ -172,6 +173,7 @@ type subscription struct {
 	start   map[msg.PubendID]tick.Tick
 	pending map[msg.PubendID]tick.Time // SubReq last sent
 	started bool
+	dur     *durableState // durable, or with a start token (durable.go); else nil
 }
 
 // New returns the engine of broker id with its place in every pubend's
@@ -265,6 +267,7 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 	case Tick:
 		e.tick()
 		e.tickRelease()
+		e.tickDurable()
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
 		e.linkStatusOnUp(in.Peer)
@@ -320,6 +323,10 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onRefetch(from, m)
 	case msg.Payloads:
 		e.onPayloads(from, m)
+	case msg.Replay:
+		e.onReplay(from, m)
+	case msg.ReplayData:
+		e.onReplayData(from, m)
 	default:
 		return fmt.Errorf("gd: broker %s: unexpected message %T from %s", e.id, m, from)
 	}

@@ -32,7 +32,11 @@ package gd_test
 //	                        (1 at first, bumped by restart).
 //	linkdown a b            LinkDown on both ends (a connection lost).
 //	publish node P topic=T [pub=ID] [seq=N]   (seq defaults to the publisher's next)
-//	subscribe node sub=ID pattern=PAT / unsubscribe node sub=ID
+//	subscribe node sub=ID pattern=PAT [selector=SEL] [durable] [from=P1:TICK,...]
+//	    / unsubscribe node sub=ID (a durable subscription with a start
+//	    token, ticks written as printed; unsubscribing ends it for good)
+//	disconnect node         the client connection closes (a durable
+//	                        subscription stays, away); a new one opens
 //	advance D [ticks] [deliver] [quiet]
 //	    move the clock by D; with ticks, Tick every engine (in id order) at each
 //	    TickInterval boundary crossed; with deliver, stabilize after each of
@@ -113,10 +117,12 @@ type node struct {
 	hold     bool         // fsyncs wait for an explicit `fsync node`
 	inflight []msg.Record // persist batch handed out and not yet durable
 	indent   int          // of the lines printed for the current input
+	client   shell.ClientID
 }
 
-// client is the connection the commands' publishes and subscriptions use.
-const client shell.ClientID = 1
+// firstClient is the connection the commands' publishes and subscriptions
+// use, until `disconnect` replaces it with the next.
+const firstClient shell.ClientID = 1
 
 func (n *node) Now() tick.Time { return n.h.now }
 
@@ -188,7 +194,8 @@ func (h *harness) newShell(n *node) {
 	if err := n.sh.Restore(retention.Loaded{Records: n.log}); err != nil {
 		h.fatalf("%v", err)
 	}
-	n.sh.ClientUp(client)
+	n.client = firstClient
+	n.sh.ClientUp(n.client)
 }
 
 type harness struct {
@@ -356,7 +363,22 @@ func (h *harness) run(td *datadriven.TestData) {
 		}
 		h.request(arg(0), m)
 	case "subscribe":
-		h.request(arg(0), msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"]})
+		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"], Durable: slices.Contains(pos, "durable")}
+		if f, ok := args["from"]; ok {
+			m.From = msg.Token{}
+			for _, part := range strings.Split(f, ",") {
+				p, t, _ := strings.Cut(part, ":")
+				m.From[msg.PubendID(p)] = absTick(h, t)
+			}
+		}
+		h.request(arg(0), m)
+	case "disconnect":
+		// The client's connection closes (a durable subscription stays,
+		// away); the next commands use a new one.
+		n := h.node(arg(0))
+		h.input(n.id, 0, func(b *shell.Broker) { b.ClientDown(n.client) })
+		n.client++
+		h.input(n.id, 0, func(b *shell.Broker) { b.ClientUp(n.client) })
 	case "unsubscribe":
 		h.request(arg(0), msg.Unsubscribe{Sub: msg.SubID(args["sub"])})
 	case "advance":
@@ -422,7 +444,8 @@ func (h *harness) run(td *datadriven.TestData) {
 
 // request sends m on the node's client connection.
 func (h *harness) request(id string, m msg.Msg) {
-	h.input(msg.NodeID(id), 0, func(b *shell.Broker) { b.ClientRequest(client, m) })
+	n := h.node(id)
+	h.input(n.id, 0, func(b *shell.Broker) { b.ClientRequest(n.client, m) })
 }
 
 func cmp(s, def string) string {

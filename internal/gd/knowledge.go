@@ -260,6 +260,12 @@ func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 	for _, slot := range e.matched {
 		s := e.bySlot[slot]
 		if st, ok := s.start[ps.id]; ok && s.started && ev.Tick > st {
+			if s.dur != nil {
+				if !e.holdLive(s, ps, ev) { // held during a catch-up (durable.go)
+					e.deliverTo(s, ev)
+				}
+				continue
+			}
 			e.toClient(msg.Delivery{Sub: s.id, Event: ev})
 			e.stats.Delivered++
 		}

@@ -64,6 +64,16 @@ type release struct {
 	floorSet  bool
 	relSent   tick.Tick // released and delivered on the last ack sent
 	delSent   tick.Tick
+	// held: durable subscribers here or below hold the release (a floor is
+	// set, or a downstream reported released below its ack prefix); see
+	// ackReleased.
+	held bool
+	// lastD (pubend): the highest event tick made L, for the gaps of
+	// catch-up replays (replay.go): released ticks above it were silence.
+	// It starts at the L prefix the pubend restarted with, not knowing
+	// what that held.
+	lastD     tick.Tick
+	lastDInit bool
 }
 
 func (e *Engine) setReleaseFloor(in ReleaseFloor) error {
@@ -103,15 +113,33 @@ func (e *Engine) updateRelease(ps *pstream) {
 	if r.floorSet {
 		rel = min(rel, r.floor)
 	}
+	r.held = r.floorSet
 	for _, o := range ps.outs {
 		if o.Released < o.AckPrefix {
 			rel = min(rel, o.Released)
+			r.held = true
 		}
 	}
 	r.released = max(r.released, rel)
 	if ps.pub != nil {
 		e.releasePubend(ps)
 	}
+}
+
+// ackReleased is the released value an ack carries. Where durable
+// subscribers hold the release it is kept below the ack prefix, even when
+// they have acknowledged everything up to it: an upstream broker reads a
+// released value equal to the ack prefix as "nothing held back here" and
+// extends its own over ticks silent or filtered out for this subtree, and a
+// durable subscriber that disconnected (its filter narrowed) still needs
+// them (Gryphon DS §3: an SHB releases t only once all its durable
+// subscribers, connected or not, acknowledged t). One tick held back is
+// released with the next ack that moves.
+func (r *release) ackReleased(ackPrefix tick.Tick) tick.Tick {
+	if r.held && r.released >= ackPrefix && ackPrefix > 0 {
+		return ackPrefix - 1
+	}
+	return r.released
 }
 
 // releasePubend turns into L every tick the release rule allows (Gryphon DS,
@@ -128,6 +156,17 @@ func (e *Engine) releasePubend(ps *pstream) {
 			}
 			l = max(l, min(bound, now-age-1)) // t <= now-age-1 ⟺ now − t > maxRetain
 		}
+	}
+	if r := &ps.rel; !r.lastDInit {
+		r.lastD, r.lastDInit = ps.in.K.Final(), true
+	}
+	if old := ps.in.K.Final(); l > old {
+		ps.in.K.Visit(tick.Range{Lo: old + 1, Hi: l}, func(r tick.Range, k tick.Kind, _ *msg.Event) bool {
+			if k == tick.D {
+				ps.rel.lastD = r.Hi
+			}
+			return true
+		})
 	}
 	if ps.in.K.SetFinal(l) {
 		ps.in.C.RemoveBelow(l)

@@ -160,6 +160,7 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 	}
 	e.nextSlot++
 	s := &subscription{slot: e.nextSlot, id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
+	e.initDurable(s, m)
 	e.subByID[m.Sub] = s
 	e.subs = append(e.subs, s)
 	e.index.Add(s.slot, pat, sel)
@@ -199,7 +200,13 @@ func (e *Engine) maybeStarted(s *subscription) {
 			tok[ps.id] = t
 		}
 	}
+	if s.dur != nil {
+		e.startDurable(s, tok) // start tokens and catch-up (durable.go)
+	}
 	e.toClient(msg.SubStarted{Sub: s.id, Token: tok})
+	if s.dur != nil {
+		e.kickReplays(s)
+	}
 }
 
 func (e *Engine) unsubscribe(id msg.SubID) {
@@ -208,6 +215,7 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 		return
 	}
 	delete(e.subByID, id)
+	e.dropDurable(s)
 	e.index.Remove(s.slot)
 	delete(e.bySlot, s.slot)
 	e.subs = slices.DeleteFunc(e.subs, func(x *subscription) bool { return x == s })

@@ -32,6 +32,7 @@ type Oracle struct {
 	sessions   map[msg.SubID]*Session
 	streams    map[streamKey]gd.StreamState
 	releases   map[streamKey]gd.ReleaseState // last seen, for I8 and I10 (release.go)
+	finals     map[msg.PubendID]tick.Tick    // highest L prefix of each pubend (durable.go)
 	violations []Violation
 	viewAt     map[member.ID]member.View // last view installed per member incarnation (M1, F1)
 	left       map[member.ID]bool        // incarnations that left gracefully (M4)
@@ -69,6 +70,10 @@ type Session struct {
 	Last     map[msg.PubendID]tick.Tick
 	Count    int
 	Ended    bool
+	// Durable: a durable subscriber's session, checked from its checkpoint
+	// (durable.go); Gaps counts the gap notices it got.
+	Durable bool
+	Gaps    int
 }
 
 // New returns an empty oracle.
@@ -257,7 +262,11 @@ func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
 		return
 	}
 	if miss := o.firstMatch(l, s, last, ev.Tick); miss != nil {
-		o.fail("I5", "%s skipped %v (got %s@%d after %d)", id, miss, ev.Pubend, ev.Tick, last)
+		inv := "I5"
+		if s.Durable {
+			inv = "I6" // across sessions, from the subscriber's checkpoint
+		}
+		o.fail(inv, "%s skipped %v (got %s@%d after %d)", id, miss, ev.Pubend, ev.Tick, last)
 	}
 	s.Last[ev.Pubend] = ev.Tick
 	s.Count++

@@ -46,6 +46,7 @@ func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState
 		if !st.Hosted {
 			continue
 		}
+		o.NoteFinal(st.Pubend, st.Final)
 		if st.Final > st.Delivered {
 			o.fail("I10", "pubend %s at %s made ticks up to %d L, above T_d %d (T_r %d, ack prefix %d)", st.Pubend, node, st.Final, st.Delivered, st.Released, st.AckPrefix)
 			continue

@@ -44,6 +44,18 @@ func newDurables() durables {
 	return durables{subs: map[string]*durableSub{}, floors: map[msg.PubendID]tick.Tick{}}
 }
 
+// Durables returns the durable subscriptions held here, by name, and
+// whether each is attached to a connection now.
+func (b *Broker) Durables() map[string]bool {
+	out := map[string]bool{}
+	for name, d := range b.durables.subs {
+		if !d.cur.Deleted {
+			out[name] = d.client != 0
+		}
+	}
+	return out
+}
+
 // durableName checks a durable subscription's name: it names the
 // subscription across connections and brokers, so it must be printable.
 func durableName(sub msg.SubID) error {
@@ -159,9 +171,11 @@ func (b *Broker) ackDurable(c ClientID, m msg.SubAck) {
 	}
 }
 
-// unsubscribeDurable ends durable subscription name for good.
+// unsubscribeDurable ends durable subscription d for good.
 func (b *Broker) unsubscribeDurable(d *durableSub) {
-	b.detachDurable(d, "")
+	if d.client != 0 {
+		b.detachDurable(d, "")
+	}
 	d.cur = msg.DurableSub{Name: d.cur.Name, Deleted: true}
 	b.saveDurable(d)
 }

@@ -97,6 +97,12 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 			b.unsubscribeDurable(d)
 			return
 		}
+		if d := b.durables.subs[string(m.Sub)]; d != nil && d.client == 0 {
+			// A durable subscription whose subscriber is away may be
+			// deleted from any connection (as JMS unsubscribe(name)).
+			b.unsubscribeDurable(d)
+			return
+		}
 		delete(s.subs, full)
 		delete(b.subOwner, full)
 		b.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})

@@ -185,6 +185,9 @@ func (s *subscriber) churn(w *world) {
 }
 
 func (w *world) toClient(n *node, m msg.Msg) {
+	if w.durableMsg(n, m) {
+		return
+	}
 	switch m := m.(type) {
 	case msg.Delivery:
 		if m.Event.Pubend == w.opts.WatchPubend {

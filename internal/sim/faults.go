@@ -60,7 +60,7 @@ func (w *world) inject(kind string) {
 	case FaultIOError:
 		var phbs []*node
 		for _, id := range w.order {
-			if n := w.nodes[id]; n.disk != nil && n.up {
+			if n := w.nodes[id]; n.disk != nil && n.up && n.broker.Role == PHB {
 				phbs = append(phbs, n)
 			}
 		}
@@ -95,6 +95,7 @@ func (w *world) healAll() {
 		l.loss = false
 		w.heal(l)
 	}
+	w.durablesHealed()
 }
 
 // scheduleFig6 reproduces seed 000 §4.2 "b1-s1 failure": four pubends at 25

@@ -46,6 +46,9 @@ type Result struct {
 	// whose L prefix a release floor held below the ack prefix, and of
 	// pubends that had released past T_r by max_retain (release.go).
 	HeldBack, EarlyReleased int
+	// DurableSessions counts the sessions of durable subscribers and Gaps
+	// the gap notices they got (durable.go).
+	DurableSessions, Gaps int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -107,6 +110,12 @@ func Run(o Options) (Result, error) {
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
+	res.Gaps = w.gaps
+	for _, s := range w.orc.Sessions() {
+		if s.Durable {
+			res.DurableSessions++
+		}
+	}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
 		for _, id := range w.order {
@@ -134,7 +143,8 @@ func (w *world) build() {
 	routes := w.plan.topo.Routes()
 	for _, b := range w.plan.topo.Brokers {
 		n := &node{id: b.ID, broker: b, routes: routes[w.plan.topo.CellOf(b.ID)], up: true, cell: w.plan.topo.CellOf(b.ID)}
-		if b.Role == PHB {
+		if b.Role == PHB || b.Role == SHB {
+			// A PHB logs its events, an SHB its durable subscriptions.
 			n.disk = newDisk()
 		}
 		if w.plan.faults[FaultDrift] {
@@ -189,6 +199,7 @@ func (w *world) schedule() {
 			shbs = append(shbs, b.ID)
 		}
 	}
+	w.scheduleDurables(shbs)
 	if w.opts.Scenario == "fig6" {
 		w.scheduleFig6(shbs)
 		return

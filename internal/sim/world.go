@@ -6,6 +6,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
@@ -53,6 +54,11 @@ type world struct {
 	relays int
 	// floors drives the release floors of SHBs (release.go).
 	floors *floorDriver
+	// durables are the durable subscribers (durable.go), drng their
+	// sub-seed, gaps the gap notices they got.
+	durables []*durableSub
+	drng     *rand.Rand
+	gaps     int
 
 	// Membership (membership.go): the failure detector's and the member
 	// network's randomness, the hang and leave faults', and what each
@@ -83,6 +89,7 @@ type node struct {
 	offset   time.Duration // clock offset
 	driftPPM float64
 	sessions []*subscriber
+	durables []*durableSub // durable subscribers with a session here (durable.go)
 	cell     msg.NodeID
 	mem      *member.Membership // nil while down
 	// hung: the broker answers nothing (fault "hang"); isolatedUntil: it is
@@ -281,6 +288,9 @@ func (w *world) crash(n *node) {
 		s.lost(w)
 	}
 	n.sessions = nil
+	for _, d := range slices.Clone(n.durables) {
+		d.crashed(w)
+	}
 }
 
 // restart brings a node back with a fresh engine restored from its disk.
