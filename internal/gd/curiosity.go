@@ -128,7 +128,8 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 		e.stats.Stale++
 		return
 	}
-	moved := false
+	moved := !o.Reported
+	o.Reported = true
 	if m.T > o.AckPrefix {
 		o.AckPrefix = m.T
 		o.C.RemoveBelow(m.T)

@@ -115,7 +115,11 @@ func (e *Engine) updateRelease(ps *pstream) {
 	}
 	r.held = r.floorSet
 	for _, o := range ps.outs {
-		if o.Released < o.AckPrefix {
+		// A downstream not heard from since this broker started holds
+		// everything: a restart forgot what the SHBs below said, and
+		// reading their silence as "nothing held" would release what a
+		// durable subscriber there, away, still needs.
+		if !o.Reported || o.Released < o.AckPrefix {
 			rel = min(rel, o.Released)
 			r.held = true
 		}

@@ -84,7 +84,11 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		// No local subscription exists before the first Step, so there is
 		// nothing to deliver below the doubt horizon.
 		ps.delivered = max(ps.delivered, ps.in.K.DoubtHorizon())
-		e.updateRelease(ps) // what a past incarnation released stays released (release.go)
+		// What a past incarnation released stays released (release.go),
+		// though no downstream has reported to this one yet.
+		ps.rel.released = max(ps.rel.released, ps.in.K.Final())
+		ps.rel.delivered = max(ps.rel.delivered, ps.in.K.Final())
+		e.updateRelease(ps)
 		e.evict(ps)
 	}
 	return nil

@@ -277,15 +277,18 @@ func (w *world) durablesHealed() {
 			d.moveAndStart(w)
 		}
 	}
-	w.durablesLeave()
+	// Only once they have caught up where they are: until then the SHBs
+	// they left must keep holding (a floor at the new SHB cannot pull back
+	// what the network already released on the old one's word).
+	w.after(20*time.Second, w.durablesLeave)
 }
 
-// durablesLeave deletes every durable subscriber at the SHBs it left, now
-// and every half second until the run ends (an SHB down now restores it
+// durablesLeave deletes every durable subscriber that is back at the SHBs
+// it left, and does so again every half second until the run ends (an SHB down now restores it
 // from its disk later; a subscriber still moving leaves another).
 func (w *world) durablesLeave() {
 	for _, d := range w.durables {
-		if !d.active {
+		if !d.active || !d.started {
 			continue
 		}
 		for _, id := range slices.Sorted(mapsKeys(d.homes)) {

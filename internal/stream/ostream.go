@@ -25,6 +25,9 @@ type Ostream struct {
 	// for its subtree (Gryphon DS, DSN 2003 §3; msg.Ack): the minimum
 	// released(p) and latestDelivered(p) of the SHBs below c.
 	Released, Delivered tick.Tick
+	// Reported: c has acked since this broker started. Until then its
+	// release values are unknown, not "nothing held" (release.go).
+	Reported bool
 	// SentHi is the first-time frontier: no tick above it was ever sent to
 	// c, and no tick at or below it is sent again except to answer c's nacks.
 	// Every message sent moves it up to the message's end.
