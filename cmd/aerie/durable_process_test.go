@@ -259,4 +259,3 @@ func TestDurableSubscriberAwayPastMaxRetain(t *testing.T) {
 	}
 	expectRange(t, "after the gap", got, 31, 5)
 }
-
