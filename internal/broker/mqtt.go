@@ -2,9 +2,12 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
+	"time"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/mqtt"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
@@ -49,10 +52,26 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker %s: listen for MQTT: %w", n.opts.ID, err)
 	}
-	srv, err := mqtt.Start(mqtt.Options{
+	if n.opts.TLS != nil {
+		// The same TLS as the client port: never a plain MQTT port on a
+		// network configured for TLS.
+		ln = tls.NewListener(ln, n.opts.TLS.Clients())
+	}
+	opts := mqtt.Options{
 		Listener: ln, Broker: n.opts.ID, Incarnation: n.inc, Pubends: n.hosted,
 		Host: mqttHost{n: n, ctx: ctx}, Queue: n.opts.SubscriberQueue, Logger: n.log,
-	})
+	}
+	if users := n.opts.Users; users != nil {
+		opts.Authenticate = func(user, password string) (*auth.Perms, error) {
+			perms, err := users.Authenticate(user, password)
+			if err != nil {
+				n.authFailures.Add(1)
+				time.Sleep(AuthFailDelay) // slow down a guesser, on the connection's goroutine; not synchronisation
+			}
+			return perms, err
+		}
+	}
+	srv, err := mqtt.Start(opts)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("broker %s: MQTT listener: %w", n.opts.ID, err)
@@ -78,7 +97,7 @@ type mqttHost struct {
 
 func (h mqttHost) Up(c *mqtt.Conn) shell.ClientID {
 	cid := h.n.newClientID()
-	h.n.post(h.ctx, event{src: source{cid: cid}, ctl: clientUp{conn: c}})
+	h.n.post(h.ctx, event{src: source{cid: cid}, ctl: clientUp{conn: c, perms: c.Perms()}})
 	return cid
 }
 

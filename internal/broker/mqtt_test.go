@@ -10,8 +10,10 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/mqtt"
 	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
@@ -197,5 +199,78 @@ func TestMQTTAcrossBrokers(t *testing.T) {
 	defer in.mu.Unlock()
 	if len(in.msgs) != total+1 {
 		t.Fatalf("MQTT subscriber got %d messages, want %d", len(in.msgs), total+1)
+	}
+}
+
+// TestMQTTWithUsers: where the network has users, an MQTT client
+// authenticates with its CONNECT's user name and password (a wrong one, or
+// none, is refused before the broker's loop hears of it) and gets its
+// user's permissions: a subscription outside them is refused in its SUBACK.
+func TestMQTTWithUsers(t *testing.T) {
+	hash := func(pw string) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	users, err := auth.NewUsers([]auth.User{
+		{Name: "alice", Hash: hash("wonderland"), Publish: []string{"orders.>"}, Subscribe: []string{"orders.>"}},
+		{Name: "bob", Hash: hash("builder"), Subscribe: []string{"status.>"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := phbOptions(t)
+	opts.MQTT, opts.Users = freeAddr(t), users
+	node, stop := runNode(t, opts)
+	t.Cleanup(func() { stop() })
+	addr := node.MQTTAddr()
+	connect := func(id, user, pw string) (paho.Client, error) {
+		o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetUsername(user).SetPassword(pw).
+			SetCleanSession(true).SetAutoReconnect(false).SetConnectTimeout(10 * time.Second)
+		c := paho.NewClient(o)
+		tok := c.Connect()
+		if !tok.WaitTimeout(20 * time.Second) {
+			t.Fatalf("%s: connect timed out", id)
+		}
+		if tok.Error() == nil {
+			t.Cleanup(func() { c.Disconnect(100) })
+		}
+		return c, tok.Error()
+	}
+	if _, err := connect("mallory", "alice", "nope"); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+	if _, err := connect("anon", "", ""); err == nil {
+		t.Fatal("a client without credentials was accepted")
+	}
+	alice, err := connect("alice-1", "alice", "wonderland")
+	if err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+	in := newInbox()
+	// orders/+ maps to orders.*, which alice's orders.> covers (orders/#
+	// would also ask for the bare "orders", which it does not).
+	st := alice.Subscribe("orders/+", 1, in.handle)
+	if !st.WaitTimeout(20*time.Second) || st.Error() != nil || st.(*paho.SubscribeToken).Result()["orders/+"] >= 0x80 {
+		t.Fatalf("alice subscribe: %v %v", st.Error(), st.(*paho.SubscribeToken).Result())
+	}
+	if tok := alice.Publish("orders/eu", 1, false, "x"); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("alice publish: %v", tok.Error())
+	}
+	if got := in.wait(t, 1, 20*time.Second); got[0].Topic() != "orders/eu" {
+		t.Fatalf("alice got %q", got[0].Topic())
+	}
+	bob, err := connect("bob-1", "bob", "builder")
+	if err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	tok := bob.Subscribe("orders/#", 1, newInbox().handle)
+	if !tok.WaitTimeout(20 * time.Second) {
+		t.Fatal("bob's SUBACK never came")
+	}
+	if code := tok.(*paho.SubscribeToken).Result()["orders/#"]; code < 0x80 {
+		t.Fatalf("bob may not subscribe to orders/#, but the SUBACK granted QoS %d", code)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
 )
@@ -22,6 +23,7 @@ type Conn struct {
 	cl        *mochi.Client
 	v5        bool
 	id        shell.ClientID
+	perms     *auth.Perms   // its user's permissions (nil: no users)
 	publisher string        // this connection's publisher name in aerie
 	pubend    msg.PubendID  // where its publishes go
 	done      chan struct{} // closed when the connection is gone
@@ -85,6 +87,10 @@ func newConn(s *Server, cl *mochi.Client) *Conn {
 }
 
 func (c *Conn) String() string { return fmt.Sprintf("mqtt client %q (%s)", c.cl.ID, c.cl.Net.Remote) }
+
+// Perms is the permissions of the user the client authenticated as (nil:
+// the network has no users).
+func (c *Conn) Perms() *auth.Perms { return c.perms }
 
 // ClientID is the client id the MQTT client connected with.
 func (c *Conn) ClientID() string { return c.cl.ID }

@@ -16,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
 )
@@ -54,6 +55,11 @@ type Options struct {
 	// the subscription completes in the background.
 	SubscribeWait time.Duration
 	Logger        *slog.Logger
+	// Authenticate checks an MQTT client's user name and password and
+	// returns its user's permissions (nil: the network has no users, and
+	// every client gets in). A refused client gets CONNACK "bad user name
+	// or password" and never reaches the broker's loop.
+	Authenticate func(user, password string) (*auth.Perms, error)
 }
 
 // maxOutstanding bounds the QoS 1 messages sent to one client and not yet
@@ -74,6 +80,7 @@ type Server struct {
 	srv   *mochi.Server
 	log   *slog.Logger
 	conns sync.Map // *mochi.Client → *Conn
+	perms sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -244,7 +251,21 @@ func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 
 // OnConnectAuthenticate admits every client: the [[user]] table plugs in
 // here (docs/MQTT.md, Security).
-func (h *hook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+// OnConnectAuthenticate checks the CONNECT's user name and password
+// against the network's users (Options.Authenticate), on the connection's
+// goroutine: bcrypt never holds the broker's loop.
+func (h *hook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
+	if h.s.opts.Authenticate == nil {
+		return true
+	}
+	perms, err := h.s.opts.Authenticate(string(pk.Connect.Username), string(pk.Connect.Password))
+	if err != nil {
+		h.s.opts.Logger.Warn("MQTT client refused", "client", cl.ID, "addr", cl.Net.Remote, "err", err)
+		return false
+	}
+	h.s.perms.Store(cl, perms)
+	return true
+}
 
 // OnACLCheck allows everything the mapping allows: per-user publish and
 // subscribe permissions plug in here.
@@ -252,6 +273,9 @@ func (h *hook) OnACLCheck(*mochi.Client, string, bool) bool { return true }
 
 func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	c := newConn(h.s, cl)
+	if p, ok := h.s.perms.LoadAndDelete(cl); ok {
+		c.perms = p.(*auth.Perms)
+	}
 	h.s.conns.Store(cl, c)
 	c.id = h.s.opts.Host.Up(c)
 	c.publisher = fmt.Sprintf("mqtt:%s@%s.%x.%d", cl.ID, h.s.opts.Broker, h.s.opts.Incarnation, c.id)
@@ -259,6 +283,7 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 }
 
 func (h *hook) OnDisconnect(cl *mochi.Client, err error, _ bool) {
+	h.s.perms.Delete(cl) // authenticated, but no session was established
 	c := h.s.conn(cl)
 	if c == nil {
 		return
