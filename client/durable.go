@@ -41,45 +41,17 @@ func (c *Client) SubscribeDurable(ctx context.Context, d Durable) (*Subscription
 	if d.Name == "" || strings.ContainsAny(d.Name, " \t\n/") {
 		return nil, fmt.Errorf("%w: durable subscription name %q: not empty, no spaces or slashes", ErrRejected, d.Name)
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
-	}
-	if _, dup := c.subs[d.Name]; dup {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: this client already has a subscription named %s", ErrRejected, d.Name)
-	}
-	up := c.connUp
-	c.mu.Unlock()
-	select {
-	case <-up:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	s := &Subscription{c: c, name: d.Name, pattern: d.Pattern, selector: d.Selector, durable: true, from: from,
-		checkpoint: msg.Token{}, events: make(chan Event, c.opts.SubscriptionBuffer), started: make(chan struct{}),
-		ended: make(chan struct{}), delivered: map[string]uint64{}}
-	maps.Copy(s.checkpoint, from)
-	c.mu.Lock()
-	c.subs[s.name] = s
-	conn := c.conn
-	c.mu.Unlock()
-	if conn == nil || !conn.Send(s.request()) {
-		c.mu.Lock()
-		delete(c.subs, s.name)
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: connection lost while subscribing", ErrDisconnected)
-	}
-	select {
-	case <-s.started:
+	return c.subscribe(ctx, func() (*Subscription, error) {
+		if _, dup := c.subs[d.Name]; dup {
+			return nil, fmt.Errorf("%w: this client already has a subscription named %s", ErrRejected, d.Name)
+		}
+		s := c.newSubscription(d.Name, d.Pattern, d.Selector)
+		s.durable, s.from, s.checkpoint = true, from, maps.Clone(from)
+		if s.checkpoint == nil {
+			s.checkpoint = msg.Token{}
+		}
 		return s, nil
-	case <-s.ended:
-		return nil, s.Err()
-	case <-ctx.Done():
-		s.Close()
-		return nil, ctx.Err()
-	}
+	})
 }
 
 // durableRequest asks for the subscription from its checkpoint: after a

@@ -47,6 +47,23 @@ func (c *Client) Subscribe(ctx context.Context, pattern string) (*Subscription, 
 // events' properties (docs/SELECTORS.md), e.g. "region = 'EU' AND qty > 3".
 // A bad selector is refused with its column and cause (ErrRejected).
 func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string) (*Subscription, error) {
+	return c.subscribe(ctx, func() (*Subscription, error) {
+		c.nextSub++
+		return c.newSubscription(fmt.Sprintf("s%d", c.nextSub), pattern, selector), nil
+	})
+}
+
+// newSubscription makes a subscription's client side.
+func (c *Client) newSubscription(name, pattern, selector string) *Subscription {
+	return &Subscription{c: c, name: name, pattern: pattern, selector: selector,
+		events: make(chan Event, c.opts.SubscriptionBuffer), started: make(chan struct{}), ended: make(chan struct{}),
+		delivered: map[string]uint64{}}
+}
+
+// subscribe waits for a connection, registers the subscription that build
+// returns (called with c.mu held), asks for it and waits until it is in
+// force, refused, or ctx ends.
+func (c *Client) subscribe(ctx context.Context, build func() (*Subscription, error)) (*Subscription, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -60,10 +77,11 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 		return nil, ctx.Err()
 	}
 	c.mu.Lock()
-	c.nextSub++
-	s := &Subscription{c: c, name: fmt.Sprintf("s%d", c.nextSub), pattern: pattern, selector: selector,
-		events: make(chan Event, c.opts.SubscriptionBuffer), started: make(chan struct{}), ended: make(chan struct{}),
-		delivered: map[string]uint64{}}
+	s, err := build()
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	c.subs[s.name] = s
 	conn := c.conn
 	c.mu.Unlock()
