@@ -148,6 +148,7 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	}
 	if moved {
 		e.updateAck(ps)
+		e.ackIfNowHeld(ps) // a subtree that now holds tells upstream at once
 	}
 }
 
@@ -209,7 +210,7 @@ func (e *Engine) sendAck(ps *pstream) {
 	r := &ps.rel
 	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix, Released: min(r.ackReleased(ps.in.AckPrefix), r.delivered), Delivered: r.delivered})
 	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now
-	r.relSent, r.delSent = r.released, r.delivered
+	r.relSent, r.delSent, r.heldSent = r.released, r.delivered, r.held
 }
 
 // scanGaps lets the subend nack gaps that are due.

@@ -64,6 +64,7 @@ type release struct {
 	floorSet  bool
 	relSent   tick.Tick // released and delivered on the last ack sent
 	delSent   tick.Tick
+	heldSent  bool // whether the last ack sent said "held" (ackReleased)
 	// held: durable subscribers here or below hold the release (a floor is
 	// set, or a downstream reported released below its ack prefix); see
 	// ackReleased.
@@ -86,7 +87,20 @@ func (e *Engine) setReleaseFloor(in ReleaseFloor) error {
 		ps.rel.floor = 0
 	}
 	e.updateAck(ps) // moves released, and at a pubend its L
+	e.ackIfNowHeld(ps)
 	return nil
+}
+
+// ackIfNowHeld acks at once when the release became held here since the
+// last ack: until upstream learns it, it reads the last ack's "nothing
+// held" and may release, over ticks filtered out for this subtree, what a
+// durable subscriber here needs. Sent now, the ack precedes on the FIFO
+// link any narrower summary that would filter those ticks out (seed 1598:
+// a subscriber that went away 320 ms after it started).
+func (e *Engine) ackIfNowHeld(ps *pstream) {
+	if r := &ps.rel; ps.pub == nil && r.held && !r.heldSent && !e.cfg.BestEffort {
+		e.sendAck(ps)
+	}
 }
 
 // updateRelease recomputes T_d and T_r after the ack prefix, a downstream's
@@ -193,7 +207,7 @@ func (e *Engine) tickRelease() {
 			continue
 		}
 		r := &ps.rel
-		if (r.released > r.relSent || r.delivered > r.delSent) && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
+		if (r.released > r.relSent || r.delivered > r.delSent || r.held != r.heldSent) && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
 			e.sendAck(ps)
 		}
 	}
