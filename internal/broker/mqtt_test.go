@@ -10,10 +10,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/aerie-mq/aerie/client"
-	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/mqtt"
 	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
@@ -207,20 +205,7 @@ func TestMQTTAcrossBrokers(t *testing.T) {
 // none, is refused before the broker's loop hears of it) and gets its
 // user's permissions: a subscription outside them is refused in its SUBACK.
 func TestMQTTWithUsers(t *testing.T) {
-	hash := func(pw string) string {
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(h)
-	}
-	users, err := auth.NewUsers([]auth.User{
-		{Name: "alice", Hash: hash("wonderland"), Publish: []string{"orders.>"}, Subscribe: []string{"orders.>"}},
-		{Name: "bob", Hash: hash("builder"), Subscribe: []string{"status.>"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	users := testUsers(t)
 	opts := phbOptions(t)
 	opts.MQTT, opts.Users = freeAddr(t), users
 	node, stop := runNode(t, opts)

@@ -21,19 +21,10 @@ import (
 	"github.com/aerie-mq/aerie/internal/wire"
 )
 
-// securePHB runs p1 (pubend P1, a downstream s1 that may dial it) with TLS
-// and two users: alice may publish and subscribe within orders.>, bob may
-// only subscribe within status.>. It returns the node, its options and the
-// directory of the development PKI.
-func securePHB(t *testing.T) (*broker.Node, broker.Options, string) {
-	dir := t.TempDir()
-	if err := pki.WriteDev(dir, []pki.BrokerNames{{ID: "p1", Addrs: []string{"127.0.0.1:0"}}, {ID: "s1"}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	tb, err := pki.LoadBroker("p1", pki.Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "p1.pem"), Key: filepath.Join(dir, "p1-key.pem")}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+// testUsers: alice (password wonderland) may publish and subscribe within
+// orders.>, bob (builder) may only subscribe within status.>.
+func testUsers(t *testing.T) *auth.Users {
+	t.Helper()
 	hash := func(pw string) string {
 		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
 		if err != nil {
@@ -48,6 +39,23 @@ func securePHB(t *testing.T) (*broker.Node, broker.Options, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return users
+}
+
+// securePHB runs p1 (pubend P1, a downstream s1 that may dial it) with TLS
+// and two users: alice may publish and subscribe within orders.>, bob may
+// only subscribe within status.>. It returns the node, its options and the
+// directory of the development PKI.
+func securePHB(t *testing.T) (*broker.Node, broker.Options, string) {
+	dir := t.TempDir()
+	if err := pki.WriteDev(dir, []pki.BrokerNames{{ID: "p1", Addrs: []string{"127.0.0.1:0"}}, {ID: "s1"}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := pki.LoadBroker("p1", pki.Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "p1.pem"), Key: filepath.Join(dir, "p1-key.pem")}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := testUsers(t)
 	opts := phbOptions(t)
 	opts.Listen = freeAddr(t)
 	opts.Routes = []gd.Route{{Pubend: "P1", Down: []msg.NodeID{"s1"}}}
