@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -90,7 +91,7 @@ func (d *durableSub) start(w *world) {
 	d.n++
 	d.cur = msg.SubID(fmt.Sprintf("%s/%s.%d", d.node, d.name, d.n))
 	d.active, d.started = true, false
-	d.from = maps(d.ckpt)
+	d.from = maps.Clone(d.ckpt)
 	n.durables = append(n.durables, d)
 	if d.homes == nil {
 		d.homes = map[msg.NodeID]bool{}
@@ -98,17 +99,6 @@ func (d *durableSub) start(w *world) {
 	d.homes[d.node] = true // the SHB keeps it from the request on
 	w.watchf("subscribe durable %s %s %s from %v", d.cur, d.pattern, d.selector, d.from)
 	d.conn(d.node).request(w, n, msg.Subscribe{Sub: msg.SubID(d.name), Pattern: d.pattern, Selector: d.selector, Durable: true, From: d.from})
-}
-
-func maps(t msg.Token) msg.Token {
-	if t == nil {
-		return nil
-	}
-	c := msg.Token{}
-	for p, v := range t {
-		c[p] = v
-	}
-	return c
 }
 
 // moveAndStart picks an SHB (the same one half the time) and subscribes.
@@ -260,7 +250,7 @@ func (d *durableSub) ack(w *world, n *node) {
 	if d.ckpt == nil {
 		return
 	}
-	tok, cur, inc := maps(d.ckpt), d.cur, n.inc
+	tok, cur, inc := maps.Clone(d.ckpt), d.cur, n.inc
 	w.after(time.Millisecond, func() {
 		if d.active && d.cur == cur && d.node == n.id && n.up && n.inc == inc {
 			d.conn(n.id).request(w, n, msg.SubAck{Sub: msg.SubID(d.name), Token: tok})
@@ -291,7 +281,7 @@ func (w *world) durablesLeave() {
 		if !d.active || !d.started {
 			continue
 		}
-		for _, id := range slices.Sorted(mapsKeys(d.homes)) {
+		for _, id := range slices.Sorted(maps.Keys(d.homes)) {
 			n := w.nodes[id]
 			if id == d.node || !n.up || n.hung {
 				continue
@@ -310,14 +300,4 @@ func (w *world) durablesLeave() {
 		}
 	}
 	w.after(500*time.Millisecond, w.durablesLeave)
-}
-
-func mapsKeys(m map[msg.NodeID]bool) func(func(msg.NodeID) bool) {
-	return func(yield func(msg.NodeID) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
