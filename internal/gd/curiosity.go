@@ -128,6 +128,14 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 		e.stats.Stale++
 		return
 	}
+	if m.T == 0 {
+		// An ack of nothing: a restarted broker whose durable subscribers
+		// hold the release before it knows any tick. Its release values
+		// (0 = its ack prefix) would read as "reported, nothing held" and
+		// release what those subscribers need (seed 1794); until it acks a
+		// tick it stays unheard from (Ostream.Reported).
+		return
+	}
 	moved := !o.Reported
 	o.Reported = true
 	if m.T > o.AckPrefix {
@@ -138,10 +146,11 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 		}
 		moved = true
 	}
-	// The release values of the subtree (Gryphon DS, DSN 2003 §3): like the
-	// ack prefix, the highest any member of the cell reported (release.go).
-	if m.Released > o.Released {
-		o.Released, moved = m.Released, true
+	// The release values of the subtree (Gryphon DS, DSN 2003 §3): released
+	// is the lowest of the members' latest reports (Ostream.ReleasedBy);
+	// delivered, like the ack prefix, the highest any member reported.
+	if o.ReportReleased(from, m.Released) {
+		moved = true
 	}
 	if m.Delivered > o.Delivered {
 		o.Delivered, moved = m.Delivered, true
@@ -207,6 +216,9 @@ func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
 
 func (e *Engine) sendAck(ps *pstream) {
 	e.updateRelease(ps)
+	if ps.in.AckPrefix == 0 {
+		return // an ack of nothing: upstream ignores it (onAck)
+	}
 	r := &ps.rel
 	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix, Released: min(r.ackReleased(ps.in.AckPrefix), r.delivered), Delivered: r.delivered})
 	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now

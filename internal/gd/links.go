@@ -22,6 +22,7 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		e.refilter(c)
 		for _, ps := range e.streams {
 			if o := ps.out(c); o != nil {
+				o.ForgetReleased(peer)
 				if len(e.membersOf(c)) == 1 {
 					o.C.Clear() // its curiosity is gone with it
 				} else {

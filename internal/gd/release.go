@@ -111,9 +111,9 @@ func (e *Engine) ackIfNowHeld(ps *pstream) {
 // filtered out for it) bounds both. Holding at the reported value is
 // conservative: it does not extend over ticks filtered out for that
 // downstream, because a broker makes acked ticks final and can no longer
-// tell them apart. Values of a cell of several brokers are the maximum any
-// member reported, as for ack prefixes (onAck): each member's values are a
-// bound over the same downstreams. Both values never move back.
+// tell them apart. A cell's released value is the lowest of its members'
+// latest reports, its delivered value the highest (Ostream.ReleasedBy,
+// onAck). Both values at this broker never move back.
 func (e *Engine) updateRelease(ps *pstream) {
 	r := &ps.rel
 	d := ps.in.AckPrefix

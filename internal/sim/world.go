@@ -264,6 +264,7 @@ func (w *world) crash(n *node) {
 		return
 	}
 	w.watchf("crash %s", n.id)
+	w.watchRelease(n)
 	n.up = false
 	n.hung = false
 	w.fdChanged(n) // before inc moves: the crashed incarnation is the one declared failed
@@ -323,6 +324,7 @@ func (w *world) restart(n *node) {
 	if err := n.sh.Restore(ld); err != nil {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
+	w.watchRelease(n)
 	byPubend := map[msg.PubendID][]*msg.Event{}
 	released := map[msg.PubendID]tick.Tick{}
 	for _, r := range ld.Records {
@@ -411,12 +413,28 @@ func (w *world) watchMsg(what string, env msg.Envelope) {
 	case msg.Nack:
 		hit = m.Pubend == w.opts.WatchPubend && m.Start <= t && t <= m.End
 	case msg.Ack:
-		hit = m.Pubend == w.opts.WatchPubend && m.T >= t
+		// From about 2 s below the tick: the release values acks carried
+		// before it became known decide whether it may be released.
+		hit = m.Pubend == w.opts.WatchPubend && m.T+1<<21 >= t
 	case msg.Summary, msg.SubReq, msg.SubReply:
 		hit = true
 	}
 	if hit {
 		w.watchf("%s %v", what, env)
+	}
+}
+
+// watchRelease logs the watched pubend's release state at n (on a crash and
+// after a restore): what a restart keeps of the release protocol decides
+// gaps.
+func (w *world) watchRelease(n *node) {
+	if w.opts.WatchLog == nil || n.sh == nil {
+		return
+	}
+	for _, st := range n.sh.Engine().ReleaseStates() {
+		if st.Pubend == w.opts.WatchPubend {
+			w.watchf("release at %s: L≤%d ack %d T_r %d T_d %d floor %d/%v downstream %v", n.id, st.Final, st.AckPrefix, st.Released, st.Delivered, st.Floor, st.FloorSet, st.Downstream)
+		}
 	}
 }
 

@@ -23,8 +23,17 @@ type Ostream struct {
 	AckPrefix tick.Tick
 	// Released and Delivered are the release protocol's values c reported
 	// for its subtree (Gryphon DS, DSN 2003 §3; msg.Ack): the minimum
-	// released(p) and latestDelivered(p) of the SHBs below c.
+	// released(p) and latestDelivered(p) of the SHBs below c. Released is
+	// the lowest of ReleasedBy; Delivered the highest any member reported.
 	Released, Delivered tick.Tick
+	// ReleasedBy is the released value each member of c last reported. A
+	// member's released value may go back (a subtree whose durable
+	// subscribers start to hold says so by reporting one below its ack
+	// prefix), so the latest report counts, not the highest; and members of
+	// a cell may lag one another, so the cell's value is the lowest of them
+	// (seed 1305: a member that had not yet heard "held" outweighed one that
+	// had).
+	ReleasedBy map[msg.NodeID]tick.Tick
 	// Reported: c has acked since this broker started. Until then its
 	// release values are unknown, not "nothing held" (release.go).
 	Reported bool
@@ -175,4 +184,34 @@ func Render(in *tick.Knowledge[*msg.Event], r tick.Range, o *Ostream, retrans bo
 		return true
 	})
 	flush()
+}
+
+// ReportReleased records member's latest released value and recomputes
+// Released; it reports whether Released changed.
+func (o *Ostream) ReportReleased(member msg.NodeID, t tick.Tick) bool {
+	if o.ReleasedBy == nil {
+		o.ReleasedBy = make(map[msg.NodeID]tick.Tick, 1)
+	}
+	o.ReleasedBy[member] = t
+	return o.recomputeReleased()
+}
+
+// ForgetReleased drops what a member that restarted reported: its new
+// incarnation reports afresh. Until one does, the cell keeps its value.
+func (o *Ostream) ForgetReleased(member msg.NodeID) {
+	delete(o.ReleasedBy, member)
+	o.recomputeReleased()
+}
+
+func (o *Ostream) recomputeReleased() bool {
+	if len(o.ReleasedBy) == 0 {
+		return false
+	}
+	lo := tick.Max
+	for _, t := range o.ReleasedBy {
+		lo = min(lo, t)
+	}
+	moved := lo != o.Released
+	o.Released = lo
+	return moved
 }
