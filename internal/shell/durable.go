@@ -33,6 +33,14 @@ type durableSub struct {
 	known     bool           // persisted holds a durable record
 	client    ClientID       // the connection it is attached to; 0: away
 	engine    msg.SubID      // its engine id while attached
+	// starting holds, until the engine says where the subscription starts
+	// (durableStarted), each pubend it has no position for at what this
+	// broker had delivered when it subscribed: the start lies above that,
+	// and without a hold the broker would report released (and its pubends
+	// discard) ticks above the start that the subscriber has not
+	// acknowledged. Not persisted: a subscriber that never learned its start
+	// comes back without a token and starts afresh.
+	starting msg.Token
 }
 
 type durables struct {
@@ -109,6 +117,7 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 	s.subs[full] = m.Sub
 	b.subOwner[full] = c
 	d.client, d.engine = c, full
+	d.starting = b.startingHolds(d.cur.Released)
 	b.saveDurable(d)
 	b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, Durable: true, From: from}})
 }
@@ -141,10 +150,28 @@ func (b *Broker) durableStarted(full msg.SubID, tok msg.Token) {
 			rel[p], changed = t, true
 		}
 	}
+	d.starting = nil
 	if changed {
 		d.cur.Released = rel
 		b.saveDurable(d)
+	} else {
+		b.applyFloors()
 	}
+}
+
+// startingHolds returns, for every pubend routed here that rel has no
+// position for, what this broker has delivered of it (durableSub.starting).
+func (b *Broker) startingHolds(rel msg.Token) msg.Token {
+	var out msg.Token
+	for _, st := range b.eng.Inspect() {
+		if _, ok := rel[st.Pubend]; !ok {
+			if out == nil {
+				out = msg.Token{}
+			}
+			out[st.Pubend] = st.Delivered
+		}
+	}
+	return out
 }
 
 // ackDurable: the subscriber on connection c has consumed everything up to
@@ -194,6 +221,10 @@ func (b *Broker) detachDurable(d *durableSub, why string) {
 	}
 	delete(b.subOwner, full)
 	b.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})
+	if d.starting != nil {
+		d.starting = nil // it never learned its start: it starts afresh
+		b.applyFloors()
+	}
 }
 
 // attached returns the durable subscription the engine knows as full.
@@ -290,6 +321,7 @@ func (b *Broker) applyFloors() {
 	for _, d := range b.durables.subs {
 		if !d.cur.Deleted {
 			hold(d.cur.Released)
+			hold(d.starting)
 		}
 		if d.known && !d.persisted.Deleted {
 			hold(d.persisted.Released)

@@ -345,3 +345,32 @@ func TestDurableReleaseFloor(t *testing.T) {
 		t.Fatal("floor kept after the durable subscription was deleted")
 	}
 }
+
+// A new durable subscription at an SHB holds the release from the moment it
+// is requested, at what the SHB had delivered, until the pubend's reply says
+// where it starts: otherwise the SHB would report released, and the pubend
+// discard, ticks above the start that the subscriber has not acknowledged
+// (Gryphon DS §3).
+func TestDurableHoldsBeforeItStarts(t *testing.T) {
+	eng, err := gd.New("s1", gd.DefaultConfig(), []gd.Route{{Pubend: "P1", Up: "b1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{now: 1767225600 * 1e9, clients: map[shell.ClientID][]msg.Msg{}, closed: map[shell.ClientID]string{}}
+	b := shell.New(shell.Config{ID: "s1", Engine: eng, Clock: f, Net: f, Durability: f, Strict: true})
+	b.ClientUp(1)
+	b.ClientRequest(1, msg.Subscribe{Sub: "audit", Pattern: "a.>", Durable: true})
+	b.Drain()
+	if st := ofType[msg.SubStarted](f.clients[1]); len(st) != 0 {
+		t.Fatalf("started without the pubend's reply: %v", st)
+	}
+	if fl, ok := floor(b); !ok || fl != 0 {
+		t.Fatalf("floor = %d,%v before the subscription started; want held at what was delivered (0)", fl, ok)
+	}
+	// Gone before it started: it never learned a start, so nothing holds.
+	b.ClientDown(1)
+	b.Drain()
+	if fl, ok := floor(b); ok {
+		t.Fatalf("floor = %d still held for a subscription that never started", fl)
+	}
+}
