@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -32,6 +33,14 @@ type Host interface {
 	Up(c *Conn) shell.ClientID
 	Request(id shell.ClientID, m msg.Msg)
 	Down(id shell.ClientID)
+	// Session returns the durable subscriptions held at this broker under
+	// prefix, sorted by name: a persistent session's (session.go). It
+	// waits for the broker's loop.
+	Session(prefix string) ([]msg.DurableSub, error)
+	// EndSession deletes the durable subscriptions under prefix, attached
+	// or away (a session cleaned, or expired). Posted in order with the
+	// calls above.
+	EndSession(prefix string)
 }
 
 // Options configure a Server.
@@ -80,6 +89,10 @@ type Server struct {
 	srv   *mochi.Server
 	log   *slog.Logger
 	conns sync.Map // *mochi.Client → *Conn
+	// resumed holds, from CONNECT to the session's start, the durable
+	// subscriptions a persistent session resumes (*mochi.Client →
+	// []msg.DurableSub).
+	resumed sync.Map
 	perms sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
 }
 
@@ -100,7 +113,7 @@ func Start(opts Options) (*Server, error) {
 	caps.MaximumQos = 1                   // QoS 2 is refused (docs/MQTT.md)
 	caps.RetainAvailable = 0              // no retained store outside aerie
 	caps.SharedSubAvailable = 0           // no $share
-	caps.MaximumSessionExpiryInterval = 0 // no session outlives its connection (yet)
+	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
 	caps.TopicAliasMaximum = 0
@@ -213,28 +226,21 @@ func (h *hook) ID() string { return "aerie" }
 
 func (h *hook) Provides(b byte) bool {
 	switch b {
-	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnSessionEstablished,
-		mochi.OnDisconnect, mochi.OnPacketRead, mochi.OnPacketEncode, mochi.OnPublish,
-		mochi.OnSubscribe, mochi.OnUnsubscribe:
+	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnSessionEstablish,
+		mochi.OnSessionEstablished, mochi.OnDisconnect, mochi.OnClientExpired, mochi.OnPacketRead,
+		mochi.OnPacketEncode, mochi.OnPublish, mochi.OnSubscribe, mochi.OnUnsubscribe:
 		return true
 	}
 	return false
 }
 
-// OnConnect refuses what aerie cannot honour yet, with a CONNACK that says
+// OnConnect refuses what aerie cannot honour, with a CONNACK that says
 // why: a will message (it would be published by the library, outside
-// aerie's guarantees) and a 3.1.1 persistent session (clean session 0:
-// persistent sessions need durable subscriptions). An MQTT 5 session
-// expiry above 0 is accepted and answered with expiry 0 in the CONNACK, as
-// MQTT 5 lets a server do.
+// aerie's guarantees).
 func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	var r *refusal
-	switch {
-	case cl.Properties.Will.Flag != 0:
+	if cl.Properties.Will.Flag != 0 {
 		x := refuse(packets.ErrImplementationSpecificError, "will messages are not supported by aerie", 0x03)
-		r = &x
-	case cl.Properties.ProtocolVersion < 5 && !cl.Properties.Clean:
-		x := refuse(packets.ErrImplementationSpecificError, "persistent sessions (clean session 0) are not supported by aerie yet", 0x03)
 		r = &x
 	}
 	if r == nil {
@@ -271,29 +277,74 @@ func (h *hook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
 // subscribe permissions plug in here.
 func (h *hook) OnACLCheck(*mochi.Client, string, bool) bool { return true }
 
+// persistent reports whether cl's session outlives its connection: 3.1.1
+// clean session 0, MQTT 5 session expiry above 0.
+func persistent(cl *mochi.Client) bool {
+	if cl.Properties.ProtocolVersion >= 5 {
+		return cl.Properties.Props.SessionExpiryInterval > 0
+	}
+	return !cl.Properties.Clean
+}
+
+// OnSessionEstablish, before the CONNACK: a clean start, or a session
+// that does not persist, deletes what the client id had (MQTT 3.1.2.4);
+// a persistent session looks up what it resumes, so that the CONNACK says
+// whether a session was present.
+func (h *hook) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
+	prefix := sessionPrefix(cl.ID)
+	if pk.Connect.Clean || !persistent(cl) {
+		h.s.opts.Host.EndSession(prefix)
+		return
+	}
+	ds, err := h.s.opts.Host.Session(prefix)
+	if err != nil {
+		h.s.log.Warn("could not look up an MQTT persistent session", "client", cl.ID, "err", err)
+		return
+	}
+	h.s.resumed.Store(cl, ds)
+}
+
 func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	c := newConn(h.s, cl)
 	if p, ok := h.s.perms.LoadAndDelete(cl); ok {
 		c.perms = p.(*auth.Perms)
 	}
+	c.persistent, c.prefix = persistent(cl), sessionPrefix(cl.ID)
 	h.s.conns.Store(cl, c)
 	c.id = h.s.opts.Host.Up(c)
 	c.publisher = fmt.Sprintf("mqtt:%s@%s.%x.%d", cl.ID, h.s.opts.Broker, h.s.opts.Incarnation, c.id)
+	if ds, ok := h.s.resumed.LoadAndDelete(cl); ok && c.persistent {
+		c.resume(ds.([]msg.DurableSub))
+	}
 	go c.writeLoop()
 }
 
-func (h *hook) OnDisconnect(cl *mochi.Client, err error, _ bool) {
+func (h *hook) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 	h.s.perms.Delete(cl) // authenticated, but no session was established
+	h.s.resumed.Delete(cl)
 	c := h.s.conn(cl)
 	if c == nil {
 		return
 	}
 	h.s.conns.Delete(cl)
 	c.stop()
+	c.closeCheckpoints()
+	if c.persistent && expire && !cl.IsTakenOver() {
+		// An MQTT 5 DISCONNECT that set the session expiry to 0.
+		h.s.opts.Host.EndSession(c.prefix)
+	}
 	h.s.opts.Host.Down(c.id)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, packets.CodeDisconnect) {
 		h.s.log.Info("MQTT connection closed", "client", cl.ID, "addr", cl.Net.Remote, "err", err)
 	}
+}
+
+// OnClientExpired: a persistent session's expiry interval has passed
+// since its client left; its durable subscriptions go, releasing what
+// they held.
+func (h *hook) OnClientExpired(cl *mochi.Client) {
+	h.s.log.Info("MQTT session expired", "client", cl.ID)
+	h.s.opts.Host.EndSession(sessionPrefix(cl.ID))
 }
 
 // OnPacketRead sees every packet before the library does: PUBACKs of the
@@ -366,8 +417,15 @@ func (h *hook) OnUnsubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet
 }
 
 // OnPacketEncode replaces the library's SUBACK and UNSUBACK reason codes
-// by aerie's.
+// by aerie's, and says in the CONNACK whether aerie holds the session the
+// client resumes (the library knows only the sessions of its own run).
 func (h *hook) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 {
+		if ds, ok := h.s.resumed.Load(cl); ok {
+			pk.SessionPresent = len(ds.([]msg.DurableSub)) > 0
+		}
+		return pk
+	}
 	if pk.FixedHeader.Type != packets.Suback && pk.FixedHeader.Type != packets.Unsuback {
 		return pk
 	}

@@ -64,6 +64,34 @@ func (b *Broker) Durables() map[string]bool {
 	return out
 }
 
+// DurablesUnder returns the durable subscriptions held here whose names
+// start with prefix, as last asked for (not necessarily durable yet),
+// sorted by name: an MQTT persistent session is the set of durable
+// subscriptions under its client id (docs/MQTT.md).
+func (b *Broker) DurablesUnder(prefix string) []msg.DurableSub {
+	var out []msg.DurableSub
+	for _, name := range slices.Sorted(maps.Keys(b.durables.subs)) {
+		d := b.durables.subs[name]
+		if !d.cur.Deleted && strings.HasPrefix(name, prefix) {
+			st := d.cur
+			st.Released = maps.Clone(st.Released)
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// DeleteDurables ends for good every durable subscription whose name
+// starts with prefix, attached or away, releasing what they held (an MQTT
+// session that is cleaned or expires).
+func (b *Broker) DeleteDurables(prefix string) {
+	for _, name := range slices.Sorted(maps.Keys(b.durables.subs)) {
+		if d := b.durables.subs[name]; !d.cur.Deleted && strings.HasPrefix(name, prefix) {
+			b.unsubscribeDurable(d)
+		}
+	}
+}
+
 // durableName checks a durable subscription's name: it names the
 // subscription across connections and brokers, so it must be printable.
 func durableName(sub msg.SubID) error {
