@@ -93,7 +93,7 @@ type Server struct {
 	// subscriptions a persistent session resumes (*mochi.Client →
 	// []msg.DurableSub).
 	resumed sync.Map
-	perms sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
+	perms   sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -110,9 +110,9 @@ func Start(opts Options) (*Server, error) {
 	opts.Pubends = slices.Clone(opts.Pubends)
 	slices.Sort(opts.Pubends)
 	caps := mochi.NewDefaultServerCapabilities()
-	caps.MaximumQos = 1                   // QoS 2 is refused (docs/MQTT.md)
-	caps.RetainAvailable = 0              // no retained store outside aerie
-	caps.SharedSubAvailable = 0           // no $share
+	caps.MaximumQos = 1                                // QoS 2 is refused (docs/MQTT.md)
+	caps.RetainAvailable = 0                           // no retained store outside aerie
+	caps.SharedSubAvailable = 0                        // no $share
 	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
