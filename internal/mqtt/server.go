@@ -56,6 +56,10 @@ type Options struct {
 	// the same one, so its messages stay in order across reconnections.
 	Pubends []msg.PubendID
 	Host    Host
+	// Sessions: the broker can keep persistent sessions (it has a data
+	// directory for their durable subscriptions). Without, a 3.1.1 clean
+	// session 0 is refused and an MQTT 5 session expiry is answered with 0.
+	Sessions bool
 	// Queue bounds the messages queued to one connection: a subscriber
 	// that falls further behind is disconnected with a reason (0 is 100000).
 	Queue int
@@ -239,9 +243,17 @@ func (h *hook) Provides(b byte) bool {
 // aerie's guarantees).
 func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	var r *refusal
-	if cl.Properties.Will.Flag != 0 {
+	switch {
+	case cl.Properties.Will.Flag != 0:
 		x := refuse(packets.ErrImplementationSpecificError, "will messages are not supported by aerie", 0x03)
 		r = &x
+	case !h.s.opts.Sessions && cl.Properties.ProtocolVersion < 5 && !cl.Properties.Clean:
+		x := refuse(packets.ErrImplementationSpecificError, fmt.Sprintf(
+			"broker %s keeps no data, so it cannot keep persistent sessions (clean session 0): connect to a broker with a data directory", h.s.opts.Broker), 0x03)
+		r = &x
+	case !h.s.opts.Sessions:
+		// MQTT 5 lets the server answer a shorter expiry (OnPacketEncode).
+		cl.Properties.Props.SessionExpiryInterval = 0
 	}
 	if r == nil {
 		return nil
@@ -423,6 +435,9 @@ func (h *hook) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packe
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 {
 		if ds, ok := h.s.resumed.Load(cl); ok {
 			pk.SessionPresent = len(ds.([]msg.DurableSub)) > 0
+		}
+		if !h.s.opts.Sessions && cl.Properties.ProtocolVersion >= 5 {
+			pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 0, true
 		}
 		return pk
 	}

@@ -70,13 +70,19 @@ func (h *fakeHost) request(t *testing.T) req {
 }
 
 func startFake(t *testing.T, pubends ...msg.PubendID) (*Server, *fakeHost) {
+	return startFakeWith(t, true, pubends...)
+}
+
+// startFakeWith: sessions says whether the broker keeps persistent
+// sessions (has a data directory).
+func startFakeWith(t *testing.T, sessions bool, pubends ...msg.PubendID) (*Server, *fakeHost) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &fakeHost{conns: map[shell.ClientID]*Conn{}, reqs: make(chan req, 100), downs: make(chan shell.ClientID, 100),
 		sessions: map[string][]msg.DurableSub{}, ends: make(chan string, 1000)}
-	s, err := Start(Options{Listener: ln, Broker: "b", Pubends: pubends, Host: h,
+	s, err := Start(Options{Listener: ln, Broker: "b", Pubends: pubends, Host: h, Sessions: sessions,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -227,3 +227,28 @@ func TestSessionExpiryZeroOnDisconnect(t *testing.T) {
 		t.Fatalf("client %d went down", id)
 	}
 }
+
+// A broker without a data directory keeps no session: a 3.1.1 clean
+// session 0 is refused in the CONNACK, an MQTT 5 session expiry answered
+// with 0 (as MQTT 5 lets a server do).
+func TestNoSessionsWithoutData(t *testing.T) {
+	s, _ := startFakeWith(t, false)
+	c, err := mqtttest.Dial(s.Addr(), "persistent", 4, func(pk *packets.Packet) { pk.Connect.Clean = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if c.Connack.ReasonCode != 0x03 {
+		t.Errorf("3.1.1 clean session 0: CONNACK %#x, want 0x03", c.Connack.ReasonCode)
+	}
+	c, err = mqtttest.Dial(s.Addr(), "expiry", 5, func(pk *packets.Packet) {
+		pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 3600, true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if p := c.Connack.Properties; c.Connack.ReasonCode != 0 || !p.SessionExpiryIntervalFlag || p.SessionExpiryInterval != 0 {
+		t.Errorf("session expiry 3600: CONNACK %#x %+v, want success with expiry 0", c.Connack.ReasonCode, p)
+	}
+}
