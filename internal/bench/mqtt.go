@@ -96,7 +96,12 @@ func startMochi() (Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: mochi listener: %w", err)
 	}
-	srv := mochi.New(&mochi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), InlineClient: false})
+	// Room for as many pending writes per client as aerie's SHB queues
+	// for a subscriber here (broker.Options.SubscriberQueue): at the
+	// default 8 192 mochi drops what a slow QoS 1 subscriber cannot take.
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = 1 << 20
+	srv := mochi.New(&mochi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Capabilities: caps})
 	if err := srv.AddHook(new(allowAll), nil); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("bench: mochi: %w", err)
