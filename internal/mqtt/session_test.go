@@ -252,3 +252,43 @@ func TestNoSessionsWithoutData(t *testing.T) {
 		t.Errorf("session expiry 3600: CONNACK %#x %+v, want success with expiry 0", c.Connack.ReasonCode, p)
 	}
 }
+
+// A persistent session's filter granted a new QoS moves to the names of
+// that QoS, resuming from the old ones' checkpoints; only then do the old
+// ones end (so the pubends are held back throughout).
+func TestSessionQoSChange(t *testing.T) {
+	s, h := startFake(t)
+	c, err := mqtttest.Dial(s.Addr(), "dev-q", 4, func(pk *packets.Packet) { pk.Connect.Clean = false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	subscribe := func(qos byte) []msg.Subscribe {
+		t.Helper()
+		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
+			Filters: packets.Subscriptions{{Filter: "x/+", Qos: qos}}}
+		if err := c.Write(pk); err != nil {
+			t.Fatal(err)
+		}
+		m := h.request(t).m.(msg.Subscribe)
+		h.conn(1).Send(msg.SubStarted{Sub: m.Sub, Token: msg.Token{"P1": 1}})
+		read(t, c, packets.Suback)
+		return []msg.Subscribe{m}
+	}
+	old := subscribe(1)[0]
+	h.conn(1).Send(msg.Delivery{Sub: old.Sub, Event: msg.NewEvent("P1", tick.Tick(9), "p", 1, "x.y", msg.Props{}, nil)})
+	d := read(t, c, packets.Publish)
+	if err := c.Ack(d.PacketID); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.request(t); r.m.(msg.SubAck).Token["P1"] != 9 {
+		t.Fatalf("checkpoint %+v", r.m)
+	}
+	moved := subscribe(0)[0]
+	if moved.Sub != durableSubName("dev-q", 0, 0, "x/+") || !moved.Durable || moved.From["P1"] != 9 {
+		t.Fatalf("moved to %+v, want the QoS 0 name from P1:9", moved)
+	}
+	if r := h.request(t); r.m != (msg.Unsubscribe{Sub: old.Sub}) {
+		t.Fatalf("after the move: %+v, want the old name ended", r.m)
+	}
+}

@@ -70,13 +70,10 @@ func (b *Broker) Durables() map[string]bool {
 // subscriptions under its client id (docs/MQTT.md).
 func (b *Broker) DurablesUnder(prefix string) []msg.DurableSub {
 	var out []msg.DurableSub
-	for _, name := range slices.Sorted(maps.Keys(b.durables.subs)) {
-		d := b.durables.subs[name]
-		if !d.cur.Deleted && strings.HasPrefix(name, prefix) {
-			st := d.cur
-			st.Released = maps.Clone(st.Released)
-			out = append(out, st)
-		}
+	for _, name := range b.durablesUnder(prefix) {
+		st := b.durables.subs[name].cur
+		st.Released = maps.Clone(st.Released)
+		out = append(out, st)
 	}
 	return out
 }
@@ -85,11 +82,21 @@ func (b *Broker) DurablesUnder(prefix string) []msg.DurableSub {
 // starts with prefix, attached or away, releasing what they held (an MQTT
 // session that is cleaned or expires).
 func (b *Broker) DeleteDurables(prefix string) {
-	for _, name := range slices.Sorted(maps.Keys(b.durables.subs)) {
-		if d := b.durables.subs[name]; !d.cur.Deleted && strings.HasPrefix(name, prefix) {
-			b.unsubscribeDurable(d)
+	for _, name := range b.durablesUnder(prefix) {
+		b.unsubscribeDurable(b.durables.subs[name])
+	}
+}
+
+// durablesUnder lists the live durable subscriptions under prefix, sorted.
+func (b *Broker) durablesUnder(prefix string) []string {
+	var names []string
+	for name, d := range b.durables.subs {
+		if !d.cur.Deleted && strings.HasPrefix(name, prefix) {
+			names = append(names, name)
 		}
 	}
+	slices.Sort(names)
+	return names
 }
 
 // durableName checks a durable subscription's name: it names the
