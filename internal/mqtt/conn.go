@@ -156,7 +156,7 @@ func (c *Conn) Send(m msg.Msg) bool {
 	case msg.Gap:
 		// MQTT has no way to say "messages were discarded here": the
 		// broker's log says it, and the checkpoint moves past them.
-		c.s.log.Warn("MQTT persistent session missed messages the network had discarded",
+		c.s.log.Warn("MQTT subscription missed messages the network had discarded",
 			"client", c.cl.ID, "sub", string(x.Sub), "pubend", string(x.Pubend), "from", x.From, "to", x.To)
 		c.queue = append(c.queue, queued{sub: x.Sub, mark: msg.Token{x.Pubend: x.To}})
 	default:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -140,7 +141,7 @@ func TestPersistentSession(t *testing.T) {
 		t.Fatalf("progress told %+v", r.m)
 	}
 	c.Close()
-	if id := <-h.downs; id != 1 {
+	if id := down(t, h); id != 1 {
 		t.Fatalf("client %d went down", id)
 	}
 	select {
@@ -223,7 +224,7 @@ func TestSessionExpiryZeroOnDisconnect(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("DISCONNECT with session expiry 0 did not end the session")
 	}
-	if id := <-h.downs; id != 1 {
+	if id := down(t, h); id != 1 {
 		t.Fatalf("client %d went down", id)
 	}
 }
@@ -290,5 +291,16 @@ func TestSessionQoSChange(t *testing.T) {
 	}
 	if r := h.request(t); r.m != (msg.Unsubscribe{Sub: old.Sub}) {
 		t.Fatalf("after the move: %+v, want the old name ended", r.m)
+	}
+}
+
+func down(t *testing.T, h *fakeHost) shell.ClientID {
+	t.Helper()
+	select {
+	case id := <-h.downs:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("no connection went down")
+		return 0
 	}
 }
