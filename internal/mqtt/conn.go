@@ -501,6 +501,9 @@ func (c *Conn) delivered(pid uint16) {
 // flushCheckpoints tells the broker the checkpoints that moved
 // (msg.SubAck): it keeps them for the session (Gryphon DS §3).
 func (c *Conn) flushCheckpoints() {
+	if !c.persistent {
+		return // no durable subscriptions: nothing to tell
+	}
 	c.ackMu.Lock()
 	defer c.ackMu.Unlock()
 	if c.acksClosed {
