@@ -61,7 +61,8 @@ func next(t *testing.T, lines <-chan string, what string) string {
 }
 
 // TestMQTTMosquittoPersistentSession: `mosquitto_sub -c -i ID -q 1` (clean
-// session 0) at the SHB, two hops from `mosquitto_pub` at the PHB. It
+// session 0; for MQTT 5, `-V mqttv5 -c -x 300`, a session expiry of 300 s)
+// at the SHB, two hops from `mosquitto_pub` at the PHB. It
 // leaves; the messages published meanwhile reach it when it comes back
 // with the same client id, once each and in order: the next message after
 // them is the one published after its return.
@@ -79,46 +80,57 @@ func TestMQTTMosquittoPersistentSession(t *testing.T) {
 	defer cancel()
 	sh, sp, _ := net.SplitHostPort(mq["s1"])
 	ph, pp, _ := net.SplitHostPort(mq["p1"])
-	// One client id for every publish: one pubend, so one order.
-	publish := func(from, to int) {
-		t.Helper()
-		for i := from; i <= to; i++ {
-			out, err := exec.CommandContext(ctx, "mosquitto_pub", "-h", ph, "-p", pp, "-i", "ppub", "-q", "1",
-				"-t", "orders/eu", "-m", fmt.Sprint(i)).CombinedOutput()
-			if err != nil {
-				t.Fatalf("mosquitto_pub %d: %v\n%s", i, err, out)
+	for _, v := range []struct {
+		name string
+		args []string // the session: clean session 0, or MQTT 5 with a session expiry
+	}{
+		{"311", []string{"-c", "-i", "psub"}},
+		{"5", []string{"-V", "mqttv5", "-c", "-x", "300", "-i", "psub5"}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			topic := "orders/v" + v.name // no '.': an MQTT level with one has no aerie form
+			// One client id for every publish: one pubend, so one order.
+			publish := func(from, to int) {
+				t.Helper()
+				for i := from; i <= to; i++ {
+					out, err := exec.CommandContext(ctx, "mosquitto_pub", "-h", ph, "-p", pp, "-i", "ppub", "-q", "1",
+						"-t", topic, "-m", fmt.Sprint(i)).CombinedOutput()
+					if err != nil {
+						t.Fatalf("mosquitto_pub %d: %v\n%s", i, err, out)
+					}
+				}
 			}
-		}
-	}
-	subArgs := []string{"-h", sh, "-p", sp, "-c", "-i", "psub", "-q", "1", "-t", "orders/#", "-v"}
-	expect := func(lines <-chan string, from, to int) {
-		t.Helper()
-		for i := from; i <= to; i++ {
-			if l, want := next(t, lines, fmt.Sprintf("message %d", i)), fmt.Sprintf("orders/eu %d", i); l != want {
-				t.Fatalf("mosquitto_sub printed %q, want %q", l, want)
+			subArgs := append([]string{"-h", sh, "-p", sp, "-q", "1", "-t", topic + "/#", "-v"}, v.args...)
+			expect := func(lines <-chan string, from, to int) {
+				t.Helper()
+				for i := from; i <= to; i++ {
+					if l, want := next(t, lines, fmt.Sprintf("message %d", i)), fmt.Sprintf("%s %d", topic, i); l != want {
+						t.Fatalf("mosquitto_sub printed %q, want %q", l, want)
+					}
+				}
 			}
-		}
-	}
 
-	lines, subacked, wait := mosquittoSub(t, ctx, append(subArgs, "-d", "-C", "3")...)
-	select {
-	case <-subacked:
-	case <-ctx.Done():
-		t.Fatal("no SUBACK")
-	}
-	publish(1, 3)
-	expect(lines, 1, 3)
-	if err := wait(); err != nil {
-		t.Fatalf("mosquitto_sub: %v", err)
-	}
+			lines, subacked, wait := mosquittoSub(t, ctx, append(subArgs, "-d", "-C", "3")...)
+			select {
+			case <-subacked:
+			case <-ctx.Done():
+				t.Fatal("no SUBACK")
+			}
+			publish(1, 3)
+			expect(lines, 1, 3)
+			if err := wait(); err != nil {
+				t.Fatalf("mosquitto_sub: %v", err)
+			}
 
-	publish(4, 6) // away
-	lines, _, wait = mosquittoSub(t, ctx, append(subArgs, "-C", "4")...)
-	expect(lines, 4, 6)
-	publish(7, 7)
-	expect(lines, 7, 7)
-	if err := wait(); err != nil {
-		t.Fatalf("mosquitto_sub: %v", err)
+			publish(4, 6) // away
+			lines, _, wait = mosquittoSub(t, ctx, append(subArgs, "-C", "4")...)
+			expect(lines, 4, 6)
+			publish(7, 7)
+			expect(lines, 7, 7)
+			if err := wait(); err != nil {
+				t.Fatalf("mosquitto_sub: %v", err)
+			}
+		})
 	}
 }
 
