@@ -17,7 +17,8 @@ import (
 )
 
 // mqttNet writes and starts p1 (pubends) → b1 → s1 as `aerie broker`
-// processes, with MQTT listeners at p1 and s1; it returns the MQTT and
+// processes, with MQTT listeners at p1 and s1 and a data directory at s1;
+// it returns the MQTT and
 // client addresses by broker.
 func mqttNet(t *testing.T) (bin string, procs *procFixture, mqttAddr, clientAddr map[string]string) {
 	procs = newProcFixture(t)
@@ -32,6 +33,9 @@ func mqttNet(t *testing.T) (bin string, procs *procFixture, mqttAddr, clientAddr
 		}
 		if id == "p1" {
 			cfg += "data = \"data/p1\"\npubends = [\"P1\", \"P2\"]\n"
+		}
+		if id == "s1" {
+			cfg += "data = \"data/s1\"\n" // MQTT persistent sessions are kept there
 		}
 		cfg += "\n"
 	}

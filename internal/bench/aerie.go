@@ -56,7 +56,8 @@ type aerieNet struct {
 	proxy   *faultnet.Proxy
 	log     *slog.Logger
 
-	shb *broker.Node // the subscribers' broker, watched for the relink after an outage
+	shb  *broker.Node // the subscribers' broker, watched for the relink after an outage
+	mods []func(*broker.Options)
 
 	mu      sync.Mutex
 	clients []*client.Client
@@ -72,13 +73,16 @@ func routes(up msg.NodeID, down ...msg.NodeID) []gd.Route {
 	return rs
 }
 
-func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool) (Target, error) {
+// startAerie starts the network; mods, if any, change each broker's
+// options before it starts (the MQTT systems add listeners).
+func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool, mods ...func(*broker.Options)) (Target, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	sys := SysAerie
 	if bestEffort {
 		sys = SysAerieBestEffort
 	}
-	a := &aerieNet{sys: sys, be: bestEffort, subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	a := &aerieNet{sys: sys, be: bestEffort, subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4),
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), mods: mods}
 	cfg := gd.DefaultConfig()
 	const lo = "127.0.0.1:0"
 	var err error
@@ -121,6 +125,9 @@ func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool)
 func (a *aerieNet) start(ctx, runCtx context.Context, o broker.Options) (*broker.Node, error) {
 	o.Logger = a.log
 	o.BestEffort = a.be
+	for _, mod := range a.mods {
+		mod(&o)
+	}
 	node, err := broker.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("bench: broker %s: %w", o.ID, err)

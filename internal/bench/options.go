@@ -8,7 +8,7 @@ import (
 )
 
 // Workload names, in report order.
-var Workloads = []string{"throughput", "latency", "fanout", "selective", "catchup", "overhead"}
+var Workloads = []string{"throughput", "latency", "fanout", "selective", "catchup", "overhead", "mqtt"}
 
 // Options configure a bench run.
 type Options struct {

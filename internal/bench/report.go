@@ -124,14 +124,19 @@ func num(v float64, prec int) string {
 	}
 }
 
-// ratios compares aerie with results[i] on the same workload and point.
+// ratios compares aerie with results[i] on the same workload and point
+// (in the mqtt workload, aerie behind its MQTT listener).
 func ratios(rs []Result, i int) string {
 	r := rs[i]
-	if r.System == SysAerie {
+	base := SysAerie
+	if r.Workload == "mqtt" {
+		base = SysAerieMQTT
+	}
+	if r.System == base {
 		return ""
 	}
 	for _, a := range rs {
-		if a.System == SysAerie && a.Workload == r.Workload && a.Point == r.Point && a.Runs > 0 {
+		if a.System == base && a.Workload == r.Workload && a.Point == r.Point && a.Runs > 0 {
 			return fmt.Sprintf("%s, %s, %s", ratio(a.MsgsPerSec, r.MsgsPerSec), ratio(a.P99, r.P99), ratio(a.CPUPerMillion, r.CPUPerMillion))
 		}
 	}

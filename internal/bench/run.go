@@ -49,8 +49,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	for _, w := range o.Workloads {
 		wf := facts
-		if w == "overhead" {
+		switch w {
+		case "overhead":
 			wf = overheadSystems(facts)
+		case "mqtt":
+			wf = MQTTFactories()
 		}
 		for _, p := range points(w, o) {
 			for _, r := range runPoint(ctx, o, w, p, wf) {

@@ -74,6 +74,17 @@ func points(name string, o Options) []point {
 			{label: "max", topo: Topology{Hops3: true}, spec: loadSpec{subs: all, duration: o.Duration, size: o.Size, idle: idle},
 				note: "PHB → IB → SHB as fast as a 1024-deep publish window allows"},
 		}
+	case "mqtt":
+		// Unmodified MQTT clients on both ends (paho, QoS 1): aerie through
+		// three hops, durable, beside mochi alone, one hop, in memory.
+		note := "MQTT QoS 1 publish (paho, %d-deep window) → MQTT QoS 1 subscriber (paho): aerie PHB → IB → SHB, PUBACK after fsync; mochi one broker, in memory%s"
+		return []point{
+			{label: "max", topo: Topology{Hops3: true}, headline: true, spec: loadSpec{subs: all, duration: o.Duration, size: o.Size, idle: idle},
+				note: fmt.Sprintf(note, mqttWindow, ", as fast as the window allows")},
+			{label: fmt.Sprintf("rate=%d", o.Rates[0]), topo: Topology{Hops3: true},
+				spec: loadSpec{subs: all, rate: o.Rates[0], duration: o.Duration, size: o.Size, idle: idle},
+				note: fmt.Sprintf(note, mqttWindow, ", fixed schedule")},
+		}
 	case "catchup":
 		warm := 2 * time.Second
 		if o.Quick {

@@ -60,6 +60,7 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 	opts := mqtt.Options{
 		Listener: ln, Broker: n.opts.ID, Incarnation: n.inc, Pubends: n.hosted,
 		Host: mqttHost{n: n, ctx: ctx}, Queue: n.opts.SubscriberQueue, Logger: n.log,
+		Sessions: n.opts.DataDir != "", // the durable subscriptions of sessions are kept there
 	}
 	if users := n.opts.Users; users != nil {
 		opts.Authenticate = func(user, password string) (*auth.Perms, error) {
@@ -108,3 +109,38 @@ func (h mqttHost) Request(cid shell.ClientID, m msg.Msg) {
 func (h mqttHost) Down(cid shell.ClientID) {
 	h.n.post(h.ctx, event{src: source{cid: cid}, ctl: clientDown{}})
 }
+
+// sessionTimeout bounds how long a CONNECT waits for the loop to look up
+// its persistent session.
+const sessionTimeout = 10 * time.Second
+
+func (h mqttHost) Session(prefix string) ([]msg.DurableSub, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, sessionTimeout)
+	defer cancel()
+	reply := make(chan []msg.DurableSub, 1)
+	h.n.post(ctx, event{ctl: sessionQuery{prefix: prefix, reply: reply}})
+	select {
+	case ds := <-reply:
+		return ds, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("broker %s: looking up MQTT session %s: %w", h.n.opts.ID, prefix, ctx.Err())
+	}
+}
+
+func (h mqttHost) EndSession(prefix string) {
+	h.n.post(h.ctx, event{ctl: sessionEnd{prefix: prefix}})
+}
+
+// sessionQuery asks the loop for the durable subscriptions of an MQTT
+// persistent session.
+type sessionQuery struct {
+	prefix string
+	reply  chan<- []msg.DurableSub
+}
+
+func (q sessionQuery) apply(n *Node, _ source) { q.reply <- n.sh.DurablesUnder(q.prefix) }
+
+// sessionEnd deletes an MQTT session's durable subscriptions.
+type sessionEnd struct{ prefix string }
+
+func (e sessionEnd) apply(n *Node, _ source) { n.sh.DeleteDurables(e.prefix) }

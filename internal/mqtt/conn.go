@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -30,20 +31,38 @@ type Conn struct {
 	flushed   chan struct{} // closed when a CloseFlush has written everything
 	wake      chan struct{} // the writer has work (cap 1)
 	quota     chan struct{} // a delivered message was acknowledged (cap 1)
+	// persistent: the client's subscriptions are durable subscriptions of
+	// its session (session.go), under prefix.
+	persistent bool
+	prefix     string
+
+	// ackMu orders the checkpoints told to the broker (msg.SubAck) with the
+	// connection's end: none is sent after Down.
+	ackMu      sync.Mutex
+	acksClosed bool
 
 	mu       sync.Mutex
 	stopped  bool
 	flush    bool
-	queue    []*msg.Event // deliveries for the writer, with their subscriptions
-	queueSub []msg.SubID  // …
+	queue    []queued     // deliveries and notices for the writer, in the broker's order
 	acks     []pendingAck // QoS 1 publishes in the order read, awaiting aerie
 	seq      uint64       // the last publish's sequence number
 	subs     map[string]*subscription
 	byName   map[msg.SubID]*subscription
 	waiting  map[msg.SubID]chan string // subscribe answers: "" started, else the reason
 	answers  map[answerKey]answer      // SUBACK / UNSUBACK codes for OnPacketEncode
-	inflight map[uint16]bool           // QoS 1 deliveries not yet acknowledged
+	inflight map[uint16]markRef        // QoS 1 deliveries not yet acknowledged (sub "": not durable)
+	ckpt     checkpoints               // persistent subscriptions' checkpoints (checkpoint.go)
 	nextPID  uint16
+}
+
+// queued is one thing for the writer: an event delivered on subscription
+// sub, or (ev nil) a notice that sub, durable, has received everything
+// up to mark (msg.Progress, msg.Gap), which moves its checkpoint in turn.
+type queued struct {
+	ev   *msg.Event
+	sub  msg.SubID
+	mark msg.Token
 }
 
 type pendingAck struct {
@@ -56,10 +75,13 @@ type pendingAck struct {
 	v3reason string
 }
 
-// subscription is one MQTT filter: one aerie subscription per pattern.
+// subscription is one MQTT filter: one aerie subscription per pattern
+// (durable in a persistent session).
 type subscription struct {
 	filter   string
 	names    []msg.SubID
+	patterns []string // the aerie patterns, names' order
+	durable  bool
 	qos      byte
 	noLocal  bool
 	id       int // MQTT 5 subscription identifier, 0 for none
@@ -82,7 +104,8 @@ func newConn(s *Server, cl *mochi.Client) *Conn {
 		done: make(chan struct{}), flushed: make(chan struct{}),
 		wake: make(chan struct{}, 1), quota: make(chan struct{}, 1),
 		subs: map[string]*subscription{}, byName: map[msg.SubID]*subscription{},
-		waiting: map[msg.SubID]chan string{}, answers: map[answerKey]answer{}, inflight: map[uint16]bool{},
+		waiting: map[msg.SubID]chan string{}, answers: map[answerKey]answer{}, inflight: map[uint16]markRef{},
+		ckpt: newCheckpoints(),
 	}
 }
 
@@ -127,8 +150,15 @@ func (c *Conn) Send(m msg.Msg) bool {
 				fmt.Sprintf("subscriber too slow: more than %d messages queued", c.s.opts.Queue), 0))
 			return false
 		}
-		c.queue = append(c.queue, x.Event)
-		c.queueSub = append(c.queueSub, x.Sub)
+		c.queue = append(c.queue, queued{ev: x.Event, sub: x.Sub})
+	case msg.Progress:
+		c.queue = append(c.queue, queued{sub: x.Sub, mark: x.Token})
+	case msg.Gap:
+		// MQTT has no way to say "messages were discarded here": the
+		// broker's log says it, and the checkpoint moves past them.
+		c.s.log.Warn("MQTT subscription missed messages the network had discarded",
+			"client", c.cl.ID, "sub", string(x.Sub), "pubend", string(x.Pubend), "from", x.From, "to", x.To)
+		c.queue = append(c.queue, queued{sub: x.Sub, mark: msg.Token{x.Pubend: x.To}})
 	default:
 		return true
 	}
@@ -255,7 +285,12 @@ func (c *Conn) answerSubscribe(name msg.SubID, reason string) {
 		close(ch)
 		delete(c.waiting, name)
 	} else if reason != "" {
+		// A restored session's subscription refused, or one taken over by
+		// the client's newer connection: it delivers nothing more here.
 		c.s.log.Warn("aerie refused an MQTT subscription", "client", c.cl.ID, "sub", string(name), "reason", reason)
+		if sub := c.byName[name]; sub != nil {
+			c.dropLocked(sub)
+		}
 	}
 }
 
@@ -286,23 +321,42 @@ func (c *Conn) subscribe(pk packets.Packet) {
 			continue
 		}
 		c.mu.Lock()
-		if old := c.subs[f.Filter]; old != nil && old.selector == selector {
+		old := c.subs[f.Filter]
+		if old != nil && old.selector == selector && (!old.durable || old.qos == qos) {
 			// MQTT replaces a subscription to the same filter: the aerie
 			// subscriptions stay (nothing is lost), the options change.
 			old.qos, old.noLocal, old.id = qos, f.NoLocal, f.Identifier
 			c.mu.Unlock()
 			codes[i] = qos
 			continue
-		} else if old != nil {
-			end := c.dropLocked(old)
-			c.mu.Unlock()
-			c.unsubscribeAll(end)
-			c.mu.Lock()
 		}
-		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, id: f.Identifier, selector: selector}
+		// from: a durable subscription granted a new QoS moves to a new
+		// name (the QoS is in it), resuming where the old one's checkpoint
+		// is; the old one ends once the new one holds the pubends back.
+		var from []msg.Token
+		var end []msg.SubID
+		if old != nil {
+			if old.durable && old.selector == selector {
+				for _, n := range old.names {
+					from = append(from, c.ckpt.ackedOf(n))
+				}
+			}
+			end = c.dropLocked(old)
+			if from == nil {
+				c.mu.Unlock()
+				c.unsubscribeAll(end)
+				end = nil
+				c.mu.Lock()
+			}
+		}
+		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, id: f.Identifier, selector: selector,
+			patterns: pats, durable: c.persistent}
 		p := pending{i: i, sub: sub}
 		for j := range pats {
 			name := msg.SubID(fmt.Sprintf("%s#%d", f.Filter, j))
+			if sub.durable {
+				name = durableSubName(c.cl.ID, qos, j, f.Filter)
+			}
 			sub.names = append(sub.names, name)
 			ch := make(chan string, 1)
 			c.waiting[name] = ch
@@ -314,8 +368,13 @@ func (c *Conn) subscribe(pk packets.Packet) {
 		}
 		c.mu.Unlock()
 		for j, pat := range pats {
-			c.s.opts.Host.Request(c.id, msg.Subscribe{Sub: sub.names[j], Pattern: pat, Selector: selector})
+			m := msg.Subscribe{Sub: sub.names[j], Pattern: pat, Selector: selector, Durable: sub.durable}
+			if j < len(from) && len(from[j]) > 0 {
+				m.From = from[j]
+			}
+			c.s.opts.Host.Request(c.id, m)
 		}
+		c.unsubscribeAll(end)
 		waits = append(waits, p)
 		codes[i] = qos
 	}
@@ -377,6 +436,7 @@ func (c *Conn) dropLocked(sub *subscription) []msg.SubID {
 	for _, name := range sub.names {
 		if c.byName[name] == sub {
 			delete(c.byName, name)
+			c.ckpt.forget(name)
 			if ch, ok := c.waiting[name]; ok {
 				close(ch) // its SUBSCRIBE stops waiting for it
 				delete(c.waiting, name)
@@ -420,14 +480,50 @@ func (c *Conn) takeAnswer(typ byte, pid uint16) (answer, bool) {
 }
 
 // delivered: the client acknowledged delivery pid (the read goroutine).
+// A persistent subscription's checkpoint may move: the broker is told at
+// once, so that a client that reconnects is not sent it again.
 func (c *Conn) delivered(pid uint16) {
 	c.mu.Lock()
-	ok := c.inflight[pid]
+	ref, ok := c.inflight[pid]
 	delete(c.inflight, pid)
+	if ok && ref.sub != "" {
+		c.ckpt.done(ref)
+	}
 	c.mu.Unlock()
 	if ok {
 		signal(c.quota)
+		if ref.sub != "" {
+			c.flushCheckpoints()
+		}
 	}
+}
+
+// flushCheckpoints tells the broker the checkpoints that moved
+// (msg.SubAck): it keeps them for the session (Gryphon DS §3).
+func (c *Conn) flushCheckpoints() {
+	if !c.persistent {
+		return // no durable subscriptions: nothing to tell
+	}
+	c.ackMu.Lock()
+	defer c.ackMu.Unlock()
+	if c.acksClosed {
+		return
+	}
+	c.mu.Lock()
+	due := c.ckpt.take()
+	c.mu.Unlock()
+	for _, sub := range slices.Sorted(maps.Keys(due)) {
+		c.s.opts.Host.Request(c.id, msg.SubAck{Sub: sub, Token: due[sub]})
+	}
+}
+
+// closeCheckpoints tells the broker the last checkpoints, before the
+// connection's Down: later ones would reach a session already away.
+func (c *Conn) closeCheckpoints() {
+	c.flushCheckpoints()
+	c.ackMu.Lock()
+	c.acksClosed = true
+	c.ackMu.Unlock()
 }
 
 // window is how many QoS 1 deliveries may be unacknowledged: the client's
@@ -455,11 +551,11 @@ func (c *Conn) writeLoop() {
 				return
 			}
 			c.mu.Lock()
-			evs, subs := c.queue, c.queueSub
-			c.queue, c.queueSub = nil, nil
+			items := c.queue
+			c.queue = nil
 			flush := c.flush
 			c.mu.Unlock()
-			if len(evs) == 0 {
+			if len(items) == 0 {
 				if flush {
 					close(c.flushed)
 					c.close(refuse(packets.ErrServerShuttingDown, "broker shutting down", 0))
@@ -467,11 +563,14 @@ func (c *Conn) writeLoop() {
 				}
 				break
 			}
-			for i, ev := range evs {
-				if !c.deliver(ev, subs[i], window) {
+			for _, it := range items {
+				if it.ev == nil {
+					c.notice(it.sub, it.mark)
+				} else if !c.deliver(it.ev, it.sub, window) {
 					return
 				}
 			}
+			c.flushCheckpoints()
 		}
 	}
 }
@@ -504,8 +603,23 @@ func (c *Conn) writeAcks() bool {
 	return true
 }
 
+// notice: durable subscription name has received everything up to tok
+// (the writer, in the broker's order): its checkpoint may move.
+func (c *Conn) notice(name msg.SubID, tok msg.Token) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sub := c.byName[name]; sub == nil || !sub.durable {
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(tok)) {
+		c.ckpt.add(name, p, tok[p], true)
+	}
+}
+
 // deliver writes one event to the client under subscription name, waiting
-// (while still writing acks) for room in the QoS 1 window.
+// (while still writing acks) for room in the QoS 1 window. On a durable
+// subscription every event counts towards its checkpoint: done at once
+// when there is nothing to wait for, at its PUBACK otherwise.
 func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 	c.mu.Lock()
 	sub := c.byName[name]
@@ -513,12 +627,11 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 	if sub == nil {
 		return true // unsubscribed meanwhile
 	}
-	if sub.noLocal && ev.Publisher == c.publisher {
-		return true
-	}
 	topic, ok := TopicOf(ev.Topic)
-	if !ok {
-		return true // no MQTT form (docs/MQTT.md): not for MQTT subscribers
+	if !ok || (sub.noLocal && ev.Publisher == c.publisher) {
+		// Not for this client: no MQTT form (docs/MQTT.md), or its own.
+		c.passed(sub, name, ev)
+		return true
 	}
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: sub.qos}, TopicName: topic, Payload: ev.Payload}
 	if c.v5 {
@@ -527,37 +640,72 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 			pk.Properties.SubscriptionIdentifier = []int{sub.id}
 		}
 	}
-	if sub.qos > 0 {
-		for {
-			c.mu.Lock()
-			room := len(c.inflight) < window
-			if room {
-				for c.nextPID++; c.nextPID == 0 || c.inflight[c.nextPID]; c.nextPID++ {
-				}
-				pk.PacketID = c.nextPID
-				c.inflight[c.nextPID] = true
-			}
-			c.mu.Unlock()
-			if room {
-				break
-			}
-			select {
-			case <-c.quota:
-			case <-c.wake:
-				if !c.writeAcks() {
-					return false
-				} // the deliveries queued meanwhile wait for writeLoop
-			case <-c.done:
-				return false
-			}
-		}
+	if sub.qos > 0 && !c.awaitRoom(&pk, sub, name, ev, window) {
+		return false
 	}
 	if err := c.cl.WritePacket(pk); err != nil {
 		if err == packets.ErrPacketTooLarge {
-			c.delivered(pk.PacketID) // larger than the client takes: skipped, as MQTT 5 says
+			// Larger than the client takes: skipped, as MQTT 5 says.
+			if sub.qos > 0 {
+				c.delivered(pk.PacketID)
+			} else {
+				c.passed(sub, name, ev)
+			}
 			return true
 		}
 		return false
 	}
+	if sub.qos == 0 {
+		c.passed(sub, name, ev)
+	}
 	return true
+}
+
+// passed: ev needs no acknowledgement from the client.
+func (c *Conn) passed(sub *subscription, name msg.SubID, ev *msg.Event) {
+	if !sub.durable {
+		return
+	}
+	c.mu.Lock()
+	if c.byName[name] == sub {
+		c.ckpt.add(name, ev.Pubend, ev.Tick, true)
+	}
+	c.mu.Unlock()
+}
+
+// awaitRoom waits for room in the QoS 1 window, writing acks meanwhile,
+// and gives pk a packet id (false: the connection is gone).
+func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, ev *msg.Event, window int) bool {
+	for {
+		c.mu.Lock()
+		room := len(c.inflight) < window
+		if room {
+			for c.nextPID++; c.nextPID == 0 || c.hasInflight(c.nextPID); c.nextPID++ {
+			}
+			pk.PacketID = c.nextPID
+			var ref markRef
+			if sub.durable && c.byName[name] == sub {
+				ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
+			}
+			c.inflight[c.nextPID] = ref
+		}
+		c.mu.Unlock()
+		if room {
+			return true
+		}
+		select {
+		case <-c.quota:
+		case <-c.wake:
+			if !c.writeAcks() {
+				return false
+			} // the deliveries queued meanwhile wait for writeLoop
+		case <-c.done:
+			return false
+		}
+	}
+}
+
+func (c *Conn) hasInflight(pid uint16) bool {
+	_, ok := c.inflight[pid]
+	return ok
 }

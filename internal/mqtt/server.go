@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -32,6 +33,14 @@ type Host interface {
 	Up(c *Conn) shell.ClientID
 	Request(id shell.ClientID, m msg.Msg)
 	Down(id shell.ClientID)
+	// Session returns the durable subscriptions held at this broker under
+	// prefix, sorted by name: a persistent session's (session.go). It
+	// waits for the broker's loop.
+	Session(prefix string) ([]msg.DurableSub, error)
+	// EndSession deletes the durable subscriptions under prefix, attached
+	// or away (a session cleaned, or expired). Posted in order with the
+	// calls above.
+	EndSession(prefix string)
 }
 
 // Options configure a Server.
@@ -47,6 +56,10 @@ type Options struct {
 	// the same one, so its messages stay in order across reconnections.
 	Pubends []msg.PubendID
 	Host    Host
+	// Sessions: the broker can keep persistent sessions (it has a data
+	// directory for their durable subscriptions). Without, a 3.1.1 clean
+	// session 0 is refused and an MQTT 5 session expiry is answered with 0.
+	Sessions bool
 	// Queue bounds the messages queued to one connection: a subscriber
 	// that falls further behind is disconnected with a reason (0 is 100000).
 	Queue int
@@ -80,7 +93,11 @@ type Server struct {
 	srv   *mochi.Server
 	log   *slog.Logger
 	conns sync.Map // *mochi.Client → *Conn
-	perms sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
+	// resumed holds, from CONNECT to the session's start, the durable
+	// subscriptions a persistent session resumes (*mochi.Client →
+	// []msg.DurableSub).
+	resumed sync.Map
+	perms   sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -97,10 +114,10 @@ func Start(opts Options) (*Server, error) {
 	opts.Pubends = slices.Clone(opts.Pubends)
 	slices.Sort(opts.Pubends)
 	caps := mochi.NewDefaultServerCapabilities()
-	caps.MaximumQos = 1                   // QoS 2 is refused (docs/MQTT.md)
-	caps.RetainAvailable = 0              // no retained store outside aerie
-	caps.SharedSubAvailable = 0           // no $share
-	caps.MaximumSessionExpiryInterval = 0 // no session outlives its connection (yet)
+	caps.MaximumQos = 1                                // QoS 2 is refused (docs/MQTT.md)
+	caps.RetainAvailable = 0                           // no retained store outside aerie
+	caps.SharedSubAvailable = 0                        // no $share
+	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
 	caps.TopicAliasMaximum = 0
@@ -213,29 +230,30 @@ func (h *hook) ID() string { return "aerie" }
 
 func (h *hook) Provides(b byte) bool {
 	switch b {
-	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnSessionEstablished,
-		mochi.OnDisconnect, mochi.OnPacketRead, mochi.OnPacketEncode, mochi.OnPublish,
-		mochi.OnSubscribe, mochi.OnUnsubscribe:
+	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnSessionEstablish,
+		mochi.OnSessionEstablished, mochi.OnDisconnect, mochi.OnClientExpired, mochi.OnPacketRead,
+		mochi.OnPacketEncode, mochi.OnPublish, mochi.OnSubscribe, mochi.OnUnsubscribe:
 		return true
 	}
 	return false
 }
 
-// OnConnect refuses what aerie cannot honour yet, with a CONNACK that says
+// OnConnect refuses what aerie cannot honour, with a CONNACK that says
 // why: a will message (it would be published by the library, outside
-// aerie's guarantees) and a 3.1.1 persistent session (clean session 0:
-// persistent sessions need durable subscriptions). An MQTT 5 session
-// expiry above 0 is accepted and answered with expiry 0 in the CONNACK, as
-// MQTT 5 lets a server do.
+// aerie's guarantees).
 func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	var r *refusal
 	switch {
 	case cl.Properties.Will.Flag != 0:
 		x := refuse(packets.ErrImplementationSpecificError, "will messages are not supported by aerie", 0x03)
 		r = &x
-	case cl.Properties.ProtocolVersion < 5 && !cl.Properties.Clean:
-		x := refuse(packets.ErrImplementationSpecificError, "persistent sessions (clean session 0) are not supported by aerie yet", 0x03)
+	case !h.s.opts.Sessions && cl.Properties.ProtocolVersion < 5 && !cl.Properties.Clean:
+		x := refuse(packets.ErrImplementationSpecificError, fmt.Sprintf(
+			"broker %s keeps no data, so it cannot keep persistent sessions (clean session 0): connect to a broker with a data directory", h.s.opts.Broker), 0x03)
 		r = &x
+	case !h.s.opts.Sessions:
+		// MQTT 5 lets the server answer a shorter expiry (OnPacketEncode).
+		cl.Properties.Props.SessionExpiryInterval = 0
 	}
 	if r == nil {
 		return nil
@@ -271,29 +289,74 @@ func (h *hook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
 // subscribe permissions plug in here.
 func (h *hook) OnACLCheck(*mochi.Client, string, bool) bool { return true }
 
+// persistent reports whether cl's session outlives its connection: 3.1.1
+// clean session 0, MQTT 5 session expiry above 0.
+func persistent(cl *mochi.Client) bool {
+	if cl.Properties.ProtocolVersion >= 5 {
+		return cl.Properties.Props.SessionExpiryInterval > 0
+	}
+	return !cl.Properties.Clean
+}
+
+// OnSessionEstablish, before the CONNACK: a clean start, or a session
+// that does not persist, deletes what the client id had (MQTT 3.1.2.4);
+// a persistent session looks up what it resumes, so that the CONNACK says
+// whether a session was present.
+func (h *hook) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
+	prefix := sessionPrefix(cl.ID)
+	if pk.Connect.Clean || !persistent(cl) {
+		h.s.opts.Host.EndSession(prefix)
+		return
+	}
+	ds, err := h.s.opts.Host.Session(prefix)
+	if err != nil {
+		h.s.log.Warn("could not look up an MQTT persistent session", "client", cl.ID, "err", err)
+		return
+	}
+	h.s.resumed.Store(cl, ds)
+}
+
 func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	c := newConn(h.s, cl)
 	if p, ok := h.s.perms.LoadAndDelete(cl); ok {
 		c.perms = p.(*auth.Perms)
 	}
+	c.persistent, c.prefix = persistent(cl), sessionPrefix(cl.ID)
 	h.s.conns.Store(cl, c)
 	c.id = h.s.opts.Host.Up(c)
 	c.publisher = fmt.Sprintf("mqtt:%s@%s.%x.%d", cl.ID, h.s.opts.Broker, h.s.opts.Incarnation, c.id)
+	if ds, ok := h.s.resumed.LoadAndDelete(cl); ok && c.persistent {
+		c.resume(ds.([]msg.DurableSub))
+	}
 	go c.writeLoop()
 }
 
-func (h *hook) OnDisconnect(cl *mochi.Client, err error, _ bool) {
+func (h *hook) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 	h.s.perms.Delete(cl) // authenticated, but no session was established
+	h.s.resumed.Delete(cl)
 	c := h.s.conn(cl)
 	if c == nil {
 		return
 	}
 	h.s.conns.Delete(cl)
 	c.stop()
+	c.closeCheckpoints()
+	if c.persistent && expire && !cl.IsTakenOver() {
+		// An MQTT 5 DISCONNECT that set the session expiry to 0.
+		h.s.opts.Host.EndSession(c.prefix)
+	}
 	h.s.opts.Host.Down(c.id)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, packets.CodeDisconnect) {
 		h.s.log.Info("MQTT connection closed", "client", cl.ID, "addr", cl.Net.Remote, "err", err)
 	}
+}
+
+// OnClientExpired: a persistent session's expiry interval has passed
+// since its client left; its durable subscriptions go, releasing what
+// they held.
+func (h *hook) OnClientExpired(cl *mochi.Client) {
+	h.s.log.Info("MQTT session expired", "client", cl.ID)
+	h.s.opts.Host.EndSession(sessionPrefix(cl.ID))
 }
 
 // OnPacketRead sees every packet before the library does: PUBACKs of the
@@ -366,8 +429,18 @@ func (h *hook) OnUnsubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet
 }
 
 // OnPacketEncode replaces the library's SUBACK and UNSUBACK reason codes
-// by aerie's.
+// by aerie's, and says in the CONNACK whether aerie holds the session the
+// client resumes (the library knows only the sessions of its own run).
 func (h *hook) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
+	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 {
+		if ds, ok := h.s.resumed.Load(cl); ok {
+			pk.SessionPresent = len(ds.([]msg.DurableSub)) > 0
+		}
+		if !h.s.opts.Sessions && cl.Properties.ProtocolVersion >= 5 {
+			pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 0, true
+		}
+		return pk
+	}
 	if pk.FixedHeader.Type != packets.Suback && pk.FixedHeader.Type != packets.Unsuback {
 		return pk
 	}

@@ -26,6 +26,9 @@ type fakeHost struct {
 	conns map[shell.ClientID]*Conn
 	reqs  chan req
 	downs chan shell.ClientID
+	// sessions is what Session answers, by prefix; ends records EndSession.
+	sessions map[string][]msg.DurableSub
+	ends     chan string
 }
 
 type req struct {
@@ -42,6 +45,12 @@ func (h *fakeHost) Up(c *Conn) shell.ClientID {
 }
 func (h *fakeHost) Request(id shell.ClientID, m msg.Msg) { h.reqs <- req{id, m} }
 func (h *fakeHost) Down(id shell.ClientID)               { h.downs <- id }
+func (h *fakeHost) EndSession(prefix string)             { h.ends <- prefix }
+func (h *fakeHost) Session(prefix string) ([]msg.DurableSub, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[prefix], nil
+}
 
 func (h *fakeHost) conn(id shell.ClientID) *Conn {
 	h.mu.Lock()
@@ -61,12 +70,19 @@ func (h *fakeHost) request(t *testing.T) req {
 }
 
 func startFake(t *testing.T, pubends ...msg.PubendID) (*Server, *fakeHost) {
+	return startFakeWith(t, true, pubends...)
+}
+
+// startFakeWith: sessions says whether the broker keeps persistent
+// sessions (has a data directory).
+func startFakeWith(t *testing.T, sessions bool, pubends ...msg.PubendID) (*Server, *fakeHost) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &fakeHost{conns: map[shell.ClientID]*Conn{}, reqs: make(chan req, 100), downs: make(chan shell.ClientID, 100)}
-	s, err := Start(Options{Listener: ln, Broker: "b", Pubends: pubends, Host: h,
+	h := &fakeHost{conns: map[shell.ClientID]*Conn{}, reqs: make(chan req, 100), downs: make(chan shell.ClientID, 100),
+		sessions: map[string][]msg.DurableSub{}, ends: make(chan string, 1000)}
+	s, err := Start(Options{Listener: ln, Broker: "b", Pubends: pubends, Host: h, Sessions: sessions,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +170,7 @@ func TestRefusals(t *testing.T) {
 	s, h := startFake(t, "P1")
 	other := dial(t, s, "bystander", 5)
 
-	// A will, and a 3.1.1 persistent session: refused in the CONNACK.
+	// A will: refused in the CONNACK.
 	c, err := mqtttest.Dial(s.Addr(), "will", 5, func(pk *packets.Packet) {
 		pk.Connect.WillFlag, pk.Connect.WillTopic, pk.Connect.WillPayload = true, "gone", []byte("x")
 	})
@@ -163,25 +179,6 @@ func TestRefusals(t *testing.T) {
 	}
 	if c.Connack.ReasonCode != 0x83 || !strings.Contains(c.Connack.Properties.ReasonString, "will") {
 		t.Errorf("will: CONNACK %#x %q", c.Connack.ReasonCode, c.Connack.Properties.ReasonString)
-	}
-	c.Close()
-	c, err = mqtttest.Dial(s.Addr(), "persistent", 4, func(pk *packets.Packet) { pk.Connect.Clean = false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Connack.ReasonCode != 0x03 {
-		t.Errorf("3.1.1 clean session 0: CONNACK %#x, want 0x03", c.Connack.ReasonCode)
-	}
-	c.Close()
-	// An MQTT 5 session expiry is answered with 0.
-	c, err = mqtttest.Dial(s.Addr(), "expiry", 5, func(pk *packets.Packet) {
-		pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 3600, true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := c.Connack.Properties; c.Connack.ReasonCode != 0 || !p.SessionExpiryIntervalFlag || p.SessionExpiryInterval != 0 || p.MaximumQos != 1 || p.RetainAvailable != 0 {
-		t.Errorf("session expiry 3600: CONNACK %#x %+v, want success, expiry 0, maximum QoS 1, no retain", c.Connack.ReasonCode, p)
 	}
 	c.Close()
 

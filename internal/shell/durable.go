@@ -64,6 +64,41 @@ func (b *Broker) Durables() map[string]bool {
 	return out
 }
 
+// DurablesUnder returns the durable subscriptions held here whose names
+// start with prefix, as last asked for (not necessarily durable yet),
+// sorted by name: an MQTT persistent session is the set of durable
+// subscriptions under its client id (docs/MQTT.md).
+func (b *Broker) DurablesUnder(prefix string) []msg.DurableSub {
+	var out []msg.DurableSub
+	for _, name := range b.durablesUnder(prefix) {
+		st := b.durables.subs[name].cur
+		st.Released = maps.Clone(st.Released)
+		out = append(out, st)
+	}
+	return out
+}
+
+// DeleteDurables ends for good every durable subscription whose name
+// starts with prefix, attached or away, releasing what they held (an MQTT
+// session that is cleaned or expires).
+func (b *Broker) DeleteDurables(prefix string) {
+	for _, name := range b.durablesUnder(prefix) {
+		b.unsubscribeDurable(b.durables.subs[name])
+	}
+}
+
+// durablesUnder lists the live durable subscriptions under prefix, sorted.
+func (b *Broker) durablesUnder(prefix string) []string {
+	var names []string
+	for name, d := range b.durables.subs {
+		if !d.cur.Deleted && strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // durableName checks a durable subscription's name: it names the
 // subscription across connections and brokers, so it must be printable.
 func durableName(sub msg.SubID) error {

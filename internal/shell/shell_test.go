@@ -374,3 +374,38 @@ func TestDurableHoldsBeforeItStarts(t *testing.T) {
 		t.Fatalf("floor = %d still held for a subscription that never started", fl)
 	}
 }
+
+// An MQTT persistent session is the durable subscriptions under one name
+// prefix: listed with their state, and deleted together, attached or
+// away, without touching a name that only shares a shorter prefix.
+func TestDurablesUnderPrefix(t *testing.T) {
+	b, f := phb(t)
+	var next uint64 = 1
+	b.ClientUp(1)
+	for _, name := range []msg.SubID{"mqtt:c1:1:0:a", "mqtt:c1:1:0:b", "mqtt:c10:1:0:a"} {
+		b.ClientRequest(1, msg.Subscribe{Sub: name, Pattern: "a.>", Selector: "x = 'y'", Durable: true})
+	}
+	b.Drain()
+	persistAll(t, b, f, &next)
+	b.ClientRequest(1, msg.SubAck{Sub: "mqtt:c1:1:0:a", Token: msg.Token{"P1": 7}})
+	b.Drain()
+	b.ClientUp(2)
+	b.ClientRequest(2, msg.Subscribe{Sub: "mqtt:c1:1:0:b", Pattern: "a.>", Durable: true}) // attached to 2
+	b.Drain()
+	got := b.DurablesUnder("mqtt:c1:")
+	if len(got) != 2 || got[0].Name != "mqtt:c1:1:0:a" || got[1].Name != "mqtt:c1:1:0:b" {
+		t.Fatalf("DurablesUnder = %+v", got)
+	}
+	if got[0].Selector != "x = 'y'" || got[0].Pattern != "a.>" || got[0].Released["P1"] != 7 {
+		t.Fatalf("state not as asked: %+v", got[0])
+	}
+	b.DeleteDurables("mqtt:c1:")
+	b.Drain()
+	persistAll(t, b, f, &next)
+	if left := b.Durables(); len(left) != 1 || !left["mqtt:c10:1:0:a"] {
+		t.Fatalf("after deleting session c1: %v", left)
+	}
+	if got := b.DurablesUnder("mqtt:c1:"); len(got) != 0 {
+		t.Fatalf("deleted session still listed: %+v", got)
+	}
+}

@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/broker"
+)
+
+// The mqtt workload's systems: unmodified MQTT clients (paho, QoS 1) on
+// both ends, so the client costs are the same and only the brokers differ.
+const (
+	// SysAerieMQTT: publisher at the PHB, subscriber at the SHB two hops
+	// away, PUBACK after the event's fsync at its PHB.
+	SysAerieMQTT = "aerie-mqtt"
+	// SysAerieMQTTSession: the same, the subscriber with a persistent
+	// session (a durable subscription at the SHB, checkpointed at every
+	// PUBACK).
+	SysAerieMQTTSession = "aerie-mqtt-session"
+	// SysMochi: an embedded mochi-mqtt broker alone, one hop, in memory.
+	SysMochi = "mochi"
+)
+
+// mqttWindow bounds a publisher's unacknowledged QoS 1 publishes: one
+// below aerie's and mochi's Receive Maximum (1024), which a 3.1.1 client
+// is not told and must not exceed.
+const mqttWindow = aerieWindow - 1
+
+// MQTTFactories are the mqtt workload's systems.
+func MQTTFactories() []Factory {
+	return []Factory{
+		{System: SysAerieMQTT, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+			return startAerieMQTT(ctx, topo, dir, false)
+		}},
+		{System: SysAerieMQTTSession, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+			return startAerieMQTT(ctx, topo, dir, true)
+		}},
+		{System: SysMochi, Start: func(ctx context.Context, _ Topology, _ string) (Target, error) {
+			return startMochi()
+		}},
+	}
+}
+
+// mqttTarget drives an MQTT broker (or network) through paho clients.
+type mqttTarget struct {
+	sys        string
+	durable    bool
+	persistent bool // subscribers keep a persistent session (clean session 0)
+	pubAddr    string
+	subAddr    string
+	stop       func() error
+
+	mu      sync.Mutex
+	clients []paho.Client
+	nextSub int
+}
+
+func startAerieMQTT(ctx context.Context, topo Topology, dir string, persistent bool) (Target, error) {
+	if !topo.Hops3 {
+		return nil, fmt.Errorf("bench: the MQTT systems run only through three hops: %w", errUnsupported)
+	}
+	t, err := startAerie(ctx, topo, dir, false, func(o *broker.Options) {
+		if o.Clients != "" {
+			o.MQTT = "127.0.0.1:0"
+		}
+		if o.ID == "s1" && persistent {
+			o.DataDir = dir + "/s1" // where the SHB keeps persistent sessions
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := t.(*aerieNet)
+	sys := SysAerieMQTT
+	if persistent {
+		sys = SysAerieMQTTSession
+	}
+	m := &mqttTarget{sys: sys, durable: true, persistent: persistent,
+		pubAddr: a.nodes[0].MQTTAddr(), subAddr: a.shb.MQTTAddr(), stop: a.Close}
+	return m, nil
+}
+
+func startMochi() (Target, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench: mochi listener: %w", err)
+	}
+	// Room for as many pending writes per client as aerie's SHB queues
+	// for a subscriber here (broker.Options.SubscriberQueue): at the
+	// default 8 192 mochi drops what a slow QoS 1 subscriber cannot take.
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = 1 << 20
+	srv := mochi.New(&mochi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Capabilities: caps})
+	if err := srv.AddHook(new(allowAll), nil); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("bench: mochi: %w", err)
+	}
+	if err := srv.AddListener(&netListener{ln: ln}); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("bench: mochi: %w", err)
+	}
+	if err := srv.Serve(); err != nil {
+		return nil, fmt.Errorf("bench: mochi: %w", err)
+	}
+	addr := ln.Addr().String()
+	return &mqttTarget{sys: SysMochi, pubAddr: addr, subAddr: addr, stop: srv.Close}, nil
+}
+
+func (m *mqttTarget) System() string    { return m.sys }
+func (m *mqttTarget) Durable() bool     { return m.durable }
+func (m *mqttTarget) Outage(bool) error { return fmt.Errorf("bench: MQTT outage: %w", errUnsupported) }
+
+// connect opens a paho client; lost, if set, hears why the connection ended.
+func (m *mqttTarget) connect(ctx context.Context, addr, id string, clean bool, lost func(error)) (paho.Client, error) {
+	opts := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).SetCleanSession(clean).
+		SetAutoReconnect(false).SetConnectTimeout(10 * time.Second).SetKeepAlive(60 * time.Second).
+		SetMessageChannelDepth(aerieWindow)
+	if lost != nil {
+		opts.SetConnectionLostHandler(func(_ paho.Client, err error) { lost(err) })
+	}
+	c := paho.NewClient(opts)
+	if err := waitToken(ctx, c.Connect()); err != nil {
+		return nil, fmt.Errorf("bench: MQTT connect to %s: %w", addr, err)
+	}
+	m.mu.Lock()
+	m.clients = append(m.clients, c)
+	m.mu.Unlock()
+	return c, nil
+}
+
+func waitToken(ctx context.Context, tok paho.Token) error {
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *mqttTarget) Publisher(ctx context.Context, idx int) (Publisher, error) {
+	c, err := m.connect(ctx, m.pubAddr, fmt.Sprintf("bench-pub-%d", idx), true, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &mqttPub{c: c, idx: uint32(idx), toks: make(chan paho.Token, mqttWindow-1), done: make(chan struct{})}
+	go p.collectAcks()
+	return p, nil
+}
+
+func (m *mqttTarget) Subscribe(ctx context.Context, f Filter, fn func(Delivery)) (Sub, error) {
+	if f.Keyed {
+		return nil, fmt.Errorf("bench: MQTT selective subscriptions: %w", errUnsupported)
+	}
+	m.mu.Lock()
+	m.nextSub++
+	id := fmt.Sprintf("bench-sub-%d", m.nextSub)
+	m.mu.Unlock()
+	s := &mqttSub{}
+	c, err := m.connect(ctx, m.subAddr, id, !m.persistent, s.lost)
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
+	// paho acknowledges each message after the handler returns, one at a
+	// time in arrival order.
+	tok := c.Subscribe("bench/#", 1, func(_ paho.Client, msg paho.Message) {
+		if d, err := decodePayload(msg.Payload(), time.Now().UnixNano()); err == nil {
+			fn(d)
+		}
+	})
+	if err := waitToken(ctx, tok); err != nil {
+		return nil, fmt.Errorf("bench: MQTT subscribe: %w", err)
+	}
+	if code := tok.(*paho.SubscribeToken).Result()["bench/#"]; code >= 0x80 {
+		return nil, fmt.Errorf("bench: MQTT subscribe refused (%#x)", code)
+	}
+	return s, nil
+}
+
+// Close disconnects the clients, then stops the broker(s).
+func (m *mqttTarget) Close() error {
+	m.mu.Lock()
+	cs := m.clients
+	m.clients = nil
+	m.mu.Unlock()
+	for _, c := range cs {
+		c.Disconnect(50)
+	}
+	return m.stop()
+}
+
+// mqttPub publishes at QoS 1; a collector takes the PUBACKs in order, so
+// Finish knows when the last one is in.
+type mqttPub struct {
+	c    paho.Client
+	idx  uint32
+	toks chan paho.Token
+	done chan struct{}
+	err  error // set by collectAcks before done closes
+}
+
+func (p *mqttPub) collectAcks() {
+	defer close(p.done)
+	for tok := range p.toks {
+		tok.Wait()
+		if err := tok.Error(); err != nil && p.err == nil {
+			p.err = err
+		}
+	}
+}
+
+func (p *mqttPub) Publish(ctx context.Context, m Msg) error {
+	tok := p.c.Publish("bench/t", 1, false, encodePayload(p.idx, m))
+	select {
+	case p.toks <- tok:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *mqttPub) Finish(ctx context.Context) error {
+	close(p.toks)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return fmt.Errorf("bench: waiting for PUBACKs: %w", ctx.Err())
+	}
+	if p.err != nil {
+		return fmt.Errorf("bench: MQTT publish failed: %w", p.err)
+	}
+	p.c.Disconnect(50)
+	return nil
+}
+
+type mqttSub struct {
+	c   paho.Client
+	mu  sync.Mutex
+	err error
+}
+
+func (s *mqttSub) lost(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = fmt.Errorf("MQTT subscriber connection lost: %w", err)
+	}
+}
+
+func (s *mqttSub) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *mqttSub) Close() error {
+	if s.c != nil {
+		s.c.Disconnect(50)
+	}
+	return nil
+}
+
+// netListener serves mochi from a net.Listener already bound (port 0).
+type netListener struct {
+	ln net.Listener
+}
+
+func (l *netListener) Init(*slog.Logger) error { return nil }
+func (l *netListener) ID() string              { return "bench" }
+func (l *netListener) Address() string         { return l.ln.Addr().String() }
+func (l *netListener) Protocol() string        { return "tcp" }
+func (l *netListener) Close(closeClients listeners.CloseFn) {
+	l.ln.Close()
+	closeClients(l.ID())
+}
+
+func (l *netListener) Serve(establish listeners.EstablishFn) {
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // EMFILE and the like; not synchronisation
+			continue
+		}
+		go establish(l.ID(), nc) //nolint:errcheck // a failed connection ends itself
+	}
+}
+
+// allowAll lets every client connect, publish and subscribe (mochi's own
+// allow hook would pull in its YAML ledger).
+type allowAll struct{ mochi.HookBase }
+
+func (allowAll) ID() string { return "allow-all" }
+func (allowAll) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+func (allowAll) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+func (allowAll) OnACLCheck(*mochi.Client, string, bool) bool              { return true }
