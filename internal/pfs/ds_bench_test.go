@@ -66,7 +66,9 @@ func (f countFile) Sync() error {
 	return f.File.Sync()
 }
 
-func newCountFS() countFS { return countFS{FS: vfs.OS(), bytes: new(atomic.Int64), syncs: new(atomic.Int64)} }
+func newCountFS() countFS {
+	return countFS{FS: vfs.OS(), bytes: new(atomic.Int64), syncs: new(atomic.Int64)}
+}
 
 // dsTick is the tick of event k (0–199) of pubend p in workload second sec.
 func dsTick(sec, k int) tick.Tick { return tick.FromMillis(int64(1_000_000 + sec*1000 + k*5)) }
