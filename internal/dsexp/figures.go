@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/aerie-mq/aerie/internal/sim"
@@ -21,11 +22,11 @@ type Options struct {
 }
 
 // DefaultOptions: 120 s of churn with 20 subscribers each away 5 s every
-// 30 s; a crash of s1 at 20 s for 25 s with 40 subscribers, run to 150 s.
+// 30 s; a crash of s1 at 20 s for 25 s with 40 subscribers, run to 80 s.
 func DefaultOptions(scenario string) Options {
 	d := 120 * time.Second
 	if scenario == sim.ScenarioDSCrash {
-		d = 150 * time.Second
+		d = 80 * time.Second
 	}
 	return Options{Scenario: scenario, Duration: d, Seed: 1}
 }
@@ -52,10 +53,7 @@ func Run(o Options) (*sim.Result, error) {
 // Plot draws the experiment's figure into path.
 func Plot(res *sim.Result, o Options, path string) error {
 	ss := until(res, o.Duration.Seconds())
-	ld := advance(ss, latestDelivered)
-	rel := advance(ss, released)
-	rates, err := panel("s1: rate of advance of latestDelivered(P1) and released(P1) (Gryphon DS Figs. 6, 7)",
-		"pubend ms per s", false, series{"latestDelivered(P1)", blue, ld}, series{"released(P1)", red, rel})
+	rates, err := releasePanel(ss, o.Scenario)
 	if err != nil {
 		return err
 	}
@@ -76,6 +74,7 @@ func Plot(res *sim.Result, o Options, path string) error {
 	if err != nil {
 		return err
 	}
+	dur.X.Max = o.Duration.Seconds()
 	phb, err := panel("p1 (PHB): catch-up requests served, and subscribers away or catching up", "per s / count", false,
 		series{"replays served/s", red, perSecond(ss, func(s sim.DSSample) float64 { return float64(s.ReplayServed) })},
 		series{"away", grey, count(ss, func(s sim.DSSample) int { return s.Away })},
@@ -84,6 +83,29 @@ func Plot(res *sim.Result, o Options, path string) error {
 		return err
 	}
 	return save(path, rates, deliv, dur, phb)
+}
+
+// releasePanel: under churn the rate at which latestDelivered(P1) and
+// released(P1) advance (Fig. 6); around a crash their values (Fig. 7),
+// which show the outage and the jumps after it.
+func releasePanel(ss []sim.DSSample, scenario string) (*plot.Plot, error) {
+	if scenario != sim.ScenarioDSCrash {
+		return panel("s1: rate of advance of latestDelivered(P1) and released(P1) (Gryphon DS Fig. 6)",
+			"pubend ms per s", false, series{"latestDelivered(P1)", blue, advance(ss, latestDelivered)},
+			series{"released(P1)", red, advance(ss, released)})
+	}
+	value := func(get func(sim.DSSample) int64) plotter.XYs {
+		var out plotter.XYs
+		base := get(ss[0]) - ss[0].At.Milliseconds()
+		for _, s := range ss {
+			if v := get(s); v > 0 {
+				out = append(out, plotter.XY{X: s.At.Seconds(), Y: float64(v-base) / 1000})
+			}
+		}
+		return out
+	}
+	return panel("s1: latestDelivered(P1) and released(P1) (Gryphon DS Fig. 7; s1 down 20–45 s)",
+		"pubend time (s)", true, series{"latestDelivered(P1)", blue, value(latestDelivered)}, series{"released(P1)", red, value(released)})
 }
 
 func count(ss []sim.DSSample, get func(sim.DSSample) int) plotter.XYs {
@@ -153,6 +175,13 @@ func crashSummary(b *strings.Builder, res *sim.Result, ss []sim.DSSample) {
 		fmt.Fprintf(b, "  s1 delivery rate: %.0f events/s before the crash, %.0f events/s (max %.0f) while catch-ups ran (%d s)\n",
 			mean(before[1:]), mean(during), slices.Max(during), len(during))
 	}
+	var replayed float64
+	for _, s := range ss {
+		replayed += float64(s.ReplayEvents)
+	}
+	missed := p.Down.Seconds() * 4 * sim.DSRate
+	fmt.Fprintf(b, "  while s1 was down %.0f events were published; catch-ups replayed %.0f from p1 (%.1f× as many: one replay per subscriber, no consolidation)\n",
+		missed, replayed, replayed/missed)
 	ld := advance(ss, latestDelivered)
 	var recover []float64
 	for _, xy := range ld {
