@@ -19,7 +19,7 @@ import (
 func runExperiment(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie experiment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1)")
+	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated)")
 	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
@@ -28,6 +28,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nReproduces Gryphon GD (DSN 2002) §4.2: ten broker processes in the Fig. 3 network (intermediate cells of two")
 		fmt.Fprintln(stderr, "brokers), 4 publishers × 25 msgs/s × 100 B, GCT 200 ms, NRT 600 ms, AET 10 s, DCT off. Each case")
 		fmt.Fprintln(stderr, "stalls a link or broker for 2.5 s, then fails it, and plots latency at s1 and s2 and the nacks.")
+		fmt.Fprintln(stderr, "\nCases ds-churn and ds-crash reproduce Gryphon DS (DSN 2003) §5.1.1 and §5.3 in the simulator (simulated")
+		fmt.Fprintln(stderr, "time, one PHB with four pubends × 200 events/s, one SHB): durable subscribers away 5 s every 30 s, or")
+		fmt.Fprintln(stderr, "40 of them kept away by a 25 s crash of their SHB; plots ds_churn.png, ds_crash.png.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -50,6 +53,13 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	failed := false
 	for _, c := range strings.Split(*cases, ",") {
 		c = strings.TrimSpace(c)
+		if isDSCase(c) {
+			if err := runDSCase(c, *out, stdout); err != nil {
+				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)
+				failed = true
+			}
+			continue
+		}
 		work := *dir
 		if work == "" {
 			if work, err = os.MkdirTemp("", "aerie-experiment-"+c+"-"); err != nil {

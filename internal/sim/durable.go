@@ -43,6 +43,9 @@ type durableSub struct {
 	from    msg.Token                  // checkpoint presented by the current session
 	ckpt    msg.Token                  // checkpoint: nil until the first SubStarted
 	conns   map[msg.NodeID]*clientConn // one per SHB it used
+	// scripted: an experiment (ds.go) decides when it comes back after
+	// its SHB crashed, not the swarm's random retry.
+	scripted bool
 }
 
 // conn returns the subscriber's connection to SHB id (a clientConn knows
@@ -148,6 +151,9 @@ func (d *durableSub) lost(w *world) {
 // crashed: its SHB crashed; it comes back after a while, anywhere.
 func (d *durableSub) crashed(w *world) {
 	d.lost(w)
+	if d.scripted {
+		return
+	}
 	w.after(time.Duration(300+w.drng.IntN(3000))*time.Millisecond, func() { d.moveAndStart(w) })
 }
 
@@ -206,6 +212,7 @@ func (w *world) durableMsg(n *node, m msg.Msg) bool {
 	case msg.Delivery:
 		w.orc.Delivered(m.Sub, m.Event)
 		d.ckpt[m.Event.Pubend] = max(d.ckpt[m.Event.Pubend], m.Event.Tick)
+		w.ds.moved(w, d, true)
 	case msg.Gap:
 		w.watchf("gap %v", m)
 		w.noteFinals()
@@ -225,6 +232,7 @@ func (w *world) durableMsg(n *node, m msg.Msg) bool {
 		for p, t := range m.Token {
 			d.ckpt[p] = max(d.ckpt[p], t)
 		}
+		w.ds.moved(w, d, false)
 	}
 	return true
 }

@@ -66,8 +66,11 @@ type Options struct {
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool
-	// Scenario replaces random faults with a fixed script (e.g. "fig6").
+	// Scenario replaces random faults with a fixed script (e.g. "fig6",
+	// or a Gryphon DS §5 experiment: ScenarioDSChurn, ScenarioDSCrash).
 	Scenario string
+	// DS shapes a DS experiment (ds.go); zero fields take defaults.
+	DS DSParams
 	// Watch, when set with WatchLog, logs every message, delivery and
 	// subscription event that concerns one tick of one pubend (diagnosis).
 	WatchPubend msg.PubendID
@@ -194,6 +197,9 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetain = 0
 	case 1:
 		p.maxRetain = time.Duration(1000+relRng.IntN(4000)) * time.Millisecond
+	}
+	if isDSScenario(o.Scenario) {
+		p.maxRetain = 0 // Gryphon DS §5 "disabled early-release in these experiments"
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	return p, nil

@@ -49,6 +49,9 @@ type Result struct {
 	// DurableSessions counts the sessions of durable subscribers and Gaps
 	// the gap notices they got (durable.go).
 	DurableSessions, Gaps int
+	// DS is the series of a Gryphon DS §5 experiment (ds.go); nil for
+	// other runs.
+	DS *DSResult
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -111,6 +114,7 @@ func Run(o Options) (Result, error) {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
 	res.Gaps = w.gaps
+	res.DS = w.ds.result()
 	for _, s := range w.orc.Sessions() {
 		if s.Durable {
 			res.DurableSessions++
@@ -202,6 +206,10 @@ func (w *world) schedule() {
 	w.scheduleDurables(shbs)
 	if w.opts.Scenario == "fig6" {
 		w.scheduleFig6(shbs)
+		return
+	}
+	if isDSScenario(w.opts.Scenario) {
+		w.scheduleDS()
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {

@@ -109,7 +109,7 @@ func (t Topology) Physical() []Link {
 }
 
 // Topologies lists the named topologies `aerie sim --topology` accepts.
-var topologyNames = []string{"swarm", "line", "fig6"}
+var topologyNames = []string{"swarm", "line", "fig6", "ds"}
 
 // TopologyNames returns the names accepted by BuildTopology.
 func TopologyNames() []string { return append([]string(nil), topologyNames...) }
@@ -123,6 +123,11 @@ func BuildTopology(name string, rng *rand.Rand) (Topology, error) {
 		return Topology{Name: "line",
 			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1"}}, {ID: "b1", Role: IB}, {ID: "s1", Role: SHB}},
 			Links:   []Link{{"p1", "b1"}, {"b1", "s1"}}}, nil
+	case "ds":
+		// Gryphon DS, DSN 2003 §5: one PHB with four pubends, one SHB.
+		return Topology{Name: "ds",
+			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1", "P2", "P3", "P4"}}, {ID: "s1", Role: SHB}},
+			Links:   []Link{{"p1", "s1"}}}, nil
 	case "fig6":
 		// Seed 000 Fig. 3 with one broker per cell (MODEL.md §0): p1 hosts
 		// four pubends; IB1 (b1) feeds s1, s2; IB2 (b3) feeds s3–s5.

@@ -59,6 +59,8 @@ type world struct {
 	durables []*durableSub
 	drng     *rand.Rand
 	gaps     int
+	// ds runs a Gryphon DS §5 experiment (ds.go); nil otherwise.
+	ds *dsRun
 
 	// Membership (membership.go): the failure detector's and the member
 	// network's randomness, the hang and leave faults', and what each
