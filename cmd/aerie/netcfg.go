@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
@@ -19,6 +20,12 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	b, ok := n.Broker(id)
 	if !ok {
 		return broker.Options{}, fmt.Errorf("broker %q is not in the network config", id)
+	}
+	if rs := n.Replicas(id); rs != nil {
+		// The Raft group runs in the simulator (internal/raftphb); the
+		// broker process does not carry it yet, and one member running
+		// alone would be a second, unreplicated log of the same pubends.
+		return broker.Options{}, fmt.Errorf("broker %q is a member of a replicated PHB cell (%s): the broker process does not run replicated cells yet", id, strings.Join(rs, ", "))
 	}
 	routes := n.Routes(id)
 	cells := n.Cells()
