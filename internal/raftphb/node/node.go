@@ -75,6 +75,14 @@ type Config struct {
 	// Send hands a Raft message to the transport. It must not block; a
 	// message it cannot deliver is lost (Raft retransmits).
 	Send func(m *raftpb.Message)
+	// Applied, when set, learns of every committed batch as this member
+	// applies it, before the shell hears of its commit (the simulator's
+	// oracle: committed is what "durable" means for a replicated pubend).
+	Applied func(b raftphb.Batch)
+	// AckOwnFsync is a mutation (tests only): the serving leader
+	// acknowledges a batch once its own Raft log holds it, without
+	// waiting for a majority. The oracles must catch it.
+	AckOwnFsync bool
 }
 
 // EventKind says what happened.
@@ -138,7 +146,7 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
-	return &Node{cfg: cfg, rep: rep, rlog: rl, store: store}, nil
+	return &Node{cfg: cfg, rep: rep, rlog: rl, store: store, ackEarly: cfg.AckOwnFsync}, nil
 }
 
 // Replica returns the replica, for inspection.
@@ -220,6 +228,9 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 		return nil
 	}
 	for _, b := range bs {
+		if n.cfg.Applied != nil {
+			n.cfg.Applied(b)
+		}
 		_, next := n.store.Bounds()
 		end := b.First + uint64(len(b.Records))
 		switch {
