@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
@@ -20,12 +19,6 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	b, ok := n.Broker(id)
 	if !ok {
 		return broker.Options{}, fmt.Errorf("broker %q is not in the network config", id)
-	}
-	if rs := n.Replicas(id); rs != nil {
-		// The Raft group runs in the simulator (internal/raftphb); the
-		// broker process does not carry it yet, and one member running
-		// alone would be a second, unreplicated log of the same pubends.
-		return broker.Options{}, fmt.Errorf("broker %q is a member of a replicated PHB cell (%s): the broker process does not run replicated cells yet", id, strings.Join(rs, ", "))
 	}
 	routes := n.Routes(id)
 	cells := n.Cells()
@@ -57,6 +50,13 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		Upstreams: ups, DataDir: data, Logger: logger,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
+	}
+	if rs := n.Replicas(id); rs != nil {
+		// A replicated PHB cell: one Raft group for its pubends.
+		opts.Raft = &broker.RaftOptions{Cell: msg.NodeID(b.CellID())}
+		for _, m := range rs {
+			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
+		}
 	}
 	if err := securityOptions(n, b, base, logger, &opts); err != nil {
 		return broker.Options{}, err

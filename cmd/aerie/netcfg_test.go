@@ -2,27 +2,34 @@ package main
 
 import (
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/msg"
 )
 
-// TestBrokerRefusesReplicatedCell: until the broker process carries the
-// Raft group, a member of a replicated PHB cell refuses to start rather
-// than run an unreplicated copy of the cell's pubends.
-func TestBrokerRefusesReplicatedCell(t *testing.T) {
+// TestReplicatedCellOptions: a member of a replicated PHB cell runs with
+// the cell's members as its Raft group, in sorted order (Raft ids), and
+// dials its higher-id cell peers (the links that carry Raft).
+func TestReplicatedCellOptions(t *testing.T) {
 	var src strings.Builder
-	for _, id := range []string{"p1", "p2", "p3"} {
+	for _, id := range []string{"p3", "p1", "p2"} {
 		src.WriteString("[[broker]]\nid = \"" + id + "\"\ncell = \"phb\"\nlisten = \"127.0.0.1:1" + id[1:] + "\"\ndata = \"d/" + id + "\"\npubends = [\"P1\"]\n")
 	}
 	n, err := config.Parse([]byte(src.String()), "net.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = brokerOptions(n, "p2", t.TempDir(), slog.New(slog.DiscardHandler))
-	want := `broker "p2" is a member of a replicated PHB cell (p1, p2, p3)`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("brokerOptions(p2) = %v, want an error containing %q", err, want)
+	opts, err := brokerOptions(n, "p2", t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Raft == nil || opts.Raft.Cell != "phb" || !reflect.DeepEqual(opts.Raft.Members, []msg.NodeID{"p1", "p2", "p3"}) {
+		t.Fatalf("Raft options %+v, want cell phb with members p1 p2 p3", opts.Raft)
+	}
+	if _, dials := opts.Upstreams["p3"]; !dials || len(opts.Upstreams) != 1 {
+		t.Fatalf("p2 dials %v, want p3 only", opts.Upstreams)
 	}
 }

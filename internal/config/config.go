@@ -194,6 +194,9 @@ func (n *Network) Broker(id string) (Broker, bool) {
 	return Broker{}, false
 }
 
+// CellID returns b's cell, applying the default (its id).
+func (b Broker) CellID() string { return b.cell() }
+
 // cell returns b's cell, applying the default.
 func (b Broker) cell() string {
 	if b.Cell == "" {
