@@ -136,15 +136,21 @@ func (n *Node) loop(ctx context.Context) error {
 		}
 	}
 	var raftTick <-chan time.Time
+	var raftSynced <-chan error
 	if n.raft != nil {
 		rt := time.NewTicker(n.raft.opts.TickInterval)
 		defer rt.Stop()
-		raftTick = rt.C
+		raftTick, raftSynced = rt.C, n.raft.synced
 	}
 	for {
 		select {
 		case <-raftTick:
 			n.raft.rn.Tick()
+		case err := <-raftSynced:
+			if err := n.raftSynced(err); err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("%w, stopping (crash-only)", err)
+			}
 		case <-trim.C:
 			n.sh.Trim()
 		case <-n.monkey.fired():
@@ -189,7 +195,12 @@ func (n *Node) loop(ctx context.Context) error {
 func (n *Node) finish() {
 	if n.raft != nil {
 		// A batch commits only with the cell: nothing to wait for here
-		// (crash-only; the publishers' retries are deduplicated).
+		// (crash-only; the publishers' retries are deduplicated) but the
+		// Raft log's fsync, before the log is closed.
+		if n.raft.syncing {
+			<-n.raft.synced
+			n.raft.syncing = false
+		}
 		return
 	}
 	for !n.sh.Idle() {

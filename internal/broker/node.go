@@ -258,7 +258,7 @@ func (n *Node) initRaft() error {
 	if r.ElectionTicks <= 0 {
 		r.ElectionTicks = 10
 	}
-	n.raft = &raftState{opts: r}
+	n.raft = &raftState{opts: r, synced: make(chan error, 1)}
 	if n.raft.raftID(n.opts.ID) == 0 {
 		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)
 	}

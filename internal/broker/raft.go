@@ -50,6 +50,9 @@ type raftState struct {
 	rn      *raftnode.Node
 	serving bool
 	fatal   error // a refusal the serving shell cannot survive
+	// syncing: a goroutine fsyncs the Raft log and reports on synced.
+	syncing bool
+	synced  chan error
 }
 
 func (r *raftState) raftID(id msg.NodeID) uint64 {
@@ -161,36 +164,67 @@ func (n *Node) stepRaft(from msg.NodeID, m msg.Raft) error {
 	return nil
 }
 
-// runRaft carries out the member's work until none is left: write and
-// fsync each Ready, then send, apply (acks reach the serving shell) and
-// act on leadership changes; the shell's next batch is proposed as it
-// drains. An error is fatal (a disk failed).
+// runRaft carries out the member's work until none is left or an fsync
+// of its Raft log is under way: write each Ready, fsync it on a goroutine
+// of the Node (the loop meanwhile steps Raft messages and queues
+// publishes: the next batch), then complete it in raftSynced. An error is
+// fatal (a disk failed).
 func (n *Node) runRaft() error {
 	r := n.raft
-	for {
+	for !r.syncing {
 		ok, err := r.rn.Write()
 		if err != nil {
 			return fmt.Errorf("broker %s: Raft log: %w", n.opts.ID, err)
 		}
 		if !ok {
-			r.rn.RunJobs()
+			if err := r.rn.RunJobs(); err != nil {
+				return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+			}
 			n.sh.Drain()
 			return r.fatal
 		}
-		if err := r.rn.Sync(); err != nil {
-			return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+		if r.rn.NeedsSync() {
+			r.syncing = true
+			rn, done := r.rn, r.synced
+			go func() { done <- rn.SyncLog() }()
+			return nil
 		}
-		for _, ev := range r.rn.Events() {
-			if err := n.raftEvent(ev); err != nil {
-				return err
-			}
-		}
-		r.rn.RunJobs()
-		n.sh.Drain()
-		if r.fatal != nil {
-			return r.fatal
+		if err := n.completeRaft(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// raftSynced: the Raft log's fsync returned.
+func (n *Node) raftSynced(err error) error {
+	n.raft.syncing = false
+	if err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	if err := n.completeRaft(); err != nil {
+		return err
+	}
+	return n.runRaft()
+}
+
+// completeRaft sends, applies (acks reach the serving shell) and acts on
+// leadership changes; the shell's next batch is proposed as it drains.
+func (n *Node) completeRaft() error {
+	r := n.raft
+	if err := r.rn.Complete(); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	for _, ev := range r.rn.Events() {
+		if err := n.raftEvent(ev); err != nil {
+			return err
+		}
+	}
+	if err := r.rn.RunJobs(); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	n.sh.Drain()
+	return r.fatal
 }
 
 // raftEvent swaps the shell when the leadership changes.

@@ -231,7 +231,9 @@ func (w *world) raftWork(n *node) {
 		return
 	}
 	if !ok {
-		rn.RunJobs()
+		if err := rn.RunJobs(); err != nil {
+			w.raftDiskFailed(n, err)
+		}
 		return
 	}
 	r.busy = true
@@ -253,7 +255,10 @@ func (w *world) raftWork(n *node) {
 				w.standby(n)
 			}
 		}
-		rn.RunJobs()
+		if err := rn.RunJobs(); err != nil {
+			w.raftDiskFailed(n, err)
+			return
+		}
 		w.raftWork(n)
 	})
 }
@@ -357,7 +362,9 @@ func (d *raftDur) Fetch(f gd.Fetch, from []uint64) {
 	d.w.after(d.w.plan.diskLatency, func() {
 		if d.live() {
 			d.w.fetches++
-			d.n.raft.rn.RunJobs()
+			if err := d.n.raft.rn.RunJobs(); err != nil {
+				d.w.raftDiskFailed(d.n, err)
+			}
 		}
 	})
 }
@@ -366,7 +373,9 @@ func (d *raftDur) Trim(cut uint64, snap []msg.Record) {
 	d.n.raft.rn.Trim(cut, snap)
 	d.w.after(d.w.plan.diskLatency, func() {
 		if d.live() {
-			d.n.raft.rn.RunJobs()
+			if err := d.n.raft.rn.RunJobs(); err != nil {
+				d.w.raftDiskFailed(d.n, err)
+			}
 		}
 	})
 }
