@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func benchReplicas(b *testing.B, k int) {
 	}()
 	b.SetBytes(int64(len(payload)))
 	b.ResetTimer()
-	began := time.Now()
+	began, cpu0 := time.Now(), cpuTime()
 	for i := 1; i <= b.N; i++ {
 		at := time.Now()
 		ch, err := pub.PublishAsync(msgOf(200 + i))
@@ -83,7 +84,7 @@ func benchReplicas(b *testing.B, k int) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	el := time.Since(began)
+	el, cpu := time.Since(began), cpuTime()-cpu0
 	b.StopTimer()
 	pct := func(l []time.Duration, p float64) float64 {
 		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
@@ -93,6 +94,18 @@ func benchReplicas(b *testing.B, k int) {
 	b.ReportMetric(pct(lat, 0.50), "p50_us")
 	b.ReportMetric(pct(lat, 0.99), "p99_us")
 	b.ReportMetric(pct(seq, 0.50), "p50_seq_us")
+	// CPU of the whole process (every member, the SHB and the client):
+	// on a shared machine, throughput follows the CPU each event costs.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/msg")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // startCell starts a PHB cell of k members (k = 1: a plain PHB) hosting
