@@ -21,6 +21,9 @@ import (
 // The publisher carries on through the failover (a member that does not
 // lead sends it on to the next address), every publish is acknowledged,
 // and the subscriber gets every acknowledged event exactly once, in order.
+// Then two of the three members are killed: the last one stops serving
+// and acks nothing; when one of the others returns, the waiting publish
+// is acked and delivered after everything before it.
 func TestKill9ReplicatedPHBLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
@@ -53,7 +56,7 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 	var got []int64
 	var last uint64
 	var orderErr error
-	done := make(chan struct{})
+	done, extra := make(chan struct{}), make(chan struct{})
 	const total = 1500
 	go func() {
 		for ev := range sub.Events() {
@@ -65,8 +68,11 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 			got = append(got, ev.Props["seq"].(int64))
 			n := len(got)
 			mu.Unlock()
-			if n == total {
+			switch n {
+			case total:
 				close(done)
+			case total + 1:
+				close(extra)
 			}
 		}
 	}()
@@ -103,13 +109,72 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 		t.Fatalf("subscriber got %d of %d events", len(got), total)
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if orderErr != nil {
 		t.Fatal(orderErr)
 	}
 	for i, seq := range got {
 		if seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
+		}
+	}
+	mu.Unlock()
+
+	// A majority lost: the survivor stops serving (CheckQuorum) and acks
+	// nothing until a second member returns.
+	current := waitLeader(t, ctx, https, "")
+	var others []string
+	for _, id := range ids {
+		if id != current {
+			others = append(others, id)
+		}
+	}
+	f.kill(current)
+	f.kill(others[0])
+	waitNotServing(t, ctx, https[others[1]])
+	ch, err := pub.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(total + 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNotServing(t, ctx, https[others[1]])
+	select {
+	case r := <-ch:
+		t.Fatalf("a publish was acked (%+v) while two of three members were down", r)
+	default:
+	}
+	f.start(others[0])
+	waitAcked(t, ctx, []<-chan client.Result{ch})
+	select {
+	case <-extra:
+	case <-ctx.Done():
+		t.Fatal("the publish acked after the cell recovered was never delivered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if orderErr != nil || got[total] != total+1 {
+		t.Fatalf("after the recovery: %v, event %d has seq %d", orderErr, total+1, got[total])
+	}
+}
+
+// waitNotServing polls a member's /status until it answers and does not
+// serve its cell.
+func waitNotServing(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		var sts []broker.Status
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&sts)
+			resp.Body.Close()
+			if err == nil && len(sts) == 1 && sts[0].Raft != nil && !sts[0].Raft.Serving {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still serves with two of three members down: %v", addr, ctx.Err())
+		case <-tk.C:
 		}
 	}
 }
