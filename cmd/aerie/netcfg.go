@@ -51,6 +51,13 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
 	}
+	if rs := n.Replicas(id); rs != nil {
+		// A replicated PHB cell: one Raft group for its pubends.
+		opts.Raft = &broker.RaftOptions{Cell: msg.NodeID(b.CellID())}
+		for _, m := range rs {
+			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
+		}
+	}
 	if err := securityOptions(n, b, base, logger, &opts); err != nil {
 		return broker.Options{}, err
 	}

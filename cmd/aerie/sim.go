@@ -157,6 +157,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				o.res.Published, o.res.Delivered, o.res.Sessions, o.res.Steps, o.res.TornTails, o.res.Trimmed, o.res.FsyncFailures, o.res.Fetches, o.res.Refetches, o.res.Relays, o.res.LinkStatuses)
 			fmt.Fprintf(stdout, "membership: %d views installed, %d connections closed by a view (%d to a hung broker), %d brokers hung, %d left gracefully (%d members reported as left by installed views)\n",
 				o.res.Views, o.res.ViewDrops, o.res.RoutedAround, o.res.Hangs, o.res.Leaves, o.res.LeftInViews)
+			if o.res.LeaderServes > 0 {
+				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve\n", o.res.LeaderServes)
+			}
 		}
 		if len(o.res.Violations) > 0 {
 			violations++

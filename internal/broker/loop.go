@@ -42,6 +42,7 @@ func (c peerUp) apply(n *Node, src source) {
 		old.Close()
 	}
 	n.peers[src.peer] = src.conn
+	n.peerInc[src.peer] = c.inc
 	n.log.Info("link up", "peer", string(src.peer), "addr", src.conn.RemoteAddr())
 	n.sh.PeerUp(src.peer, c.inc)
 }
@@ -71,6 +72,9 @@ func (c clientUp) apply(n *Node, src source) {
 		n.clients[src.cid] = src.conn
 	}
 	n.sh.ClientUpAs(src.cid, c.perms)
+	if n.raft != nil && !n.raft.serving {
+		n.standbyClient(n.clients[src.cid])
+	}
 }
 
 type clientDown struct{}
@@ -94,11 +98,21 @@ func (n *Node) handle(ev event) {
 		if n.peers[ev.src.peer] != ev.src.conn {
 			return // a replaced connection's leftovers
 		}
+		if r, ok := ev.m.(msg.Raft); ok && n.raft != nil {
+			if err := n.stepRaft(ev.src.peer, r); err != nil {
+				n.log.Warn("closing link after protocol error", "peer", string(ev.src.peer), "err", err)
+				ev.src.conn.CloseWith(err, "protocol error: "+err.Error())
+			}
+			return
+		}
 		if err := n.sh.PeerMsg(ev.src.peer, ev.m); err != nil {
 			// Not a broker-to-broker message: a protocol error on this link.
 			n.log.Warn("closing link after protocol error", "peer", string(ev.src.peer), "err", err)
 			ev.src.conn.CloseWith(err, "protocol error: "+err.Error())
 		}
+	case n.raft != nil && !n.raft.serving:
+		// A standby member serves no client: the connection is closing,
+		// and the client resends to the member it reaches next.
 	default:
 		n.sh.ClientRequest(ev.src.cid, ev.m)
 	}
@@ -121,8 +135,22 @@ func (n *Node) loop(ctx context.Context) error {
 			n.chaos[f] = 0 // counted from zero, so alerts see the series at once
 		}
 	}
+	var raftTick <-chan time.Time
+	var raftSynced <-chan error
+	if n.raft != nil {
+		rt := time.NewTicker(n.raft.opts.TickInterval)
+		defer rt.Stop()
+		raftTick, raftSynced = rt.C, n.raft.synced
+	}
 	for {
 		select {
+		case <-raftTick:
+			n.raft.rn.Tick()
+		case err := <-raftSynced:
+			if err := n.raftSynced(err); err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("%w, stopping (crash-only)", err)
+			}
 		case <-trim.C:
 			n.sh.Trim()
 		case <-n.monkey.fired():
@@ -153,12 +181,28 @@ func (n *Node) loop(ctx context.Context) error {
 			reply <- n.snapshot()
 		}
 		n.sh.Drain()
+		if n.raft != nil {
+			if err := n.runRaft(); err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("%w, stopping (crash-only)", err)
+			}
+		}
 	}
 }
 
 // finish waits for the batch in flight at shutdown, so that its
 // publishers get their acks, and for any other job the persister holds.
 func (n *Node) finish() {
+	if n.raft != nil {
+		// A batch commits only with the cell: nothing to wait for here
+		// (crash-only; the publishers' retries are deduplicated) but the
+		// Raft log's fsync, before the log is closed.
+		if n.raft.syncing {
+			<-n.raft.synced
+			n.raft.syncing = false
+		}
+		return
+	}
 	for !n.sh.Idle() {
 		if err := (<-n.done).report(n.sh); err != nil {
 			return // a failed fsync: nothing to ack

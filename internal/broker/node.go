@@ -105,6 +105,9 @@ type Options struct {
 	// Users, when set, makes every client authenticate; their permissions
 	// are checked by the shell's client sessions.
 	Users *auth.Users
+	// Raft, when set, makes the broker a member of a replicated PHB cell
+	// (raft.go): its pubends are one Raft group with the cell's members.
+	Raft *RaftOptions
 }
 
 // Node is one running broker: the runtime shell (internal/shell) with the
@@ -132,10 +135,12 @@ type Node struct {
 	peers   map[msg.NodeID]*transport.Conn
 	clients map[shell.ClientID]clientConn
 	nextCID shell.ClientID
-	monkey  *monkeyState   // nil without a monkey
-	chaos   map[string]int // the monkey's actions so far, by kind
-	view    member.View    // the last installed membership view
-	change  member.Change  // how it differs from the one before
+	peerInc map[msg.NodeID]uint64 // each linked peer's incarnation
+	raft    *raftState            // nil unless a member of a replicated PHB cell
+	monkey  *monkeyState          // nil without a monkey
+	chaos   map[string]int        // the monkey's actions so far, by kind
+	view    member.View           // the last installed membership view
+	change  member.Change         // how it differs from the one before
 	hasView bool
 
 	mu        sync.Mutex // guards the addresses below, read by tests and dev
@@ -191,6 +196,7 @@ func New(opts Options) (*Node, error) {
 		inc:   inc,
 		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096),
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]clientConn{},
+		peerInc:   map[msg.NodeID]uint64{},
 		listening: make(chan struct{}), chaos: map[string]int{},
 	}
 	n.fails = newFailLog(n.log, 10*time.Second)
@@ -234,7 +240,34 @@ func New(opts Options) (*Node, error) {
 		cfg.Durability = persisterSeam{n}
 	}
 	n.sh = shell.New(cfg)
+	if opts.Raft != nil {
+		if err := n.initRaft(); err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
+}
+
+// initRaft makes the node a standby member of its replicated PHB cell
+// until Run opens the Raft member and it is elected.
+func (n *Node) initRaft() error {
+	r := *n.opts.Raft
+	if r.TickInterval <= 0 {
+		r.TickInterval = 100 * time.Millisecond
+	}
+	if r.ElectionTicks <= 0 {
+		r.ElectionTicks = 10
+	}
+	n.raft = &raftState{opts: r, synced: make(chan error, 1)}
+	if n.raft.raftID(n.opts.ID) == 0 {
+		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)
+	}
+	sh, eng, err := n.newRaftShell(false)
+	if err != nil {
+		return err
+	}
+	n.sh, n.eng = sh, eng
+	return nil
 }
 
 // Listening is closed once the node accepts connections.
@@ -269,6 +302,9 @@ func (n *Node) Run(ctx context.Context) error {
 	defer func() {
 		if n.store != nil {
 			n.store.Close()
+		}
+		if n.raft != nil {
+			n.raft.rn.Close()
 		}
 	}()
 	// Connections live under their own context, cancelled only after the
@@ -316,6 +352,9 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) openLog() error {
 	if n.opts.DataDir == "" {
 		return nil
+	}
+	if n.raft != nil {
+		return n.openRaft()
 	}
 	dir := filepath.Join(n.opts.DataDir, "pubends")
 	if err := n.opts.FS.MkdirAll(dir); err != nil {

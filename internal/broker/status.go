@@ -31,6 +31,20 @@ type Status struct {
 	// Hello, certificate name, credentials).
 	AuthFailures      uint64 `json:"auth_failures"`
 	HandshakeFailures uint64 `json:"handshake_failures"`
+	// Raft is this member's view of its replicated PHB cell (nil: not a
+	// member of one).
+	Raft *RaftStatus `json:"raft,omitempty"`
+}
+
+// RaftStatus is a replicated PHB member's view: whether it serves the
+// cell's pubends (its leader, with its term's first entry applied), the
+// term and the leader it knows of (Raft ids: index in Members plus one).
+type RaftStatus struct {
+	Cell    string   `json:"cell"`
+	Members []string `json:"members"`
+	Serving bool     `json:"serving"`
+	Term    uint64   `json:"term"`
+	Leader  uint64   `json:"leader"`
 }
 
 // Status asks the loop for a snapshot.
@@ -61,6 +75,13 @@ func (n *Node) snapshot() Status {
 		s.Chaos = maps.Clone(n.chaos)
 	}
 	s.AuthFailures, s.HandshakeFailures = n.authFailures.Load(), n.handshakeFailures.Load()
+	if r := n.raft; r != nil && r.rn != nil {
+		st := r.rn.Replica().Status()
+		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), Serving: r.serving, Term: st.Term, Leader: st.Lead}
+		for _, m := range r.opts.Members {
+			s.Raft.Members = append(s.Raft.Members, string(m))
+		}
+	}
 	return s
 }
 

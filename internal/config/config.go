@@ -38,7 +38,9 @@
 // A cell of several brokers is a redundant intermediate virtual broker
 // (seed 000 §3): its brokers share the cell's place in every tree, each
 // with its own replica of the streams, and every link to or from the cell
-// is a bundle of connections to each of them (Cells, Peers).
+// is a bundle of connections to each of them (Cells, Peers). A cell of
+// 3, 5 or 7 brokers that all list the same pubends is a replicated PHB
+// instead: one Raft group for those pubends (replicated.go, Replicas).
 package config
 
 import (
@@ -191,6 +193,9 @@ func (n *Network) Broker(id string) (Broker, bool) {
 	}
 	return Broker{}, false
 }
+
+// CellID returns b's cell, applying the default (its id).
+func (b Broker) CellID() string { return b.cell() }
 
 // cell returns b's cell, applying the default.
 func (b Broker) cell() string {

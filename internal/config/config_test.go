@@ -686,16 +686,16 @@ down = "s1"
 	if got := n.Peers("b1"); !reflect.DeepEqual(got, []string{"b2"}) {
 		t.Errorf("Peers(b1) = %v", got)
 	}
-	bad := strings.Replace(src, `cell = "ib1"
+	for bad, want := range map[string]string{
+		`clients = "h:6"`: `cell "ib1" has several brokers and cannot take clients`,
+		// A cell whose brokers host pubends is a replicated PHB
+		// (replicated_test.go), with its own rules.
+		`pubends = ["P2"]`: `the members of replicated PHB cell "ib1" must list the same pubends: b1 lists [], b2 lists [P2]`,
+	} {
+		_, err = Parse([]byte(strings.Replace(src, `cell = "ib1"
 listen = "h:3"`, `cell = "ib1"
 listen = "h:3"
-clients = "h:6"
-pubends = ["P2"]`, 1)
-	_, err = Parse([]byte(bad), "net.toml")
-	for _, want := range []string{
-		`cell "ib1" has several brokers and cannot host pubends`,
-		`cell "ib1" has several brokers and cannot take clients`,
-	} {
+`+bad, 1)), "net.toml")
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want error %q, got %v", want, err)
 		}

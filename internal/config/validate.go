@@ -97,6 +97,9 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 				p.field("broker", i, "pubends", "%s: pubend %q: a pubend name cannot contain ',' or ':' (tokens list pubend:tick pairs)", who, pe)
 			case dup && j == i:
 				p.field("broker", i, "pubends", "%s: pubend %q is listed twice", who, pe)
+			case dup && n.Brokers[j].cell() == b.cell():
+				// Members of one cell share its pubends: a replicated PHB
+				// (checkReplicatedCell).
 			case dup:
 				p.field("broker", i, "pubends", "pubend %q is hosted by two brokers, %q and %q", pe, n.Brokers[j].ID, b.ID)
 			default:
@@ -153,11 +156,11 @@ func (n *Network) checkSeeds(p *problems, bad map[fieldRef]bool) {
 	}
 }
 
-// checkRedundantCells: a cell of several brokers is an intermediate virtual
-// broker (seed 000 §3: "PHBs and SHBs each map to a cell consisting of a
-// single physical broker"). It hosts no pubend (a pubend's log lives on one
-// machine; the Raft-replicated PHB is the answer there), takes no clients,
-// and has a downstream cell to forward to.
+// checkRedundantCells: a cell of several brokers is either an intermediate
+// virtual broker (seed 000 §3: "PHBs and SHBs each map to a cell consisting
+// of a single physical broker"), which takes no clients and has a
+// downstream cell to forward to, or — when its brokers list pubends — a
+// replicated PHB (checkReplicatedCell).
 func (n *Network) checkRedundantCells(p *problems, cellOwner map[string]int) {
 	ids := map[string]map[string]bool{} // cell → distinct broker ids
 	for _, b := range n.Brokers {
@@ -179,10 +182,14 @@ func (n *Network) checkRedundantCells(p *problems, cellOwner map[string]int) {
 		if len(ids[c]) < 2 {
 			continue
 		}
-		who := p.who(b, i)
-		if len(b.Pubends) > 0 {
-			p.field("broker", i, "pubends", "%s: cell %q has several brokers and cannot host pubends: a pubend's log lives on one broker (put the PHB in a cell of its own)", who, c)
+		if n.hostsPubends(c) {
+			if !reported[c] {
+				reported[c] = true
+				n.checkReplicatedCell(p, c, cellOwner[c])
+			}
+			continue
 		}
+		who := p.who(b, i)
 		if b.Clients != "" {
 			p.field("broker", i, "clients", "%s: cell %q has several brokers and cannot take clients: publishers and subscribers connect to cells of one broker", who, c)
 		}

@@ -258,6 +258,16 @@ func (m Payloads) String() string {
 	return fmt.Sprintf("Payloads{%s %v: %d events [%s] via %v}", m.Pubend, m.Ranges, len(m.Events), strings.Join(ticks, " "), m.Path)
 }
 
+// Raft carries one Raft message between the members of a replicated PHB
+// cell (internal/raftphb): Data is the raftpb.Message in etcd's own
+// protobuf encoding, which the receiving member decodes and steps.
+type Raft struct {
+	Data []byte
+}
+
+func (m Raft) String() string { return fmt.Sprintf("Raft{%d bytes}", len(m.Data)) }
+
+func (Raft) isMsg()        {}
 func (Relay) isMsg()       {}
 func (Refetch) isMsg()     {}
 func (Payloads) isMsg()    {}

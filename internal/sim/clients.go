@@ -34,17 +34,18 @@ type publisher struct {
 // clientConn is a simulated client's connection to its broker: one per
 // broker incarnation, opened when the client first needs it.
 type clientConn struct {
-	id  shell.ClientID
-	inc int // the broker incarnation it belongs to
-	ok  bool
+	id   shell.ClientID
+	node msg.NodeID
+	gen  int // the broker's shell it belongs to (its incarnation, or Raft leadership)
+	ok   bool
 }
 
 // open returns the connection to n, opening one if the broker restarted
-// since (or there was none).
+// since (or there was none, or it was to another broker).
 func (c *clientConn) open(w *world, n *node) shell.ClientID {
-	if !c.ok || c.inc != n.inc {
+	if !c.ok || c.node != n.id || c.gen != n.gen {
 		n.nextCID++
-		*c = clientConn{id: n.nextCID, inc: n.inc, ok: true}
+		*c = clientConn{id: n.nextCID, node: n.id, gen: n.gen, ok: true}
 		w.input(n, func(b *shell.Broker) { b.ClientUp(c.id) })
 	}
 	return c.id
@@ -63,7 +64,7 @@ func (c *clientConn) request(w *world, n *node, m msg.Msg) {
 
 // close ends the connection (the client hangs up).
 func (c *clientConn) close(w *world, n *node) {
-	if c.ok && c.inc == n.inc {
+	if c.ok && c.node == n.id && c.gen == n.gen {
 		w.input(n, func(b *shell.Broker) { b.ClientDown(c.id) })
 	}
 	c.ok = false
@@ -99,7 +100,20 @@ func (p *publisher) request(seq uint64) msg.Publish {
 func (p *publisher) publish(w *world) {
 	p.nextSeq++
 	p.outstanding[p.nextSeq] = time.Duration(w.now)
-	p.conn.request(w, w.nodes[p.node], p.request(p.nextSeq))
+	if n := w.pubTarget(p); n != nil {
+		p.conn.request(w, n, p.request(p.nextSeq))
+	}
+}
+
+// pubTarget is the broker a publisher talks to: its PHB, or the serving
+// leader of its replicated cell (a client redirected there; nil while the
+// cell has none, and the publish waits for its retry).
+func (w *world) pubTarget(p *publisher) *node {
+	n := w.nodes[p.node]
+	if n.raft == nil {
+		return n
+	}
+	return w.serving(n.cell)
 }
 
 // retry resends every publish unacked for a second (the broker may have
@@ -112,9 +126,12 @@ func (p *publisher) retry(w *world) {
 		}
 	}
 	slices.Sort(seqs)
+	n := w.pubTarget(p)
 	for _, s := range seqs {
 		p.outstanding[s] = time.Duration(w.now)
-		p.conn.request(w, w.nodes[p.node], p.request(s))
+		if n != nil {
+			p.conn.request(w, n, p.request(s))
+		}
 	}
 	w.after(500*time.Millisecond, func() { p.retry(w) })
 }

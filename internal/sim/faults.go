@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // scheduleFaults draws the fault schedule of the fault phase from the seed.
@@ -34,6 +36,9 @@ func (w *world) inject(kind string) {
 	switch kind {
 	case FaultCrash:
 		n := w.nodes[w.order[w.rng.IntN(len(w.order))]]
+		if l := w.leaderToCrash(); l != nil {
+			n = l
+		}
 		w.crash(n)
 		w.after(ms(300, 5000), func() {
 			if !w.healed {
@@ -60,12 +65,17 @@ func (w *world) inject(kind string) {
 	case FaultIOError:
 		var phbs []*node
 		for _, id := range w.order {
-			if n := w.nodes[id]; n.disk != nil && n.up && n.broker.Role == PHB {
+			if n := w.nodes[id]; (n.disk != nil || n.raft != nil) && n.up && n.broker.Role == PHB {
 				phbs = append(phbs, n)
 			}
 		}
 		if len(phbs) > 0 {
-			phbs[w.rng.IntN(len(phbs))].disk.failNextSync()
+			n := phbs[w.rng.IntN(len(phbs))]
+			if n.raft != nil {
+				n.raft.fs.InjectError(vfs.OpSync, "", errors.New("sim: injected fsync failure"))
+			} else {
+				n.disk.failNextSync()
+			}
 		}
 	case FaultPartition:
 		id := w.order[w.rng.IntN(len(w.order))]
@@ -81,6 +91,21 @@ func (w *world) inject(kind string) {
 		// Off memberlist's network too, until its last link heals.
 		w.isolate(w.nodes[id], w.now.Add(max(last, time.Second)))
 	}
+}
+
+// leaderToCrash: with replicated cells, half the crashes hit the serving
+// leader of one (the failover the cells exist for), else nil.
+func (w *world) leaderToCrash() *node {
+	var cells []msg.NodeID
+	for _, id := range w.order {
+		if n := w.nodes[id]; n.raft != nil && n.cell == id {
+			cells = append(cells, id)
+		}
+	}
+	if len(cells) == 0 || w.rrng.IntN(2) == 0 {
+		return nil
+	}
+	return w.serving(cells[w.rrng.IntN(len(cells))])
 }
 
 // healAll ends the fault phase: every broker restarts, every link heals and

@@ -41,10 +41,14 @@ const (
 	// is shut down (its view layer says Bye, memberlist leaves), stops, and
 	// restarts later as a new incarnation; the views must record a leave.
 	FaultLeave = "leave"
+	// FaultReplicas is not a fault but redundancy to break: PHBs become
+	// replicated cells of 3 or 5 members, one Raft group each (raft.go),
+	// and crashes prefer their leaders.
+	FaultReplicas = "replicas"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -63,6 +67,9 @@ type Options struct {
 	// FDSilent (tests only) breaks the simulated failure detector: it never
 	// reports anything, so no member learns of another.
 	FDSilent bool
+	// RaftAckEarly (tests only): a replicated PHB's leader acks a batch
+	// once its own Raft log holds it, before a majority does.
+	RaftAckEarly bool
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool
@@ -146,6 +153,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	cellsRng := rand.New(rand.NewPCG(o.Seed, 0x63656c6c73)) // "cells"
 	hangRng := rand.New(rand.NewPCG(o.Seed, 0x68616e67))    // "hang"
 	leaveRng := rand.New(rand.NewPCG(o.Seed, 0x6c65617665)) // "leave"
+	replRng := rand.New(rand.NewPCG(o.Seed, 0x7265706c))    // "repl"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -160,6 +168,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = hangRng
 		case FaultLeave:
 			r = leaveRng
+		case FaultReplicas:
+			r = replRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {
@@ -171,6 +181,9 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	}
 	if p.faults[FaultCells] {
 		p.topo = p.topo.withCells(cellsRng)
+	}
+	if p.faults[FaultReplicas] {
+		p.topo = p.topo.withReplicas(replRng)
 	}
 	p.faultEvery = time.Duration(500+rng.IntN(4500)) * time.Millisecond
 	p.linkDelay = time.Duration(100+rng.IntN(2000)) * time.Microsecond

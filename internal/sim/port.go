@@ -24,6 +24,7 @@ type port struct {
 	w   *world
 	n   *node
 	inc int
+	gen int // the shell's generation (a Raft member changes shells without restarting)
 }
 
 // quiet discards the shell's log: the simulator reports through its
@@ -31,18 +32,29 @@ type port struct {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError + 1}))
 
 // newShell builds the runtime shell of n's current incarnation around a
-// fresh engine.
+// fresh engine. A member of a replicated PHB cell runs the pubends only
+// while it is the serving leader, with the Raft member as its Durability
+// (raft.go); otherwise its shell has no routes.
 func (w *world) newShell(n *node) {
-	w.newEngine(n)
-	p := &port{w: w, n: n, inc: n.inc}
-	cfg := shell.Config{ID: n.id, Engine: n.eng, Clock: p, Net: p, Hosted: n.broker.Pubends, Logger: quiet, Strict: true}
-	if n.disk != nil {
+	n.gen++
+	hosted := n.broker.Pubends
+	standby := n.raft != nil && !n.raft.serving
+	if standby {
+		hosted = nil
+	}
+	w.newEngine(n, standby)
+	p := &port{w: w, n: n, inc: n.inc, gen: n.gen}
+	cfg := shell.Config{ID: n.id, Engine: n.eng, Clock: p, Net: p, Hosted: hosted, Logger: quiet, Strict: true}
+	switch {
+	case n.disk != nil:
 		cfg.Durability = p
+	case n.raft != nil && !standby:
+		cfg.Durability = &raftDur{w: w, n: n, gen: n.gen}
 	}
 	n.sh = shell.New(cfg)
 }
 
-func (p *port) live() bool { return p.n.up && p.n.inc == p.inc }
+func (p *port) live() bool { return p.n.up && p.n.inc == p.inc && p.n.gen == p.gen }
 
 // Now is the broker's clock: true time with its offset and drift.
 func (p *port) Now() tick.Time { return p.w.localNow(p.n) }

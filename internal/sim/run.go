@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
 	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // Result is the outcome of one run.
@@ -52,6 +53,9 @@ type Result struct {
 	// DS is the series of a Gryphon DS §5 experiment (ds.go); nil for
 	// other runs.
 	DS *DSResult
+	// LeaderServes: members of replicated PHB cells that started to serve
+	// (the first leader of each cell, and every failover).
+	LeaderServes int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -73,6 +77,7 @@ func Run(o Options) (Result, error) {
 		mrng:  rand.New(rand.NewPCG(o.Seed, 0x6d656d626572)), // "member"
 		hrng:  rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
 		lrng:  rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
+		rrng:  rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
 	if o.Trace != nil {
 		w.trace = newTracer(o.Trace)
@@ -109,7 +114,7 @@ func Run(o Options) (Result, error) {
 	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
 		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
-		Leaves: w.leaves, LeftInViews: w.leftInViews}
+		Leaves: w.leaves, LeftInViews: w.leftInViews, LeaderServes: w.leaderServes}
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
@@ -147,13 +152,25 @@ func (w *world) build() {
 	routes := w.plan.topo.Routes()
 	for _, b := range w.plan.topo.Brokers {
 		n := &node{id: b.ID, broker: b, routes: routes[w.plan.topo.CellOf(b.ID)], up: true, cell: w.plan.topo.CellOf(b.ID)}
-		if b.Role == PHB || b.Role == SHB {
+		switch ms := w.replicas(b); {
+		case ms != nil:
+			// A member of a replicated PHB cell: its Raft log and its copy
+			// of the pubends' log (raft.go).
+			n.raft = &raftMember{members: ms, fs: vfs.NewMem()}
+		case b.Role == PHB || b.Role == SHB:
 			// A PHB logs its events, an SHB its durable subscriptions.
 			n.disk = newDisk()
 		}
 		if w.plan.faults[FaultDrift] {
 			n.offset = time.Duration(w.rng.IntN(100)-50) * time.Millisecond
 			n.driftPPM = float64(w.rng.IntN(400) - 200)
+			if n.raft != nil {
+				// A cell's machines need not agree on the time: a member
+				// lagging by more than a failover takes over below the
+				// ticks its predecessor announced, and must allocate
+				// above them anyway (MODEL.md P2).
+				n.offset -= time.Duration(w.rrng.IntN(1500)) * time.Millisecond
+			}
 		}
 		w.newShell(n)
 		if n.disk != nil {
@@ -162,6 +179,11 @@ func (w *world) build() {
 				err = n.sh.Restore(ld)
 			}
 			if err != nil {
+				panic(fmt.Sprintf("sim: %s: %v", n.id, err))
+			}
+		}
+		if n.raft != nil {
+			if err := w.openRaft(n); err != nil {
 				panic(fmt.Sprintf("sim: %s: %v", n.id, err))
 			}
 		}
@@ -183,8 +205,11 @@ func (w *world) schedule() {
 		n := w.nodes[id]
 		inc := n.inc
 		w.after(time.Duration(w.rng.IntN(int(w.opts.Config.TickInterval))), func() { w.tickLoop(n, inc) })
-		if n.disk != nil {
+		if n.disk != nil || n.raft != nil {
 			w.after(time.Second, func() { w.trimLoop(n, inc) })
+		}
+		if n.raft != nil {
+			w.after(time.Duration(w.rrng.Int64N(int64(raftTick))), func() { w.raftTickLoop(n, inc) })
 		}
 	}
 	for _, l := range w.links {
@@ -213,6 +238,9 @@ func (w *world) schedule() {
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {
+		if w.plan.topo.CellOf(b.ID) != b.ID {
+			continue // a replicated cell's publishers are its first member's
+		}
 		for i, pe := range b.Pubends {
 			for k := 0; k < 1+w.rng.IntN(2); k++ {
 				pub := &publisher{id: fmt.Sprintf("pub-%s-%d", pe, k), node: b.ID, pubend: pe,

@@ -210,8 +210,8 @@ func (t Topology) Routes() map[msg.NodeID][]gd.Route {
 	}
 	out := map[msg.NodeID][]gd.Route{}
 	for _, b := range t.Brokers {
-		if b.Role != PHB {
-			continue
+		if b.Role != PHB || t.CellOf(b.ID) != b.ID {
+			continue // a replicated cell's tree is walked once, from the cell
 		}
 		for _, p := range b.Pubends {
 			// Walk the tree below the PHB; a non-PHB broker's upstream for p

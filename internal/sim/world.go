@@ -52,6 +52,10 @@ type world struct {
 	refetches, linkStatuses int
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
+	// rrng is the randomness of replicated PHB cells (raft.go);
+	// leaderServes counts Raft members that started to serve.
+	rrng         *rand.Rand
+	leaderServes int
 	// floors drives the release floors of SHBs (release.go).
 	floors *floorDriver
 	// durables are the durable subscribers (durable.go), drng their
@@ -88,6 +92,8 @@ type node struct {
 	up       bool
 	inc      int
 	disk     *disk
+	raft     *raftMember   // a member of a replicated PHB cell (raft.go), else nil
+	gen      int           // shells built so far: each restart, and each Raft leadership change
 	offset   time.Duration // clock offset
 	driftPPM float64
 	sessions []*subscriber
@@ -151,7 +157,7 @@ func (w *world) localNow(n *node) tick.Time {
 	return w.now + tick.Time(n.offset) + tick.Time(el*n.driftPPM/1e6)
 }
 
-func (w *world) newEngine(n *node) {
+func (w *world) newEngine(n *node, standby bool) {
 	cfg := w.opts.Config
 	if w.plan.cacheBytes > 0 {
 		// Every role's cache: the pubend reads its log back, other
@@ -159,7 +165,11 @@ func (w *world) newEngine(n *node) {
 		cfg.PubendCacheBytes = w.plan.cacheBytes
 		cfg.RelayCacheBytes = w.plan.cacheBytes
 	}
-	eng, err := gd.NewWithCells(n.id, cfg, n.routes, w.plan.topo.Cells)
+	routes := n.routes
+	if standby {
+		routes = nil
+	}
+	eng, err := gd.NewWithCells(n.id, cfg, routes, w.engineCells(n))
 	if err != nil {
 		panic(fmt.Sprintf("sim: %v", err))
 	}
@@ -176,8 +186,10 @@ func (w *world) input(n *node, fn func(b *shell.Broker)) {
 	fn(n.sh)
 	n.sh.Drain()
 	w.steps++
-	w.orc.CheckStreams(n.id, n.inc, n.eng.Inspect(), n.eng.Stats())
-	w.orc.CheckRelease(n.id, n.inc, n.eng.ReleaseStates())
+	// Keyed by shell generation: a new engine may start below its
+	// predecessor (a restart, or a Raft member that starts to serve).
+	w.orc.CheckStreams(n.id, n.gen, n.eng.Inspect(), n.eng.Stats())
+	w.orc.CheckRelease(n.id, n.gen, n.eng.ReleaseStates())
 }
 
 func (w *world) transmit(env msg.Envelope) {
@@ -275,6 +287,10 @@ func (w *world) crash(n *node) {
 	if n.disk != nil {
 		n.disk.crash(w.rng)
 	}
+	if n.raft != nil {
+		n.raft.fs.Crash(w.rng)
+		n.raft.rn, n.raft.busy, n.raft.serving = nil, false, false
+	}
 	for _, l := range w.links {
 		if l.a == n.id || l.b == n.id {
 			l.epoch++
@@ -323,6 +339,9 @@ func (w *world) restart(n *node) {
 			return
 		}
 	}
+	if n.raft != nil && !w.startRaft(n) {
+		return
+	}
 	if err := n.sh.Restore(ld); err != nil {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
@@ -337,14 +356,20 @@ func (w *world) restart(n *node) {
 			released[r.Pubend] = max(released[r.Pubend], r.Meta.Final)
 		}
 	}
-	for _, p := range n.broker.Pubends {
-		w.orc.Recovered(p, byPubend[p], released[p])
+	if n.disk != nil {
+		// A replicated member's acked events are checked when it serves.
+		for _, p := range n.broker.Pubends {
+			w.orc.Recovered(p, byPubend[p], released[p])
+		}
 	}
 	n.up = true
 	inc := n.inc
 	w.after(time.Duration(w.rng.IntN(int(w.opts.Config.TickInterval))), func() { w.tickLoop(n, inc) })
-	if n.disk != nil {
+	if n.disk != nil || n.raft != nil {
 		w.after(time.Second, func() { w.trimLoop(n, inc) })
+	}
+	if n.raft != nil {
+		w.after(time.Duration(w.rrng.Int64N(int64(raftTick))), func() { w.raftTickLoop(n, inc) })
 	}
 	for _, l := range w.links {
 		if l.up && (l.a == n.id || l.b == n.id) {

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -86,6 +87,10 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.SubReply{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Start: d.tick(), Path: d.path()}
 	case TypeLinkStatus:
 		m = msg.LinkStatus{Unreachable: d.path()}
+	case TypeRaft:
+		// A copy: the member keeps entries it is handed, the frame is
+		// reused by the reader.
+		m = msg.Raft{Data: slices.Clone(d.raw())}
 	case TypeRefetch:
 		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
 	case TypePayloads:

@@ -124,6 +124,9 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Sub))
 		b = appendTick(b, v.Start)
 		return appendPath(b, v.Path), nil
+	case msg.Raft:
+		b = append(b, byte(TypeRaft))
+		return appendBytes(b, v.Data), nil
 	case msg.LinkStatus:
 		b = append(b, byte(TypeLinkStatus))
 		return appendPath(b, v.Unreachable), nil

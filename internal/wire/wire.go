@@ -93,6 +93,7 @@ const (
 	TypePayloads    Type = 0x1a // the answer to a Refetch, down its path
 	TypeReplay      Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
 	TypeReplayData  Type = 0x1c // the answer to a Replay, down its path
+	TypeRaft        Type = 0x1d // a Raft message between members of a replicated PHB cell
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -118,7 +119,7 @@ var typeNames = map[Type]string{
 	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
-	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
+	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

@@ -61,6 +61,7 @@ var cases = []struct {
 	{"Relay", msg.Relay{To: "s1", Msg: msg.Nack{Pubend: "P1", Start: 5, End: 9}}},
 	{"LinkStatus", msg.LinkStatus{Unreachable: []msg.NodeID{"s1", "shb-cell"}}},
 	{"LinkStatusHealthy", msg.LinkStatus{}},
+	{"Raft", msg.Raft{Data: []byte{0x08, 0x03, 0x10, 0x01}}},
 	{"Refetch", msg.Refetch{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 5}, {Lo: 9, Hi: 1 << 40}}, Path: []msg.NodeID{"s1", "b2"}}},
 	{"Payloads", msg.Payloads{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 9}}, Events: []*msg.Event{testEvent(), {Pubend: "P1", Tick: 9, Topic: "x"}}, Path: []msg.NodeID{"s1"}}},
 	{"PayloadsNone", msg.Payloads{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 9}}}},

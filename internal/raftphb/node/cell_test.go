@@ -140,7 +140,13 @@ func (c *cell) start(m *member) {
 		Send:       func(msg *raftpb.Message) { c.send(m, inc, msg) },
 	})
 	if err != nil {
-		c.failf("member %d: open: %v", m.id, err)
+		if errors.Is(err, eventlog.ErrCorrupt) {
+			c.failf("member %d: open: %v", m.id, err)
+			return
+		}
+		// A disk that fails while the member recovers (an injected
+		// fsync failure): it does not start, and is tried again.
+		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
 		return
 	}
 	nd.ackEarly = c.mutAckEarly
@@ -193,7 +199,11 @@ func (c *cell) work(m *member) {
 		return
 	}
 	if !ok {
-		nd.RunJobs()
+		if err := nd.RunJobs(); err != nil {
+			// The store's fsync failed: crash-only, as for the Raft log.
+			c.crash(m)
+			c.at(50+c.rng.IntN(200), func() { c.restart(m) })
+		}
 		return
 	}
 	m.busy = true

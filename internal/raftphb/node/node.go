@@ -75,6 +75,14 @@ type Config struct {
 	// Send hands a Raft message to the transport. It must not block; a
 	// message it cannot deliver is lost (Raft retransmits).
 	Send func(m *raftpb.Message)
+	// Applied, when set, learns of every committed batch as this member
+	// applies it, before the shell hears of its commit (the simulator's
+	// oracle: committed is what "durable" means for a replicated pubend).
+	Applied func(b raftphb.Batch)
+	// AckOwnFsync is a mutation (tests only): the serving leader
+	// acknowledges a batch once its own Raft log holds it, without
+	// waiting for a majority. The oracles must catch it.
+	AckOwnFsync bool
 }
 
 // EventKind says what happened.
@@ -114,6 +122,27 @@ type Node struct {
 	events  []Event
 
 	ackEarly bool // mutation (tests only): ack on the leader's own fsync
+
+	// durableTerm and durableVote are the hard state's, as last synced.
+	durableTerm, durableVote uint64
+	// storeDirty counts records appended to the store since its last
+	// fsync.
+	storeDirty int
+}
+
+// storeSyncRecords bounds the records the pubend store holds unsynced.
+const storeSyncRecords = 4096
+
+// syncStore makes every record applied so far durable in the store.
+func (n *Node) syncStore() error {
+	if n.storeDirty == 0 {
+		return nil
+	}
+	if err := n.store.Sync(); err != nil {
+		return fmt.Errorf("pubend store: %w", err)
+	}
+	n.storeDirty = 0
+	return nil
 }
 
 type batch struct {
@@ -138,7 +167,11 @@ func Open(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, err
 	}
-	return &Node{cfg: cfg, rep: rep, rlog: rl, store: store}, nil
+	nd := &Node{cfg: cfg, rep: rep, rlog: rl, store: store, ackEarly: cfg.AckOwnFsync}
+	if st.HardState != nil {
+		nd.durableTerm, nd.durableVote = st.HardState.GetTerm(), st.HardState.GetVote()
+	}
+	return nd, nil
 }
 
 // Replica returns the replica, for inspection.
@@ -172,7 +205,31 @@ func (n *Node) Write() (bool, error) {
 	if err := n.rlog.Append(rd.Entries, rd.HardState); err != nil {
 		return true, err
 	}
+	n.sendEarly(&rd)
 	return true, nil
+}
+
+// sendEarly sends a leader's appends and heartbeats before its own fsync
+// (Raft thesis §10.2.1; etcd raft's README: the leader may write to its
+// disk in parallel with its followers), so that one commit costs about
+// one fsync, not two in a row. Safe because the leader counts its own log
+// towards a majority only after Sync (Advance), and only while its term
+// and vote are already durable; anything else (votes, append responses)
+// still waits for the fsync.
+func (n *Node) sendEarly(rd *raftphb.Ready) {
+	if hs := rd.HardState; hs != nil && (hs.GetTerm() != n.durableTerm || hs.GetVote() != n.durableVote) {
+		return
+	}
+	kept := rd.Messages[:0:0]
+	for _, m := range rd.Messages {
+		switch m.GetType() {
+		case raftpb.MsgApp, raftpb.MsgHeartbeat:
+			n.cfg.Send(m)
+		default:
+			kept = append(kept, m)
+		}
+	}
+	rd.Messages = kept
 }
 
 // Sync completes the written Ready: fsync the Raft log, then send its
@@ -180,14 +237,42 @@ func (n *Node) Write() (bool, error) {
 // advance the replica. An error means a disk failed: the member must
 // stop (crash-only).
 func (n *Node) Sync() error {
+	if err := n.SyncLog(); err != nil {
+		return err
+	}
+	return n.Complete()
+}
+
+// NeedsSync reports whether the written Ready waits for an fsync of the
+// Raft log. A Ready that only moves the commit index needs none (etcd
+// raft's MustSync): a lost commit index is learned again from the leader.
+func (n *Node) NeedsSync() bool { return n.written != nil && n.written.MustSync }
+
+// SyncLog fsyncs the Raft log for the written Ready (Sync's first half).
+// It touches nothing but the Raft log's file, so a caller may run it on
+// another goroutine while it keeps calling Tick, Step and RunJobs — not
+// Write, Sync or Complete — until it returns.
+func (n *Node) SyncLog() error {
+	if !n.NeedsSync() {
+		return nil
+	}
+	if err := n.rlog.Sync(); err != nil {
+		return fmt.Errorf("raft log: %w", err)
+	}
+	return nil
+}
+
+// Complete carries out the written Ready once SyncLog succeeded (Sync's
+// second half): Raft log first, so nothing leaves the member (votes,
+// append acks) and nothing is applied before what Raft asked to persist
+// is durable.
+func (n *Node) Complete() error {
 	rd := n.written
 	if rd == nil {
 		return nil
 	}
-	// Raft log first: nothing leaves the member (votes, append acks) and
-	// nothing is applied before what Raft asked to persist is durable.
-	if err := n.rlog.Sync(); err != nil {
-		return fmt.Errorf("raft log: %w", err)
+	if hs := rd.HardState; hs != nil {
+		n.durableTerm, n.durableVote = hs.GetTerm(), hs.GetVote()
 	}
 	n.written = nil
 	if n.ackEarly {
@@ -220,6 +305,9 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 		return nil
 	}
 	for _, b := range bs {
+		if n.cfg.Applied != nil {
+			n.cfg.Applied(b)
+		}
 		_, next := n.store.Bounds()
 		end := b.First + uint64(len(b.Records))
 		switch {
@@ -231,12 +319,19 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 			if _, err := n.store.Append(b.Records[next-b.First:]); err != nil {
 				return fmt.Errorf("pubend store: %w", err)
 			}
+			n.storeDirty += int(end - next)
 		}
 	}
-	// The store is a copy of committed state that the Raft log can rebuild,
-	// so its fsync only bounds replay; it need not precede the ack.
-	if err := n.store.Sync(); err != nil {
-		return fmt.Errorf("pubend store: %w", err)
+	// The store is a copy of committed state that the Raft log (never
+	// compacted yet) rebuilds after a crash, so its fsync need not precede
+	// the ack: a restart replays the Raft log and completes whatever
+	// prefix the store kept. It is synced every storeSyncRecords records
+	// (which bounds the log's write buffer) and before the shell's reads
+	// and trims (RunJobs), which must see every applied record.
+	if n.storeDirty >= storeSyncRecords {
+		if err := n.syncStore(); err != nil {
+			return err
+		}
 	}
 	for _, b := range bs {
 		if b.Mine && n.out != nil && n.out.first == b.First {
@@ -273,7 +368,7 @@ func (n *Node) serve(s raftphb.Serve) error {
 	if ld.Next != s.Next {
 		return fmt.Errorf("raftphb: serving at term %d with a store ending at %d, the applied log at %d", s.Term, ld.Next, s.Next)
 	}
-	n.store, n.serving = store, true
+	n.store, n.serving, n.storeDirty = store, true, 0 // Close synced it
 	n.events = append(n.events, Event{Kind: EventServe, Serve: s, Loaded: ld})
 	return nil
 }
@@ -293,17 +388,25 @@ func (n *Node) Drain() error {
 			return err
 		}
 	}
-	n.RunJobs()
-	return nil
+	return n.RunJobs()
 }
 
-// RunJobs runs the shell's queued reads and trims, reporting each.
-func (n *Node) RunJobs() {
+// RunJobs runs the shell's queued reads and trims, reporting each, after
+// syncing the store they read. An error means the store's disk failed:
+// the member must stop (crash-only).
+func (n *Node) RunJobs() error {
+	if len(n.jobs) == 0 {
+		return nil
+	}
+	if err := n.syncStore(); err != nil {
+		return err
+	}
 	for len(n.jobs) > 0 {
 		j := n.jobs[0]
 		n.jobs = n.jobs[1:]
 		j()
 	}
+	return nil
 }
 
 // Append implements shell.Durability: propose the batch. Persisted comes

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+)
+
+// TestKill9ReplicatedPHBLeader runs a replicated PHB cell of three
+// `aerie broker` processes (one Raft group for P1, DESIGN.md §6b) feeding
+// an SHB. A publisher given all three client addresses publishes a stream;
+// mid-stream the cell's leader is killed with SIGKILL, and restarted later.
+// The publisher carries on through the failover (a member that does not
+// lead sends it on to the next address), every publish is acknowledged,
+// and the subscriber gets every acknowledged event exactly once, in order.
+// Then two of the three members are killed: the last one stops serving
+// and acks nothing; when one of the others returns, the waiting publish
+// is acked and delivered after everything before it.
+func TestKill9ReplicatedPHBLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	f := newProcFixture(t)
+	ids := []string{"p1", "p2", "p3"}
+	clients, https := map[string]string{}, map[string]string{}
+	cfg := ""
+	for _, id := range ids {
+		clients[id], https[id] = f.addr(), f.addr()
+		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\n\n",
+			id, f.addr(), clients[id], https[id], id)
+	}
+	shbClients := f.addr()
+	cfg += fmt.Sprintf("[[broker]]\nid = \"s1\"\nlisten = %q\nclients = %q\n\n[[link]]\nup = \"phb\"\ndown = \"s1\"\n", f.addr(), shbClients)
+	f.writeConfig(cfg)
+	for _, id := range ids {
+		f.start(id)
+	}
+	f.start("s1")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	leader := waitLeader(t, ctx, https, "")
+
+	sub, err := f.dial(ctx, shbClients, "sub").Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []int64
+	var last uint64
+	var orderErr error
+	done, extra := make(chan struct{}), make(chan struct{})
+	const total = 1500
+	go func() {
+		for ev := range sub.Events() {
+			mu.Lock()
+			if ev.Tick <= last && orderErr == nil {
+				orderErr = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, last)
+			}
+			last = ev.Tick
+			got = append(got, ev.Props["seq"].(int64))
+			n := len(got)
+			mu.Unlock()
+			switch n {
+			case total:
+				close(done)
+			case total + 1:
+				close(extra)
+			}
+		}
+	}()
+
+	pub := f.dial(ctx, strings.Join([]string{clients["p1"], clients["p2"], clients["p3"]}, ","), "pub")
+	var acks []<-chan client.Result
+	killedAt := time.Time{}
+	for i := 1; i <= total; i++ {
+		ch, err := pub.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, ch)
+		switch i {
+		case 500:
+			// Wait for the first third to be acked, so that the kill
+			// lands with acknowledged events behind it.
+			waitAcked(t, ctx, acks)
+			f.kill(leader)
+			killedAt = time.Now()
+			t.Logf("killed the leader %s", leader)
+		case 1000:
+			next := waitLeader(t, ctx, https, leader)
+			t.Logf("%s leads after the kill (%v)", next, time.Since(killedAt).Round(time.Millisecond))
+			f.start(leader)
+		}
+	}
+	waitAcked(t, ctx, acks)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("subscriber got %d of %d events", len(got), total)
+	}
+	mu.Lock()
+	if orderErr != nil {
+		t.Fatal(orderErr)
+	}
+	for i, seq := range got {
+		if seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
+		}
+	}
+	mu.Unlock()
+
+	// A majority lost: the survivor stops serving (CheckQuorum) and acks
+	// nothing until a second member returns.
+	current := waitLeader(t, ctx, https, "")
+	var others []string
+	for _, id := range ids {
+		if id != current {
+			others = append(others, id)
+		}
+	}
+	f.kill(current)
+	f.kill(others[0])
+	waitNotServing(t, ctx, https[others[1]])
+	ch, err := pub.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(total + 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNotServing(t, ctx, https[others[1]])
+	select {
+	case r := <-ch:
+		t.Fatalf("a publish was acked (%+v) while two of three members were down", r)
+	default:
+	}
+	f.start(others[0])
+	waitAcked(t, ctx, []<-chan client.Result{ch})
+	select {
+	case <-extra:
+	case <-ctx.Done():
+		t.Fatal("the publish acked after the cell recovered was never delivered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if orderErr != nil || got[total] != total+1 {
+		t.Fatalf("after the recovery: %v, event %d has seq %d", orderErr, total+1, got[total])
+	}
+}
+
+// waitNotServing polls a member's /status until it answers and does not
+// serve its cell.
+func waitNotServing(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		var sts []broker.Status
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&sts)
+			resp.Body.Close()
+			if err == nil && len(sts) == 1 && sts[0].Raft != nil && !sts[0].Raft.Serving {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s still serves with two of three members down: %v", addr, ctx.Err())
+		case <-tk.C:
+		}
+	}
+}
+
+// waitAcked waits until every publish so far is acknowledged.
+func waitAcked(t *testing.T, ctx context.Context, acks []<-chan client.Result) {
+	t.Helper()
+	for i, ch := range acks {
+		if ch == nil {
+			continue
+		}
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("publish %d: %v", i+1, r.Err)
+			}
+			acks[i] = nil
+		case <-ctx.Done():
+			t.Fatalf("publish %d never acked", i+1)
+		}
+	}
+}
+
+// waitLeader polls the members' /status until one other than not serves
+// the cell, and returns its id.
+func waitLeader(t *testing.T, ctx context.Context, https map[string]string, not string) string {
+	t.Helper()
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		for id, addr := range https {
+			if id == not {
+				continue
+			}
+			var sts []broker.Status
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&sts)
+				resp.Body.Close()
+				if err == nil && len(sts) == 1 && sts[0].Raft != nil && sts[0].Raft.Serving {
+					return id
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no member other than %q serves the cell: %v", not, ctx.Err())
+		case <-tk.C:
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/raftphb"
+	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
+	"github.com/aerie-mq/aerie/internal/shell"
+)
+
+// A member of a replicated PHB cell (DESIGN.md §6b; docs/ARCHITECTURE.md
+// "Replicated PHB") runs the Raft member (internal/raftphb/node) on the
+// loop, over the broker's data directory: its Raft log in DATA/raft, its
+// copy of the pubends' log in DATA/pubends. Raft messages travel as
+// msg.Raft frames on the ordinary links between the cell's members. Only
+// the serving leader runs the pubends' engine, restored from the
+// committed log when it starts to serve, with the Raft member as its
+// Durability: a publish is acked once its batch is committed (fsynced by
+// a majority) and applied here. The other members run a standby shell
+// without routes; a client that connects to one is told to go elsewhere
+// and its client library moves on to the next address of its list. The
+// member's fsyncs run on the loop: simple, and a Ready per loop turn is
+// the group commit.
+
+// RaftOptions make the broker a member of a replicated PHB cell.
+type RaftOptions struct {
+	// Cell is the cell's id; Members its brokers, sorted: a member's Raft
+	// id is its index plus one (config.Network.RaftID).
+	Cell    msg.NodeID
+	Members []msg.NodeID
+	// TickInterval is Raft's timer (default 100 ms); ElectionTicks the
+	// election timeout in ticks (default 10: a leader's crash is noticed
+	// within 1–2 s, a follower campaigns after 1–2 s without one).
+	TickInterval  time.Duration
+	ElectionTicks int
+}
+
+// raftState is the loop-owned state of a Raft member.
+type raftState struct {
+	opts    RaftOptions
+	rn      *raftnode.Node
+	serving bool
+	fatal   error // a refusal the serving shell cannot survive
+	// syncing: a goroutine fsyncs the Raft log and reports on synced.
+	syncing bool
+	synced  chan error
+}
+
+func (r *raftState) raftID(id msg.NodeID) uint64 {
+	for i, m := range r.opts.Members {
+		if m == id {
+			return uint64(i + 1)
+		}
+	}
+	return 0
+}
+
+// engineCells is the cell map of a member's engine: itself alone in its
+// cell, each other member a cell of its own. One member at a time runs
+// the pubends, so the engine has no cell peer to relay through, and the
+// filter versions it logs are one sequence, continued by the next leader
+// from the committed log.
+func engineCells(cells gd.Cells, cell, self msg.NodeID, members []msg.NodeID) gd.Cells {
+	out := gd.Cells{}
+	for c, ms := range cells {
+		if c != cell {
+			out[c] = ms
+		}
+	}
+	out[cell] = []msg.NodeID{self}
+	for _, m := range members {
+		if m != self {
+			out["~"+m] = []msg.NodeID{m}
+		}
+	}
+	return out
+}
+
+// newShell builds the shell of this member: serving (the pubends, with the
+// Raft member as Durability) or standby (no routes).
+func (n *Node) newRaftShell(serving bool) (*shell.Broker, *gd.Engine, error) {
+	r := n.raft
+	routes := n.opts.Routes
+	if !serving {
+		routes = nil
+	}
+	eng, err := gd.NewWithCells(n.opts.ID, n.opts.GD, routes, engineCells(n.opts.Cells, r.opts.Cell, n.opts.ID, r.opts.Members))
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	cfg := shell.Config{ID: n.opts.ID, Engine: eng, Clock: n, Net: n, Logger: n.log}
+	if serving {
+		cfg.Hosted, cfg.Durability = n.hosted, r.rn
+	}
+	return shell.New(cfg), eng, nil
+}
+
+// openRaft opens the member's disks (recovering its Raft log) at start.
+func (n *Node) openRaft() error {
+	r := n.raft
+	if err := checkMemberDir(n.opts.FS, n.opts.DataDir, r.opts.Cell, n.opts.ID, r.opts.Members); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	peers := make([]uint64, len(r.opts.Members))
+	for i := range peers {
+		peers[i] = uint64(i + 1)
+	}
+	rng := rand.New(rand.NewPCG(n.inc, uint64(time.Now().UnixNano())))
+	rn, err := raftnode.Open(raftnode.Config{
+		Replica: raftphb.Config{ID: r.raftID(n.opts.ID), Peers: peers, ElectionTicks: r.opts.ElectionTicks, HeartbeatTicks: 1,
+			Jitter: rng.IntN},
+		FS: n.opts.FS, Dir: n.opts.DataDir, LogOptions: eventlog.Options{SegmentBytes: n.opts.SegmentBytes},
+		Send: n.sendRaft,
+	})
+	if err != nil {
+		return fmt.Errorf("broker %s: open the Raft member in %s: %w", n.opts.ID, n.opts.DataDir, err)
+	}
+	r.rn = rn
+	rn.Attach(raftReport{n})
+	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
+	return nil
+}
+
+// sendRaft hands a Raft message to the link to its member, if connected;
+// Raft retransmits what a broken link loses.
+func (n *Node) sendRaft(m *raftpb.Message) {
+	i := int(m.GetTo()) - 1
+	if i < 0 || i >= len(n.raft.opts.Members) {
+		return
+	}
+	c := n.peers[n.raft.opts.Members[i]]
+	if c == nil {
+		return
+	}
+	data, err := proto.Marshal(m)
+	if err != nil {
+		n.log.Error("cannot encode a Raft message", "err", err)
+		return
+	}
+	c.Send(msg.Raft{Data: data})
+}
+
+// stepRaft hands the member a Raft message from a cell peer.
+func (n *Node) stepRaft(from msg.NodeID, m msg.Raft) error {
+	if n.raft.raftID(from) == 0 {
+		return fmt.Errorf("broker %s: a Raft message from %s, which is not a member of cell %s", n.opts.ID, from, n.raft.opts.Cell)
+	}
+	rm := &raftpb.Message{}
+	if err := proto.Unmarshal(m.Data, rm); err != nil {
+		return fmt.Errorf("broker %s: a malformed Raft message from %s: %w", n.opts.ID, from, err)
+	}
+	if err := n.raft.rn.Step(rm); err != nil {
+		n.log.Debug("Raft message refused", "from", string(from), "err", err)
+	}
+	return nil
+}
+
+// runRaft carries out the member's work until none is left or an fsync
+// of its Raft log is under way: write each Ready, fsync it on a goroutine
+// of the Node (the loop meanwhile steps Raft messages and queues
+// publishes: the next batch), then complete it in raftSynced. An error is
+// fatal (a disk failed).
+func (n *Node) runRaft() error {
+	r := n.raft
+	for !r.syncing {
+		ok, err := r.rn.Write()
+		if err != nil {
+			return fmt.Errorf("broker %s: Raft log: %w", n.opts.ID, err)
+		}
+		if !ok {
+			if err := r.rn.RunJobs(); err != nil {
+				return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+			}
+			n.sh.Drain()
+			return r.fatal
+		}
+		if r.rn.NeedsSync() {
+			r.syncing = true
+			rn, done := r.rn, r.synced
+			go func() { done <- rn.SyncLog() }()
+			return nil
+		}
+		if err := n.completeRaft(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// raftSynced: the Raft log's fsync returned.
+func (n *Node) raftSynced(err error) error {
+	n.raft.syncing = false
+	if err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	if err := n.completeRaft(); err != nil {
+		return err
+	}
+	return n.runRaft()
+}
+
+// completeRaft sends, applies (acks reach the serving shell) and acts on
+// leadership changes; the shell's next batch is proposed as it drains.
+func (n *Node) completeRaft() error {
+	r := n.raft
+	if err := r.rn.Complete(); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	for _, ev := range r.rn.Events() {
+		if err := n.raftEvent(ev); err != nil {
+			return err
+		}
+	}
+	if err := r.rn.RunJobs(); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	n.sh.Drain()
+	return r.fatal
+}
+
+// raftEvent swaps the shell when the leadership changes.
+func (n *Node) raftEvent(ev raftnode.Event) error {
+	r := n.raft
+	switch ev.Kind {
+	case raftnode.EventServe:
+		sh, eng, err := n.newRaftShell(true)
+		if err != nil {
+			return err
+		}
+		if err := sh.Restore(ev.Loaded); err != nil {
+			return fmt.Errorf("broker %s: restore the pubends from the committed log: %w", n.opts.ID, err)
+		}
+		r.serving = true
+		n.sh, n.eng = sh, eng
+		r.rn.Attach(raftReport{n})
+		n.log.Info("leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Serve.Term, "records", ev.Serve.Next)
+	case raftnode.EventLost:
+		sh, eng, err := n.newRaftShell(false)
+		if err != nil {
+			return err
+		}
+		r.serving = false
+		n.sh, n.eng = sh, eng
+		n.log.Info("no longer leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Lost.Term, "unacked_batches", len(ev.Lost.Pending))
+	}
+	// Clients go elsewhere (or come back: they reconnect to the list), and
+	// the links to other cells are renewed, so that downstream brokers
+	// greet the new engine as a restarted upstream (resend summaries, acks
+	// and nacks). Links within the cell carry Raft and stay.
+	for cid, c := range n.clients {
+		c.CloseWith(errNotLeader, n.notLeaderReason())
+		delete(n.clients, cid)
+	}
+	for peer, c := range n.peers {
+		if r.raftID(peer) == 0 {
+			c.Close()
+			continue
+		}
+		n.sh.PeerUp(peer, n.peerInc[peer])
+	}
+	return nil
+}
+
+var errNotLeader = errors.New("broker: not the leader of its replicated PHB cell")
+
+func (n *Node) notLeaderReason() string {
+	return fmt.Sprintf("%s does not lead replicated PHB cell %s now: try another member", n.opts.ID, n.raft.opts.Cell)
+}
+
+// standbyClient: a client reached a member that does not serve. It is
+// told so, after a moment (so that a client cycling through the cell's
+// members while it elects a leader does not spin), and moves on.
+func (n *Node) standbyClient(c clientConn) {
+	reason := n.notLeaderReason()
+	time.AfterFunc(200*time.Millisecond, func() { c.CloseWith(errNotLeader, reason) })
+}
+
+// raftReport is what the Raft member reports to: the current shell.
+type raftReport struct{ n *Node }
+
+func (r raftReport) Persisted(first uint64, err error) error {
+	if err != nil && errors.Is(err, raftnode.ErrLostLeadership) {
+		return err // the shell is replaced on EventLost
+	}
+	if err2 := r.n.sh.Persisted(first, err); err2 != nil {
+		r.n.raft.fatal = err2
+		return err2
+	}
+	return nil
+}
+
+func (r raftReport) Fetched(f gd.Fetched) { r.n.sh.Fetched(f) }
+
+func (r raftReport) Trimmed(first, dropped uint64, err error) { r.n.sh.Trimmed(first, dropped, err) }

@@ -1,0 +1,186 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// BenchmarkReplicationCost measures what replicating a PHB costs (P2S,
+// DEBS 2014 §4, Tables 1–2: 3–7 replicas): one PHB (R1) against a cell of
+// three members (R3, one Raft group), each feeding one SHB over loopback
+// TCP, every member fsyncing to its own directory. One publisher at the
+// (leading) PHB publishes 256-byte events with at most 1024
+// unacknowledged: acked events per second, and the publish→ack latency
+// percentiles; then 200 publishes one at a time (the commit latency
+// alone, p50_seq_us). All members share this machine's CPUs and disk,
+// so compare R3 with R1, not with P2S's separate machines.
+func BenchmarkReplicationCost(b *testing.B) {
+	for _, k := range []int{1, 3} {
+		b.Run(fmt.Sprintf("R%d", k), func(b *testing.B) { benchReplicas(b, k) })
+	}
+}
+
+func benchReplicas(b *testing.B, k int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	leader := startCell(b, ctx, k)
+	pub, err := client.Dial(ctx, leader, client.Options{ID: "bench", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	payload := make([]byte, 256)
+	msgOf := func(i int) client.Message {
+		return client.Message{Topic: "bench.t", Props: map[string]any{"seq": int64(i)}, Payload: payload}
+	}
+	// The commit latency alone: one publish at a time.
+	seq := make([]time.Duration, 0, 200)
+	for i := 1; i <= 200; i++ {
+		at := time.Now()
+		if _, err := pub.Publish(ctx, msgOf(i)); err != nil {
+			b.Fatal(err)
+		}
+		seq = append(seq, time.Since(at))
+	}
+	const window = 1024
+	type sent struct {
+		at time.Time
+		ch <-chan client.Result
+	}
+	inflight := make(chan sent, window)
+	lat := make([]time.Duration, 0, b.N)
+	done := make(chan error, 1)
+	go func() {
+		for s := range inflight {
+			if r := <-s.ch; r.Err != nil {
+				done <- r.Err
+				return
+			}
+			lat = append(lat, time.Since(s.at))
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	began, cpu0 := time.Now(), cpuTime()
+	for i := 1; i <= b.N; i++ {
+		at := time.Now()
+		ch, err := pub.PublishAsync(msgOf(200 + i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		inflight <- sent{at, ch}
+	}
+	close(inflight)
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	el, cpu := time.Since(began), cpuTime()-cpu0
+	b.StopTimer()
+	pct := func(l []time.Duration, p float64) float64 {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		return float64(l[int(p*float64(len(l)-1))].Microseconds())
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(pct(lat, 0.50), "p50_us")
+	b.ReportMetric(pct(lat, 0.99), "p99_us")
+	b.ReportMetric(pct(seq, 0.50), "p50_seq_us")
+	// CPU of the whole process (every member, the SHB and the client):
+	// on a shared machine, throughput follows the CPU each event costs.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/msg")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// startCell starts a PHB cell of k members (k = 1: a plain PHB) hosting
+// P1 and an SHB below it, and returns the client address of the member
+// that serves P1.
+func startCell(b *testing.B, ctx context.Context, k int) string {
+	cfg := gd.DefaultConfig()
+	var members []msg.NodeID
+	for i := 1; i <= k; i++ {
+		members = append(members, msg.NodeID(fmt.Sprintf("p%d", i)))
+	}
+	cell := members[0]
+	if k > 1 {
+		cell = "phb"
+	}
+	cells := gd.Cells{cell: members}
+	listen := map[msg.NodeID]string{}
+	for _, m := range members {
+		listen[m] = freeAddr(b)
+	}
+	var nodes []*broker.Node
+	run := func(o broker.Options) *broker.Node {
+		o.Logger = quietLogger()
+		n, err := broker.New(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.Run(runCtx)
+		}()
+		b.Cleanup(func() {
+			stop()
+			<-done
+		})
+		<-n.Listening()
+		nodes = append(nodes, n)
+		return n
+	}
+	route := []gd.Route{{Pubend: "P1", Down: []msg.NodeID{"s1"}}}
+	for _, m := range members {
+		o := broker.Options{ID: m, Routes: route, Cells: cells, GD: cfg, Listen: listen[m], Clients: freeAddr(b),
+			DataDir: b.TempDir(), Upstreams: map[msg.NodeID]string{}}
+		for _, p := range members {
+			if p > m {
+				o.Upstreams[p] = listen[p]
+			}
+		}
+		if k > 1 {
+			o.Raft = &broker.RaftOptions{Cell: cell, Members: members}
+		}
+		run(o)
+	}
+	ups := map[msg.NodeID]string{}
+	for _, m := range members {
+		ups[m] = listen[m]
+	}
+	run(broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: cell}}, Cells: cells, GD: cfg, Listen: freeAddr(b),
+		Clients: freeAddr(b), Upstreams: ups})
+	if k == 1 {
+		return nodes[0].ClientAddr()
+	}
+	for ctx.Err() == nil {
+		for _, n := range nodes[:k] {
+			if st, err := n.Status(ctx); err == nil && st.Raft != nil && st.Raft.Serving {
+				return n.ClientAddr()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	b.Fatal("no member of the cell serves")
+	return ""
+}

@@ -1,0 +1,98 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// A cell whose brokers list pubends is a replicated PHB (DESIGN.md §6b): one
+// Raft group (internal/raftphb) for those pubends, so that they survive the
+// loss of a minority of the cell. P2S (DEBS 2014 §3) replicates a broker the
+// same way, with Multi-Paxos.
+
+// ReplicaCounts are the sizes a replicated PHB cell may have. An odd size is
+// what a majority quorum rewards: 4 members tolerate one failure, as 3 do,
+// with one more disk in every commit; 2 members tolerate none, worse than
+// one. Past 7, every commit waits for a fourth fsync while the cell rarely
+// loses four machines at once (P2S §4 measures up to 7).
+var ReplicaCounts = []int{3, 5, 7}
+
+// hostsPubends reports whether some broker of cell c lists a pubend.
+func (n *Network) hostsPubends(c string) bool {
+	for _, b := range n.Brokers {
+		if b.cell() == c && len(b.Pubends) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkReplicatedCell: every member of the replicated PHB cell c lists the
+// same pubends (each is one Raft group's state: a member without one of
+// them could be elected and lose it), has a data directory (its Raft log),
+// and the cell has 3, 5 or 7 members. No link leads into it: its brokers
+// host pubends and relay nothing (the engine runs at the Raft leader only),
+// and they take no MQTT clients yet. first is the index of c's first broker.
+func (n *Network) checkReplicatedCell(p *problems, c string, first int) {
+	var members []int
+	for i, b := range n.Brokers {
+		if b.cell() == c && b.ID != "" {
+			members = append(members, i)
+		}
+	}
+	if k := len(members); !slices.Contains(ReplicaCounts, k) {
+		p.field("broker", first, "cell", "cell %q hosts pubends on %d brokers: a replicated PHB cell needs 3, 5 or 7 members "+
+			"(a Raft majority of an even number tolerates no more failures than one member less; 2 tolerate none)", c, k)
+	}
+	want := sortedPubends(n.Brokers[first])
+	for _, i := range members {
+		b := n.Brokers[i]
+		who := p.who(b, i)
+		if got := sortedPubends(b); !slices.Equal(got, want) {
+			p.field("broker", i, "pubends", "%s: the members of replicated PHB cell %q must list the same pubends: %s lists [%s], %s lists [%s]",
+				who, c, n.Brokers[first].ID, strings.Join(want, ", "), b.ID, strings.Join(got, ", "))
+		}
+		if b.Data == "" {
+			p.field("broker", i, "data", "%s: a member of replicated PHB cell %q needs a data directory (its Raft log and its copy of the pubends' log)", who, c)
+		}
+		if b.MQTT != "" {
+			p.field("broker", i, "mqtt", "%s: a member of replicated PHB cell %q cannot take MQTT clients yet", who, c)
+		}
+	}
+	for i, l := range n.Links {
+		if l.Down == c {
+			p.elem("link", i, "link %s -> %s: cell %q is a replicated PHB cell and cannot be downstream of a link: only its Raft leader runs an engine, so it relays nothing", l.Up, l.Down, c)
+		}
+	}
+}
+
+func sortedPubends(b Broker) []string {
+	out := slices.Clone(b.Pubends)
+	slices.Sort(out)
+	return out
+}
+
+// Replicas returns the members of broker id's cell, sorted, when that cell
+// is a replicated PHB (brokers that list pubends, more than one), else nil.
+// A member's Raft id is its position in this list plus one: the same at
+// every member, whatever order the config lists them in.
+func (n *Network) Replicas(id string) []string {
+	me, ok := n.Broker(id)
+	if !ok || len(me.Pubends) == 0 {
+		return nil
+	}
+	peers := n.Peers(id)
+	if len(peers) == 0 {
+		return nil
+	}
+	out := append(peers, id)
+	slices.Sort(out)
+	return out
+}
+
+// RaftID returns broker id's Raft id in its replicated PHB cell (1 …), or 0
+// when its cell is not one.
+func (n *Network) RaftID(id string) uint64 {
+	i := slices.Index(n.Replicas(id), id)
+	return uint64(i + 1)
+}

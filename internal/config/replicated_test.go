@@ -1,0 +1,116 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+)
+
+// replicatedNet is a PHB cell of three members (a Raft group for P1, P2)
+// feeding one SHB.
+const replicatedNet = `[[broker]]
+id = "p3"
+cell = "phb"
+listen = "h:3"
+clients = "h:13"
+data = "d/p3"
+pubends = ["P2", "P1"]
+[[broker]]
+id = "p1"
+cell = "phb"
+listen = "h:1"
+clients = "h:11"
+data = "d/p1"
+pubends = ["P1", "P2"]
+[[broker]]
+id = "p2"
+cell = "phb"
+listen = "h:2"
+clients = "h:12"
+data = "d/p2"
+pubends = ["P1", "P2"]
+[[broker]]
+id = "s1"
+listen = "h:4"
+clients = "h:14"
+[[link]]
+up = "phb"
+down = "s1"
+`
+
+// TestReplicatedCell: brokers of one cell listing the same pubends form a
+// Raft group; their Raft ids follow the sorted ids, not the file order; the
+// downstream dials every member (a link bundle), members dial their
+// higher-id cell peers (the Raft transport).
+func TestReplicatedCell(t *testing.T) {
+	n, err := Parse([]byte(replicatedNet), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.Replicas("p3"), []string{"p1", "p2", "p3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Replicas(p3) = %v, want %v", got, want)
+	}
+	for id, want := range map[string]uint64{"p1": 1, "p2": 2, "p3": 3, "s1": 0} {
+		if got := n.RaftID(id); got != want {
+			t.Errorf("RaftID(%s) = %d, want %d", id, got, want)
+		}
+	}
+	if got := n.Replicas("s1"); got != nil {
+		t.Errorf("Replicas(s1) = %v, want nil", got)
+	}
+	if got, want := n.Routes("p2"), []gd.Route{{Pubend: "P1", Down: ids("s1")}, {Pubend: "P2", Down: ids("s1")}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Routes(p2) = %+v, want %+v", got, want)
+	}
+	if got, want := n.Dials("s1"), []string{"p1", "p2", "p3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Dials(s1) = %v, want %v", got, want)
+	}
+	if got, want := n.Dials("p1"), []string{"p2", "p3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Dials(p1) = %v, want %v", got, want)
+	}
+}
+
+// TestSinglePHBNotReplicated: a PHB in a cell of its own is what it always
+// was.
+func TestSinglePHBNotReplicated(t *testing.T) {
+	n := mustParse(t, gossipNet)
+	if got := n.Replicas("p1"); got != nil {
+		t.Errorf("Replicas(p1) = %v, want nil", got)
+	}
+	if got := n.RaftID("p1"); got != 0 {
+		t.Errorf("RaftID(p1) = %d, want 0", got)
+	}
+}
+
+// TestReplicatedCellErrors: the refusals, each naming the cell and why.
+func TestReplicatedCellErrors(t *testing.T) {
+	drop := func(id string) string { // the broker table of id removed
+		i := strings.Index(replicatedNet, "id = \""+id+"\"")
+		j := strings.Index(replicatedNet[i:], "[[broker]]")
+		return replicatedNet[:i-len("[[broker]]\n")] + replicatedNet[i+j:]
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"two members", drop("p3"),
+			`cell "phb" hosts pubends on 2 brokers: a replicated PHB cell needs 3, 5 or 7 members (a Raft majority of an even number tolerates no more failures than one member less; 2 tolerate none)`},
+		{"different pubends", strings.Replace(replicatedNet, `data = "d/p2"
+pubends = ["P1", "P2"]`, `data = "d/p2"
+pubends = ["P1"]`, 1),
+			`net.toml:21:1: broker "p2": the members of replicated PHB cell "phb" must list the same pubends: p3 lists [P1, P2], p2 lists [P1]`},
+		{"member without pubends", strings.Replace(replicatedNet, `data = "d/p2"
+pubends = ["P1", "P2"]`, `data = "d/p2"`, 1),
+			`the members of replicated PHB cell "phb" must list the same pubends: p3 lists [P1, P2], p2 lists []`},
+		{"no data", strings.Replace(replicatedNet, `data = "d/p1"
+`, ``, 1),
+			`broker "p1": a member of replicated PHB cell "phb" needs a data directory`},
+		{"link into the cell", replicatedNet + "[[broker]]\nid = \"x\"\nlisten = \"h:9\"\npubends = [\"P9\"]\n[[link]]\nup = \"x\"\ndown = \"phb\"\n",
+			`cell "phb" is a replicated PHB cell and cannot be downstream of a link`},
+		{"pubend in two cells", replicatedNet + "[[broker]]\nid = \"x\"\nlisten = \"h:9\"\npubends = [\"P1\"]\n",
+			`pubend "P1" is hosted by two brokers, "p3" and "x"`},
+	} {
+		_, err := Parse([]byte(c.src), "net.toml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want error containing\n  %s\ngot\n  %v", c.name, c.want, err)
+		}
+	}
+}

@@ -1,0 +1,428 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/raftphb"
+	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Replicated PHB cells (DESIGN.md §6b; internal/raftphb). A PHB cell of 3
+// or 5 members is one Raft group for its pubends: every member runs the
+// same raftphb/node over its own crashable disk, Raft messages travel
+// over the cell's simulated links (encoded as protobuf, as on the wire),
+// and only the serving leader runs the pubends' engine, restored from the
+// committed log when it starts to serve (ARCHITECTURE.md "Replicated
+// PHB"). The other members run a standby shell with no routes, so that
+// their links and the oracle treat them like any broker.
+//
+// For the oracle, "durable" is "committed": an event is Logged when a
+// member applies its batch, which is before its publisher can be acked;
+// the new leader's restored log must hold every acked event (Recovered,
+// MODEL.md I9), and its ticks must lie above everything the old leader
+// announced (I9, "reused tick").
+
+// raftTick is the Raft timer: heartbeats every tick, elections after
+// raftElectionTicks to twice that without a leader (0.5–1 s).
+const (
+	raftTick          = 50 * time.Millisecond
+	raftElectionTicks = 10
+)
+
+// raftMember is the Raft side of one member of a replicated PHB cell.
+type raftMember struct {
+	members []msg.NodeID // the cell's, sorted: Raft id = index + 1
+	fs      *vfs.MemFS
+	rn      *raftnode.Node // nil while the broker is down
+	busy    bool           // a Ready is written and its fsync pending
+	serving bool
+}
+
+// withReplicas makes about half the PHBs replicated cells of 3 (or, one
+// time in four, 5) members: p1 gets p1b, p1c … in cell p1, each listing
+// p1's pubends.
+func (t Topology) withReplicas(rng *rand.Rand) Topology {
+	out := Topology{Name: t.Name, Links: t.Links, Cells: gd.Cells{}}
+	for c, ms := range t.Cells {
+		out.Cells[c] = ms
+	}
+	for _, b := range t.Brokers {
+		out.Brokers = append(out.Brokers, b)
+		if b.Role != PHB || rng.IntN(2) != 0 {
+			continue
+		}
+		k := 3
+		if rng.IntN(4) == 0 {
+			k = 5
+		}
+		ms := []msg.NodeID{b.ID}
+		for i := 1; i < k; i++ {
+			id := b.ID + msg.NodeID(rune('a'+i))
+			out.Brokers = append(out.Brokers, Broker{ID: id, Role: PHB, Pubends: b.Pubends})
+			ms = append(ms, id)
+		}
+		out.Cells[b.ID] = ms
+	}
+	return out
+}
+
+// replicas returns the members of n's cell when it is a replicated PHB.
+func (w *world) replicas(b Broker) []msg.NodeID {
+	if b.Role != PHB {
+		return nil
+	}
+	ms := w.plan.topo.members(w.plan.topo.CellOf(b.ID))
+	if len(ms) < 2 {
+		return nil
+	}
+	out := slices.Clone(ms)
+	slices.Sort(out)
+	return out
+}
+
+// engineCells is the cell map n's engine gets. A member of a replicated
+// cell sees itself alone in its cell, and each other member as a cell of
+// its own: only one member runs the pubends' engine at a time, so there is
+// no cell peer to relay through or to tell about links, and the filter
+// versions it logs are one sequence, continued by the next leader from the
+// committed log.
+func (w *world) engineCells(n *node) gd.Cells {
+	if n.raft == nil {
+		return w.plan.topo.Cells
+	}
+	out := gd.Cells{}
+	for c, ms := range w.plan.topo.Cells {
+		if c != n.cell {
+			out[c] = ms
+		}
+	}
+	out[n.cell] = []msg.NodeID{n.id}
+	for _, m := range n.raft.members {
+		if m != n.id {
+			out["~"+m] = []msg.NodeID{m}
+		}
+	}
+	return out
+}
+
+// openRaft opens n's Raft member over its disk (a restart: recovery).
+func (w *world) openRaft(n *node) error {
+	r := n.raft
+	id := uint64(slices.Index(r.members, n.id) + 1)
+	peers := make([]uint64, len(r.members))
+	for i := range peers {
+		peers[i] = uint64(i + 1)
+	}
+	inc := n.inc
+	rn, err := raftnode.Open(raftnode.Config{
+		Replica: raftphb.Config{ID: id, Peers: peers, ElectionTicks: raftElectionTicks, HeartbeatTicks: 1,
+			Jitter: w.rrng.IntN},
+		FS: r.fs, Dir: "/data", LogOptions: diskOpts,
+		Send: func(m *raftpb.Message) { w.transmitRaft(n, inc, m) },
+		Applied: func(b raftphb.Batch) {
+			for _, rec := range b.Records {
+				if rec.Event != nil {
+					w.orc.Logged(rec.Event)
+				}
+			}
+		},
+		AckOwnFsync: w.opts.RaftAckEarly,
+	})
+	if err != nil {
+		return err
+	}
+	r.rn, r.busy, r.serving = rn, false, false
+	return nil
+}
+
+// startRaft opens n's Raft member at a (re)start; false when it could not
+// (then the restart is retried, or the oracle was told).
+func (w *world) startRaft(n *node) bool {
+	err := w.openRaft(n)
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, eventlog.ErrCorrupt) {
+		w.orc.Violate("I9", "%s cannot recover its Raft log or pubend store after a crash: %v", n.id, err)
+		return false
+	}
+	w.watchf("restart of %s failed: %v", n.id, err)
+	w.after(100*time.Millisecond, func() { w.restart(n) })
+	return false
+}
+
+// raftTickLoop is the Raft timer of one incarnation.
+func (w *world) raftTickLoop(n *node, inc int) {
+	if !n.up || n.inc != inc || n.raft.rn == nil {
+		return
+	}
+	n.raft.rn.Tick()
+	w.raftWork(n)
+	w.after(raftTick, func() { w.raftTickLoop(n, inc) })
+}
+
+// transmitRaft carries a Raft message over the cell's simulated link,
+// marshalled and unmarshalled as on the wire, in FIFO order, lost when the
+// link is down, stalled or reset.
+func (w *world) transmitRaft(from *node, inc int, m *raftpb.Message) {
+	if !from.up || from.inc != inc {
+		return
+	}
+	to := w.nodes[from.raft.members[m.GetTo()-1]]
+	l := w.byPair[pairKey(from.id, to.id)]
+	if l == nil || !l.up || l.stalled {
+		return
+	}
+	data, err := proto.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("sim: raft message: %v", err))
+	}
+	dir := 0
+	if from.id == l.b {
+		dir = 1
+	}
+	d := w.plan.linkDelay
+	if w.plan.linkJitter > 0 {
+		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
+	}
+	at := max(w.now.Add(d), l.lastAt[dir])
+	l.lastAt[dir] = at
+	ep := l.epoch
+	w.at(at, func() {
+		if l.epoch != ep || !l.up || !to.up || to.raft.rn == nil {
+			return
+		}
+		got := &raftpb.Message{}
+		if err := proto.Unmarshal(data, got); err != nil {
+			panic(fmt.Sprintf("sim: raft message: %v", err))
+		}
+		if err := to.raft.rn.Step(got); err != nil {
+			w.watchf("%s: raft step: %v", to.id, err)
+		}
+		w.raftWork(to)
+	})
+}
+
+// raftWork writes n's next Ready to its Raft log and completes it (fsync,
+// then send, apply, leadership changes) one disk latency later, unless
+// the broker crashed meanwhile.
+func (w *world) raftWork(n *node) {
+	r := n.raft
+	if !n.up || r.rn == nil || r.busy {
+		return
+	}
+	rn, inc := r.rn, n.inc
+	ok, err := rn.Write()
+	if err != nil {
+		w.raftDiskFailed(n, err)
+		return
+	}
+	if !ok {
+		if err := rn.RunJobs(); err != nil {
+			w.raftDiskFailed(n, err)
+		}
+		return
+	}
+	r.busy = true
+	w.after(w.plan.diskLatency, func() {
+		if !n.up || n.inc != inc || r.rn != rn {
+			return
+		}
+		r.busy = false
+		if err := rn.Sync(); err != nil {
+			w.raftDiskFailed(n, err)
+			return
+		}
+		for _, ev := range rn.Events() {
+			switch ev.Kind {
+			case raftnode.EventServe:
+				w.serve(n, ev)
+			case raftnode.EventLost:
+				w.watchf("%s lost the leadership of term %d", n.id, ev.Lost.Term)
+				w.standby(n)
+			}
+		}
+		if err := rn.RunJobs(); err != nil {
+			w.raftDiskFailed(n, err)
+			return
+		}
+		w.raftWork(n)
+	})
+}
+
+// raftDiskFailed: a failed write or fsync cannot be retried safely: the
+// member stops (crash-only) and a supervisor restarts it.
+func (w *world) raftDiskFailed(n *node, err error) {
+	w.watchf("disk failed at %s: %v", n.id, err)
+	w.fsyncFailures++
+	w.crash(n)
+	w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, func() { w.restart(n) })
+}
+
+// serve makes n, now the cell's serving leader, run the pubends' engine,
+// restored from its copy of the committed log. Its links to other cells
+// are reset, so that downstream brokers greet it as a new incarnation of
+// the upstream (resend their summaries, acks and nacks), as they would a
+// restarted PHB.
+func (w *world) serve(n *node, ev raftnode.Event) {
+	w.watchf("%s serves term %d (log %d records)", n.id, ev.Serve.Term, ev.Serve.Next)
+	w.leaderServes++
+	n.raft.serving = true
+	w.newShell(n)
+	if err := n.sh.Restore(ev.Loaded); err != nil {
+		w.orc.Violate("I9", "%s cannot restore the pubends from the committed log: %v", n.id, err)
+		return
+	}
+	byPubend := map[msg.PubendID][]*msg.Event{}
+	for _, r := range ev.Loaded.Records {
+		if r.Event != nil {
+			byPubend[r.Pubend] = append(byPubend[r.Pubend], r.Event)
+		}
+	}
+	for _, p := range n.broker.Pubends {
+		w.orc.Recovered(p, byPubend[p], releasedIn(ev.Loaded.Records, p))
+	}
+	n.raft.rn.Attach(&raftShell{w: w, n: n, gen: n.gen})
+	for _, l := range w.links {
+		other := l.a
+		if other == n.id {
+			other = l.b
+		} else if l.b != n.id {
+			continue
+		}
+		if l.up && w.nodes[other].cell != n.cell {
+			w.cut(l)
+			w.heal(l)
+		}
+	}
+}
+
+// releasedIn is the release point a log's snapshot records for pubend p.
+func releasedIn(recs []msg.Record, p msg.PubendID) tick.Tick {
+	var out tick.Tick
+	for _, r := range recs {
+		if r.Meta != nil && r.Pubend == p {
+			out = max(out, r.Meta.Final)
+		}
+	}
+	return out
+}
+
+// standby: n no longer leads; it runs a shell without the pubends.
+func (w *world) standby(n *node) {
+	n.raft.serving = false
+	w.newShell(n)
+}
+
+// serving returns the serving leader of replicated cell c, or nil.
+func (w *world) serving(c msg.NodeID) *node {
+	for _, id := range w.plan.topo.members(c) {
+		if m := w.nodes[id]; m.up && m.raft != nil && m.raft.serving {
+			return m
+		}
+	}
+	return nil
+}
+
+// raftDur is the serving shell's Durability: the Raft member.
+type raftDur struct {
+	w   *world
+	n   *node
+	gen int
+}
+
+func (d *raftDur) live() bool {
+	return d.n.up && d.n.gen == d.gen && d.n.raft.rn != nil
+}
+
+func (d *raftDur) Append(recs []msg.Record) {
+	d.n.raft.rn.Append(recs)
+	d.w.after(0, func() {
+		if d.live() {
+			d.w.raftWork(d.n)
+		}
+	})
+}
+
+func (d *raftDur) Fetch(f gd.Fetch, from []uint64) {
+	d.n.raft.rn.Fetch(f, from)
+	d.w.after(d.w.plan.diskLatency, func() {
+		if d.live() {
+			d.w.fetches++
+			if err := d.n.raft.rn.RunJobs(); err != nil {
+				d.w.raftDiskFailed(d.n, err)
+			}
+		}
+	})
+}
+
+func (d *raftDur) Trim(cut uint64, snap []msg.Record) {
+	d.n.raft.rn.Trim(cut, snap)
+	d.w.after(d.w.plan.diskLatency, func() {
+		if d.live() {
+			if err := d.n.raft.rn.RunJobs(); err != nil {
+				d.w.raftDiskFailed(d.n, err)
+			}
+		}
+	})
+}
+
+// raftShell is what the Raft member reports to at the serving leader: it
+// hands each completion to the shell of its generation, as a later input,
+// never from inside the member's Sync.
+type raftShell struct {
+	w   *world
+	n   *node
+	gen int
+}
+
+func (s *raftShell) later(fn func(b *shell.Broker)) {
+	s.w.after(0, func() {
+		if s.n.up && s.n.gen == s.gen {
+			s.w.input(s.n, fn)
+		}
+	})
+}
+
+func (s *raftShell) Persisted(first uint64, err error) error {
+	if err != nil {
+		// ErrLostLeadership: the member reports EventLost next and the
+		// shell is replaced. Anything else is a refusal the shell cannot
+		// survive: stop the broker (crash-only).
+		if !errors.Is(err, raftnode.ErrLostLeadership) {
+			s.w.after(0, func() {
+				if s.n.up && s.n.gen == s.gen {
+					s.w.raftDiskFailed(s.n, err)
+				}
+			})
+		}
+		return err
+	}
+	s.later(func(b *shell.Broker) {
+		if err := b.Persisted(first, nil); err != nil {
+			panic(fmt.Sprintf("sim: %s: %v", s.n.id, err))
+		}
+	})
+	return nil
+}
+
+func (s *raftShell) Fetched(f gd.Fetched) {
+	s.later(func(b *shell.Broker) { b.Fetched(f) })
+}
+
+func (s *raftShell) Trimmed(first, dropped uint64, err error) {
+	s.later(func(b *shell.Broker) { b.Trimmed(first, dropped, err) })
+}

@@ -1,0 +1,78 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+)
+
+// TestReplicatedCells runs a batch with every PHB drawn as a replicated
+// cell or not, and leaders crashed, partitioned off and failing fsyncs:
+// no violation, and leaders do change (more members served than there
+// are cells).
+func TestReplicatedCells(t *testing.T) {
+	serves, cells := 0, 0
+	for s := uint64(1); s <= 12; s++ {
+		o := DefaultOptions(s)
+		o.Faults = []string{FaultReplicas, FaultCrash, FaultPartition, FaultIOError, FaultDrift, FaultLoss}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		p, _ := makePlan(o, seedRng(s))
+		for c, ms := range p.topo.Cells {
+			if len(ms) > 1 && c[0] == 'p' {
+				cells++
+			}
+		}
+		serves += res.LeaderServes
+	}
+	t.Logf("%d replicated cells, %d leaders served", cells, serves)
+	if cells == 0 || serves < 2*cells {
+		t.Fatalf("%d replicated cells, %d leaders served: want failovers", cells, serves)
+	}
+}
+
+// TestOracleBitesReplicated breaks the replicated PHB's two rules and
+// requires the oracle to catch each within a bounded number of seeds:
+// acknowledging a batch before a majority holds it (the ack precedes the
+// commit: I9), and a new leader allocating ticks from its clock instead of
+// above the committed high-water mark (with clocks offset, a leader change
+// reuses ticks the old leader announced as silence: I9). Partitions, not
+// crashes, move the leadership, so that no PHB restarts.
+func TestOracleBitesReplicated(t *testing.T) {
+	cases := []struct {
+		name     string
+		ackEarly bool
+		mut      gd.Mutation
+		faults   []string
+	}{
+		{"ack before the majority commit", true, 0, []string{FaultReplicas}},
+		{"new leader allocates ticks from its clock", false, gd.MutReuseTicks, []string{FaultReplicas, FaultPartition, FaultDrift}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for s := uint64(1); s <= 40; s++ {
+				o := DefaultOptions(s)
+				o.Faults, o.RaftAckEarly, o.Mutation = c.faults, c.ackEarly, c.mut
+				res, err := Run(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range res.Violations {
+					if v.Invariant == "I9" {
+						t.Logf("caught after %d seeds: %v", s, v)
+						return
+					}
+				}
+				if len(res.Violations) > 0 {
+					t.Logf("seed %d: other violation first: %v", s, res.Violations[0])
+				}
+			}
+			t.Fatalf("no I9 violation in 40 seeds: the oracle does not catch %q", c.name)
+		})
+	}
+}
