@@ -32,6 +32,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
 	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
 	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
+	lf := addLogFlags(fs, slog.LevelInfo)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -42,12 +43,16 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aerie broker: --config and --id are required")
 		return 2
 	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
+		return 2
+	}
 	n, err := config.Load(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	opts, err := brokerOptions(n, *id, filepath.Dir(*cfgPath), logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)

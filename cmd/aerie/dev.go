@@ -28,12 +28,21 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory, printed)")
 	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard, /metrics, /healthz, /readyz and /status address (empty: none)")
 	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…, membership (gossip) on base+201…")
-	verbose := fs.Bool("v", false, "log every broker event to stderr")
+	verbose := fs.Bool("v", false, "log every broker event to stderr (--log-level info)")
+	lf := addLogFlags(fs, slog.LevelWarn)
 	useTLS := fs.Bool("tls", false, "TLS on every link and client port, with a development CA and certificates written to DIR/certs")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
+		return 2
+	}
+	if *verbose && lf.level == "warn" {
+		lf.level = "info"
+	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
 		return 2
 	}
 	if *dir == "" {
@@ -69,11 +78,6 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aerie dev: write %s: %v (is --base-port too high?)\n", cfgPath, err)
 		return 1
 	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
