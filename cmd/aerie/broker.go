@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/gd"
-	"github.com/aerie-mq/aerie/internal/ops"
 )
 
 // runBroker implements `aerie broker --config FILE --id ID`.
@@ -89,13 +85,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		*httpAddr = b.HTTP
 	}
 	if *httpAddr != "" {
-		ln, err := net.Listen("tcp", *httpAddr)
+		srv, err := serveOps(*httpAddr, []*broker.Node{node}, opsTopology(n), opts.TLS)
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie broker: --http: %v\n", err)
 			return 2
 		}
-		srv := &http.Server{Handler: ops.Handler([]*broker.Node{node}), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
 		defer srv.Close()
 	}
 	if err := node.Run(ctx); err != nil {

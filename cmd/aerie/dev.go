@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
-	"github.com/aerie-mq/aerie/internal/ops"
 )
 
 // runDev implements `aerie dev`: the default network (one PHB with pubends
@@ -117,14 +113,13 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	var srv *http.Server
+	var srv *opsServer
 	if *httpAddr != "" {
-		ln, err := net.Listen("tcp", *httpAddr)
+		// Plain http even with --tls: one process on loopback, for a
+		// developer's browser.
+		srv, err = serveOps(*httpAddr, nodes, opsTopology(netw), nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie dev: dashboard: %v (use --http to pick another address, or --http '' for none)\n", err)
-		} else {
-			srv = &http.Server{Handler: ops.Handler(nodes), ReadHeaderTimeout: 5 * time.Second}
-			go srv.Serve(ln)
 		}
 	}
 	printDevSummary(stdout, netw, nodes, *dir, cfgPath, srv, *httpAddr)
@@ -147,7 +142,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, dir, cfgPath string, srv *http.Server, httpAddr string) {
+func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, dir, cfgPath string, srv *opsServer, httpAddr string) {
 	fmt.Fprintf(w, "aerie dev: a local network is running (Ctrl-C stops it)\n\n")
 	for i, b := range netw.Brokers {
 		role := "IB "

@@ -237,6 +237,9 @@ func New(opts Options) (*Node, error) {
 	return n, nil
 }
 
+// ID is the broker's id.
+func (n *Node) ID() msg.NodeID { return n.opts.ID }
+
 // Listening is closed once the node accepts connections.
 func (n *Node) Listening() <-chan struct{} { return n.listening }
 
