@@ -146,6 +146,7 @@ type Node struct {
 	wg        sync.WaitGroup
 
 	// Counted by the connection goroutines (security.go).
+	disk              *diskStats // group commits of the event log
 	authFailures      atomic.Uint64
 	handshakeFailures atomic.Uint64
 	fails             *failLog
@@ -194,6 +195,7 @@ func New(opts Options) (*Node, error) {
 		listening: make(chan struct{}), chaos: map[string]int{},
 	}
 	n.fails = newFailLog(n.log, 10*time.Second)
+	n.disk = newDiskStats()
 	members := func(c msg.NodeID) []msg.NodeID {
 		if ms, ok := opts.Cells[c]; ok {
 			return ms

@@ -31,6 +31,10 @@ type Status struct {
 	// Hello, certificate name, credentials).
 	AuthFailures      uint64 `json:"auth_failures"`
 	HandshakeFailures uint64 `json:"handshake_failures"`
+	// Fsync is the event log's fsync latency in seconds, Batch the records
+	// per group commit (both empty on a broker without an event log).
+	Fsync Histogram `json:"fsync"`
+	Batch Histogram `json:"batch"`
 }
 
 // Status asks the loop for a snapshot.
@@ -61,6 +65,7 @@ func (n *Node) snapshot() Status {
 		s.Chaos = maps.Clone(n.chaos)
 	}
 	s.AuthFailures, s.HandshakeFailures = n.authFailures.Load(), n.handshakeFailures.Load()
+	s.Fsync, s.Batch = n.disk.fsync.snapshot(), n.disk.batch.snapshot()
 	return s
 }
 

@@ -47,6 +47,8 @@ var (
 	gapsDesc    = desc("stream_gaps", "Gaps a subscriber broker is recovering by nacking.", "pubend")
 	pubDesc     = desc("events_published_total", "Events a hosted pubend announced since the broker started.", "pubend")
 	lagDesc2    = desc("stream_doubt_horizon_lag_seconds", "How far a pubend's doubt horizon is behind this broker's clock: the delay before an event can be delivered here.", "pubend")
+	fsyncDesc   = desc("fsync_seconds", "Latency of the event log's fsyncs (one per group commit).")
+	batchDesc   = desc("group_commit_records", "Records per group commit of the event log.")
 	linkDesc    = desc("link_up", "1 when the connection the config asks for with a neighbour broker is up, else 0.", "peer")
 )
 
@@ -54,7 +56,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fsyncDesc, batchDesc} {
 		ch <- d
 	}
 }
@@ -84,6 +86,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				lag := max(0, time.Now().UnixMilli()-ps.DoubtHorizon.Millis())
 				ch <- prometheus.MustNewConstMetric(lagDesc2, prometheus.GaugeValue, float64(lag)/1000, s.ID, p)
 			}
+		}
+		for _, h := range []struct {
+			d *prometheus.Desc
+			h broker.Histogram
+		}{{fsyncDesc, s.Fsync}, {batchDesc, s.Batch}} {
+			buckets := make(map[float64]uint64, len(h.h.Bounds))
+			for i, b := range h.h.Bounds {
+				buckets[b] = h.h.Counts[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(h.d, h.h.Count, h.h.Sum, buckets, s.ID)
 		}
 		for _, peer := range c.topo.neighbours([]string{s.ID}) {
 			up := 0.0

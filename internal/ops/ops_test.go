@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -54,6 +56,17 @@ func TestEndpoints(t *testing.T) {
 	shb := run(t, broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: "p1"}}, Listen: "127.0.0.1:0",
 		Upstreams: map[msg.NodeID]string{"p1": "127.0.0.1:1"}})
 
+	// One acknowledged publish: one group commit, one fsync.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, phb.ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Publish(ctx, client.Message{Topic: "a"}); err != nil {
+		t.Fatal(err)
+	}
 	h := Handler([]*broker.Node{phb})
 	if code, body := get(t, h, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -62,11 +75,15 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/readyz of a PHB: %d %q", code, body)
 	}
 	code, metrics := get(t, h, "/metrics")
-	for _, want := range []string{`aerie_events_published_total{broker="p1",pubend="P1"} 0`, `aerie_events_delivered_total{broker="p1"} 0`, `aerie_contradictions_total{broker="p1"} 0`, `aerie_auth_failures_total{broker="p1"} 0`,
+	for _, want := range []string{`aerie_events_published_total{broker="p1",pubend="P1"} 1`, `aerie_group_commit_records_bucket{broker="p1",le="1"} `,
+		`aerie_fsync_seconds_bucket{broker="p1",le="+Inf"} `, `aerie_events_delivered_total{broker="p1"} 0`, `aerie_contradictions_total{broker="p1"} 0`, `aerie_auth_failures_total{broker="p1"} 0`,
 		`aerie_stream_doubt_horizon_tick{broker="p1",pubend="P1"}`, `aerie_chaos_actions_total{action="links",broker="p1"} 0`, "go_goroutines"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
+	}
+	if !regexp.MustCompile(`aerie_fsync_seconds_count\{broker="p1"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("no fsync counted after an acknowledged publish:\n%s", metrics)
 	}
 	if code, body := get(t, h, "/"); code != 200 || !strings.Contains(body, `<svg id="topology"`) || !strings.Contains(body, `src="dash.js"`) {
 		t.Errorf("dashboard: %d %.200q", code, body)
