@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -90,7 +91,12 @@ publish = ["orders.>"]
 		nc.Close()
 	}
 	want := fmt.Sprintf(`aerie_handshake_failures_total{broker="p1"} %d`, flood+1)
-	waitMetric(ctx, t, "http://"+httpAddr+"/metrics", want)
+	pool, err := pki.LoadCA(filepath.Join(certs, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	https := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}} // [tls]: the http port is https
+	waitMetric(ctx, t, https, "https://"+httpAddr+"/metrics", want)
 
 	logText, err := os.ReadFile(f.logPath("p1"))
 	if err != nil {
@@ -160,11 +166,11 @@ func pemBody(t *testing.T, path string) []string {
 }
 
 // waitMetric polls url until its body holds want (or ctx ends).
-func waitMetric(ctx context.Context, t *testing.T, url, want string) {
+func waitMetric(ctx context.Context, t *testing.T, hc *http.Client, url, want string) {
 	t.Helper()
 	var last string
 	for ctx.Err() == nil {
-		if resp, err := http.Get(url); err == nil {
+		if resp, err := hc.Get(url); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if last = string(b); strings.Contains(last, want) {

@@ -197,9 +197,11 @@ function linkState(last, l) {
   return "unknown";
 }
 
-function role(b, s) {
+// role is what a broker does in the topology: hosts pubends, feeds
+// others (an intermediate broker), or only serves subscribers.
+function role(b) {
   if ((b.pubends || []).length) return "PHB";
-  if (s && s.clients !== undefined && (state.topo.links.some((l) => l.up === b.id && !l.cell))) return "IB";
+  if (state.topo.links.some((l) => l.up === b.id && !l.cell)) return "IB";
   return "SHB";
 }
 
@@ -235,7 +237,7 @@ function drawTopology() {
     const grp = svg("g", { class: cls, "data-id": b.id, transform: "translate(" + (p.x - bw / 2) + "," + (p.y - bh / 2) + ")" });
     grp.appendChild(svg("rect", { width: bw, height: bh, rx: 6 }));
     grp.appendChild(svg("text", { x: bw / 2, y: 16 }, b.id));
-    const sub = s ? role(b, s) + " · " + s.clients + " cl" : "unreachable";
+    const sub = s ? role(b) + " · " + s.clients + " cl" : "unreachable";
     grp.appendChild(svg("text", { x: bw / 2, y: 32, class: "role" }, sub));
     kids.push(grp);
   }
