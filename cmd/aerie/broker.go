@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/gd"
-	"github.com/aerie-mq/aerie/internal/ops"
 )
 
 // runBroker implements `aerie broker --config FILE --id ID`.
@@ -32,6 +28,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
 	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
 	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
+	lf := addLogFlags(fs, slog.LevelInfo)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -42,12 +39,16 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aerie broker: --config and --id are required")
 		return 2
 	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
+		return 2
+	}
 	n, err := config.Load(*cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	opts, err := brokerOptions(n, *id, filepath.Dir(*cfgPath), logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
@@ -84,13 +85,11 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		*httpAddr = b.HTTP
 	}
 	if *httpAddr != "" {
-		ln, err := net.Listen("tcp", *httpAddr)
+		srv, err := serveOps(*httpAddr, []*broker.Node{node}, opsTopology(n), opts.TLS)
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie broker: --http: %v\n", err)
 			return 2
 		}
-		srv := &http.Server{Handler: ops.Handler([]*broker.Node{node}), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
 		defer srv.Close()
 	}
 	if err := node.Run(ctx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,6 +27,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the published events (default: from the clock, printed)")
 	faults := fs.String("faults", strings.Join(chaos.AllFaults, ","), "fault kinds: kill (SIGKILL and restart), stall (SIGSTOP, SIGCONT), cut and linkstall (a link through a proxy)")
 	dir := fs.String("dir", "", "directory for the brokers' configs, logs and (default network) data (default: a fresh temporary directory, printed)")
+	lf := addLogFlags(fs, slog.LevelInfo) // the brokers' logs, in DIR/<broker>.log
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -36,10 +38,14 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aerie chaos: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if _, err := lf.logger(io.Discard); err != nil {
+		fmt.Fprintf(stderr, "aerie chaos: %v\n", err)
+		return 2
+	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	o := chaos.Options{Duration: *duration, Seed: *seed, Out: stdout, Progress: stderr}
+	o := chaos.Options{Duration: *duration, Seed: *seed, Out: stdout, Progress: stderr, BrokerArgs: lf.args()}
 	if *faults != "" {
 		o.Faults = strings.Split(*faults, ",")
 	}

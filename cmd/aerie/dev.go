@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
-	"github.com/aerie-mq/aerie/internal/ops"
 )
 
 // runDev implements `aerie dev`: the default network (one PHB with pubends
@@ -28,12 +24,21 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory, printed)")
 	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard, /metrics, /healthz, /readyz and /status address (empty: none)")
 	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…, membership (gossip) on base+201…")
-	verbose := fs.Bool("v", false, "log every broker event to stderr")
+	verbose := fs.Bool("v", false, "log every broker event to stderr (--log-level info)")
+	lf := addLogFlags(fs, slog.LevelWarn)
 	useTLS := fs.Bool("tls", false, "TLS on every link and client port, with a development CA and certificates written to DIR/certs")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
+		return 2
+	}
+	if *verbose && lf.level == "warn" {
+		lf.level = "info"
+	}
+	logger, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
 		return 2
 	}
 	if *dir == "" {
@@ -69,11 +74,6 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aerie dev: write %s: %v (is --base-port too high?)\n", cfgPath, err)
 		return 1
 	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
@@ -113,14 +113,13 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	var srv *http.Server
+	var srv *opsServer
 	if *httpAddr != "" {
-		ln, err := net.Listen("tcp", *httpAddr)
+		// Plain http even with --tls: one process on loopback, for a
+		// developer's browser.
+		srv, err = serveOps(*httpAddr, nodes, opsTopology(netw), nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie dev: dashboard: %v (use --http to pick another address, or --http '' for none)\n", err)
-		} else {
-			srv = &http.Server{Handler: ops.Handler(nodes), ReadHeaderTimeout: 5 * time.Second}
-			go srv.Serve(ln)
 		}
 	}
 	printDevSummary(stdout, netw, nodes, *dir, cfgPath, srv, *httpAddr)
@@ -143,7 +142,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, dir, cfgPath string, srv *http.Server, httpAddr string) {
+func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, dir, cfgPath string, srv *opsServer, httpAddr string) {
 	fmt.Fprintf(w, "aerie dev: a local network is running (Ctrl-C stops it)\n\n")
 	for i, b := range netw.Brokers {
 		role := "IB "

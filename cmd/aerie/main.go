@@ -27,6 +27,7 @@ func commands() map[string]command {
 		"bench":      {"benchmark workloads side by side with NATS: --workload NAME --peer nats --json", runBench},
 		"certs":      {"write a development CA and TLS certificates for a network: --config FILE --out DIR", runCerts},
 		"passwd":     {"print the bcrypt hash of a password read from stdin, for a [[user]]", runPasswd},
+		"version":    {"print the version of aerie and of Go", runVersion},
 		"chaos":      {"run a network as processes, kill, stall and cut it, and check every delivery: --duration DUR --seed S", runChaos},
 	}
 }

@@ -78,7 +78,7 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 	dctx, dcancel := context.WithTimeout(context.Background(), *timeout)
 	defer dcancel()
 	copts := client.Options{ID: *id, Pubend: *pubend, RetryDial: true}
-	if err := sec.apply(&copts); err != nil {
+	if err := sec.apply(&copts, stderr); err != nil {
 		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
 		return 2
 	}

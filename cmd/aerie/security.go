@@ -40,9 +40,11 @@ func securityOptions(n *config.Network, b config.Broker, base string, logger *sl
 	return nil
 }
 
-// clientSecurity is the security flags of every client command.
+// clientSecurity is the security flags of every client command, and its
+// log flags (the client library logs its reconnections).
 type clientSecurity struct {
 	ca, cert, key, user, password string
+	log                           *logFlags
 }
 
 func addClientSecurity(fs *flag.FlagSet) *clientSecurity {
@@ -52,11 +54,18 @@ func addClientSecurity(fs *flag.FlagSet) *clientSecurity {
 	fs.StringVar(&s.key, "tls-key", "", "client certificate's key (PEM)")
 	fs.StringVar(&s.user, "user", "", "user name, when the network has users")
 	fs.StringVar(&s.password, "password", "", "password of --user (default: $AERIE_PASSWORD)")
+	s.log = addLogFlags(fs, slog.LevelInfo)
 	return s
 }
 
-// apply sets the client options from the flags.
-func (s *clientSecurity) apply(o *client.Options) error {
+// apply sets the client options from the flags; the client logs to
+// stderr.
+func (s *clientSecurity) apply(o *client.Options, stderr io.Writer) error {
+	logger, err := s.log.logger(stderr)
+	if err != nil {
+		return err
+	}
+	o.Logger = logger
 	cfg, err := pki.Client(pki.ClientFiles{CA: s.ca, Cert: s.cert, Key: s.key})
 	if err != nil {
 		return err

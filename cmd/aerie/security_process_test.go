@@ -195,8 +195,20 @@ subscribe = ["status.>"]
 		t.Errorf("a peer without a certificate on the broker port: %v", err)
 	}
 
-	// The failed login is counted.
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort))
+	// The failed login is counted; with [tls] the http port speaks https,
+	// with the broker's certificate.
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort)); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain http on the http port of a TLS network: %s, want 400 (an HTTP request to an HTTPS server)", resp.Status)
+		}
+	}
+	pool, err := pki.LoadCA(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	https := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := https.Get(fmt.Sprintf("https://127.0.0.1:%d/metrics", httpPort))
 	if err != nil {
 		t.Fatal(err)
 	}

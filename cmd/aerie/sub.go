@@ -47,7 +47,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	copts := client.Options{RetryDial: *timeout > 0, Resubscribe: true}
-	if err := sec.apply(&copts); err != nil {
+	if err := sec.apply(&copts, stderr); err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 2
 	}

@@ -61,7 +61,7 @@ func runDurableSub(a durableArgs, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	copts := client.Options{RetryDial: a.timeout > 0}
-	if err := a.sec.apply(&copts); err != nil {
+	if err := a.sec.apply(&copts, stderr); err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 2
 	}

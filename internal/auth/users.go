@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -34,12 +35,30 @@ type user struct {
 	perms *Perms
 }
 
-// CheckHash reports what is wrong with a bcrypt hash (nil: nothing).
+// bcryptLen is the length of every bcrypt hash ("$2a$10$" and 53
+// characters of salt and digest).
+const bcryptLen = 60
+
+// CheckHash reports what is wrong with a bcrypt hash (nil: nothing). Past
+// bcrypt's own parsing of the prefix it checks the length and alphabet:
+// a hash cut short or mangled in copying parses, and would otherwise make
+// a user who can never log in instead of an error at start.
 func CheckHash(hash string) error {
 	if _, err := bcrypt.Cost([]byte(hash)); err != nil {
 		return fmt.Errorf("not a bcrypt hash (make one with `aerie passwd`): %w", err)
 	}
+	if len(hash) != bcryptLen {
+		return fmt.Errorf("not a bcrypt hash (make one with `aerie passwd`): %d characters, want %d (cut or copied wrong?)", len(hash), bcryptLen)
+	}
+	if i := strings.IndexFunc(hash[7:], notBcrypt64); i >= 0 {
+		return fmt.Errorf("not a bcrypt hash (make one with `aerie passwd`): %q at character %d is not in bcrypt's alphabet", hash[7+i], 8+i)
+	}
 	return nil
+}
+
+// notBcrypt64 reports a rune outside bcrypt's base64 alphabet.
+func notBcrypt64(r rune) bool {
+	return !(r == '.' || r == '/' || 'A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9')
 }
 
 // Check reports what is wrong with one user's definition (nil: nothing).

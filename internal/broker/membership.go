@@ -42,6 +42,9 @@ func (n *Node) startMembership(ctx context.Context) (*mlist.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: gossip address %q: port: %w", n.opts.ID, n.opts.Gossip, err)
 	}
+	if host, err = bindIP(ctx, host); err != nil {
+		return nil, fmt.Errorf("broker %s: gossip address %q: %w", n.opts.ID, n.opts.Gossip, err)
+	}
 	meta := member.Meta{Cell: string(n.cell()), Role: n.role()}
 	if a := n.BrokerAddr(); a != "" {
 		meta.Addrs = append(meta.Addrs, member.Addr{Purpose: "broker", HostPort: a})
@@ -64,6 +67,30 @@ func (n *Node) startMembership(ctx context.Context) (*mlist.Node, error) {
 	n.ml = ml
 	n.mu.Unlock()
 	return ml, nil
+}
+
+// bindIP is the address memberlist binds and advertises for host: host
+// itself when it is an IP, else what it resolves to, IPv4 first. A
+// config may then name a broker's gossip address by the name its
+// neighbours reach it by (a compose service, a DNS name) rather than by
+// an IP that changes with every container.
+func bindIP(ctx context.Context, host string) (string, error) {
+	if host == "" || net.ParseIP(host) != nil {
+		return host, nil
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", host, err)
+	}
+	for _, ip := range ips {
+		if ip.IP.To4() != nil {
+			return ip.IP.String(), nil
+		}
+	}
+	if len(ips) == 0 {
+		return "", fmt.Errorf("resolve %s: no address", host)
+	}
+	return ips[0].IP.String(), nil
 }
 
 // self is this incarnation as membership names it: the boot nonce is the

@@ -151,6 +151,7 @@ type Node struct {
 	wg        sync.WaitGroup
 
 	// Counted by the connection goroutines (security.go).
+	disk              *diskStats // group commits of the event log
 	authFailures      atomic.Uint64
 	handshakeFailures atomic.Uint64
 	fails             *failLog
@@ -200,6 +201,7 @@ func New(opts Options) (*Node, error) {
 		listening: make(chan struct{}), chaos: map[string]int{},
 	}
 	n.fails = newFailLog(n.log, 10*time.Second)
+	n.disk = newDiskStats()
 	members := func(c msg.NodeID) []msg.NodeID {
 		if ms, ok := opts.Cells[c]; ok {
 			return ms
@@ -269,6 +271,9 @@ func (n *Node) initRaft() error {
 	n.sh, n.eng = sh, eng
 	return nil
 }
+
+// ID is the broker's id.
+func (n *Node) ID() msg.NodeID { return n.opts.ID }
 
 // Listening is closed once the node accepts connections.
 func (n *Node) Listening() <-chan struct{} { return n.listening }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
@@ -24,7 +26,10 @@ type completion interface {
 	report(sh *shell.Broker) error
 }
 
-type appendJob struct{ recs []msg.Record }
+type appendJob struct {
+	recs  []msg.Record
+	stats *diskStats
+}
 
 type persisted struct {
 	first uint64
@@ -34,7 +39,9 @@ type persisted struct {
 func (j appendJob) run(st *storage.Store) completion {
 	first, err := st.Append(j.recs)
 	if err == nil {
+		began := time.Now()
 		err = st.Sync()
+		j.stats.commit(len(j.recs), time.Since(began))
 	}
 	return persisted{first: first, err: err}
 }
@@ -90,7 +97,7 @@ func (n *Node) persister() {
 // engine one fetch per hosted pubend, so the queue never fills.
 type persisterSeam struct{ n *Node }
 
-func (p persisterSeam) Append(recs []msg.Record) { p.n.jobs <- appendJob{recs} }
+func (p persisterSeam) Append(recs []msg.Record) { p.n.jobs <- appendJob{recs, p.n.disk} }
 
 func (p persisterSeam) Fetch(f gd.Fetch, from []uint64) { p.n.jobs <- fetchJob{f, from} }
 

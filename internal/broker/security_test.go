@@ -247,3 +247,117 @@ func TestBrokerPortWantsTheBrokersCertificate(t *testing.T) {
 		t.Errorf("s1 with its own certificate: %v", err)
 	}
 }
+
+// TestBadCertificatesPerConnection: an expired certificate and one from
+// another CA are refused at the TLS handshake on the broker port and on
+// the client port, each with the reason; a client that trusts another CA
+// refuses the broker; and a broker's certificate presented by a client
+// grants nothing on the client port: the client must still log in.
+func TestBadCertificatesPerConnection(t *testing.T) {
+	_, opts, dir := securePHB(t)
+	ca, err := pki.LoadCAFiles(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueExpired("s1", []string{"s1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := t.TempDir()
+	if err := pki.WriteDev(other, []pki.BrokerNames{{ID: "s1"}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := tls.LoadX509KeyPair(filepath.Join(other, "s1.pem"), filepath.Join(other, "s1-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCert := func(c tls.Certificate) *tls.Config {
+		cfg := clientTLS(t, dir, false)
+		cfg.Certificates = []tls.Certificate{c}
+		return cfg
+	}
+	for _, c := range []struct {
+		name string
+		cert tls.Certificate
+		want string
+	}{
+		{"expired", expired, "expired certificate"},
+		{"another CA's", foreign, "unknown certificate authority"},
+	} {
+		if err := brokerHello(opts.Listen, withCert(c.cert)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("broker port, %s certificate: %v, want %q", c.name, err, c.want)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func(o client.Options) error {
+		o.Logger = quietLogger()
+		c, err := client.Dial(ctx, opts.Clients, o)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		o    client.Options
+		want string
+	}{
+		{"an expired client certificate", client.Options{TLS: withCert(expired), User: "alice", Password: "wonderland"}, "expired certificate"},
+		{"another CA's client certificate", client.Options{TLS: withCert(foreign), User: "alice", Password: "wonderland"}, "unknown certificate authority"},
+		{"trusting another CA", client.Options{TLS: clientTLS(t, other, false), User: "alice", Password: "wonderland"}, "certificate signed by unknown authority"},
+		{"a broker's certificate, no credentials", client.Options{TLS: withCert(brokerCert(t, dir, "s1"))}, "authentication required"},
+		{"a broker's certificate, a wrong password", client.Options{TLS: withCert(brokerCert(t, dir, "s1")), User: "alice", Password: "s1"}, "authentication failed"},
+	} {
+		if err := dial(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("client port, %s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	if err := dial(client.Options{TLS: withCert(brokerCert(t, dir, "s1")), User: "alice", Password: "wonderland"}); err != nil {
+		t.Errorf("a broker's certificate with alice's password: %v", err)
+	}
+}
+
+func brokerCert(t *testing.T, dir, id string) tls.Certificate {
+	t.Helper()
+	c, err := tls.LoadX509KeyPair(filepath.Join(dir, id+".pem"), filepath.Join(dir, id+"-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// brokerHello dials a broker port with cfg and says Hello as s1: nil when
+// the link comes up, else how it was refused.
+func brokerHello(addr string, cfg *tls.Config) error {
+	cfg.ServerName = "p1"
+	nc, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	f, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "s1", Incarnation: 1})
+	if _, err := nc.Write(f); err != nil {
+		return err
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := wire.NewReader(bufio.NewReader(nc), 0)
+	for {
+		m, err := r.Next()
+		if err != nil {
+			return err
+		}
+		switch m := m.(type) {
+		case msg.Goodbye:
+			return errors.New(m.Reason)
+		case msg.Hello, msg.Heartbeat:
+		default:
+			return nil
+		}
+	}
+}

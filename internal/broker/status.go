@@ -31,6 +31,10 @@ type Status struct {
 	// Hello, certificate name, credentials).
 	AuthFailures      uint64 `json:"auth_failures"`
 	HandshakeFailures uint64 `json:"handshake_failures"`
+	// Fsync is the event log's fsync latency in seconds, Batch the records
+	// per group commit (both empty on a broker without an event log).
+	Fsync Histogram `json:"fsync"`
+	Batch Histogram `json:"batch"`
 	// Raft is this member's view of its replicated PHB cell (nil: not a
 	// member of one).
 	Raft *RaftStatus `json:"raft,omitempty"`
@@ -82,6 +86,7 @@ func (n *Node) snapshot() Status {
 			s.Raft.Members = append(s.Raft.Members, string(m))
 		}
 	}
+	s.Fsync, s.Batch = n.disk.fsync.snapshot(), n.disk.batch.snapshot()
 	return s
 }
 

@@ -32,6 +32,7 @@ func (l *link) String() string { return l.dialer + "→" + l.target }
 // it dials replaced by proxies), the links, and the brokers that host
 // publishers and subscribers.
 type network struct {
+	args  []string // extra flags of every broker
 	cfg   *config.Network
 	files map[string]string // broker id → config file
 	links []*link
@@ -43,7 +44,7 @@ type network struct {
 
 // start starts broker id of the network in g.
 func (nw *network) start(g *proc.Group, id string) error {
-	return g.Start(id, "broker", "--config", nw.files[id], "--id", id)
+	return g.Start(id, append([]string{"broker", "--config", nw.files[id], "--id", id}, nw.args...)...)
 }
 
 // DefaultNetwork is the dev network plus a redundant cell: p1 (P1–P4) feeds

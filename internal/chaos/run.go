@@ -33,8 +33,11 @@ type Options struct {
 	// gives up when no delivery arrived for this long (or ten times it in
 	// all). Default 30s.
 	Converge time.Duration
-	Out      io.Writer // blind spots, violations, the summary line
-	Progress io.Writer // progress
+	// BrokerArgs are extra flags of every broker process (the log level
+	// and format of `aerie chaos`).
+	BrokerArgs []string
+	Out        io.Writer // blind spots, violations, the summary line
+	Progress   io.Writer // progress
 }
 
 // Result is what a run saw.
@@ -87,6 +90,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("%w:\n%w", ErrUnrunnable, err)
 	}
+	nw.args = o.BrokerArgs
 	for _, b := range BlindSpots(nw) {
 		fmt.Fprintf(o.Out, "blind spot: %s\n", b)
 	}

@@ -154,6 +154,7 @@ type pstream struct {
 	subs     []*subscription // local subscriptions (started or pending)
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
+	published uint64    // pubend: events announced since start (dashboards' rates)
 	dhMovedAt tick.Time
 	cache     payloadCache // pubend: payloads in memory (cache.go)
 	// versionSeq numbers the filter versions a pubend logs (cells.go).

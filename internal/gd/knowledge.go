@@ -228,6 +228,7 @@ func (e *Engine) announce(ps *pstream, ev *msg.Event) {
 	if ev != nil {
 		ps.in.AcceptData(ev.Tick, ev, delta)
 		p.Announced = max(p.Announced, ev.Tick)
+		ps.published++
 	}
 	p.Next = max(p.Next, p.Announced+1)
 	e.propagate(ps, delta)

@@ -56,6 +56,7 @@ type StreamState struct {
 	Runs         int       // knowledge runs held (memory)
 	Gaps         int       // subend gaps tracked
 	Announced    tick.Tick // pubend only
+	Published    uint64    // pubend only: events announced since this incarnation began
 }
 
 // Inspect returns the state of every pubend stream, sorted by pubend.
@@ -68,7 +69,7 @@ func (e *Engine) Inspect() []StreamState {
 			Runs: ps.in.K.Runs(), Gaps: ps.sub.Gaps(),
 		}
 		if ps.pub != nil {
-			st.Announced = ps.pub.Announced
+			st.Announced, st.Published = ps.pub.Announced, ps.published
 		}
 		out = append(out, st)
 	}

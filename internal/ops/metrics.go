@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,7 +12,10 @@ import (
 
 // collector turns broker snapshots into metrics at scrape time: the
 // engine's counters are read from its loop, never shared with it.
-type collector struct{ nodes []*broker.Node }
+type collector struct {
+	nodes []*broker.Node
+	topo  Topology // for the state of every configured link
+}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("aerie_"+name, help, append([]string{"broker"}, labels...), nil)
@@ -40,13 +45,18 @@ var (
 	dhDesc      = desc("stream_doubt_horizon_tick", "Doubt horizon of a pubend's stream: every tick up to it is known.", "pubend")
 	lagDesc     = desc("stream_unknown_ticks", "Ticks known above the doubt horizon's gaps: how far the stream is behind what it has heard.", "pubend")
 	gapsDesc    = desc("stream_gaps", "Gaps a subscriber broker is recovering by nacking.", "pubend")
+	pubDesc     = desc("events_published_total", "Events a hosted pubend announced since the broker started.", "pubend")
+	lagDesc2    = desc("stream_doubt_horizon_lag_seconds", "How far a pubend's doubt horizon is behind this broker's clock: the delay before an event can be delivered here.", "pubend")
+	fsyncDesc   = desc("fsync_seconds", "Latency of the event log's fsyncs (one per group commit).")
+	batchDesc   = desc("group_commit_records", "Records per group commit of the event log.")
+	linkDesc    = desc("link_up", "1 when the connection the config asks for with a neighbour broker is up, else 0.", "peer")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fsyncDesc, batchDesc} {
 		ch <- d
 	}
 }
@@ -69,6 +79,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dhDesc, prometheus.GaugeValue, float64(ps.DoubtHorizon), s.ID, p)
 			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(ps.KnownHi-min(ps.KnownHi, ps.DoubtHorizon)), s.ID, p)
 			ch <- prometheus.MustNewConstMetric(gapsDesc, prometheus.GaugeValue, float64(ps.Gaps), s.ID, p)
+			if ps.Hosted {
+				ch <- prometheus.MustNewConstMetric(pubDesc, prometheus.CounterValue, float64(ps.Published), s.ID, p)
+			}
+			if ps.DoubtHorizon > 0 {
+				lag := max(0, time.Now().UnixMilli()-ps.DoubtHorizon.Millis())
+				ch <- prometheus.MustNewConstMetric(lagDesc2, prometheus.GaugeValue, float64(lag)/1000, s.ID, p)
+			}
+		}
+		for _, h := range []struct {
+			d *prometheus.Desc
+			h broker.Histogram
+		}{{fsyncDesc, s.Fsync}, {batchDesc, s.Batch}} {
+			buckets := make(map[float64]uint64, len(h.h.Bounds))
+			for i, b := range h.h.Bounds {
+				buckets[b] = h.h.Counts[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(h.d, h.h.Count, h.h.Sum, buckets, s.ID)
+		}
+		for _, peer := range c.topo.neighbours([]string{s.ID}) {
+			up := 0.0
+			if slices.Contains(s.Peers, peer.ID) {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(linkDesc, prometheus.GaugeValue, up, s.ID, peer.ID)
 		}
 	}
 }

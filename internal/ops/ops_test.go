@@ -2,14 +2,18 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -52,6 +56,17 @@ func TestEndpoints(t *testing.T) {
 	shb := run(t, broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: "p1"}}, Listen: "127.0.0.1:0",
 		Upstreams: map[msg.NodeID]string{"p1": "127.0.0.1:1"}})
 
+	// One acknowledged publish: one group commit, one fsync.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, phb.ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Publish(ctx, client.Message{Topic: "a"}); err != nil {
+		t.Fatal(err)
+	}
 	h := Handler([]*broker.Node{phb})
 	if code, body := get(t, h, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -60,14 +75,24 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("/readyz of a PHB: %d %q", code, body)
 	}
 	code, metrics := get(t, h, "/metrics")
-	for _, want := range []string{`aerie_events_delivered_total{broker="p1"} 0`, `aerie_contradictions_total{broker="p1"} 0`, `aerie_auth_failures_total{broker="p1"} 0`,
+	for _, want := range []string{`aerie_events_published_total{broker="p1",pubend="P1"} 1`, `aerie_group_commit_records_bucket{broker="p1",le="1"} `,
+		`aerie_fsync_seconds_bucket{broker="p1",le="+Inf"} `, `aerie_events_delivered_total{broker="p1"} 0`, `aerie_contradictions_total{broker="p1"} 0`, `aerie_auth_failures_total{broker="p1"} 0`,
 		`aerie_stream_doubt_horizon_tick{broker="p1",pubend="P1"}`, `aerie_chaos_actions_total{action="links",broker="p1"} 0`, "go_goroutines"} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
 	}
-	if code, body := get(t, h, "/"); code != 200 || !strings.Contains(body, "<h2>p1</h2>") {
-		t.Errorf("dashboard: %d", code)
+	if !regexp.MustCompile(`aerie_fsync_seconds_count\{broker="p1"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("no fsync counted after an acknowledged publish:\n%s", metrics)
+	}
+	if code, body := get(t, h, "/"); code != 200 || !strings.Contains(body, `<svg id="topology"`) || !strings.Contains(body, `src="dash.js"`) {
+		t.Errorf("dashboard: %d %.200q", code, body)
+	}
+	if code, body := get(t, h, "/dash.js"); code != 200 || !strings.Contains(body, `fetch("/cluster"`) {
+		t.Errorf("dash.js: %d", code)
+	}
+	if code, _ := get(t, h, "/nope"); code != 404 {
+		t.Errorf("/nope: %d, want 404", code)
 	}
 
 	hs := Handler([]*broker.Node{shb})
@@ -76,5 +101,58 @@ func TestEndpoints(t *testing.T) {
 	}
 	if code, body := get(t, hs, "/readyz"); code != 503 || !strings.Contains(body, "no link to upstream cell p1") {
 		t.Errorf("/readyz of an SHB without its upstream: %d %q", code, body)
+	}
+}
+
+// TestCluster: /cluster holds this process's brokers, a neighbour's own
+// view fetched from its /status, and for a neighbour that cannot be
+// reached or has no http address, why its view is missing; /metrics says
+// which configured links are up.
+func TestCluster(t *testing.T) {
+	phb := run(t, broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1"}}, Listen: "127.0.0.1:0", Clients: "127.0.0.1:0", DataDir: t.TempDir()})
+	b1 := httptest.NewServer(Handler([]*broker.Node{run(t, broker.Options{ID: "b1", Listen: "127.0.0.1:0"})}))
+	defer b1.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	s := NewServer(Options{Nodes: []*broker.Node{phb}, Topology: Topology{
+		Brokers: []TopoBroker{{ID: "p1", Pubends: []string{"P1"}}, {ID: "b1", HTTP: b1.URL}, {ID: "b2", HTTP: dead.URL}, {ID: "b3"}, {ID: "s9", HTTP: b1.URL}},
+		Links:   []TopoLink{{Up: "p1", Down: "b1"}, {Up: "p1", Down: "b2"}, {Up: "p1", Down: "b3"}, {Up: "b1", Down: "s9"}},
+	}})
+	code, body := get(t, s, "/cluster")
+	var c Cluster
+	if err := json.Unmarshal([]byte(body), &c); code != 200 || err != nil {
+		t.Fatalf("/cluster: %d %v\n%s", code, err, body)
+	}
+	var ids []string
+	for _, b := range c.Brokers {
+		ids = append(ids, b.ID)
+	}
+	if !slices.Equal(c.Local, []string{"p1"}) || !slices.Equal(ids, []string{"p1", "b1"}) {
+		t.Errorf("local %v, brokers %v; want [p1] and [p1 b1] (s9 is no neighbour of p1)", c.Local, ids)
+	}
+	if !strings.Contains(c.Errors["b2"], "connection refused") || c.Errors["b3"] != "no http address in the config" || len(c.Errors) != 2 {
+		t.Errorf("errors %v", c.Errors)
+	}
+	_, metrics := get(t, s, "/metrics")
+	if !strings.Contains(metrics, `aerie_link_up{broker="p1",peer="b1"} 0`) || strings.Contains(metrics, `peer="s9"`) {
+		t.Errorf("link states:\n%s", metrics)
+	}
+}
+
+// TestHistory keeps the last snapshots, oldest first, across the wrap.
+func TestHistory(t *testing.T) {
+	h := newHistory(3)
+	if got := h.all(); len(got) != 0 {
+		t.Fatalf("empty: %v", got)
+	}
+	for i := range 5 {
+		h.add(Snapshot{TimeMs: int64(i)})
+	}
+	var got []int64
+	for _, s := range h.all() {
+		got = append(got, s.TimeMs)
+	}
+	if !slices.Equal(got, []int64{2, 3, 4}) {
+		t.Fatalf("after 5 adds to 3 slots: %v", got)
 	}
 }
