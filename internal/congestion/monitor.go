@@ -1,0 +1,111 @@
+package congestion
+
+import (
+	"math"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Monitor is an SHB's side of PDCC for one pubend (Gryphon CC, Middleware
+// 2003 §3.1, §4): it samples how fast the doubt horizon moves through the
+// pubend's tick time (dh_rate, eq. 11: tick-seconds per second, so the
+// metric does not depend on which events match here or on the publication
+// rate), smooths it (eq. 5), knows whether the SHB is recovering, and
+// answers DCQs with a UCA when the SHB is congested (eq. 6–8).
+type Monitor struct {
+	cfg Config
+
+	smoothed float64 // t̄; starts at 1 (keeping up)
+	started  bool
+	sampleAt tick.Time // last sample
+	sampleDH tick.Tick // doubt horizon at the last sample
+
+	// The pubend's present as last told by a DCQ: its position then and
+	// when it arrived. Ticks are pubend milliseconds, so the present now is
+	// the position plus the time since (clocks need only similar rates,
+	// §1.1 fn. 3).
+	position   tick.Tick
+	positionAt tick.Time
+	known      bool
+
+	recovering bool
+}
+
+// NewMonitor returns an SHB's monitor for one pubend.
+func NewMonitor(cfg Config) *Monitor { return &Monitor{cfg: cfg, smoothed: 1} }
+
+// Rate is the smoothed doubt-horizon rate t̄ in tick-seconds per second.
+func (m *Monitor) Rate() float64 { return m.smoothed }
+
+// Recovering says whether the SHB is recovering this pubend's stream.
+func (m *Monitor) Recovering() bool { return m.recovering }
+
+// Lag is how far the doubt horizon dh trails the pubend's present at now, 0
+// before the first DCQ.
+func (m *Monitor) Lag(now tick.Time, dh tick.Tick) time.Duration {
+	if !m.known {
+		return 0
+	}
+	present := m.position.Millis() + now.Sub(m.positionAt).Milliseconds()
+	return time.Duration(max(0, present-dh.Millis())) * time.Millisecond
+}
+
+// Observe takes a sample of the doubt horizon dh at now, at most every
+// SampleInterval (eq. 5, 11), and updates whether the SHB is recovering:
+// it becomes recovering when it lags by more than its receive window (§4:
+// it has been ignoring ticks beyond the window) and stops when it is back
+// within KeepUpLag.
+func (m *Monitor) Observe(now tick.Time, dh tick.Tick) {
+	if !m.started {
+		m.started, m.sampleAt, m.sampleDH = true, now, dh
+		return
+	}
+	el := now.Sub(m.sampleAt)
+	if el < m.cfg.SampleInterval {
+		return
+	}
+	lag := m.Lag(now, dh)
+	t := 0.0
+	if dh > m.sampleDH {
+		t = float64(dh.Millis()-m.sampleDH.Millis()) / float64(el.Milliseconds())
+	}
+	if m.known && lag <= m.cfg.KeepUpLag {
+		// Keeping up: an idle pubend's silence comes in steps of t_silence,
+		// so a pause is not a fall in rate.
+		t = max(t, 1)
+	}
+	m.smoothed = (1-m.cfg.Smoothing)*m.smoothed + m.cfg.Smoothing*t
+	m.sampleAt, m.sampleDH = now, dh
+	switch {
+	case lag > m.cfg.ReceiveWindow:
+		m.recovering = true
+	case lag <= m.cfg.KeepUpLag:
+		m.recovering = false
+	}
+}
+
+// OnDCQ records the pubend's position from a DCQ and returns the UCA this
+// SHB answers with, if it is congested: recovering, when t̄ < 1 + Δt_rec
+// (eq. 8); otherwise when t̄ < 1 − Δt_nonrec (eq. 6) or the doubt horizon
+// lags the pubend's position by more than Δt_s (eq. 7).
+func (m *Monitor) OnDCQ(now tick.Time, q msg.DCQ, dh tick.Tick) (msg.UCA, bool) {
+	if !m.known || q.Position >= m.position {
+		m.position, m.positionAt, m.known = q.Position, now, true
+	}
+	u := msg.UCA{Pubend: q.Pubend, Seq: q.Seq, MinRec: math.Inf(1), MinNonRec: math.Inf(1)}
+	if m.recovering {
+		if m.smoothed < 1+m.cfg.RecThreshold {
+			u.MinRec = m.smoothed
+			return u, true
+		}
+		return u, false
+	}
+	lagging := q.Position > dh && time.Duration(q.Position.Millis()-dh.Millis())*time.Millisecond > m.cfg.LagThreshold
+	if m.smoothed < 1-m.cfg.NonRecThreshold || lagging {
+		u.MinNonRec = m.smoothed
+		return u, true
+	}
+	return u, false
+}
