@@ -64,6 +64,11 @@ type Config struct {
 	// the filter's time constant is about one DCQ interval).
 	SampleInterval time.Duration
 
+	// SampleMax caps one sample of the doubt-horizon rate, in tick-seconds
+	// per second. Default 10 (our choice: the recovering SHBs of §5 E3
+	// peaked near 5). It keeps one jump of the horizon from dominating t̄.
+	SampleMax float64
+
 	// NonRecThreshold (Δt_nonrec): a non-recovering SHB alerts when t̄ falls
 	// below 1 − this (eq. 6). Default 0.05 (50 tickms, Table 1).
 	NonRecThreshold float64
@@ -120,6 +125,7 @@ func DefaultConfig() Config {
 		DecreaseFactor2:   0.25,
 		Smoothing:         0.1,
 		SampleInterval:    100 * time.Millisecond,
+		SampleMax:         10,
 		NonRecThreshold:   0.05,
 		RecThreshold:      1.0,
 		LagThreshold:      4 * time.Second,
@@ -153,7 +159,7 @@ func (c Config) Validate() error {
 		lo, hi float64
 	}{{"RateMinIncrease", c.RateMinIncrease, 1e-9, 1e9}, {"IncreaseFactor", c.IncreaseFactor, 0, 10},
 		{"DecreaseFactor1", c.DecreaseFactor1, 1e-9, 1 - 1e-9}, {"DecreaseFactor2", c.DecreaseFactor2, 0, 1},
-		{"Smoothing", c.Smoothing, 1e-9, 1}, {"NonRecThreshold", c.NonRecThreshold, 0, 1},
+		{"Smoothing", c.Smoothing, 1e-9, 1}, {"SampleMax", c.SampleMax, 1, 1e6}, {"NonRecThreshold", c.NonRecThreshold, 0, 1},
 		{"RecThreshold", c.RecThreshold, -1, 100}, {"NackAlpha", c.NackAlpha, 0, 10}, {"NackBeta", c.NackBeta, 0, 1}} {
 		if !(f.v >= f.lo && f.v <= f.hi) { // also refuses NaN
 			return fmt.Errorf("%w: %s must be in [%g, %g], got %g", ErrConfig, f.name, f.lo, f.hi, f.v)

@@ -58,7 +58,10 @@ func (m *Monitor) Lag(now tick.Time, dh tick.Tick) time.Duration {
 // it has been ignoring ticks beyond the window) and stops when it is back
 // within KeepUpLag.
 func (m *Monitor) Observe(now tick.Time, dh tick.Tick) {
-	if !m.started {
+	if !m.started || !m.known {
+		// Before the first DCQ the SHB cannot tell lag from idleness; the
+		// horizon it starts from may be far in the past (a new stream's
+		// floor), so rates are measured from here on.
 		m.started, m.sampleAt, m.sampleDH = true, now, dh
 		return
 	}
@@ -71,7 +74,11 @@ func (m *Monitor) Observe(now tick.Time, dh tick.Tick) {
 	if dh > m.sampleDH {
 		t = float64(dh.Millis()-m.sampleDH.Millis()) / float64(el.Milliseconds())
 	}
-	if m.known && lag <= m.cfg.KeepUpLag {
+	// One sample counts at most SampleMax: a horizon that jumps (the
+	// silence of an outage arriving at once) must not hide later
+	// congestion for long.
+	t = min(t, m.cfg.SampleMax)
+	if lag <= m.cfg.KeepUpLag {
 		// Keeping up: an idle pubend's silence comes in steps of t_silence,
 		// so a pause is not a fall in rate.
 		t = max(t, 1)

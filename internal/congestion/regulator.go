@@ -70,8 +70,16 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 		// the intermediate brokers remember (Fig. 5 line 10).
 		r.seq = uint64(max(0, now.Millis()))
 	}
-	if r.limit > 0 && r.throttled && now.Sub(r.quietAt) >= r.cfg.NoUCAInterval {
-		r.limit = Increase(r.cfg, r.limit, r.rDecr)
+	if r.limit > 0 && now.Sub(r.quietAt) >= r.cfg.NoUCAInterval {
+		if r.throttled {
+			r.limit = Increase(r.cfg, r.limit, r.rDecr)
+		} else {
+			// Publishers did not reach the limit for t_noUCA and nobody
+			// alerted: the limit no longer says anything about the network
+			// (our choice; §3.1 raises only a throttled rate). The next
+			// alert starts again from the rate publishers achieve.
+			r.limit = 0
+		}
 		// An increase starts a new probe: the next alert answers it, and
 		// comparing it with an alert from before would hide the overshoot.
 		r.quietAt, r.throttled, r.havePrev = now, false, false

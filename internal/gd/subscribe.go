@@ -122,6 +122,13 @@ func (e *Engine) publish(m msg.Publish) {
 		e.publishBestEffort(ps, m)
 		return
 	}
+	if e.admitPublish(ps, m) {
+		e.assign(ps, m)
+	}
+}
+
+// assign gives a publish its tick and queues its record and ack.
+func (e *Engine) assign(ps *pstream, m msg.Publish) {
 	a := ps.pub.Assign(e.now, m)
 	if a.Event == nil {
 		e.stats.DuplicatePublishes++

@@ -19,6 +19,7 @@ func (e *Engine) tick() {
 		} else {
 			e.tickRelay(ps)
 		}
+		e.tickCC(ps)
 		for _, o := range ps.outs {
 			if hi := ps.in.K.KnownHi(); !o.Fresh && hi > o.SentHi && e.now.Sub(o.LastFlush) >= e.cfg.SilenceInterval {
 				e.flush(ps, o, hi)

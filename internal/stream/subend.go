@@ -36,7 +36,14 @@ type Subend struct {
 	// heard is when knowledge last arrived from upstream, revived when it
 	// arrived after a quiet spell (Heard).
 	heard, revived tick.Time
+	// Window, when not 0, is the NACK window's last tick (Gryphon CC §3.2,
+	// SDCC): a recovering SHB nacks no Q tick above it; gaps above it wait
+	// until the doubt horizon, and the window with it, moves up.
+	Window tick.Tick
 }
+
+// SRTT returns the smoothed nack round trip, and whether any was sampled.
+func (s *Subend) SRTT() (time.Duration, bool) { return s.srtt, s.sampled }
 
 type gap struct {
 	r        tick.Range
@@ -156,12 +163,15 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 		}
 		s.expectNow = false
 	}
+	if s.Window != 0 {
+		next = splitAt(next, s.Window)
+	}
 	for i := range next {
 		g := &next[i]
 		if g.tries > 0 && s.revived > g.last { // see Heard
 			g.due, g.tries = now, 0
 		}
-		if g.due > now {
+		if g.due > now || (s.Window != 0 && g.r.Lo > s.Window) {
 			continue
 		}
 		nack = append(nack, g.r)
