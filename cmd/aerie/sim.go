@@ -26,7 +26,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
 	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all, \"none\" for none")
-	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2)")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
@@ -53,6 +53,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *topology == "fig6" {
 			o.Scenario = "fig6"
 			o.Config.DelayCuriosityThreshold = 0 // the seed's experiments ran with DCT = ∞
+		}
+		if *topology == "cc" {
+			o = sim.CCOptions(s)
 		}
 		if *faults == "none" {
 			o.Faults = []string{}

@@ -25,10 +25,16 @@ import (
 type ccStream struct {
 	reg   *congestion.Regulator
 	admit []msg.Publish // pubend: publishes waiting for the rate
+	// waiting holds the (publisher, seq) of every publish in admit: a
+	// publisher that retries a publish still waiting adds nothing.
+	waiting map[pubSeq]bool
 	agg   *congestion.Aggregator
 	mon   *congestion.Monitor
 	nw    *congestion.NackWindow
 	rec   bool // the subend was recovering at the last tick
+	// samples is the subend's round-trip sample count when the NACK
+	// window was last adjusted: it moves only on measured round trips.
+	samples uint64
 }
 
 // ccOn reports whether congestion control runs (Config.CongestionControl;
@@ -49,16 +55,34 @@ func (e *Engine) initCC(ps *pstream) {
 	ps.cc.nw = congestion.NewNackWindow(cfg)
 }
 
+type pubSeq struct {
+	publisher string
+	seq       uint64
+}
+
 // admitPublish says whether a publish may take a tick now; if not, it
-// waits in admit for the rate (tickCC releases it).
+// waits in admit for the rate (tickCC releases it). A retry of a publish
+// that has its tick already is answered at once (it costs the network
+// nothing); a retry of one still waiting is dropped, the original stays.
+// admit holds at most what publishers have unacknowledged: a publisher
+// bounds that (the Go client at Options.MaxInflight).
 func (e *Engine) admitPublish(ps *pstream, m msg.Publish) bool {
-	if ps.cc.reg == nil {
+	c := &ps.cc
+	if c.reg == nil || ps.pub.Known(m.Publisher, m.Seq) {
 		return true
 	}
-	if len(ps.cc.admit) == 0 && ps.cc.reg.Release(e.now, 1) == 1 {
+	k := pubSeq{m.Publisher, m.Seq}
+	if c.waiting[k] {
+		return false
+	}
+	if len(c.admit) == 0 && c.reg.Release(e.now, 1) == 1 {
 		return true
 	}
-	ps.cc.admit = append(ps.cc.admit, m)
+	if c.waiting == nil {
+		c.waiting = map[pubSeq]bool{}
+	}
+	c.waiting[k] = true
+	c.admit = append(c.admit, m)
 	e.stats.PublishesHeld++
 	return false
 }
@@ -79,6 +103,7 @@ func (e *Engine) tickRegulator(ps *pstream) {
 		held := c.admit[:n]
 		c.admit = c.admit[n:]
 		for _, m := range held {
+			delete(c.waiting, pubSeq{m.Publisher, m.Seq})
 			e.assign(ps, m)
 		}
 		if len(c.admit) == 0 {
@@ -117,11 +142,12 @@ func (e *Engine) tickMonitor(ps *pstream) {
 		return
 	}
 	c.rec = true
-	rtt, ok := ps.sub.SRTT()
-	if !ok {
-		rtt = e.cfg.NackRepetitionMin
+	// Adjust on fresh round-trip samples only: while nothing is answered
+	// (the link is still down) the window must not grow on a stale RTT.
+	if rtt, n := ps.sub.SRTT(); n != c.samples {
+		c.samples = n
+		c.nw.Adjust(e.now, rtt)
 	}
-	c.nw.Adjust(e.now, rtt)
 	ps.sub.Window = c.nw.Limit(dh)
 }
 
@@ -152,6 +178,9 @@ func (e *Engine) onUCA(from msg.NodeID, u msg.UCA) {
 		return
 	}
 	if ps.cc.reg != nil {
+		if e.mut&MutNoRateDecrease != 0 {
+			return
+		}
 		d, err := ps.cc.reg.OnUCA(e.now, u)
 		switch {
 		case err != nil:

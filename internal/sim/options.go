@@ -41,10 +41,13 @@ const (
 	// is shut down (its view layer says Bye, memberlist leaves), stops, and
 	// restarts later as a new incarnation; the views must record a leave.
 	FaultLeave = "leave"
+	// FaultOverload caps a link's bandwidth below what the publishers may
+	// offer for 2–10 s (Gryphon CC §2); runs with it run congestion control.
+	FaultOverload = "overload"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultOverload}
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
@@ -68,6 +71,9 @@ type Options struct {
 	Unfenced bool
 	// Scenario replaces random faults with a fixed script (e.g. "fig6").
 	Scenario string
+	// NoCongestionControl keeps congestion control off even where the
+	// plan would run it: to watch the collapse of Gryphon CC §2.
+	NoCongestionControl bool
 	// Watch, when set with WatchLog, logs every message, delivery and
 	// subscription event that concerns one tick of one pubend (diagnosis).
 	WatchPubend msg.PubendID
@@ -106,6 +112,9 @@ type plan struct {
 	// stay away and leave (release.go).
 	maxRetain time.Duration
 	floors    bool
+	// cc: congestion control runs (with the overload fault, or the "cc"
+	// scenario).
+	cc bool
 }
 
 func (p plan) String() string {
@@ -123,8 +132,12 @@ func (p plan) String() string {
 	if p.floors {
 		floors = "on"
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors)
+	cc := "off"
+	if p.cc {
+		cc = "on"
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc)
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {
@@ -143,6 +156,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	cellsRng := rand.New(rand.NewPCG(o.Seed, 0x63656c6c73)) // "cells"
 	hangRng := rand.New(rand.NewPCG(o.Seed, 0x68616e67))    // "hang"
 	leaveRng := rand.New(rand.NewPCG(o.Seed, 0x6c65617665)) // "leave"
+	overRng := rand.New(rand.NewPCG(o.Seed, 0x6f766572))    // "over"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -157,6 +171,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = hangRng
 		case FaultLeave:
 			r = leaveRng
+		case FaultOverload:
+			r = overRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {
@@ -196,5 +212,6 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetain = time.Duration(1000+relRng.IntN(4000)) * time.Millisecond
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
+	p.cc = (p.faults[FaultOverload] || o.Scenario == "cc") && !o.NoCongestionControl
 	return p, nil
 }

@@ -49,6 +49,13 @@ type Result struct {
 	// DurableSessions counts the sessions of durable subscribers and Gaps
 	// the gap notices they got (durable.go).
 	DurableSessions, Gaps int
+	// QueueResets: connections reset because a capped link's queue
+	// overflowed (congestion.go); DCQs and RateDecreases: congestion
+	// queries pubends sent and the times they lowered their rate.
+	QueueResets, DCQs, RateDecreases int
+	// MaxLinkQueue: the most bytes ever queued on one direction of a
+	// capped link.
+	MaxLinkQueue int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -111,6 +118,15 @@ func Run(o Options) (Result, error) {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
 	res.Gaps = w.gaps
+	res.QueueResets = w.queueResets
+	for _, l := range w.links {
+		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
+	}
+	for _, id := range w.order {
+		st := w.nodes[id].eng.Stats()
+		res.DCQs += int(st.DCQsSent)
+		res.RateDecreases += int(st.RateDecreases)
+	}
 	for _, s := range w.orc.Sessions() {
 		if s.Durable {
 			res.DurableSessions++
@@ -204,6 +220,10 @@ func (w *world) schedule() {
 		w.scheduleFig6(shbs)
 		return
 	}
+	if w.opts.Scenario == "cc" {
+		w.scheduleCCE1(shbs)
+		return
+	}
 	for _, b := range w.plan.topo.Brokers {
 		for i, pe := range b.Pubends {
 			for k := 0; k < 1+w.rng.IntN(2); k++ {
@@ -277,6 +297,7 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uin
 	if now := w.nacksSent(); now > nacksAtQuiet {
 		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
 	}
+	w.ccRecovered()
 	w.orc.ViewsConverged(w.memberStates())
 	w.releaseConverged(targets)
 }

@@ -47,7 +47,7 @@ func (t *tracer) delivered(n *node, local tick.Time, ev *msg.Event) {
 // sample writes one row per broker for the window ending at now.
 func (t *tracer) sample(w *world) {
 	if !t.header {
-		fmt.Fprintln(t.w, "t_ms,broker,deliveries,latency_ms_avg,latency_ms_max,nacks_sent,nack_range_ms")
+		fmt.Fprintln(t.w, "t_ms,broker,deliveries,latency_ms_avg,latency_ms_max,nacks_sent,nack_range_ms,rate_limit,dh_rate,recovering,nack_window_ms,dh_lag_ms")
 		t.header = true
 	}
 	for _, id := range w.order {
@@ -64,11 +64,42 @@ func (t *tracer) sample(w *world) {
 		if r.n > 0 {
 			avg = float64(r.sumLatency.Milliseconds()) / float64(r.n)
 		}
-		fmt.Fprintf(t.w, "%d,%s,%d,%.1f,%d,%d,%d\n", time.Duration(w.now-epoch).Milliseconds(), id, r.n, avg,
-			r.maxLatency.Milliseconds(), nacks, ticks>>tick.SubTickBits)
+		fmt.Fprintf(t.w, "%d,%s,%d,%.1f,%d,%d,%d,%s\n", time.Duration(w.now-epoch).Milliseconds(), id, r.n, avg,
+			r.maxLatency.Milliseconds(), nacks, ticks>>tick.SubTickBits, ccColumns(w, n))
 	}
 	t.cur = map[msg.NodeID]*traceRow{}
 	w.after(t.window, func() { t.sample(w) })
 }
 
 func (t *tracer) flush() { t.w.Flush() }
+
+// ccColumns are the congestion control columns of a row (Gryphon CC §5's
+// figures): the pubend's rate limit in events/s (0: unlimited), and at an
+// SHB the smoothed doubt-horizon rate, whether it is recovering, its NACK
+// window and how far its doubt horizon lags the present. Each is the first
+// pubend's (the "cc" scenario has one); empty where it does not apply.
+func ccColumns(w *world, n *node) string {
+	if !n.up {
+		return ",,,,"
+	}
+	for _, s := range n.eng.CCStates() {
+		if n.broker.Role == PHB {
+			return fmt.Sprintf("%.1f,,,,", s.Limit)
+		}
+		if n.broker.Role != SHB {
+			break
+		}
+		lag := int64(0)
+		for _, st := range n.eng.Inspect() {
+			if st.Pubend == s.Pubend {
+				lag = w.localNow(n).Millis() - st.DoubtHorizon.Millis()
+			}
+		}
+		rec := 0
+		if s.Recovering {
+			rec = 1
+		}
+		return fmt.Sprintf(",%.3f,%d,%d,%d", s.Rate, rec, s.NackWindow, lag)
+	}
+	return ",,,,"
+}

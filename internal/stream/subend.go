@@ -33,6 +33,7 @@ type Subend struct {
 	srtt      time.Duration
 	rttvar    time.Duration
 	sampled   bool
+	samples   uint64 // round-trip samples taken, for SRTT's readers
 	// heard is when knowledge last arrived from upstream, revived when it
 	// arrived after a quiet spell (Heard).
 	heard, revived tick.Time
@@ -42,8 +43,9 @@ type Subend struct {
 	Window tick.Tick
 }
 
-// SRTT returns the smoothed nack round trip, and whether any was sampled.
-func (s *Subend) SRTT() (time.Duration, bool) { return s.srtt, s.sampled }
+// SRTT returns the smoothed nack round trip and how many round trips it
+// has sampled.
+func (s *Subend) SRTT() (time.Duration, uint64) { return s.srtt, s.samples }
 
 type gap struct {
 	r        tick.Range
@@ -63,6 +65,7 @@ func (s *Subend) NRT(l Liveness) time.Duration {
 }
 
 func (s *Subend) sample(r time.Duration) {
+	s.samples++
 	if !s.sampled {
 		s.srtt, s.rttvar, s.sampled = r, r/2, true
 		return

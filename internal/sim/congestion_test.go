@@ -1,0 +1,63 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/aerie-mq/aerie/internal/gd"
+)
+
+// Gryphon CC §5 E1 at simulation scale: with congestion control s2 recovers
+// within the bound the oracle states, nothing is lost or repeated, and the
+// capped link's queue stays bounded.
+func TestCCE1Recovers(t *testing.T) {
+	res, err := Run(CCOptions(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s\npublished %d delivered %d resets %d max queue %d B, DCQs %d, decreases %d",
+		res.Plan, res.Published, res.Delivered, res.QueueResets, res.MaxLinkQueue, res.DCQs, res.RateDecreases)
+	for _, v := range res.Violations {
+		t.Errorf("%v", v)
+	}
+}
+
+// The same run with the rate decrease switched off: the pubend keeps its
+// publishers at full rate, s2 recovers only with the link's spare capacity,
+// and the oracle's recovery bound (CC2) bites.
+func TestCCE1MutationNoRateDecrease(t *testing.T) {
+	o := CCOptions(1)
+	o.Mutation = gd.MutNoRateDecrease
+	res, err := Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("published %d delivered %d resets %d max queue %d B", res.Published, res.Delivered, res.QueueResets, res.MaxLinkQueue)
+	if !hasViolation(res, "CC2") {
+		t.Fatalf("no CC2 violation without the rate decrease: %v", res.Violations)
+	}
+}
+
+// Without congestion control at all, the recovering SHB's nacks flood the
+// capped link (Gryphon CC §2 Fig. 4): the queue overflows and resets the
+// connection, and s2 does not recover within the bound.
+func TestCCE1CollapseWithout(t *testing.T) {
+	o := CCOptions(1)
+	o.NoCongestionControl = true
+	res, err := Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("published %d delivered %d resets %d max queue %d B", res.Published, res.Delivered, res.QueueResets, res.MaxLinkQueue)
+	if !hasViolation(res, "CC2") {
+		t.Fatalf("no CC2 violation without congestion control: %v", res.Violations)
+	}
+}
+
+func hasViolation(res Result, inv string) bool {
+	for _, v := range res.Violations {
+		if v.Invariant == inv {
+			return true
+		}
+	}
+	return false
+}
