@@ -28,10 +28,10 @@ type ccStream struct {
 	// waiting holds the (publisher, seq) of every publish in admit: a
 	// publisher that retries a publish still waiting adds nothing.
 	waiting map[pubSeq]bool
-	agg   *congestion.Aggregator
-	mon   *congestion.Monitor
-	nw    *congestion.NackWindow
-	rec   bool // the subend was recovering at the last tick
+	agg     *congestion.Aggregator
+	mon     *congestion.Monitor
+	nw      *congestion.NackWindow
+	rec     bool // the subend was recovering at the last tick
 	// samples is the subend's round-trip sample count when the NACK
 	// window was last adjusted: it moves only on measured round trips.
 	samples uint64

@@ -60,8 +60,13 @@ type Conn struct {
 	nc   net.Conn
 	opts Options
 
-	mu      sync.Mutex
-	queue   []msg.Msg
+	mu    sync.Mutex
+	queue []msg.Msg
+	// urgent holds high-priority control messages (Gryphon CC's DCQ and
+	// UCA, §3.1): the writer takes them before the queue, so they do not
+	// wait behind a backlog of data. Nothing relies on their order with
+	// other messages. Bounded like the queue.
+	urgent  []msg.Msg
 	wake    chan struct{}
 	closed  bool   // no more Sends; the writer winds the connection down
 	goodbye string // reason to send the peer before closing
@@ -118,12 +123,17 @@ func (c *Conn) Send(m msg.Msg) bool {
 		c.mu.Unlock()
 		return false
 	}
-	if len(c.queue) >= c.opts.QueueFrames {
+	if len(c.queue) >= c.opts.QueueFrames || len(c.urgent) >= c.opts.QueueFrames {
 		c.mu.Unlock()
 		c.CloseWith(ErrQueueFull, "peer too slow: outbound queue full")
 		return false
 	}
-	c.queue = append(c.queue, m)
+	switch m.(type) {
+	case msg.DCQ, msg.UCA:
+		c.urgent = append(c.urgent, m)
+	default:
+		c.queue = append(c.queue, m)
+	}
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -197,7 +207,7 @@ func (c *Conn) writeLoop() error {
 		select {
 		case <-hb.C:
 			c.mu.Lock()
-			if len(c.queue) == 0 && !c.closed {
+			if len(c.queue) == 0 && len(c.urgent) == 0 && !c.closed {
 				c.queue = append(c.queue, msg.Heartbeat{})
 			}
 			c.mu.Unlock()
@@ -205,7 +215,10 @@ func (c *Conn) writeLoop() error {
 		}
 		c.mu.Lock()
 		closed, flush := c.closed, c.flush
-		batch, c.queue = c.queue, batch[:0]
+		batch = append(append(batch[:0], c.urgent...), c.queue...)
+		clear(c.urgent)
+		clear(c.queue)
+		c.urgent, c.queue = c.urgent[:0], c.queue[:0]
 		c.mu.Unlock()
 		if !closed || flush {
 			buf = c.writeBatch(buf, batch)
@@ -297,7 +310,7 @@ func (c *Conn) CloseWith(err error, reason string) {
 		return
 	}
 	c.closed, c.err, c.goodbye = true, err, reason
-	c.queue = nil
+	c.queue, c.urgent = nil, nil
 	running := c.running
 	c.mu.Unlock()
 	if !running {

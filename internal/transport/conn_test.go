@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/wire"
 )
 
@@ -165,6 +167,41 @@ func TestSlowReaderKeepsItsLink(t *testing.T) {
 		case err := <-done:
 			t.Fatalf("the link died after the reader was held for %v: %v", 3*dead, err)
 		}
+	}
+	a.Close()
+	<-done
+}
+
+// A congestion query or alert queued behind data is written first (Gryphon
+// CC §3.1: they are high-priority and must not wait behind a backlog).
+func TestControlMessagesJumpTheQueue(t *testing.T) {
+	a, ra, b := pair(t, Options{Heartbeat: time.Hour})
+	for i := range 3 {
+		if !a.Send(msg.Ack{Pubend: "P1", T: tick.Tick(i + 1)}) {
+			t.Fatal("send refused")
+		}
+	}
+	if !a.Send(msg.DCQ{Pubend: "P1", Seq: 7, Position: 9}) {
+		t.Fatal("send refused")
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background(), ra, func(msg.Msg) {}) }()
+	r := wire.NewReader(b, 0)
+	if m, err := r.Next(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(msg.Hello); !ok {
+		t.Fatalf("first frame %v, want a's Hello", m)
+	}
+	var got []string
+	for range 4 {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%T", m))
+	}
+	if got[0] != "msg.DCQ" || got[1] != "msg.Ack" {
+		t.Fatalf("frames in order %v, want the DCQ first", got)
 	}
 	a.Close()
 	<-done
