@@ -2,7 +2,6 @@ package gd
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/aerie-mq/aerie/internal/congestion"
@@ -217,16 +216,16 @@ func (e *Engine) foldUCA(ps *pstream, u msg.UCA) {
 // CCState is one pubend's congestion control at this broker, for metrics
 // and the simulator's oracle.
 type CCState struct {
-	Pubend msg.PubendID
+	Pubend msg.PubendID `json:"pubend"`
 	// Pubend side: the rate limit in events/s (0: unlimited) and the
 	// publishes waiting for it.
-	Limit float64
-	Held  int
+	Limit float64 `json:"limit"`
+	Held  int     `json:"held"`
 	// SHB side: smoothed doubt-horizon rate (tick-s/s), recovering, and
 	// the NACK window in milliseconds of ticks (0 when not recovering).
-	Rate       float64
-	Recovering bool
-	NackWindow int64
+	Rate       float64 `json:"rate"`
+	Recovering bool    `json:"recovering"`
+	NackWindow int64   `json:"nack_window_ms"`
 }
 
 // CCStates returns the congestion control state of every pubend whose
@@ -237,7 +236,7 @@ func (e *Engine) CCStates() []CCState {
 	}
 	var out []CCState
 	for _, ps := range e.streams {
-		s := CCState{Pubend: ps.id, Rate: math.NaN()}
+		s := CCState{Pubend: ps.id}
 		switch {
 		case ps.cc.reg != nil:
 			s.Limit, s.Held = ps.cc.reg.Limit(), len(ps.cc.admit)

@@ -31,6 +31,11 @@ var (
 		{desc("refetches_total", "Payload refetches sent upstream by a bounded cache."), func(s *broker.Status) uint64 { return s.Stats.Refetches }},
 		{desc("contradictions_total", "Contradictory knowledge joined: must stay 0."), func(s *broker.Status) uint64 { return uint64(s.Stats.Contradictions) }},
 		{desc("auth_failures_total", "Clients refused for a bad user name or password."), func(s *broker.Status) uint64 { return s.AuthFailures }},
+		{desc("publishes_held_total", "Publishes that waited for their pubend's congestion-controlled rate."), func(s *broker.Status) uint64 { return s.Stats.PublishesHeld }},
+		{desc("congestion_rate_decreases_total", "Times a hosted pubend lowered its rate on a congestion alert (Gryphon CC eq. 2, 3)."), func(s *broker.Status) uint64 { return s.Stats.RateDecreases }},
+		{desc("congestion_alerts_sent_total", "Congestion alerts (UCA) sent upstream."), func(s *broker.Status) uint64 { return s.Stats.UCAsSent }},
+		{desc("congestion_recoveries_total", "Times a subscriber broker started recovering a stream (Gryphon CC §4)."), func(s *broker.Status) uint64 { return s.Stats.Recoveries }},
+		{desc("congestion_ignored_total", "Congestion queries or alerts ignored: from outside the pubend's tree, or with an impossible rate."), func(s *broker.Status) uint64 { return s.Stats.CCIgnored }},
 		{desc("handshake_failures_total", "Connections refused before they were up: TLS, Hello, certificate name or credentials."), func(s *broker.Status) uint64 { return s.HandshakeFailures }},
 	}
 	peersDesc   = desc("peers", "Connected neighbour brokers.")
@@ -40,13 +45,18 @@ var (
 	dhDesc      = desc("stream_doubt_horizon_tick", "Doubt horizon of a pubend's stream: every tick up to it is known.", "pubend")
 	lagDesc     = desc("stream_unknown_ticks", "Ticks known above the doubt horizon's gaps: how far the stream is behind what it has heard.", "pubend")
 	gapsDesc    = desc("stream_gaps", "Gaps a subscriber broker is recovering by nacking.", "pubend")
+	limitDesc   = desc("congestion_rate_limit", "A hosted pubend's publication rate limit in events per second (0: unlimited).", "pubend")
+	heldDesc    = desc("congestion_held_publishes", "Publishes waiting for a hosted pubend's rate.", "pubend")
+	dhRateDesc  = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
+	recDesc     = desc("congestion_recovering", "1 while a subscriber broker is recovering the stream.", "pubend")
+	nwndDesc    = desc("congestion_nack_window_ms", "The NACK window of a recovering stream, in milliseconds of pubend time.", "pubend")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc} {
 		ch <- d
 	}
 }
@@ -69,6 +79,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dhDesc, prometheus.GaugeValue, float64(ps.DoubtHorizon), s.ID, p)
 			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(ps.KnownHi-min(ps.KnownHi, ps.DoubtHorizon)), s.ID, p)
 			ch <- prometheus.MustNewConstMetric(gapsDesc, prometheus.GaugeValue, float64(ps.Gaps), s.ID, p)
+		}
+		for _, cc := range s.Congestion {
+			p := string(cc.Pubend)
+			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, cc.Limit, s.ID, p)
+			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(cc.Held), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(dhRateDesc, prometheus.GaugeValue, cc.Rate, s.ID, p)
+			rec := 0.0
+			if cc.Recovering {
+				rec = 1
+			}
+			ch <- prometheus.MustNewConstMetric(recDesc, prometheus.GaugeValue, rec, s.ID, p)
+			ch <- prometheus.MustNewConstMetric(nwndDesc, prometheus.GaugeValue, float64(cc.NackWindow), s.ID, p)
 		}
 	}
 }
