@@ -51,6 +51,12 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
 	}
+	for down, bw := range n.DownBandwidth(id) {
+		if opts.Bandwidth == nil {
+			opts.Bandwidth = map[msg.NodeID]int64{}
+		}
+		opts.Bandwidth[msg.NodeID(down)] = bw
+	}
 	if err := securityOptions(n, b, base, logger, &opts); err != nil {
 		return broker.Options{}, err
 	}

@@ -206,3 +206,24 @@ func TestControlMessagesJumpTheQueue(t *testing.T) {
 	a.Close()
 	<-done
 }
+
+// The pacer holds writes to the bandwidth: 10 KB at 100 KB/s books 100 ms,
+// so the next write waits for what is left of it; idle time is not saved.
+func TestPacerSpacesWrites(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	if d := p.wait(t0, 10_000, 100_000); d != 0 {
+		t.Fatalf("first write waits %v", d)
+	}
+	if d := p.wait(t0.Add(30*time.Millisecond), 10_000, 100_000); d != 70*time.Millisecond {
+		t.Fatalf("second write waits %v, want 70ms", d)
+	}
+	// Booked up to t0+200ms; a write at t0+1s (after idling) goes at once
+	// and books only its own 100 ms.
+	if d := p.wait(t0.Add(time.Second), 10_000, 100_000); d != 0 {
+		t.Fatalf("write after idling waits %v", d)
+	}
+	if d := p.wait(t0.Add(time.Second), 1, 100_000); d != 100*time.Millisecond {
+		t.Fatalf("next write waits %v, want 100ms", d)
+	}
+}
