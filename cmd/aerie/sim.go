@@ -32,6 +32,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
+	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc); false shows the collapse of Gryphon CC §2")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
@@ -57,6 +58,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *topology == "cc" {
 			o = sim.CCOptions(s)
 		}
+		o.NoCongestionControl = !*cc
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -82,6 +84,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *faults != "" {
 			fmt.Fprintf(&b, " --faults %s", *faults)
+		}
+		if !*cc {
+			b.WriteString(" --congestion-control=false")
 		}
 		return b.String()
 	}

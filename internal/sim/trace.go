@@ -75,31 +75,34 @@ func (t *tracer) flush() { t.w.Flush() }
 
 // ccColumns are the congestion control columns of a row (Gryphon CC §5's
 // figures): the pubend's rate limit in events/s (0: unlimited), and at an
-// SHB the smoothed doubt-horizon rate, whether it is recovering, its NACK
-// window and how far its doubt horizon lags the present. Each is the first
-// pubend's (the "cc" scenario has one); empty where it does not apply.
+// SHB the smoothed doubt-horizon rate, whether it is recovering and its NACK
+// window (empty with congestion control off), and how far its doubt horizon
+// lags the present. Each is the first pubend's (the "cc" scenario has one).
 func ccColumns(w *world, n *node) string {
 	if !n.up {
 		return ",,,,"
 	}
-	for _, s := range n.eng.CCStates() {
-		if n.broker.Role == PHB {
-			return fmt.Sprintf("%.1f,,,,", s.Limit)
+	cc := n.eng.CCStates()
+	if n.broker.Role == PHB {
+		if len(cc) > 0 {
+			return fmt.Sprintf("%.1f,,,,", cc[0].Limit)
 		}
-		if n.broker.Role != SHB {
-			break
-		}
-		lag := int64(0)
-		for _, st := range n.eng.Inspect() {
-			if st.Pubend == s.Pubend {
-				lag = w.localNow(n).Millis() - st.DoubtHorizon.Millis()
-			}
+		return ",,,,"
+	}
+	streams := n.eng.Inspect()
+	if n.broker.Role != SHB || len(streams) == 0 {
+		return ",,,,"
+	}
+	lag := fmt.Sprint(w.localNow(n).Millis() - streams[0].DoubtHorizon.Millis())
+	for _, s := range cc {
+		if s.Pubend != streams[0].Pubend {
+			continue
 		}
 		rec := 0
 		if s.Recovering {
 			rec = 1
 		}
-		return fmt.Sprintf(",%.3f,%d,%d,%d", s.Rate, rec, s.NackWindow, lag)
+		return fmt.Sprintf(",%.3f,%d,%d,%s", s.Rate, rec, s.NackWindow, lag)
 	}
-	return ",,,,"
+	return ",,,," + lag
 }
