@@ -61,3 +61,26 @@ func hasViolation(res Result, inv string) bool {
 	}
 	return false
 }
+
+// The fixed batch runs congestion control under overloaded links in a good
+// share of its seeds, with every other fault alongside.
+func TestBatchCoversOverload(t *testing.T) {
+	n := 0
+	for s := uint64(1); s <= 200; s++ {
+		o := DefaultOptions(s)
+		p, err := makePlan(o, seedRng(o.Seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.faults[FaultOverload] != p.cc {
+			t.Fatalf("seed %d: overload %v but congestion control %v", s, p.faults[FaultOverload], p.cc)
+		}
+		if p.cc {
+			n++
+		}
+	}
+	t.Logf("%d of 200 seeds overload links with congestion control on", n)
+	if n < 100 {
+		t.Fatalf("only %d of 200 seeds run congestion control", n)
+	}
+}
