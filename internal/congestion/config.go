@@ -84,17 +84,17 @@ type Config struct {
 	// says (eq. 7). Default 4s (Table 1).
 	LagThreshold time.Duration
 
-	// KeepUpLag: an SHB whose doubt horizon lags the pubend's present by
-	// at most this is keeping up, and its rate sample counts as at least 1.
-	// Default 1.5s (our choice). An idle pubend's silence arrives only every
-	// t_silence, so the doubt horizon of an idle stream moves in steps; this
+	// KeepUpLag: an SHB whose doubt horizon is within this of the highest
+	// tick it has heard of (or past the pubend's position) is keeping up,
+	// and its rate sample counts as at least 1. Default 1.5s (our choice).
+	// The doubt horizon of an idle stream moves in t_silence steps; this
 	// must exceed t_silence plus the path's delay.
 	KeepUpLag time.Duration
 
-	// ReceiveWindow: an SHB whose doubt horizon lags the pubend's present by
-	// more than this is recovering (§4: it would be ignoring ticks beyond
-	// its receive window) until it is back within KeepUpLag. Default 10s
-	// (our choice). It bounds an SHB's memory for one pubend's stream.
+	// ReceiveWindow: an SHB that hears of ticks more than this past its
+	// doubt horizon is recovering (§4: it would be ignoring ticks beyond
+	// its receive window) until its horizon is back within KeepUpLag of
+	// them. Default 10s (our choice).
 	ReceiveWindow time.Duration
 
 	// NackSize (size_NACK): the step of the NACK window (eq. 10). Default

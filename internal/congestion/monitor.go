@@ -22,10 +22,10 @@ type Monitor struct {
 	sampleAt tick.Time // last sample
 	sampleDH tick.Tick // doubt horizon at the last sample
 
-	// The pubend's present as last told by a DCQ: its position then and
-	// when it arrived. Ticks are pubend milliseconds, so the present now is
-	// the position plus the time since (clocks need only similar rates,
-	// §1.1 fn. 3).
+	// The pubend's position (m_pubend: its latest assigned tick) as last
+	// told by a DCQ, and when that DCQ arrived. Ticks are pubend
+	// milliseconds, so the pubend's present is about the position plus the
+	// time since (clocks need only similar rates, §1.1 fn. 3).
 	position   tick.Tick
 	positionAt tick.Time
 	known      bool
@@ -42,22 +42,39 @@ func (m *Monitor) Rate() float64 { return m.smoothed }
 // Recovering says whether the SHB is recovering this pubend's stream.
 func (m *Monitor) Recovering() bool { return m.recovering }
 
-// Lag is how far the doubt horizon dh trails the pubend's present at now, 0
-// before the first DCQ.
-func (m *Monitor) Lag(now tick.Time, dh tick.Tick) time.Duration {
-	if !m.known {
+// Lag is how far the doubt horizon dh trails the pubend's position at the
+// last DCQ (eq. 7's m_pubend − m_SHB), 0 once dh has passed it.
+func (m *Monitor) Lag(dh tick.Tick) time.Duration {
+	if !m.known || dh >= m.position {
 		return 0
 	}
-	present := m.position.Millis() + now.Sub(m.positionAt).Milliseconds()
-	return time.Duration(max(0, present-dh.Millis())) * time.Millisecond
+	return ms(m.position, dh)
+}
+
+func ms(hi, lo tick.Tick) time.Duration {
+	return time.Duration(max(0, hi.Millis()-lo.Millis())) * time.Millisecond
 }
 
 // Observe takes a sample of the doubt horizon dh at now, at most every
-// SampleInterval (eq. 5, 11), and updates whether the SHB is recovering:
-// it becomes recovering when it lags by more than its receive window (§4:
-// it has been ignoring ticks beyond the window) and stops when it is back
-// within KeepUpLag.
-func (m *Monitor) Observe(now tick.Time, dh tick.Tick) {
+// SampleInterval (eq. 5, 11), and updates whether the SHB is recovering.
+// knownHi is the highest tick the SHB has heard of: it is recovering when
+// that or the pubend's present is further past its doubt horizon than its
+// receive window (§4: it would be ignoring ticks beyond it), and stops when
+// the horizon is back within KeepUpLag of both.
+func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
+	// Behind what it has heard of, or behind the pubend's present: during
+	// an outage the SHB hears nothing, and it must know it is recovering
+	// before its first nacks after the outage go out.
+	hi := knownHi
+	if m.known {
+		hi = max(hi, m.position+tick.FromMillis(now.Sub(m.positionAt).Milliseconds()))
+	}
+	switch behind := ms(hi, dh); {
+	case behind > m.cfg.ReceiveWindow:
+		m.recovering = true
+	case behind <= m.cfg.KeepUpLag:
+		m.recovering = false
+	}
 	if !m.started || !m.known {
 		// Before the first DCQ the SHB cannot tell lag from idleness; the
 		// horizon it starts from may be far in the past (a new stream's
@@ -69,7 +86,6 @@ func (m *Monitor) Observe(now tick.Time, dh tick.Tick) {
 	if el < m.cfg.SampleInterval {
 		return
 	}
-	lag := m.Lag(now, dh)
 	t := 0.0
 	if dh > m.sampleDH {
 		t = float64(dh.Millis()-m.sampleDH.Millis()) / float64(el.Milliseconds())
@@ -78,19 +94,14 @@ func (m *Monitor) Observe(now tick.Time, dh tick.Tick) {
 	// silence of an outage arriving at once) must not hide later
 	// congestion for long.
 	t = min(t, m.cfg.SampleMax)
-	if lag <= m.cfg.KeepUpLag {
-		// Keeping up: an idle pubend's silence comes in steps of t_silence,
-		// so a pause is not a fall in rate.
+	if dh >= m.position || ms(knownHi, dh) <= m.cfg.KeepUpLag {
+		// Keeping up: the SHB has everything the pubend had published, or
+		// all it has heard of but a moment. An idle pubend's silence comes
+		// in steps of t_silence, so a pause is not a fall in rate.
 		t = max(t, 1)
 	}
 	m.smoothed = (1-m.cfg.Smoothing)*m.smoothed + m.cfg.Smoothing*t
 	m.sampleAt, m.sampleDH = now, dh
-	switch {
-	case lag > m.cfg.ReceiveWindow:
-		m.recovering = true
-	case lag <= m.cfg.KeepUpLag:
-		m.recovering = false
-	}
 }
 
 // OnDCQ records the pubend's position from a DCQ and returns the UCA this

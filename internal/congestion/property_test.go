@@ -149,7 +149,7 @@ func TestMonitorSmoothingBounded(t *testing.T) {
 	for i := range 1000 {
 		now := tick.Time(int64(i) * int64(100*time.Millisecond))
 		dh += tick.FromMillis(int64(rng.IntN(300))) // samples in [0, 3)
-		m.Observe(now, dh)
+		m.Observe(now, dh, dh)
 		if r := m.Rate(); r < 0 || r > 3 {
 			t.Fatalf("t̄ = %g outside [0, 3]", r)
 		}

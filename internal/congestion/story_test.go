@@ -14,10 +14,13 @@ package congestion_test
 //	                                 to `to`; prints acks released and the limit
 //	alert t= seq= [rec=] [nonrec=]   a UCA reaches the pubend (rates default ∞)
 //	monitor                          a fresh SHB monitor
-//	dh from= to= every= dh= rate= [dcq=]
+//	dh from= to= every= dh= rate= [dcq=] [heard=dh]
 //	                                 observe the doubt horizon every `every` ms,
 //	                                 moving at `rate` tick-s/s from dh; with dcq=
-//	                                 a DCQ (position = the time) arrives every dcq ms
+//	                                 a DCQ (position = the time) arrives every dcq ms.
+//	                                 The SHB has heard of ticks up to the time
+//	                                 (first-time traffic arrives), or with
+//	                                 heard=dh only up to its doubt horizon
 //	ib                               a fresh intermediate broker's aggregator
 //	uca seq= [rec=] [nonrec=]        a UCA from below reaches the IB
 //	nwnd                             a fresh NACK window
@@ -139,7 +142,11 @@ func (s *story) run(t *testing.T, td *datadriven.TestData) {
 		r := flt("rate")
 		for now := from; now <= to; now += every {
 			dh := tk(int64(dh0 + r*float64(now-from)))
-			s.mon.Observe(ms(now), dh)
+			heard := tk(now)
+			if td.HasArg("heard") {
+				heard = dh
+			}
+			s.mon.Observe(ms(now), dh, heard)
 			if dcq > 0 && now%dcq == 0 {
 				s.dcqSeq++
 				u, ok := s.mon.OnDCQ(ms(now), msg.DCQ{Pubend: "P", Seq: s.dcqSeq, Position: tk(now)}, dh)
@@ -149,7 +156,7 @@ func (s *story) run(t *testing.T, td *datadriven.TestData) {
 			}
 		}
 		last := tk(int64(dh0 + r*float64(to-from)))
-		s.p("t̄=%.3f recovering=%v lag=%v", s.mon.Rate(), s.mon.Recovering(), s.mon.Lag(ms(to), last))
+		s.p("t̄=%.3f recovering=%v lag=%v", s.mon.Rate(), s.mon.Recovering(), s.mon.Lag(last))
 	case "ib":
 		s.ib = congestion.NewAggregator()
 	case "uca":

@@ -6,7 +6,6 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/msg"
-	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // ccStream is one pubend's congestion control at this broker (Gryphon CC,
@@ -109,7 +108,10 @@ func (e *Engine) tickRegulator(ps *pstream) {
 			c.admit = nil // let the backing array go after a burst
 		}
 	}
-	q, ok := c.reg.Tick(e.now, ps.id, tick.FromMillis(e.now.Millis()))
+	// m_pubend is the latest assigned tick (§3.1): an idle pubend's
+	// position stays put, so its SHBs, whose horizons have passed it, are
+	// not taken to lag while silence makes its way down.
+	q, ok := c.reg.Tick(e.now, ps.id, ps.pub.Next-1)
 	if !ok {
 		return
 	}
@@ -129,7 +131,7 @@ func (e *Engine) tickMonitor(ps *pstream) {
 		return // no doubt horizon yet: the stream starts at its floor (MODEL.md P6)
 	}
 	dh := ps.in.K.DoubtHorizon()
-	c.mon.Observe(e.now, dh)
+	c.mon.Observe(e.now, dh, ps.in.K.KnownHi())
 	rec := c.mon.Recovering()
 	switch {
 	case rec && !c.rec:

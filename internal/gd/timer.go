@@ -14,12 +14,14 @@ func (e *Engine) tick() {
 		if e.cfg.BestEffort {
 			break // no stream timers: nothing is accumulated or repaired
 		}
+		// Congestion control first: a recovering subend's NACK window must
+		// be in place before its gaps are scanned.
+		e.tickCC(ps)
 		if ps.pub != nil {
 			e.tickPubend(ps)
 		} else {
 			e.tickRelay(ps)
 		}
-		e.tickCC(ps)
 		for _, o := range ps.outs {
 			if hi := ps.in.K.KnownHi(); !o.Fresh && hi > o.SentHi && e.now.Sub(o.LastFlush) >= e.cfg.SilenceInterval {
 				e.flush(ps, o, hi)
