@@ -25,7 +25,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 100, "number of seeds to run")
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
-	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all, \"none\" for none")
+	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but overload, \"none\" for none")
 	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")

@@ -70,6 +70,11 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 		hi = max(hi, m.position+tick.FromMillis(now.Sub(m.positionAt).Milliseconds()))
 	}
 	switch behind := ms(hi, dh); {
+	case m.known && dh >= m.position:
+		// It has everything the pubend had published: an idle stream
+		// whose silence is still on its way (each hop coalesces it for up
+		// to t_silence) is not a recovery.
+		m.recovering = false
 	case behind > m.cfg.ReceiveWindow:
 		m.recovering = true
 	case behind <= m.cfg.KeepUpLag:
@@ -109,9 +114,10 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 // (eq. 8); otherwise when t̄ < 1 − Δt_nonrec (eq. 6) or the doubt horizon
 // lags the pubend's position by more than Δt_s (eq. 7).
 func (m *Monitor) OnDCQ(now tick.Time, q msg.DCQ, dh tick.Tick) (msg.UCA, bool) {
-	if !m.known || q.Position >= m.position {
-		m.position, m.positionAt, m.known = q.Position, now, true
-	}
+	// The latest DCQ says where the pubend is, even below an earlier one:
+	// a restarted PHB's clock may have stepped back, and keeping the
+	// highest position would leave the SHB thinking itself behind forever.
+	m.position, m.positionAt, m.known = q.Position, now, true
 	u := msg.UCA{Pubend: q.Pubend, Seq: q.Seq, MinRec: math.Inf(1), MinNonRec: math.Inf(1)}
 	if m.recovering {
 		if m.smoothed < 1+m.cfg.RecThreshold {

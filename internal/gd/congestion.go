@@ -6,6 +6,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // ccStream is one pubend's congestion control at this broker (Gryphon CC,
@@ -33,6 +34,8 @@ type ccStream struct {
 	// samples is the subend's round-trip sample count when the NACK
 	// window was last adjusted: it moves only on measured round trips.
 	samples uint64
+	// position is the pubend's latest assigned tick (m_pubend, §3.1).
+	position tick.Tick
 }
 
 // ccOn reports whether congestion control runs (Config.CongestionControl;
@@ -111,7 +114,7 @@ func (e *Engine) tickRegulator(ps *pstream) {
 	// m_pubend is the latest assigned tick (§3.1): an idle pubend's
 	// position stays put, so its SHBs, whose horizons have passed it, are
 	// not taken to lag while silence makes its way down.
-	q, ok := c.reg.Tick(e.now, ps.id, ps.pub.Next-1)
+	q, ok := c.reg.Tick(e.now, ps.id, c.position)
 	if !ok {
 		return
 	}

@@ -139,6 +139,7 @@ func (e *Engine) assign(ps *pstream, m msg.Publish) {
 	}
 	e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, Event: a.Event})
 	e.queuedAfter = append(e.queuedAfter, msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick})
+	ps.cc.position = a.Event.Tick
 }
 
 // subscribe widens the filters towards every pubend, then asks each pubend
