@@ -34,7 +34,8 @@ import (
 // accepts clients of version MinClientVersion (they have no Auth step).
 // 5 — durable subscriptions: Subscribe's durable form, Replay and
 // ReplayData (0x1b, 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
-// 6 — congestion control: DCQ and UCA (0x1d, 0x1e).
+// 6 — congestion control: DCQ and UCA (0x1e, 0x1f; 0x1d is the replicated
+// PHB's Raft message).
 const Version uint16 = 6
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
@@ -94,8 +95,8 @@ const (
 	TypePayloads    Type = 0x1a // the answer to a Refetch, down its path
 	TypeReplay      Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
 	TypeReplayData  Type = 0x1c // the answer to a Replay, down its path
-	TypeDCQ         Type = 0x1d // congestion query, down from a pubend (Gryphon CC §3.1)
-	TypeUCA         Type = 0x1e // congestion alert, up towards the pubend, folded on the way
+	TypeDCQ         Type = 0x1e // congestion query, down from a pubend (Gryphon CC §3.1)
+	TypeUCA         Type = 0x1f // congestion alert, up towards the pubend, folded on the way
 
 	// Client → broker.
 	TypePublish     Type = 0x20
