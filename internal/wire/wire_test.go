@@ -382,7 +382,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x06, 0x1f, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x06, 0x2f, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
