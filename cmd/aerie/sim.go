@@ -25,13 +25,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 100, "number of seeds to run")
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
-	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all, \"none\" for none")
-	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2)")
+	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but overload, \"none\" for none")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
+	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc); false shows the collapse of Gryphon CC §2")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
@@ -54,6 +55,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			o.Scenario = "fig6"
 			o.Config.DelayCuriosityThreshold = 0 // the seed's experiments ran with DCT = ∞
 		}
+		if *topology == "cc" {
+			o = sim.CCOptions(s)
+		}
+		o.NoCongestionControl = !*cc
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -79,6 +84,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *faults != "" {
 			fmt.Fprintf(&b, " --faults %s", *faults)
+		}
+		if !*cc {
+			b.WriteString(" --congestion-control=false")
 		}
 		return b.String()
 	}

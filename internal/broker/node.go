@@ -68,6 +68,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Transport tunes connections.
 	Transport transport.Options
+	// Bandwidth caps the bytes per second sent to each downstream broker
+	// (a link's bandwidth in the network config; absent: no cap).
+	Bandwidth map[msg.NodeID]int64
 	// SegmentBytes is the event log's segment size (default 8 MiB). Whole
 	// segments are the unit of trimming, and a restarted PHB replays every
 	// segment it kept: with 64 MiB segments a soak's PHB never filled its

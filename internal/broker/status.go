@@ -31,6 +31,9 @@ type Status struct {
 	// Hello, certificate name, credentials).
 	AuthFailures      uint64 `json:"auth_failures"`
 	HandshakeFailures uint64 `json:"handshake_failures"`
+	// Congestion is congestion control per pubend regulated or monitored
+	// here (nil when it is off).
+	Congestion []gd.CCState `json:"congestion,omitempty"`
 	// Fsync is the event log's fsync latency in seconds, Batch the records
 	// per group commit (both empty on a broker without an event log).
 	Fsync Histogram `json:"fsync"`
@@ -68,7 +71,7 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 }
 
 func (n *Node) snapshot() Status {
-	s := Status{ID: string(n.opts.ID), Streams: n.eng.Inspect(), Stats: n.eng.Stats(), Clients: n.sh.Clients()}
+	s := Status{ID: string(n.opts.ID), Streams: n.eng.Inspect(), Stats: n.eng.Stats(), Clients: n.sh.Clients(), Congestion: n.eng.CCStates()}
 	for p := range n.peers {
 		s.Peers = append(s.Peers, string(p))
 	}

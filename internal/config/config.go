@@ -62,6 +62,11 @@ type Network struct {
 	Seeds   []string
 	Brokers []Broker
 	Links   []Link
+	// Bandwidth holds the bandwidth of the links that have one: the bytes
+	// per second the upstream cell sends on the link, per connection of
+	// the bundle (DESIGN.md §6b; Gryphon CC §5's bandwidth limits). Kept
+	// apart from Link so that a Link stays its two ends.
+	Bandwidth map[Link]int64
 	// Chaos is the [chaos] table; nil when absent.
 	Chaos *Chaos
 	// TLS is the [tls] table (security.go); nil: no TLS anywhere.
@@ -134,7 +139,7 @@ var (
 	topKeys    = []string{"seeds", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
 	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt"}
-	linkKeys   = []string{"up", "down"}
+	linkKeys   = []string{"up", "down", "bandwidth"}
 )
 
 // Load reads and parses the network config at path.

@@ -44,8 +44,9 @@ type rawBroker struct {
 }
 
 type rawLink struct {
-	Up   any `toml:"up"`
-	Down any `toml:"down"`
+	Up        any `toml:"up"`
+	Down      any `toml:"down"`
+	Bandwidth any `toml:"bandwidth"`
 }
 
 // fieldRef names one key of one element: ("broker", 2, "id").
@@ -161,10 +162,28 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 	}
 	p.convertSecurity(raw, n, bad)
 	for i, rl := range raw.Link {
-		n.Links = append(n.Links, Link{
+		l := Link{
 			Up:   p.str(fieldRef{"link", i, "up"}, rl.Up, bad),
 			Down: p.str(fieldRef{"link", i, "down"}, rl.Down, bad),
-		})
+		}
+		if rl.Bandwidth != nil {
+			s, ok := rl.Bandwidth.(string)
+			if !ok {
+				s = fmt.Sprint(rl.Bandwidth) // a number: say which, then why not
+			}
+			bw, err := ParseBandwidth(s)
+			switch {
+			case err != nil:
+				p.field("link", i, "bandwidth", "link %s → %s: %v", l.Up, l.Down, err)
+				bad[fieldRef{"link", i, "bandwidth"}] = true
+			default:
+				if n.Bandwidth == nil {
+					n.Bandwidth = map[Link]int64{}
+				}
+				n.Bandwidth[l] = bw
+			}
+		}
+		n.Links = append(n.Links, l)
 	}
 	return n
 }

@@ -68,6 +68,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		b.WriteString("\n[[link]]\n")
 		fmt.Fprintf(&b, "%-4s = %s\n", "up", quote(l.Up))
 		fmt.Fprintf(&b, "%-4s = %s\n", "down", quote(l.Down))
+		if bw := n.Bandwidth[l]; bw > 0 {
+			fmt.Fprintf(&b, "bandwidth = %s\n", quote(FormatBandwidth(bw)))
+		}
 	}
 	if c := n.Chaos; c != nil {
 		b.WriteString("\n[chaos]\n")

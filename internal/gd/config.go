@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -103,6 +104,18 @@ type Config struct {
 	// a link drops them. Default false. It is the baseline that seed 000
 	// §4.1 measures GD against; use it only to measure.
 	BestEffort bool
+
+	// CongestionControl switches Gryphon CC on (congestion.go): pubends
+	// send DCQs and slow their publishers to the rate the network sustains,
+	// SHBs alert when they fall behind and bound their nacks while they
+	// recover. Default false in this struct, so that the protocol's golden
+	// stories stay about GD; the broker turns it on. Switch it off only to
+	// watch a network collapse under overload (Gryphon CC §2).
+	CongestionControl bool
+
+	// Congestion holds Table 1 of Gryphon CC and our additions, each with
+	// unit, default and advice (congestion.Config).
+	Congestion congestion.Config
 }
 
 // DefaultConfig returns the seed's parameters (see each field).
@@ -123,6 +136,7 @@ func DefaultConfig() Config {
 		PubendCacheBytes:        64 << 20,
 		RelayCacheBytes:         64 << 20,
 		MaxRetain:               168 * time.Hour,
+		Congestion:              congestion.DefaultConfig(),
 	}
 }
 
@@ -158,6 +172,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: RelayCacheBytes must not be negative", ErrConfig)
 	case c.MaxRetain < 0:
 		return fmt.Errorf("%w: MaxRetain must not be negative (0 never releases early)", ErrConfig)
+	}
+	if c.CongestionControl {
+		if err := c.Congestion.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	return nil
 }

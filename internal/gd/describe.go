@@ -29,6 +29,7 @@ func (e *Engine) Describe() string {
 			}
 			b.WriteString("\n")
 		}
+		e.describeCC(&b, ps)
 		for _, o := range ps.outs {
 			f := "all"
 			if d := e.downs[o.Down]; d != nil && d.filter != nil {

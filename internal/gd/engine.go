@@ -164,6 +164,7 @@ type pstream struct {
 	aeNext     tick.Time // pubend: next AckExpected allowed
 	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
 	rel        release   // release protocol (release.go)
+	cc         ccStream  // congestion control (congestion.go)
 }
 
 type subscription struct {
@@ -226,6 +227,7 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 				}
 			}
 		}
+		e.initCC(ps)
 		if ps.pub == nil {
 			ps.in.Unobserved = func(t tick.Tick, ev *msg.Event) bool { return !e.wanted(ps, t, ev) }
 		}
@@ -328,6 +330,14 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onReplay(from, m)
 	case msg.ReplayData:
 		e.onReplayData(from, m)
+	case msg.DCQ:
+		if e.ccOn() {
+			e.onDCQ(from, m)
+		}
+	case msg.UCA:
+		if e.ccOn() {
+			e.onUCA(from, m)
+		}
 	default:
 		return fmt.Errorf("gd: broker %s: unexpected message %T from %s", e.id, m, from)
 	}

@@ -23,7 +23,7 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= cc=on dcq=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
 //	    forget defaults to nrt; relaycache is RelayCacheBytes). A line "cell c = b1 b2" makes c a redundant
@@ -467,6 +467,18 @@ func (h *harness) network(args map[string]string, input string) {
 		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead, "maxretain": &h.cfg.MaxRetain,
 	}
 	for k, v := range args {
+		if k == "cc" { // congestion control on
+			h.cfg.CongestionControl = v == "on"
+			continue
+		}
+		if k == "dcq" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				h.fatalf("bad config %s=%s", k, v)
+			}
+			h.cfg.Congestion.DCQInterval = d
+			continue
+		}
 		if k == "relaycache" { // bytes
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {

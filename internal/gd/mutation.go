@@ -21,6 +21,9 @@ const (
 	// MutSkipFetch: the pubend answers nacks for payloads it evicted from
 	// memory without reading them back from its log.
 	MutSkipFetch
+	// MutNoRateDecrease: a pubend ignores congestion alerts (UCAs), so its
+	// rate never goes down (Gryphon CC eq. 2, 3 switched off).
+	MutNoRateDecrease
 )
 
 // Mutate switches off the given rules (tests only).

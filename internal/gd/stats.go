@@ -32,6 +32,12 @@ type Stats struct {
 	// at this broker would observe the D (stream.Istream.Unobserved,
 	// ARCHITECTURE.md decision 10): not contradictions.
 	UnobservedD int
+	// Congestion control (congestion.go, Gryphon CC): publishes that
+	// waited for the pubend's rate, DCQs a pubend sent, UCAs sent upstream,
+	// rate decreases at a pubend, recoveries an SHB started, and DCQs or
+	// UCAs ignored (from outside the pubend's tree, or with an impossible
+	// rate).
+	PublishesHeld, DCQsSent, UCAsSent, RateDecreases, Recoveries, CCIgnored uint64
 }
 
 // Stats returns the counters so far.

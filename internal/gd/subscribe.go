@@ -122,6 +122,13 @@ func (e *Engine) publish(m msg.Publish) {
 		e.publishBestEffort(ps, m)
 		return
 	}
+	if e.admitPublish(ps, m) {
+		e.assign(ps, m)
+	}
+}
+
+// assign gives a publish its tick and queues its record and ack.
+func (e *Engine) assign(ps *pstream, m msg.Publish) {
 	a := ps.pub.Assign(e.now, m)
 	if a.Event == nil {
 		e.stats.DuplicatePublishes++
@@ -132,6 +139,7 @@ func (e *Engine) publish(m msg.Publish) {
 	}
 	e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, Event: a.Event})
 	e.queuedAfter = append(e.queuedAfter, msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick})
+	ps.cc.position = a.Event.Tick
 }
 
 // subscribe widens the filters towards every pubend, then asks each pubend

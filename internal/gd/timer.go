@@ -14,6 +14,9 @@ func (e *Engine) tick() {
 		if e.cfg.BestEffort {
 			break // no stream timers: nothing is accumulated or repaired
 		}
+		// Congestion control first: a recovering subend's NACK window must
+		// be in place before its gaps are scanned.
+		e.tickCC(ps)
 		if ps.pub != nil {
 			e.tickPubend(ps)
 		} else {

@@ -36,6 +36,11 @@ var (
 		{desc("refetches_total", "Payload refetches sent upstream by a bounded cache."), func(s *broker.Status) uint64 { return s.Stats.Refetches }},
 		{desc("contradictions_total", "Contradictory knowledge joined: must stay 0."), func(s *broker.Status) uint64 { return uint64(s.Stats.Contradictions) }},
 		{desc("auth_failures_total", "Clients refused for a bad user name or password."), func(s *broker.Status) uint64 { return s.AuthFailures }},
+		{desc("publishes_held_total", "Publishes that waited for their pubend's congestion-controlled rate."), func(s *broker.Status) uint64 { return s.Stats.PublishesHeld }},
+		{desc("congestion_rate_decreases_total", "Times a hosted pubend lowered its rate on a congestion alert (Gryphon CC eq. 2, 3)."), func(s *broker.Status) uint64 { return s.Stats.RateDecreases }},
+		{desc("congestion_alerts_sent_total", "Congestion alerts (UCA) sent upstream."), func(s *broker.Status) uint64 { return s.Stats.UCAsSent }},
+		{desc("congestion_recoveries_total", "Times a subscriber broker started recovering a stream (Gryphon CC §4)."), func(s *broker.Status) uint64 { return s.Stats.Recoveries }},
+		{desc("congestion_ignored_total", "Congestion queries or alerts ignored: from outside the pubend's tree, or with an impossible rate."), func(s *broker.Status) uint64 { return s.Stats.CCIgnored }},
 		{desc("handshake_failures_total", "Connections refused before they were up: TLS, Hello, certificate name or credentials."), func(s *broker.Status) uint64 { return s.HandshakeFailures }},
 	}
 	peersDesc   = desc("peers", "Connected neighbour brokers.")
@@ -50,13 +55,18 @@ var (
 	fsyncDesc   = desc("fsync_seconds", "Latency of the event log's fsyncs (one per group commit).")
 	batchDesc   = desc("group_commit_records", "Records per group commit of the event log.")
 	linkDesc    = desc("link_up", "1 when the connection the config asks for with a neighbour broker is up, else 0.", "peer")
+	limitDesc   = desc("congestion_rate_limit", "A hosted pubend's publication rate limit in events per second (0: unlimited).", "pubend")
+	heldDesc    = desc("congestion_held_publishes", "Publishes waiting for a hosted pubend's rate.", "pubend")
+	dhRateDesc  = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
+	recDesc     = desc("congestion_recovering", "1 while a subscriber broker is recovering the stream.", "pubend")
+	nwndDesc    = desc("congestion_nack_window_ms", "The NACK window of a recovering stream, in milliseconds of pubend time.", "pubend")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fsyncDesc, batchDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc} {
 		ch <- d
 	}
 }
@@ -103,6 +113,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				up = 1
 			}
 			ch <- prometheus.MustNewConstMetric(linkDesc, prometheus.GaugeValue, up, s.ID, peer.ID)
+		}
+		for _, cc := range s.Congestion {
+			p := string(cc.Pubend)
+			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, cc.Limit, s.ID, p)
+			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(cc.Held), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(dhRateDesc, prometheus.GaugeValue, cc.Rate, s.ID, p)
+			rec := 0.0
+			if cc.Recovering {
+				rec = 1
+			}
+			ch <- prometheus.MustNewConstMetric(recDesc, prometheus.GaugeValue, rec, s.ID, p)
+			ch <- prometheus.MustNewConstMetric(nwndDesc, prometheus.GaugeValue, float64(cc.NackWindow), s.ID, p)
 		}
 	}
 }

@@ -29,7 +29,16 @@ type publisher struct {
 	rate        float64                  // publishes per second while steady
 	fixedTopic  string
 	conn        clientConn
+	// pad makes each payload this many bytes longer; steady publishers
+	// never idle or burst (the congestion scenarios).
+	pad    int
+	steady bool
 }
+
+// maxInflight bounds a simulated publisher's unacknowledged publishes, as
+// the Go client's MaxInflight does: a pubend that slows its acks (Gryphon
+// CC) slows the publisher.
+const maxInflight = 1000
 
 // clientConn is a simulated client's connection to its broker: one per
 // broker incarnation, opened when the client first needs it.
@@ -76,12 +85,15 @@ func (p *publisher) run(w *world) {
 	}
 	delay := time.Duration(float64(time.Second) / p.rate)
 	switch r := w.rng.IntN(100); {
+	case p.steady:
 	case r < 2 && p.fixedTopic == "": // idle 1–5 s
 		delay = time.Duration(1000+w.rng.IntN(4000)) * time.Millisecond
 	case r < 10 && p.fixedTopic == "": // burst
 		delay = time.Duration(w.rng.IntN(5)) * time.Millisecond
 	}
-	p.publish(w)
+	if len(p.outstanding) < maxInflight {
+		p.publish(w)
+	}
 	w.after(max(delay, time.Microsecond), func() { p.run(w) })
 }
 
@@ -93,7 +105,7 @@ func (p *publisher) request(seq uint64) msg.Publish {
 	return msg.Publish{
 		Pubend: p.pubend, Publisher: p.id, Seq: seq, Topic: topic,
 		Props:   msg.MustProps(map[string]any{"seq": int64(seq)}),
-		Payload: []byte(fmt.Sprintf("%s#%d", p.id, seq)),
+		Payload: append([]byte(fmt.Sprintf("%s#%d", p.id, seq)), make([]byte, p.pad)...),
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // scheduleFaults draws the fault schedule of the fault phase from the seed.
 func (w *world) scheduleFaults() {
 	var kinds []string
-	for _, f := range []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultIOError} {
+	for _, f := range []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultIOError, FaultOverload} {
 		if w.plan.faults[f] {
 			kinds = append(kinds, f)
 		}
@@ -34,6 +34,8 @@ func (w *world) scheduleFaults() {
 func (w *world) inject(kind string) {
 	ms := func(lo, hi int) time.Duration { return time.Duration(lo+w.rng.IntN(hi-lo)) * time.Millisecond }
 	switch kind {
+	case FaultOverload:
+		w.injectOverload()
 	case FaultCrash:
 		n := w.nodes[w.order[w.rng.IntN(len(w.order))]]
 		if l := w.leaderToCrash(); l != nil {
@@ -117,7 +119,7 @@ func (w *world) healAll() {
 		w.restart(w.nodes[id])
 	}
 	for _, l := range w.links {
-		l.loss = false
+		l.loss, l.bw = false, 0
 		w.heal(l)
 	}
 	w.durablesHealed()

@@ -65,7 +65,8 @@ func (p *port) Send(to msg.NodeID, m msg.Msg) {
 	if k, ok := knowledgeOf(m); ok {
 		w.orc.Sent(n.id, n.broker.Role == PHB, k, func(t tick.Tick) match.Filter { return n.eng.FilterAt(k.Pubend, to, t) })
 	}
-	w.transmit(msg.Envelope{From: n.id, To: to, Msg: p.wire(m)})
+	m = p.wire(m)
+	w.transmit(msg.Envelope{From: n.id, To: to, Msg: m}, len(w.frame))
 }
 
 // ToClient hands m to a simulated client, through the codec.

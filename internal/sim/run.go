@@ -56,6 +56,13 @@ type Result struct {
 	// LeaderServes: members of replicated PHB cells that started to serve
 	// (the first leader of each cell, and every failover).
 	LeaderServes int
+	// QueueResets: connections reset because a capped link's queue
+	// overflowed (congestion.go); DCQs and RateDecreases: congestion
+	// queries pubends sent and the times they lowered their rate.
+	QueueResets, DCQs, RateDecreases int
+	// MaxLinkQueue: the most bytes ever queued on one direction of a
+	// capped link.
+	MaxLinkQueue int
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -120,6 +127,15 @@ func Run(o Options) (Result, error) {
 	}
 	res.Gaps = w.gaps
 	res.DS = w.ds.result()
+	res.QueueResets = w.queueResets
+	for _, l := range w.links {
+		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
+	}
+	for _, id := range w.order {
+		st := w.nodes[id].eng.Stats()
+		res.DCQs += int(st.DCQsSent)
+		res.RateDecreases += int(st.RateDecreases)
+	}
 	for _, s := range w.orc.Sessions() {
 		if s.Durable {
 			res.DurableSessions++
@@ -237,6 +253,10 @@ func (w *world) schedule() {
 		w.scheduleDS()
 		return
 	}
+	if w.opts.Scenario == "cc" {
+		w.scheduleCCE1(shbs)
+		return
+	}
 	for _, b := range w.plan.topo.Brokers {
 		if w.plan.topo.CellOf(b.ID) != b.ID {
 			continue // a replicated cell's publishers are its first member's
@@ -313,6 +333,7 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uin
 	if now := w.nacksSent(); now > nacksAtQuiet {
 		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
 	}
+	w.ccRecovered()
 	w.orc.ViewsConverged(w.memberStates())
 	w.releaseConverged(targets)
 }

@@ -47,7 +47,7 @@ func (t *tracer) delivered(n *node, local tick.Time, ev *msg.Event) {
 // sample writes one row per broker for the window ending at now.
 func (t *tracer) sample(w *world) {
 	if !t.header {
-		fmt.Fprintln(t.w, "t_ms,broker,deliveries,latency_ms_avg,latency_ms_max,nacks_sent,nack_range_ms")
+		fmt.Fprintln(t.w, "t_ms,broker,deliveries,latency_ms_avg,latency_ms_max,nacks_sent,nack_range_ms,rate_limit,dh_rate,recovering,nack_window_ms,dh_lag_ms")
 		t.header = true
 	}
 	for _, id := range w.order {
@@ -64,11 +64,45 @@ func (t *tracer) sample(w *world) {
 		if r.n > 0 {
 			avg = float64(r.sumLatency.Milliseconds()) / float64(r.n)
 		}
-		fmt.Fprintf(t.w, "%d,%s,%d,%.1f,%d,%d,%d\n", time.Duration(w.now-epoch).Milliseconds(), id, r.n, avg,
-			r.maxLatency.Milliseconds(), nacks, ticks>>tick.SubTickBits)
+		fmt.Fprintf(t.w, "%d,%s,%d,%.1f,%d,%d,%d,%s\n", time.Duration(w.now-epoch).Milliseconds(), id, r.n, avg,
+			r.maxLatency.Milliseconds(), nacks, ticks>>tick.SubTickBits, ccColumns(w, n))
 	}
 	t.cur = map[msg.NodeID]*traceRow{}
 	w.after(t.window, func() { t.sample(w) })
 }
 
 func (t *tracer) flush() { t.w.Flush() }
+
+// ccColumns are the congestion control columns of a row (Gryphon CC §5's
+// figures): the pubend's rate limit in events/s (0: unlimited), and at an
+// SHB the smoothed doubt-horizon rate, whether it is recovering and its NACK
+// window (empty with congestion control off), and how far its doubt horizon
+// lags the present. Each is the first pubend's (the "cc" scenario has one).
+func ccColumns(w *world, n *node) string {
+	if !n.up {
+		return ",,,,"
+	}
+	cc := n.eng.CCStates()
+	if n.broker.Role == PHB {
+		if len(cc) > 0 {
+			return fmt.Sprintf("%.1f,,,,", cc[0].Limit)
+		}
+		return ",,,,"
+	}
+	streams := n.eng.Inspect()
+	if n.broker.Role != SHB || len(streams) == 0 {
+		return ",,,,"
+	}
+	lag := fmt.Sprint(w.localNow(n).Millis() - streams[0].DoubtHorizon.Millis())
+	for _, s := range cc {
+		if s.Pubend != streams[0].Pubend {
+			continue
+		}
+		rec := 0
+		if s.Recovering {
+			rec = 1
+		}
+		return fmt.Sprintf(",%.3f,%d,%d,%s", s.Rate, rec, s.NackWindow, lag)
+	}
+	return ",,,," + lag
+}

@@ -50,6 +50,9 @@ type world struct {
 	// refetches and linkStatuses count msg.Refetch (bounded caches away
 	// from the pubend) and msg.LinkStatus sent.
 	refetches, linkStatuses int
+	// queueResets counts connections reset by a full link queue
+	// (congestion.go).
+	queueResets int
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
 	// rrng is the randomness of replicated PHB cells (raft.go);
@@ -118,6 +121,12 @@ type link struct {
 	loss    bool
 	// reset: down only because a view closed it; it redials (membership.go).
 	reset bool
+	// bw caps the bytes per second each direction carries (0: no cap);
+	// busy is when each direction's queue has drained, maxQueued the most
+	// bytes ever queued on it (congestion.go).
+	bw        float64
+	busy      [2]tick.Time
+	maxQueued [2]float64
 }
 
 type event struct {
@@ -159,6 +168,7 @@ func (w *world) localNow(n *node) tick.Time {
 
 func (w *world) newEngine(n *node, standby bool) {
 	cfg := w.opts.Config
+	cfg.CongestionControl = w.plan.cc
 	if w.plan.cacheBytes > 0 {
 		// Every role's cache: the pubend reads its log back, other
 		// brokers refetch from upstream (gd/refetch.go).
@@ -192,7 +202,7 @@ func (w *world) input(n *node, fn func(b *shell.Broker)) {
 	w.orc.CheckRelease(n.id, n.gen, n.eng.ReleaseStates())
 }
 
-func (w *world) transmit(env msg.Envelope) {
+func (w *world) transmit(env msg.Envelope, size int) {
 	switch env.Msg.(type) {
 	case msg.Relay:
 		w.relays++
@@ -227,8 +237,10 @@ func (w *world) transmit(env msg.Envelope) {
 	if w.plan.linkJitter > 0 {
 		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
 	}
-	at := max(w.now.Add(d), l.lastAt[dir])
-	l.lastAt[dir] = at
+	at, ok := w.queueOn(l, dir, env.Msg, size, w.now.Add(d))
+	if !ok {
+		return
+	}
 	ep := l.epoch
 	w.watchMsg("send", env)
 	w.at(at, func() {
@@ -397,6 +409,7 @@ func (w *world) cut(l *link) {
 	w.watchf("cut %s-%s", l.a, l.b)
 	wasUp := l.up
 	l.up, l.stalled, l.reset = false, false, false
+	l.busy = [2]tick.Time{} // the queues go with the connection
 	l.epoch++
 	if wasUp {
 		// Both ends see the connection drop (a reset, or the heartbeat

@@ -82,6 +82,16 @@ func (p *Pubend) Assign(now tick.Time, req msg.Publish) Assignment {
 	return Assignment{Event: ev}
 }
 
+// Known reports whether the publisher's seq already has a tick (a retry).
+func (p *Pubend) Known(publisher string, seq uint64) bool {
+	w := p.dedup[publisher]
+	if w == nil {
+		return false
+	}
+	_, ok := w.ticks[seq]
+	return ok
+}
+
 func (p *Pubend) remember(pub string, seq uint64, t tick.Tick, durable bool) {
 	w := p.dedup[pub]
 	if w == nil {

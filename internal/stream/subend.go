@@ -33,10 +33,19 @@ type Subend struct {
 	srtt      time.Duration
 	rttvar    time.Duration
 	sampled   bool
+	samples   uint64 // round-trip samples taken, for SRTT's readers
 	// heard is when knowledge last arrived from upstream, revived when it
 	// arrived after a quiet spell (Heard).
 	heard, revived tick.Time
+	// Window, when not 0, is the NACK window's last tick (Gryphon CC §3.2,
+	// SDCC): a recovering SHB nacks no Q tick above it; gaps above it wait
+	// until the doubt horizon, and the window with it, moves up.
+	Window tick.Tick
 }
+
+// SRTT returns the smoothed nack round trip and how many round trips it
+// has sampled.
+func (s *Subend) SRTT() (time.Duration, uint64) { return s.srtt, s.samples }
 
 type gap struct {
 	r        tick.Range
@@ -56,6 +65,7 @@ func (s *Subend) NRT(l Liveness) time.Duration {
 }
 
 func (s *Subend) sample(r time.Duration) {
+	s.samples++
 	if !s.sampled {
 		s.srtt, s.rttvar, s.sampled = r, r/2, true
 		return
@@ -156,12 +166,15 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 		}
 		s.expectNow = false
 	}
+	if s.Window != 0 {
+		next = splitAt(next, s.Window)
+	}
 	for i := range next {
 		g := &next[i]
 		if g.tries > 0 && s.revived > g.last { // see Heard
 			g.due, g.tries = now, 0
 		}
-		if g.due > now {
+		if g.due > now || (s.Window != 0 && g.r.Lo > s.Window) {
 			continue
 		}
 		nack = append(nack, g.r)

@@ -33,6 +33,9 @@ type Options struct {
 	DeadAfter time.Duration
 	// MaxFrame bounds an inbound frame. Default wire.DefaultMaxFrame.
 	MaxFrame int
+	// Bandwidth caps the bytes per second written (0: no cap): a link's
+	// bandwidth in the network config (DESIGN.md §6b).
+	Bandwidth int64
 }
 
 func (o Options) withDefaults() Options {
@@ -60,8 +63,13 @@ type Conn struct {
 	nc   net.Conn
 	opts Options
 
-	mu      sync.Mutex
-	queue   []msg.Msg
+	mu    sync.Mutex
+	queue []msg.Msg
+	// urgent holds high-priority control messages (Gryphon CC's DCQ and
+	// UCA, §3.1): the writer takes them before the queue, so they do not
+	// wait behind a backlog of data. Nothing relies on their order with
+	// other messages. Bounded like the queue.
+	urgent  []msg.Msg
 	wake    chan struct{}
 	closed  bool   // no more Sends; the writer winds the connection down
 	goodbye string // reason to send the peer before closing
@@ -70,6 +78,7 @@ type Conn struct {
 	fin     sync.Once
 	err     error
 	done    chan struct{} // closed once the socket is closed
+	pace    pacer         // the writer's bandwidth cap
 }
 
 // Handshake sends our Hello, reads the peer's, and checks it. The deadline
@@ -110,6 +119,10 @@ func newConn(nc net.Conn, peer msg.Hello, opts Options) *Conn {
 
 func newBufReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
 
+// SetBandwidth caps the bytes per second written (0: no cap), for a cap
+// that depends on who the peer turned out to be. Call it before Run.
+func (c *Conn) SetBandwidth(bw int64) { c.opts.Bandwidth = max(bw, 0) }
+
 // Send queues m; it never blocks. It reports false (and closes the
 // connection) when the queue is full or the connection is closed.
 func (c *Conn) Send(m msg.Msg) bool {
@@ -118,12 +131,17 @@ func (c *Conn) Send(m msg.Msg) bool {
 		c.mu.Unlock()
 		return false
 	}
-	if len(c.queue) >= c.opts.QueueFrames {
+	if len(c.queue) >= c.opts.QueueFrames || len(c.urgent) >= c.opts.QueueFrames {
 		c.mu.Unlock()
 		c.CloseWith(ErrQueueFull, "peer too slow: outbound queue full")
 		return false
 	}
-	c.queue = append(c.queue, m)
+	switch m.(type) {
+	case msg.DCQ, msg.UCA:
+		c.urgent = append(c.urgent, m)
+	default:
+		c.queue = append(c.queue, m)
+	}
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -197,7 +215,7 @@ func (c *Conn) writeLoop() error {
 		select {
 		case <-hb.C:
 			c.mu.Lock()
-			if len(c.queue) == 0 && !c.closed {
+			if len(c.queue) == 0 && len(c.urgent) == 0 && !c.closed {
 				c.queue = append(c.queue, msg.Heartbeat{})
 			}
 			c.mu.Unlock()
@@ -205,7 +223,10 @@ func (c *Conn) writeLoop() error {
 		}
 		c.mu.Lock()
 		closed, flush := c.closed, c.flush
-		batch, c.queue = c.queue, batch[:0]
+		batch = append(append(batch[:0], c.urgent...), c.queue...)
+		clear(c.urgent)
+		clear(c.queue)
+		c.urgent, c.queue = c.urgent[:0], c.queue[:0]
 		c.mu.Unlock()
 		if !closed || flush {
 			buf = c.writeBatch(buf, batch)
@@ -222,9 +243,15 @@ func (c *Conn) writeLoop() error {
 // its own deadline: a large backlog on a slow but healthy link is not
 // mistaken for a dead peer, and the buffer stays small.
 func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
-	const chunk = 1 << 20
+	chunk := 1 << 20
+	if bw := c.opts.Bandwidth; bw > 0 {
+		chunk = int(min(max(bw/20, 4<<10), 1<<20)) // about 50 ms of the cap
+	}
 	buf = buf[:0]
 	write := func() bool {
+		if c.opts.Bandwidth > 0 {
+			time.Sleep(c.pace.wait(time.Now(), len(buf), c.opts.Bandwidth))
+		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.opts.DeadAfter))
 		if _, err := c.nc.Write(buf); err != nil {
 			c.CloseWith(err, "")
@@ -297,7 +324,7 @@ func (c *Conn) CloseWith(err error, reason string) {
 		return
 	}
 	c.closed, c.err, c.goodbye = true, err, reason
-	c.queue = nil
+	c.queue, c.urgent = nil, nil
 	running := c.running
 	c.mu.Unlock()
 	if !running {
@@ -353,3 +380,19 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // RemoteAddr is the peer's address.
 func (c *Conn) RemoteAddr() string { return c.nc.RemoteAddr().String() }
+
+// pacer spaces writes so that they average at most a bandwidth: each write
+// of n bytes waits until the previous ones have had their share of time.
+type pacer struct{ next time.Time }
+
+// wait returns how long to wait at now before writing n bytes at bw bytes
+// per second, and books the write. Idle time is not saved up: a link that
+// was quiet gets no burst above the cap.
+func (p *pacer) wait(now time.Time, n int, bw int64) time.Duration {
+	start := now
+	if p.next.After(now) {
+		start = p.next
+	}
+	p.next = start.Add(time.Duration(float64(n) / float64(bw) * float64(time.Second)))
+	return start.Sub(now)
+}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/wire"
 )
 
@@ -168,4 +170,60 @@ func TestSlowReaderKeepsItsLink(t *testing.T) {
 	}
 	a.Close()
 	<-done
+}
+
+// A congestion query or alert queued behind data is written first (Gryphon
+// CC §3.1: they are high-priority and must not wait behind a backlog).
+func TestControlMessagesJumpTheQueue(t *testing.T) {
+	a, ra, b := pair(t, Options{Heartbeat: time.Hour})
+	for i := range 3 {
+		if !a.Send(msg.Ack{Pubend: "P1", T: tick.Tick(i + 1)}) {
+			t.Fatal("send refused")
+		}
+	}
+	if !a.Send(msg.DCQ{Pubend: "P1", Seq: 7, Position: 9}) {
+		t.Fatal("send refused")
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background(), ra, func(msg.Msg) {}) }()
+	r := wire.NewReader(b, 0)
+	if m, err := r.Next(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(msg.Hello); !ok {
+		t.Fatalf("first frame %v, want a's Hello", m)
+	}
+	var got []string
+	for range 4 {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%T", m))
+	}
+	if got[0] != "msg.DCQ" || got[1] != "msg.Ack" {
+		t.Fatalf("frames in order %v, want the DCQ first", got)
+	}
+	a.Close()
+	<-done
+}
+
+// The pacer holds writes to the bandwidth: 10 KB at 100 KB/s books 100 ms,
+// so the next write waits for what is left of it; idle time is not saved.
+func TestPacerSpacesWrites(t *testing.T) {
+	var p pacer
+	t0 := time.Unix(1000, 0)
+	if d := p.wait(t0, 10_000, 100_000); d != 0 {
+		t.Fatalf("first write waits %v", d)
+	}
+	if d := p.wait(t0.Add(30*time.Millisecond), 10_000, 100_000); d != 70*time.Millisecond {
+		t.Fatalf("second write waits %v, want 70ms", d)
+	}
+	// Booked up to t0+200ms; a write at t0+1s (after idling) goes at once
+	// and books only its own 100 ms.
+	if d := p.wait(t0.Add(time.Second), 10_000, 100_000); d != 0 {
+		t.Fatalf("write after idling waits %v", d)
+	}
+	if d := p.wait(t0.Add(time.Second), 1, 100_000); d != 100*time.Millisecond {
+		t.Fatalf("next write waits %v, want 100ms", d)
+	}
 }

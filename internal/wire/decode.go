@@ -63,6 +63,10 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
 	case TypeAck:
 		m = d.ack()
+	case TypeDCQ:
+		m = msg.DCQ{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), Position: d.tick()}
+	case TypeUCA:
+		m = msg.UCA{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), MinRec: d.rate(), MinNonRec: d.rate()}
 	case TypeAckExpected:
 		m = msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
 	case TypeSummary:
@@ -212,6 +216,21 @@ func (d *decoder) uvarint() uint64 {
 }
 
 func (d *decoder) tick() tick.Tick { return tick.Tick(d.uvarint()) }
+
+// rate reads a UCA rate (appendRate): 0 is +Inf, v is (v-1)/1000.
+func (d *decoder) rate() float64 {
+	v := d.uvarint()
+	switch {
+	case d.err != nil:
+		return 0
+	case v == 0:
+		return math.Inf(1)
+	case v-1 > maxRate*1000:
+		d.failf("UCA rate %d/1000 above %g", v-1, float64(maxRate))
+		return 0
+	}
+	return float64(v-1) / 1000
+}
 
 // ack reads an Ack: the short form (pubend, t) is what every sender wrote
 // before the release values existed and what a network without durable

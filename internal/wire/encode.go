@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -93,6 +94,20 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		}
 		b = appendTick(b, v.T-v.Delivered)
 		return appendTick(b, v.Delivered-v.Released), nil
+	case msg.DCQ:
+		b = append(b, byte(TypeDCQ))
+		b = appendString(b, string(v.Pubend))
+		b = binary.AppendUvarint(b, v.Seq)
+		return appendTick(b, v.Position), nil
+	case msg.UCA:
+		b = append(b, byte(TypeUCA))
+		b = appendString(b, string(v.Pubend))
+		b = binary.AppendUvarint(b, v.Seq)
+		var err error
+		if b, err = appendRate(b, v.MinRec); err != nil {
+			return nil, err
+		}
+		return appendRate(b, v.MinNonRec)
 	case msg.AckExpected:
 		b = append(b, byte(TypeAckExpected))
 		b = appendString(b, string(v.Pubend))
@@ -312,4 +327,20 @@ func appendOptEvent(b []byte, ev *msg.Event) ([]byte, error) {
 		return append(b, 0), nil
 	}
 	return msg.AppendEvent(append(b, 1), ev), nil
+}
+
+// maxRate bounds a UCA's rates (tick-seconds per second): far above any an
+// SHB measures, low enough that thousandths stay exact in a float64.
+const maxRate = 1e9
+
+// appendRate writes a UCA rate in thousandths plus one, 0 standing for +Inf
+// (no SHB of that kind alerted).
+func appendRate(b []byte, r float64) ([]byte, error) {
+	if math.IsInf(r, 1) {
+		return append(b, 0), nil
+	}
+	if !(r >= 0 && r <= maxRate) {
+		return nil, fmt.Errorf("wire: UCA rate %g outside [0, %g] or ∞", r, float64(maxRate))
+	}
+	return binary.AppendUvarint(b, uint64(math.Round(r*1000))+1), nil
 }

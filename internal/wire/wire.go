@@ -34,7 +34,9 @@ import (
 // accepts clients of version MinClientVersion (they have no Auth step).
 // 5 — durable subscriptions: Subscribe's durable form, Replay and
 // ReplayData (0x1b, 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
-const Version uint16 = 5
+// 6 — congestion control: DCQ and UCA (0x1e, 0x1f; 0x1d is the replicated
+// PHB's Raft message).
+const Version uint16 = 6
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
@@ -94,6 +96,8 @@ const (
 	TypeReplay      Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
 	TypeReplayData  Type = 0x1c // the answer to a Replay, down its path
 	TypeRaft        Type = 0x1d // a Raft message between members of a replicated PHB cell
+	TypeDCQ         Type = 0x1e // congestion query, down from a pubend (Gryphon CC §3.1)
+	TypeUCA         Type = 0x1f // congestion alert, up towards the pubend, folded on the way
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -120,6 +124,7 @@ var typeNames = map[Type]string{
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
+	TypeDCQ: "DCQ", TypeUCA: "UCA",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

@@ -56,6 +56,9 @@ var cases = []struct {
 	{"AckReleaseHeldBack", msg.Ack{Pubend: "P1", T: 1<<40 + 5, Released: 1 << 39, Delivered: 1<<40 + 1}},
 	{"AckDeliveredBehind", msg.Ack{Pubend: "P1", T: 9, Released: 7, Delivered: 7}},
 	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
+	{"DCQ", msg.DCQ{Pubend: "P1", Seq: 1767225600123, Position: 1<<40 + 7}},
+	{"UCANonRec", msg.UCA{Pubend: "P1", Seq: 42, MinRec: math.Inf(1), MinNonRec: 0.625}},
+	{"UCABoth", msg.UCA{Pubend: "P1", Seq: 43, MinRec: 1.5, MinNonRec: 0}},
 	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
 	{"SummaryAll", msg.Summary{All: true}},
 	{"Relay", msg.Relay{To: "s1", Msg: msg.Nack{Pubend: "P1", Start: 5, End: 9}}},
@@ -380,7 +383,7 @@ func TestUnknownType(t *testing.T) {
 			t.Fatalf("AppendFrame(%#v): %q, %v", m, out, err)
 		}
 	}
-	for _, typ := range []byte{0x00, 0x06, 0x1f, 0x7f, 0xff} {
+	for _, typ := range []byte{0x00, 0x06, 0x2f, 0x7f, 0xff} {
 		if _, err := Decode([]byte{typ, 1, 2}); !errors.Is(err, ErrUnknownType) {
 			t.Fatalf("type 0x%02x: %v", typ, err)
 		}
@@ -437,6 +440,7 @@ func TestMalformed(t *testing.T) {
 		{"replay data gap [0, 0]", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 0, 1, 0, 0, 0}, "gap [0, 0] present"},
 		{"replay data reversed gap", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 0, 1, 5, 4, 0}, "gap lo 5 above hi 4"},
 		{"replay data too many events", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 100, 0}, "100 events cannot fit"},
+		{"UCA rate absurd", []byte{byte(TypeUCA), 1, 'P', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, "UCA rate"},
 		{"relay of a replay", []byte{byte(TypeRelay), 1, 's', byte(TypeReplay), 1, 'P', 1, 's', 0, 9, 0, 0, 0}, "must be a broker-to-broker GD message"},
 	} {
 		m, err := Decode(c.frame)
@@ -529,8 +533,8 @@ func TestCheckHello(t *testing.T) {
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 5"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 5"},
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 6"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 6"},
 		// Older clients are accepted (down to MinClientVersion), older brokers are not.
 		{msg.Hello{Version: MinClientVersion, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "peer speaks protocol version 3"},
 		{msg.Hello{Version: MinClientVersion - 1, Role: msg.RoleClient, ID: "c"}, ErrVersion, "peer speaks protocol version 2"},
@@ -632,6 +636,16 @@ func TestAckOutOfOrderRefused(t *testing.T) {
 		out, err := AppendFrame([]byte("keep"), a)
 		if !errors.Is(err, ErrMalformed) || string(out) != "keep" {
 			t.Fatalf("AppendFrame(%v): %q, %v", a, out, err)
+		}
+	}
+}
+
+// A UCA whose rate no SHB could measure is refused by the encoder: it never
+// reaches a peer.
+func TestUCARateRefused(t *testing.T) {
+	for _, r := range []float64{math.NaN(), -0.5, math.Inf(-1), 2e9} {
+		if _, err := AppendFrame(nil, msg.UCA{Pubend: "P", Seq: 1, MinRec: r, MinNonRec: math.Inf(1)}); err == nil {
+			t.Errorf("rate %g encoded", r)
 		}
 	}
 }

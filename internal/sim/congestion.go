@@ -1,0 +1,134 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// Links with a bandwidth cap (Gryphon CC §2, §5: "network congestion was
+// created as bandwidth limits on links"). Each direction of a capped link is
+// a queue drained at bw bytes per second; a message arrives after it has
+// been sent and one link delay. A queue past linkQueueBytes resets the
+// connection, as a broker's full outbound queue does (ARCHITECTURE.md,
+// connections): what was queued is lost and the protocol recovers it. DCQ
+// and UCA are high-priority control messages and pass the queue.
+const linkQueueBytes = 256 << 10
+
+// queueOn returns when a message of size bytes sent now on l in direction
+// dir arrives, given the earliest arrival by delay alone; false when the
+// queue overflowed and the link was reset.
+func (w *world) queueOn(l *link, dir int, m msg.Msg, size int, earliest tick.Time) (tick.Time, bool) {
+	switch m.(type) {
+	case msg.DCQ, msg.UCA:
+		return earliest, true // ahead of every queued message: no FIFO with data
+	}
+	at := earliest
+	if l.bw > 0 {
+		start := max(w.now, l.busy[dir])
+		queued := start.Sub(w.now).Seconds() * l.bw
+		l.maxQueued[dir] = max(l.maxQueued[dir], queued)
+		if queued+float64(size) > linkQueueBytes {
+			w.queueResets++
+			w.watchf("queue of %s-%s over %d B: reset", l.a, l.b, linkQueueBytes)
+			w.cut(l)
+			w.after(time.Duration(10+w.rng.IntN(190))*time.Millisecond, func() {
+				if !w.healed {
+					w.heal(l)
+				}
+			})
+			return 0, false
+		}
+		l.busy[dir] = start.Add(time.Duration(float64(size) / l.bw * float64(time.Second)))
+		at = l.busy[dir].Add(earliest.Sub(w.now))
+	}
+	at = max(at, l.lastAt[dir])
+	l.lastAt[dir] = at
+	return at, true
+}
+
+// injectOverload caps one link's bandwidth for a while, below what the
+// publishers above it may offer (fault "overload").
+func (w *world) injectOverload() {
+	l := w.links[w.rng.IntN(len(w.links))]
+	if l.bw > 0 {
+		return
+	}
+	l.bw = float64(1000 + w.rng.IntN(6000))
+	w.watchf("overload %s-%s at %.0f B/s", l.a, l.b, l.bw)
+	w.after(time.Duration(2000+w.rng.IntN(8000))*time.Millisecond, func() { l.bw = 0 })
+}
+
+// ccRecovered is the liveness check of congestion control: at the end of a
+// run no SHB may still be recovering (Gryphon CC §3: every SHB that falls
+// behind eventually catches up).
+func (w *world) ccRecovered() {
+	for _, id := range w.order {
+		n := w.nodes[id]
+		if n.broker.Role != SHB {
+			continue
+		}
+		for _, s := range n.eng.CCStates() {
+			if s.Recovering {
+				w.orc.Violate("CC1", "%s is still recovering %s at the end of the run (t̄ %.3f)", id, s.Pubend, s.Rate)
+			}
+		}
+	}
+}
+
+// scheduleCCE1 is Gryphon CC §2 Fig. 4 and §5 E1 at simulation scale on the
+// "cc" topology: publishers offer about 42 KB/s in 1 KB events through
+// b1–s2, capped at 48 KB/s, and b1–s2 fails for 15 s. When it comes back,
+// s2 must recover everything it missed while new events keep coming: the
+// pubend has to slow its publishers so the recovery can use the link.
+// The oracle states the bound: by 2·outage/Δt_rec + 10 s after the link
+// returns, s2's doubt horizon is within 2 s of the pubend's present (CC2).
+func (w *world) scheduleCCE1(shbs []msg.NodeID) {
+	const (
+		rate    = 20 // events/s per publisher
+		pad     = 1000
+		outage  = 15 * time.Second
+		cutAt   = 5 * time.Second
+		linkBps = 48_000
+	)
+	for i := range 2 {
+		pub := &publisher{id: fmt.Sprintf("pub-%d", i), node: "p1", pubend: "P1",
+			outstanding: map[uint64]time.Duration{}, rate: rate, fixedTopic: "cc.t", pad: pad, steady: true}
+		w.pubs = append(w.pubs, pub)
+		w.after(time.Duration(i*25)*time.Millisecond, func() { pub.run(w) })
+		w.after(time.Second, func() { pub.retry(w) })
+	}
+	for i, id := range shbs {
+		s := &subscriber{name: "c" + string(rune('0'+i)), node: id, pattern: ">"}
+		w.subs = append(w.subs, s)
+		w.after(100*time.Millisecond, func() { s.start(w) })
+	}
+	l := w.byPair[pairKey("b1", "s2")]
+	l.bw = linkBps
+	w.after(cutAt, func() { w.cut(l) })
+	w.after(cutAt+outage, func() { w.heal(l) })
+	dtRec := w.opts.Config.Congestion.RecThreshold
+	bound := time.Duration(2*outage.Seconds()/dtRec*float64(time.Second)) + 10*time.Second
+	w.after(cutAt+outage+bound, func() {
+		n := w.nodes["s2"]
+		for _, st := range n.eng.Inspect() {
+			present := tick.FromMillis(w.localNow(n).Millis())
+			if lag := time.Duration(present.Millis()-st.DoubtHorizon.Millis()) * time.Millisecond; lag > 2*time.Second {
+				w.orc.Violate("CC2", "s2 has not recovered %s %v after b1–s2 came back (bound %v): its doubt horizon lags %v",
+					st.Pubend, bound, bound, lag)
+			}
+		}
+	})
+}
+
+// CCOptions are the options of the "cc" scenario (scheduleCCE1): the fault
+// phase is long enough for the recovery bound to be checked before
+// everything heals.
+func CCOptions(seed uint64) Options {
+	o := DefaultOptions(seed)
+	o.Topology, o.Scenario = "cc", "cc"
+	o.FaultPhase = 75 * time.Second
+	return o
+}
