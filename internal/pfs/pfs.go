@@ -40,6 +40,10 @@ type PFS struct {
 	// scratch buffers, reused to keep appends and reads allocation-light.
 	buf   []byte
 	links []link
+	// mutSkipBackPointer breaks the PFS on purpose for the property test's
+	// mutation check: new match records do not link to the subscriber's
+	// previous one (Gryphon DS §4.2's back-pointer), so reads lose matches.
+	mutSkipBackPointer bool
 }
 
 // Batch is the answer to Read: within Known, the ticks in Matched matched
@@ -175,7 +179,11 @@ func (p *PFS) Match(t tick.Tick, subs []SubID) error {
 	}
 	links := p.links[:0]
 	for _, s := range subs {
-		links = append(links, link{sub: s, prev: p.last[s]})
+		prev := p.last[s]
+		if p.mutSkipBackPointer {
+			prev = 0
+		}
+		links = append(links, link{sub: s, prev: prev})
 	}
 	p.links = links
 	return p.append(record{kind: kindMatch, tick: t, links: links}, appendMatch(p.buf[:0], t, links))
