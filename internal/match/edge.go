@@ -36,7 +36,7 @@ type Edge struct {
 	cur   uint64           // newest version handed out by View
 	dirty bool             // the set changed since version cur
 
-	at   uint64                // version being matched
+	at   uint64               // version being matched
 	seen func(id uint64) bool // visible at version at (built once: no allocation per event)
 }
 
