@@ -172,6 +172,46 @@ func (m Summary) String() string {
 	return fmt.Sprintf("Summary{%s}", strings.Join(parts, " "))
 }
 
+// Clause is one clause of a summary: a topic pattern and a selector (""
+// for the pattern alone).
+type Clause struct {
+	Pattern, Selector string
+}
+
+func (c Clause) String() string {
+	if c.Selector == "" {
+		return c.Pattern
+	}
+	return c.Pattern + "[" + c.Selector + "]"
+}
+
+// SummaryDelta changes the summary a broker last sent on this link, so that
+// an edge with many clauses behind it costs each subscription's clause once
+// rather than the whole union at every change. Seq numbers the deltas since
+// the last Summary sent on the link (1, 2, …): a receiver that sees another
+// number has lost its base and passes everything until the next Summary
+// (wider, never narrower). All, when set, makes the edge pass everything
+// whatever its clauses; Remove applies before Add.
+type SummaryDelta struct {
+	Seq         uint64
+	All         bool
+	Add, Remove []Clause
+}
+
+func (m SummaryDelta) String() string {
+	var parts []string
+	if m.All {
+		parts = append(parts, "all")
+	}
+	for _, c := range m.Remove {
+		parts = append(parts, "-"+c.String())
+	}
+	for _, c := range m.Add {
+		parts = append(parts, "+"+c.String())
+	}
+	return fmt.Sprintf("SummaryDelta{#%d %s}", m.Seq, strings.Join(parts, " "))
+}
+
 // SubReq travels from an SHB up to a pubend after every filter on the way
 // has been widened for a new subscription; the pubend answers SubReply with
 // the tick from which the subscription is complete (MODEL.md P6). Path holds
@@ -258,14 +298,15 @@ func (m Payloads) String() string {
 	return fmt.Sprintf("Payloads{%s %v: %d events [%s] via %v}", m.Pubend, m.Ranges, len(m.Events), strings.Join(ticks, " "), m.Path)
 }
 
-func (Relay) isMsg()       {}
-func (Refetch) isMsg()     {}
-func (Payloads) isMsg()    {}
-func (LinkStatus) isMsg()  {}
-func (Knowledge) isMsg()   {}
-func (Nack) isMsg()        {}
-func (Ack) isMsg()         {}
-func (AckExpected) isMsg() {}
-func (Summary) isMsg()     {}
-func (SubReq) isMsg()      {}
-func (SubReply) isMsg()    {}
+func (Relay) isMsg()        {}
+func (Refetch) isMsg()      {}
+func (Payloads) isMsg()     {}
+func (LinkStatus) isMsg()   {}
+func (Knowledge) isMsg()    {}
+func (Nack) isMsg()         {}
+func (Ack) isMsg()          {}
+func (AckExpected) isMsg()  {}
+func (Summary) isMsg()      {}
+func (SummaryDelta) isMsg() {}
+func (SubReq) isMsg()       {}
+func (SubReply) isMsg()     {}

@@ -113,6 +113,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 			b = appendString(b, sel)
 		}
 		return b, nil
+	case msg.SummaryDelta:
+		b = append(b, byte(TypeSummaryDelta))
+		b = binary.AppendUvarint(b, v.Seq)
+		b = appendBool(b, v.All)
+		b = appendClauses(b, v.Add)
+		return appendClauses(b, v.Remove), nil
 	case msg.SubReq:
 		b = append(b, byte(TypeSubReq))
 		b = appendString(b, string(v.Pubend))
@@ -309,4 +315,13 @@ func appendOptEvent(b []byte, ev *msg.Event) ([]byte, error) {
 		return append(b, 0), nil
 	}
 	return msg.AppendEvent(append(b, 1), ev), nil
+}
+
+func appendClauses(b []byte, cs []msg.Clause) []byte {
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for _, c := range cs {
+		b = appendString(b, c.Pattern)
+		b = appendString(b, c.Selector)
+	}
+	return b
 }

@@ -34,7 +34,9 @@ import (
 // accepts clients of version MinClientVersion (they have no Auth step).
 // 5 — durable subscriptions: Subscribe's durable form, Replay and
 // ReplayData (0x1b, 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
-const Version uint16 = 5
+// 6 — SummaryDelta (0x1d): a large summary changes by its clauses added
+// and removed instead of being sent whole (clients are not concerned).
+const Version uint16 = 6
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
@@ -80,19 +82,20 @@ const (
 
 	// Broker ↔ broker: guaranteed delivery (seed 000 §3.1, §3.2) and
 	// subscription control (MODEL.md P6).
-	TypeKnowledge   Type = 0x10
-	TypeNack        Type = 0x11
-	TypeAck         Type = 0x12
-	TypeAckExpected Type = 0x13
-	TypeSummary     Type = 0x14
-	TypeSubReq      Type = 0x15
-	TypeSubReply    Type = 0x16
-	TypeRelay       Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
-	TypeLinkStatus  Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
-	TypeRefetch     Type = 0x19 // payloads of D ticks an IB dropped from its cache, asked upstream
-	TypePayloads    Type = 0x1a // the answer to a Refetch, down its path
-	TypeReplay      Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
-	TypeReplayData  Type = 0x1c // the answer to a Replay, down its path
+	TypeKnowledge    Type = 0x10
+	TypeNack         Type = 0x11
+	TypeAck          Type = 0x12
+	TypeAckExpected  Type = 0x13
+	TypeSummary      Type = 0x14
+	TypeSubReq       Type = 0x15
+	TypeSubReply     Type = 0x16
+	TypeRelay        Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
+	TypeLinkStatus   Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
+	TypeRefetch      Type = 0x19 // payloads of D ticks an IB dropped from its cache, asked upstream
+	TypePayloads     Type = 0x1a // the answer to a Refetch, down its path
+	TypeReplay       Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
+	TypeReplayData   Type = 0x1c // the answer to a Replay, down its path
+	TypeSummaryDelta Type = 0x1d // what changed in the summary last sent on the link
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -118,7 +121,7 @@ var typeNames = map[Type]string{
 	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
-	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
+	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeSummaryDelta: "SummaryDelta", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

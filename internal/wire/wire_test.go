@@ -58,6 +58,8 @@ var cases = []struct {
 	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
 	{"Summary", msg.Summary{Patterns: []string{"a.b.c", "a.*.d", "x.#", ""}}},
 	{"SummaryAll", msg.Summary{All: true}},
+	{"SummaryDelta", msg.SummaryDelta{Seq: 300, Add: []msg.Clause{{Pattern: "a.*", Selector: "k = 1"}, {Pattern: "b", Selector: ""}}, Remove: []msg.Clause{{Pattern: "c.>", Selector: ""}}}},
+	{"SummaryDeltaAll", msg.SummaryDelta{Seq: 1, All: true}},
 	{"Relay", msg.Relay{To: "s1", Msg: msg.Nack{Pubend: "P1", Start: 5, End: 9}}},
 	{"LinkStatus", msg.LinkStatus{Unreachable: []msg.NodeID{"s1", "shb-cell"}}},
 	{"LinkStatusHealthy", msg.LinkStatus{}},
@@ -271,6 +273,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: "b1", Incarnation: 300}, "08000000" + "01" + "01" + "01" + "026231" + "ac02"},
 		{msg.Heartbeat{}, "01000000" + "02"},
+		{msg.SummaryDelta{Seq: 2, Add: []msg.Clause{{Pattern: "a", Selector: "k = 1"}}, Remove: []msg.Clause{{Pattern: "b", Selector: ""}}}, "10000000" + "1d" + "02" + "00" + "01" + "0161" + "056b203d2031" + "01" + "0162" + "00"},
 		{msg.Ack{Pubend: "P1", T: 5, Released: 5, Delivered: 5}, "05000000" + "12" + "025031" + "05"},
 		{msg.Ack{Pubend: "P1", T: 5, Released: 2, Delivered: 4}, "07000000" + "12" + "025031" + "05" + "01" + "02"},
 		{msg.Knowledge{Pubend: "P", Final: 1, Start: 2, End: 3, VTick: 2, Event: &msg.Event{Pubend: "P", Tick: 2, Topic: "t",
@@ -528,8 +531,8 @@ func TestCheckHello(t *testing.T) {
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 5"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 5"},
+		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 6"},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 6"},
 		// Older clients are accepted (down to MinClientVersion), older brokers are not.
 		{msg.Hello{Version: MinClientVersion, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "peer speaks protocol version 3"},
 		{msg.Hello{Version: MinClientVersion - 1, Role: msg.RoleClient, ID: "c"}, ErrVersion, "peer speaks protocol version 2"},
