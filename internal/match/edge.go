@@ -35,6 +35,11 @@ type Edge struct {
 	pend  map[string]int32 // clauses removed since version cur: Add revives them
 	cur   uint64           // newest version handed out by View
 	dirty bool             // the set changed since version cur
+	// touched lists the clauses added or removed since version cur, and
+	// journal those of each later version, so that Diff costs what
+	// changed, not the whole set (a pubend logs each version as a delta).
+	touched []int32
+	journal []verChange
 
 	at   uint64               // version being matched
 	seen func(id uint64) bool // visible at version at (built once: no allocation per event)
@@ -46,6 +51,11 @@ type Edge struct {
 type goneEnt struct {
 	id int32
 	at uint64
+}
+
+type verChange struct {
+	ver uint64
+	ids []int32
 }
 
 type edgeClause struct {
@@ -93,6 +103,7 @@ func (e *Edge) Add(pat Pattern, sel *Selector) bool {
 		c := &e.cl[id]
 		c.refs, c.removed = 1, math.MaxUint64
 		e.byKey[key] = id
+		e.touched = append(e.touched, id)
 		return true
 	}
 	var id int32
@@ -107,6 +118,7 @@ func (e *Edge) Add(pat Pattern, sel *Selector) bool {
 	e.byKey[key] = id
 	e.ix.Add(uint64(id), pat, sel)
 	e.dirty = true
+	e.touched = append(e.touched, id)
 	return true
 }
 
@@ -123,6 +135,7 @@ func (e *Edge) Remove(key string) bool {
 	}
 	delete(e.byKey, key)
 	e.dirty = true
+	e.touched = append(e.touched, id)
 	if c.added > e.cur {
 		e.drop(id) // no view ever saw it
 		return true
@@ -145,6 +158,8 @@ func (e *Edge) View() *View {
 	if e.dirty {
 		e.cur++
 		e.dirty = false
+		e.journal = append(e.journal, verChange{e.cur, e.touched})
+		e.touched = nil
 		if len(e.pend) > 64 {
 			e.pend = map[string]int32{} // clear would walk every bucket of a once-large map
 		} else {
@@ -169,6 +184,11 @@ func (e *Edge) Collect(oldest uint64) {
 		n++
 	}
 	e.gone = slices.Delete(e.gone, 0, n)
+	n = 0
+	for n < len(e.journal) && e.journal[n].ver <= oldest {
+		n++
+	}
+	e.journal = slices.Delete(e.journal, 0, n)
 }
 
 // Clauses calls fn for each clause of the current set, in key order.
@@ -210,19 +230,28 @@ func (v *View) Match(topic string, props msg.Props) bool {
 	return e.ix.Any(topic, props, e.seen)
 }
 
-// Diff calls fn for each clause in exactly one of the versions from and
-// to of the same edge (added: in to only), in key order of neither; both
-// versions must still be collectable (at or above Collect's oldest).
+// Diff calls fn for each clause in exactly one of versions from and v of
+// the same edge (added: in v only), from older than v; it costs the
+// clauses that changed between them. Both must be at or above the oldest
+// version passed to Collect since they were made.
 func (v *View) Diff(from *View, fn func(pat, sel string, added bool)) {
-	for id := range v.e.cl {
-		c := &v.e.cl[id]
-		if c.key == "" {
+	e := v.e
+	seen := map[int32]bool{}
+	for _, j := range e.journal {
+		if j.ver <= from.v || j.ver > v.v {
 			continue
 		}
-		inFrom := c.added <= from.v && from.v < c.removed
-		inTo := c.added <= v.v && v.v < c.removed
-		if inFrom != inTo {
-			fn(c.pat.src, selText(c.sel), inTo)
+		for _, id := range j.ids {
+			c := &e.cl[id]
+			if seen[id] || c.key == "" {
+				continue
+			}
+			seen[id] = true
+			inFrom := c.added <= from.v && from.v < c.removed
+			inTo := c.added <= v.v && v.v < c.removed
+			if inFrom != inTo {
+				fn(c.pat.src, selText(c.sel), inTo)
+			}
 		}
 	}
 }

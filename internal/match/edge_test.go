@@ -75,7 +75,11 @@ func TestEdgeVersionsStayFixed(t *testing.T) {
 			for k, v := range cur {
 				m[k] = v
 			}
-			views = append(views, kept{e.View(), m})
+			nv := e.View()
+			if n := len(views); n > 0 {
+				checkDiff(t, views[n-1].v, nv, views[n-1].model, m)
+			}
+			views = append(views, kept{nv, m})
 		}
 		if len(views) > 5 && r.IntN(5) == 0 {
 			views = views[len(views)-3:]
@@ -91,6 +95,32 @@ func TestEdgeVersionsStayFixed(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func checkDiff(t *testing.T, from, to *View, fm, tm edgeModel) {
+	t.Helper()
+	got := map[string]bool{}
+	to.Diff(from, func(pat, sel string, added bool) {
+		k := ClauseKey(pat, sel)
+		if _, dup := got[k]; dup {
+			t.Fatalf("Diff %d→%d names %s twice", from.Version(), to.Version(), k)
+		}
+		got[k] = added
+	})
+	want := map[string]bool{}
+	for k := range tm {
+		if _, ok := fm[k]; !ok {
+			want[k] = true
+		}
+	}
+	for k := range fm {
+		if _, ok := tm[k]; !ok {
+			want[k] = false
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Diff %d→%d = %v, want %v", from.Version(), to.Version(), got, want)
 	}
 }
 
