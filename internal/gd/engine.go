@@ -107,10 +107,10 @@ type Engine struct {
 	downs   map[msg.NodeID]*downstream
 	ls      linkStatusState // what this broker reaches, and its neighbours (linkstatus.go)
 
-	local    match.Union  // patterns of local subscriptions in this lifetime
-	reported *match.Union // summary sent upstream; nil until first sent
-	subs     []*subscription
-	subByID  map[msg.SubID]*subscription
+	up      upSummary                  // the union reported upstream (summary.go)
+	edges   map[msg.NodeID]*match.Edge // per downstream cell: its clauses, versioned
+	subs    []*subscription
+	subByID map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
 	index    *match.Index
@@ -132,12 +132,6 @@ type Engine struct {
 	kblock               []msg.Knowledge // see knowledgeMsg
 	stats                Stats
 	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
-}
-
-// downstream is what this broker knows of one downstream neighbour.
-type downstream struct {
-	filter      *match.Union // nil until the neighbour's first Summary: pass all
-	incarnation uint64       // of the neighbour, from its last LinkUp
 }
 
 // pstream is everything this broker holds for one pubend.
@@ -313,6 +307,8 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onAckExpected(from, m)
 	case msg.Summary:
 		e.onSummary(from, m)
+	case msg.SummaryDelta:
+		e.onSummaryDelta(from, m)
 	case msg.SubReq:
 		e.onSubReq(from, m)
 	case msg.SubReply:

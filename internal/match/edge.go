@@ -85,6 +85,12 @@ func ClauseKey(pat, sel string) string {
 	return pat + "\x00" + sel
 }
 
+// Has reports whether clause key (ClauseKey) is in the current set.
+func (e *Edge) Has(key string) bool {
+	_, ok := e.byKey[key]
+	return ok
+}
+
 // Len returns the number of clauses in the current set.
 func (e *Edge) Len() int { return len(e.byKey) }
 
@@ -147,6 +153,9 @@ func (e *Edge) Remove(key string) bool {
 }
 
 func (e *Edge) drop(id int32) {
+	if k := e.cl[id].key; e.pend[k] == id {
+		delete(e.pend, k) // collected before the next view: nothing to revive
+	}
 	e.ix.Remove(uint64(id))
 	e.cl[id] = edgeClause{}
 	e.free = append(e.free, id)

@@ -2,6 +2,7 @@ package match
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -145,6 +146,21 @@ func TestEdgeDiff(t *testing.T) {
 	}
 	if s := v2.String(); s != "b.>[k = 1],c,d" {
 		t.Fatalf("String = %q", s)
+	}
+}
+
+// TestEdgeReAddAfterCollect: a clause removed, collected before any view
+// (no view held), then added again is in the next view. (Found by the
+// simulator: the revived clause had left the index.)
+func TestEdgeReAddAfterCollect(t *testing.T) {
+	e := NewEdge()
+	e.Add(MustPattern("c"), nil)
+	e.View()
+	e.Remove("c")
+	e.Collect(math.MaxUint64)
+	e.Add(MustPattern("c"), nil)
+	if v := e.View(); !v.Match("c", msg.Props{}) || v.String() != "c" {
+		t.Fatalf("re-added clause missing from %q", v.String())
 	}
 }
 

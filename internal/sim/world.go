@@ -412,7 +412,7 @@ func (w *world) watchMsg(what string, env msg.Envelope) {
 		hit = m.Pubend == w.opts.WatchPubend && m.Start <= t && t <= m.End
 	case msg.Ack:
 		hit = m.Pubend == w.opts.WatchPubend && m.T >= t
-	case msg.Summary, msg.SubReq, msg.SubReply:
+	case msg.Summary, msg.SummaryDelta, msg.SubReq, msg.SubReply:
 		hit = true
 	}
 	if hit {
