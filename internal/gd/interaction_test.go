@@ -23,10 +23,10 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
-//	    forget defaults to nrt; relaycache is RelayCacheBytes). A line "cell c = b1 b2" makes c a redundant
+//	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	linkup a b              LinkUp on both ends, with each node's incarnation
 //	                        (1 at first, bumped by restart).
@@ -467,12 +467,16 @@ func (h *harness) network(args map[string]string, input string) {
 		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead, "maxretain": &h.cfg.MaxRetain,
 	}
 	for k, v := range args {
-		if k == "relaycache" { // bytes
+		if k == "relaycache" || k == "deltamin" { // bytes, clauses
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				h.fatalf("bad config %s=%s", k, v)
 			}
-			h.cfg.RelayCacheBytes = n
+			if k == "deltamin" {
+				h.cfg.SummaryDeltaMin = int(n)
+			} else {
+				h.cfg.RelayCacheBytes = n
+			}
 			continue
 		}
 		d, err := time.ParseDuration(v)

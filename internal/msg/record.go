@@ -2,6 +2,7 @@ package msg
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -98,7 +99,7 @@ func (r Record) String() string {
 			for i := range f.Patterns {
 				d.Add = append(d.Add, Clause{f.Patterns[i], f.Selectors[i]})
 			}
-			what = d.String()
+			what = "change{" + strings.TrimPrefix(d.String(), "SummaryDelta{#0 ")
 		} else if !f.All {
 			what = Summary{Patterns: f.Patterns, Selectors: f.Selectors}.String()
 		}
