@@ -97,7 +97,7 @@ func (e *Edge) Len() int { return len(e.byKey) }
 // Add adds one reference to the clause (pat, sel) (nil sel: the pattern
 // alone) and reports whether the set changed.
 func (e *Edge) Add(pat Pattern, sel *Selector) bool {
-	key := clauseKey(pat.src, sel)
+	key := ClauseKey(pat.src, selText(sel))
 	if id, ok := e.byKey[key]; ok {
 		e.cl[id].refs++
 		return false
