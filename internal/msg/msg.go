@@ -147,7 +147,8 @@ func (m AckExpected) String() string { return fmt.Sprintf("AckExpected{%s %d}", 
 // Summary tells an upstream neighbour the union of the subscriptions reachable
 // through the sender: its filter edge (MODEL.md §4, P6). All means "pass
 // everything", which is also what an upstream assumes before a summary arrives.
-// Within one sender's lifetime summaries only widen.
+// A Summary is the whole union (with All, the clauses are still the union's,
+// for the SummaryDeltas that follow); SummaryDelta changes it.
 //
 // Each clause is a topic pattern with an optional selector (issue 4:
 // selectors filter inside the network): Selectors is nil or as long as
