@@ -206,3 +206,21 @@ func BenchmarkEdgeMatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEdgeMatchMix: the matching engine's subscription mix
+// (docs/BENCHMARKS.md §5) as the clauses of one edge: one event per op,
+// stopping at the first clause that passes it.
+func BenchmarkEdgeMatchMix(b *testing.B) {
+	e := NewEdge()
+	for _, s := range benchSubs(100_000) {
+		e.Add(s.pat, s.sel)
+	}
+	v := e.View()
+	evs := benchEvents()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		ev := evs[i%len(evs)]
+		v.Match(ev.topic, ev.props)
+	}
+}
