@@ -107,10 +107,14 @@ type Engine struct {
 	downs   map[msg.NodeID]*downstream
 	ls      linkStatusState // what this broker reaches, and its neighbours (linkstatus.go)
 
-	up      upSummary                  // the union reported upstream (summary.go)
-	edges   map[msg.NodeID]*match.Edge // per downstream cell: its clauses, versioned
-	subs    []*subscription
-	subByID map[msg.SubID]*subscription
+	up    upSummary                  // the union reported upstream (summary.go)
+	edges map[msg.NodeID]*match.Edge // per downstream cell: its clauses, versioned
+	// subs: local subscriptions in arrival order; an unsubscribed one
+	// leaves a nil hole (subHoles of them), compacted once they are half
+	// the list, so that ending 100 000 subscriptions is not quadratic.
+	subs     []*subscription
+	subHoles int
+	subByID  map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
 	index    *match.Index
@@ -145,7 +149,7 @@ type pstream struct {
 	in       stream.Istream
 	outs     []*stream.Ostream
 	sub      stream.Subend
-	subs     []*subscription // local subscriptions (started or pending)
+	subs     map[*subscription]bool // local subscriptions (started or pending)
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	dhMovedAt tick.Time
@@ -160,6 +164,7 @@ type pstream struct {
 }
 
 type subscription struct {
+	pos     int    // in Engine.subs
 	slot    uint64 // id in Engine.index
 	id      msg.SubID
 	pat     match.Pattern

@@ -58,6 +58,9 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		e.sendSummary(peer)
 	}
 	for _, s := range e.subs {
+		if s == nil {
+			continue
+		}
 		for _, ps := range e.streams {
 			if _, ok := s.pending[ps.id]; ok && ps.up == e.cellOfNode(peer) {
 				s.pending[ps.id] = e.now

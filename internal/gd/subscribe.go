@@ -76,6 +76,7 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 	s := &subscription{slot: e.nextSlot, id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
 	e.initDurable(s, m)
 	e.subByID[m.Sub] = s
+	s.pos = len(e.subs)
 	e.subs = append(e.subs, s)
 	e.index.Add(s.slot, pat, sel)
 	e.bySlot[s.slot] = s
@@ -88,7 +89,10 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 		} else if ps.in.K.KnownHi() > 0 {
 			ps.sub.FloorSet = true // an IB turning subend keeps what it knows
 		}
-		ps.subs = append(ps.subs, s)
+		if ps.subs == nil {
+			ps.subs = map[*subscription]bool{}
+		}
+		ps.subs[s] = true
 		if ps.pub != nil {
 			s.start[ps.id] = max(ps.pub.Announced, ps.pub.Next-1, ps.delivered)
 			continue
@@ -132,9 +136,9 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 	e.dropDurable(s)
 	e.index.Remove(s.slot)
 	delete(e.bySlot, s.slot)
-	e.subs = slices.DeleteFunc(e.subs, func(x *subscription) bool { return x == s })
+	e.dropSub(s)
 	for _, ps := range e.streams {
-		ps.subs = slices.DeleteFunc(ps.subs, func(x *subscription) bool { return x == s })
+		delete(ps.subs, s)
 		e.updateAck(ps)
 	}
 	// Narrow the filters upstream to what the remaining subscriptions need.
@@ -189,4 +193,22 @@ func (e *Engine) onSubReply(from msg.NodeID, m msg.SubReply) {
 // the pattern and its properties satisfy the selector (TRUE, not UNKNOWN).
 func (s *subscription) matches(ev *msg.Event) bool {
 	return s.pat.MatchTopic(ev.Topic) && (s.sel == nil || s.sel.Match(ev.Topic, ev.Props))
+}
+
+// dropSub takes s out of e.subs in O(1), keeping the others' order.
+func (e *Engine) dropSub(s *subscription) {
+	e.subs[s.pos] = nil
+	e.subHoles++
+	if e.subHoles*2 < len(e.subs) {
+		return
+	}
+	live := e.subs[:0]
+	for _, x := range e.subs {
+		if x != nil {
+			x.pos = len(live)
+			live = append(live, x)
+		}
+	}
+	clear(e.subs[len(live):])
+	e.subs, e.subHoles = live, 0
 }

@@ -26,7 +26,7 @@ func (e *Engine) tick() {
 		}
 	}
 	for _, s := range e.subs {
-		if len(s.pending) == 0 {
+		if s == nil || len(s.pending) == 0 {
 			continue // started: nothing to repeat (most of them, with many subscriptions)
 		}
 		for _, ps := range e.streams {
