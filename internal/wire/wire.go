@@ -34,7 +34,7 @@ import (
 // accepts clients of version MinClientVersion (they have no Auth step).
 // 5 — durable subscriptions: Subscribe's durable form, Replay and
 // ReplayData (0x1b, 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
-// 6 — SummaryDelta (0x1d): a large summary changes by its clauses added
+// 6 — SummaryDelta (0x40): a large summary changes by its clauses added
 // and removed instead of being sent whole (clients are not concerned).
 const Version uint16 = 6
 
@@ -95,7 +95,7 @@ const (
 	TypePayloads     Type = 0x1a // the answer to a Refetch, down its path
 	TypeReplay       Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
 	TypeReplayData   Type = 0x1c // the answer to a Replay, down its path
-	TypeSummaryDelta Type = 0x1d // what changed in the summary last sent on the link
+	TypeSummaryDelta Type = 0x40 // what changed in the summary last sent on the link
 
 	// Client → broker.
 	TypePublish     Type = 0x20
