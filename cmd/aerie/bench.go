@@ -33,6 +33,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	rates := fs.String("rates", "1000,10000", "latency workload's fixed rates, msgs/s")
 	fanout := fs.String("fanout", "", "fanout workload's subscriber counts (default 100,1000,4000,16000; 10,50 with --quick)")
 	selective := fs.Int("selective-subs", 0, "selective workload's subscribers (default 1000; 50 with --quick)")
+	scale := fs.Int("selective-scale", 0, "also run the selective workload with this many subscriptions behind the IB, counting the IB → SHB bytes")
+	matching := fs.String("matching", "", "fractions of events that match at the scale points (default 1,0.1,0.01)")
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
@@ -48,10 +50,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
-		Size: *size, Selective: *selective, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Progress: stderr}
+		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Progress: stderr}
 	var err error
 	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {
 		o.FanoutN, err = ints(*fanout)
+	}
+	if err == nil && *matching != "" {
+		o.Matching, err = floats(*matching)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie bench: %v\n", err)
@@ -125,6 +130,18 @@ func ints(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q is not a list of positive integers", s)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+func floats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || x <= 0 || x > 1 {
+			return nil, fmt.Errorf("%q is not a list of fractions in (0, 1]", s)
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }

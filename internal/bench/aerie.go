@@ -106,7 +106,7 @@ func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool,
 		return nil, a.closeWith(err)
 	}
 	up := b1.BrokerAddr()
-	if topo.Cuttable {
+	if topo.Cuttable || topo.Counted {
 		if a.proxy, err = faultnet.Listen(runCtx, up); err != nil {
 			return nil, a.closeWith(fmt.Errorf("bench: fault proxy: %w", err))
 		}
@@ -203,6 +203,69 @@ func (a *aerieNet) Subscribe(ctx context.Context, f Filter, fn func(Delivery)) (
 		}
 	}()
 	return &aerieSub{s: s, done: done}, nil
+}
+
+// LinkBytes is what b1 sent s1 so far, through the proxy (false: none).
+func (a *aerieNet) LinkBytes() (int64, bool) {
+	if a.proxy == nil {
+		return 0, false
+	}
+	_, from := a.proxy.Forwarded()
+	return from, true
+}
+
+// ballastKey0 is above every published key: ballast subscriptions select
+// nothing that is published.
+const ballastKey0 = 1 << 40
+
+// Ballast opens n subscriptions `k = ballastKey0+i` at the SHB over a few
+// connections, many in flight at once.
+func (a *aerieNet) Ballast(ctx context.Context, n int) error {
+	const conns, workers = 8, 64
+	cs := make([]*client.Client, conns)
+	for i := range cs {
+		c, err := a.dial(ctx, a.subAddr, client.Options{SubscriptionBuffer: 1})
+		if err != nil {
+			return err
+		}
+		cs[i] = c
+	}
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if _, err := cs[w%conns].SubscribeSelector(ctx, "bench.>", fmt.Sprintf("k = %d", ballastKey0+i)); err != nil {
+					errs <- fmt.Errorf("bench: ballast subscription %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
 }
 
 func (a *aerieNet) Outage(cut bool) error {

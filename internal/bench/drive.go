@@ -15,6 +15,7 @@ type loadSpec struct {
 	duration time.Duration // how long to publish
 	size     int
 	keys     int // key = seq mod keys (0: key 0)
+	ballast  int // subscriptions that match nothing published (ballaster)
 	series   bool
 	outage   *outageSpec
 	idle     time.Duration // give up when nothing is delivered for this long
@@ -45,6 +46,15 @@ type runResult struct {
 // measures the window from the first publish to the last delivery.
 func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	coll := newCollector(s.series)
+	if s.ballast > 0 {
+		b, ok := t.(ballaster)
+		if !ok {
+			return runResult{}, fmt.Errorf("%d subscriptions over few connections: %w", s.ballast, errUnsupported)
+		}
+		if err := b.Ballast(ctx, s.ballast); err != nil {
+			return runResult{}, err
+		}
+	}
 	subs, err := subscribeAll(ctx, t, s.subs, s.keys, coll)
 	if err != nil {
 		return runResult{}, err
@@ -62,6 +72,11 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		}
 	}
 	perKey := map[int]int64{}
+	lc, counted := t.(linkCounter)
+	var linkStart int64
+	if counted {
+		linkStart, counted = lc.LinkBytes()
+	}
 	w := startWindow(ctx)
 	start := time.Now()
 	var interval time.Duration
@@ -163,6 +178,10 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	r.P50 = float64(coll.hist.ValueAtQuantile(50))
 	r.P99 = float64(coll.hist.ValueAtQuantile(99))
 	r.P999 = float64(coll.hist.ValueAtQuantile(99.9))
+	if counted && seq > 0 {
+		n, _ := lc.LinkBytes()
+		r.Extra["link_bytes_per_event"] = float64(n-linkStart) / float64(seq)
+	}
 	if s.rate > 0 && s.outage == nil {
 		r.Extra["scheduled"] = float64(int64(s.duration / interval))
 	}

@@ -21,10 +21,16 @@ type Options struct {
 	Rates     []int         // latency workload's fixed rates (msgs/s)
 	FanoutN   []int         // subscriber connection counts
 	Selective int           // subscribers in the selective workload
-	Outage    time.Duration // catch-up workload's outage
-	CatchRate int           // catch-up workload's publish rate (msgs/s)
-	Dir       string        // scratch directory for data (default: a temporary one)
-	Progress  io.Writer     // progress lines (stderr); nil for none
+	// SelectiveScale, when set, adds selective points with this many
+	// subscriptions behind the IB, at each of Matching (the fraction of
+	// events that some subscription selects), counting the bytes on the
+	// IB → SHB link.
+	SelectiveScale int
+	Matching       []float64
+	Outage         time.Duration // catch-up workload's outage
+	CatchRate      int           // catch-up workload's publish rate (msgs/s)
+	Dir            string        // scratch directory for data (default: a temporary one)
+	Progress       io.Writer     // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.
@@ -71,6 +77,14 @@ func (o Options) withDefaults() (Options, error) {
 		o.Selective = 1000
 		if o.Quick {
 			o.Selective = 50
+		}
+	}
+	if o.SelectiveScale > 0 && len(o.Matching) == 0 {
+		o.Matching = []float64{1, 0.1, 0.01}
+	}
+	for _, f := range o.Matching {
+		if f <= 0 || f > 1 {
+			return o, fmt.Errorf("bench: matching fraction %g is not in (0, 1]", f)
 		}
 	}
 	if o.Outage <= 0 {

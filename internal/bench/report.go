@@ -83,6 +83,11 @@ func WriteTables(w io.Writer, rep *Report) {
 		}
 	}
 	for _, r := range rep.Results {
+		if v, ok := r.Extra["link_bytes_per_event"]; ok && r.Runs > 0 {
+			fmt.Fprintf(w, "\n%s %s %s: the IB → SHB link carried %.1f bytes per published event\n", r.Workload, r.Point, r.System, v)
+		}
+	}
+	for _, r := range rep.Results {
 		if r.Err != "" && r.Runs > 0 {
 			fmt.Fprintf(w, "\nnote: %s %s %s: some runs failed: %s\n", r.Workload, r.Point, r.System, r.Err)
 		}

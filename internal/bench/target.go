@@ -31,6 +31,23 @@ type Topology struct {
 	// SubBuffer is the client-side event buffer per subscription; fan-out
 	// to thousands of connections needs it small (default 16384).
 	SubBuffer int
+	// Counted puts a byte-counting proxy on the SHB's upstream link
+	// (linkCounter).
+	Counted bool
+}
+
+// ballaster is a target that can hold many subscriptions that receive
+// nothing, over a few connections (the selective workload's scale points).
+type ballaster interface {
+	// Ballast opens n subscriptions, each selecting a key never published,
+	// and returns once they are all in force.
+	Ballast(ctx context.Context, n int) error
+}
+
+// linkCounter is a target that may count the bytes its IB sent its SHB
+// (false: not in this topology).
+type linkCounter interface {
+	LinkBytes() (int64, bool)
 }
 
 // Filter selects what a subscription receives: everything, or only the

@@ -61,9 +61,10 @@ func points(name string, o Options) []point {
 		for i := range subs {
 			subs[i] = Filter{Keyed: true, Key: i}
 		}
-		return []point{{label: fmt.Sprintf("subs=%d", o.Selective), topo: Topology{Hops3: true, SubBuffer: 1024}, headline: true,
+		ps := []point{{label: fmt.Sprintf("subs=%d", o.Selective), topo: Topology{Hops3: true, SubBuffer: 1024}, headline: true,
 			spec: loadSpec{subs: subs, keys: o.Selective, duration: o.Duration, size: o.Size, idle: idle},
 			note: fmt.Sprintf("%d subscribers, each selecting k = i; k = seq mod %d, so each event matches one", o.Selective, o.Selective)}}
+		return append(ps, scalePoints(o, idle)...)
 	case "overhead":
 		// Same network and load in both modes; the fixed rate isolates CPU
 		// per event and latency, the max point the ceiling.
@@ -95,6 +96,34 @@ func points(name string, o Options) []point {
 			note: fmt.Sprintf("publishing %d msgs/s; the subscriber's path cut for %s", o.CatchRate, o.Outage)}}
 	}
 	return nil
+}
+
+// scaleMeasured is how many of a scale point's subscriptions receive
+// events (and are checked for exactly-once, in-order delivery).
+const scaleMeasured = 100
+
+// scalePoints: o.SelectiveScale subscriptions `k = i` behind the IB, of
+// which scaleMeasured select keys that are published (k = seq mod
+// scaleMeasured/f, so a fraction f of the events matches one) and the rest
+// keys that never are. Every clause sits on the IB's edge to the SHB; the
+// bytes on that link show whether the edge filters by content at that size.
+func scalePoints(o Options, idle time.Duration) []point {
+	if o.SelectiveScale <= 0 {
+		return nil
+	}
+	m := min(scaleMeasured, o.SelectiveScale)
+	subs := make([]Filter, m)
+	for i := range subs {
+		subs[i] = Filter{Keyed: true, Key: i}
+	}
+	var ps []point
+	for _, f := range o.Matching {
+		keys := max(m, int(float64(m)/f+0.5))
+		ps = append(ps, point{label: fmt.Sprintf("scale=%d match=%g", o.SelectiveScale, f), topo: Topology{Hops3: true, SubBuffer: 1024, Counted: true},
+			spec: loadSpec{subs: subs, keys: keys, ballast: o.SelectiveScale - m, duration: o.Duration, size: o.Size, idle: idle},
+			note: fmt.Sprintf("%d subscriptions k = i behind the IB; %d of them select published keys (k = seq mod %d: %.3g of events match)", o.SelectiveScale, m, keys, float64(m)/float64(keys))})
+	}
+	return ps
 }
 
 // fdMargin leaves descriptors for the brokers' logs and listeners, the

@@ -3,6 +3,7 @@ package gd
 import (
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 
 	"github.com/aerie-mq/aerie/internal/match"
@@ -218,26 +219,20 @@ func (e *Engine) onRelay(from msg.NodeID, m msg.Relay) error {
 	return nil
 }
 
-// cellFilter is the filter of the edge towards downstream cell c: the union
-// of what its members reported, or nil (pass everything) while one of them
-// has not reported.
+// cellFilter is the filter of the edge towards downstream cell c: the
+// current version of the cell's clause set (the union of what its members
+// reported), or nil (pass everything) while one of them passes everything.
 func (e *Engine) cellFilter(c msg.NodeID) match.Filter {
-	ms := e.membersOf(c)
-	if len(ms) == 1 {
-		if d := e.downs[ms[0]]; d != nil && d.filter != nil {
-			return d.filter
-		}
-		return nil
-	}
-	u := &match.Union{}
-	for _, m := range ms {
-		d := e.downs[m]
-		if d == nil || d.filter == nil {
+	for _, m := range e.membersOf(c) {
+		if e.downs[m].passAll() {
 			return nil
 		}
-		u.Merge(d.filter)
 	}
-	return u
+	ed := e.edgeOf(c)
+	if ed.Has(">") {
+		return nil // a bare ">" passes everything: say so in the log
+	}
+	return ed.View()
 }
 
 // curiousBy returns the set of ticks member n of o's cell asked for, when
@@ -293,10 +288,13 @@ func (e *Engine) answerCurious(ps *pstream, o *stream.Ostream, c tick.Range) {
 // is announced under it before it is durable, and silence renders the same
 // under any filter.
 func (e *Engine) refilter(c msg.NodeID) {
+	ed := e.edgeOf(c)
 	if e.multi() {
+		ed.Collect(math.MaxUint64) // no versions kept here
 		return
 	}
 	f := e.cellFilter(c)
+	oldest := uint64(math.MaxUint64)
 	for _, ps := range e.streams {
 		o := ps.out(c)
 		if o == nil {
@@ -306,32 +304,91 @@ func (e *Engine) refilter(c msg.NodeID) {
 		if ps.pub != nil && !e.cfg.BestEffort { // best effort logs nothing
 			from = max(from, ps.pub.Next)
 			ps.versionSeq++
-			v := versionRecord(c, from, f)
+			v := e.versionRecord(c, from, f, o.Last())
 			v.Seq = ps.versionSeq
 			e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, Filter: v})
 		}
 		o.SetFilterSeq(f, from, ps.in.K.Final(), ps.versionSeq)
+		o.Versions(func(_ tick.Tick, f match.Filter, _ uint64) {
+			if v, ok := f.(*match.View); ok && v.Edge() == ed {
+				oldest = min(oldest, v.Version())
+			}
+		})
 	}
+	// Clauses removed before every version still held leave the index.
+	ed.Collect(oldest)
 }
 
-// versionRecord describes filter f from tick `from` on the edge to cell c.
-func versionRecord(c msg.NodeID, from tick.Tick, f match.Filter) *msg.FilterVersion {
+// versionRecord describes filter f from tick `from` on the edge to cell c:
+// as what changed since prev, the version before it, when prev is an
+// earlier version of the same edge and that is shorter than the whole set.
+func (e *Engine) versionRecord(c msg.NodeID, from tick.Tick, f, prev match.Filter) *msg.FilterVersion {
 	v := &msg.FilterVersion{Down: c, From: from}
-	u, ok := f.(*match.Union)
-	if f == nil || !ok || u == nil || u.IsAll() {
+	cur, ok := f.(*match.View)
+	if !ok || cur == nil {
 		v.All = true
 		return v
 	}
-	v.Patterns, v.Selectors = u.Clauses()
+	if p, ok := prev.(*match.View); ok && p.Edge() == cur.Edge() && p.Version() <= cur.Version() && cur.Edge().Len() > e.cfg.SummaryDeltaMin {
+		var add, rem []msg.Clause
+		cur.Diff(p, func(pat, sel string, added bool) {
+			if added {
+				add = append(add, msg.Clause{Pattern: pat, Selector: sel})
+			} else {
+				rem = append(rem, msg.Clause{Pattern: pat, Selector: sel})
+			}
+		})
+		if len(add)+len(rem) < cur.Edge().Len() {
+			v.Delta, v.Remove = true, sortClauses(rem)
+			for _, a := range sortClauses(add) {
+				v.Patterns = append(v.Patterns, a.Pattern)
+				v.Selectors = append(v.Selectors, a.Selector)
+			}
+			return v
+		}
+	}
+	var cs []msg.Clause
+	cur.Each(func(pat, sel string) { cs = append(cs, msg.Clause{Pattern: pat, Selector: sel}) })
+	for _, a := range sortClauses(cs) {
+		v.Patterns = append(v.Patterns, a.Pattern)
+		v.Selectors = append(v.Selectors, a.Selector)
+	}
 	return v
 }
 
-// versionFilter is the filter a logged version describes.
-func versionFilter(v *msg.FilterVersion) match.Filter {
-	if v.All {
-		return nil
+func sortClauses(cs []msg.Clause) []msg.Clause {
+	slices.SortFunc(cs, func(a, b msg.Clause) int {
+		return cmpStr(match.ClauseKey(a.Pattern, a.Selector), match.ClauseKey(b.Pattern, b.Selector))
+	})
+	return cs
+}
+
+// versionFilter is the filter a logged version describes; a delta applies
+// to base, the edge of the version before it (restore.go).
+func versionFilter(v *msg.FilterVersion, base *match.Edge) (match.Filter, *match.Edge, error) {
+	if v.All && !v.Delta {
+		return nil, nil, nil
 	}
-	return unionOf(msg.Summary{Patterns: v.Patterns, Selectors: v.Selectors})
+	ed := base
+	if !v.Delta {
+		ed = match.NewEdge()
+	} else if base == nil {
+		return nil, nil, fmt.Errorf("filter version #%d to %s is a change of a version not in the log", v.Seq, v.Down)
+	}
+	for _, c := range v.Remove {
+		ed.Remove(match.ClauseKey(c.Pattern, c.Selector))
+	}
+	for i := range v.Patterns {
+		cl, err := parseClause(msg.Clause{Pattern: v.Patterns[i], Selector: v.Selectors[i]})
+		if err != nil {
+			return nil, nil, fmt.Errorf("filter version #%d to %s: %w", v.Seq, v.Down, err)
+		}
+		ed.Add(cl.pat, cl.sel)
+	}
+	if v.All {
+		return nil, ed, nil
+	}
+	return ed.View(), ed, nil
 }
 
 // LinkDown says the connection to neighbour Peer was lost: bundles route

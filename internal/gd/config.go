@@ -99,6 +99,12 @@ type Config struct {
 	// max_retain). Without durable subscribers it changes nothing.
 	MaxRetain time.Duration
 
+	// SummaryDeltaMin: a summary of more clauses than this is sent upstream
+	// as what changed (msg.SummaryDelta) when that is shorter, and a
+	// pubend logs its filter versions the same way; smaller ones go whole.
+	// Default 16. Zero sends every change as a delta when shorter.
+	SummaryDeltaMin int
+
 	// BestEffort switches guaranteed delivery off (besteffort.go): no log,
 	// no knowledge, no nacks or acks; events go down once and are lost if
 	// a link drops them. Default false. It is the baseline that seed 000
@@ -137,6 +143,7 @@ func DefaultConfig() Config {
 		RelayCacheBytes:         64 << 20,
 		MaxRetain:               168 * time.Hour,
 		Congestion:              congestion.DefaultConfig(),
+		SummaryDeltaMin:         16,
 	}
 }
 
@@ -170,6 +177,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PubendCacheBytes must not be negative", ErrConfig)
 	case c.RelayCacheBytes < 0:
 		return fmt.Errorf("%w: RelayCacheBytes must not be negative", ErrConfig)
+	case c.SummaryDeltaMin < 0:
+		return fmt.Errorf("%w: SummaryDeltaMin must not be negative", ErrConfig)
 	case c.MaxRetain < 0:
 		return fmt.Errorf("%w: MaxRetain must not be negative (0 never releases early)", ErrConfig)
 	}

@@ -1,6 +1,7 @@
 package gd
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -128,6 +129,24 @@ func TestCoreChainDelivers(t *testing.T) {
 			if st.Runs > 2 {
 				t.Errorf("%s still holds %d knowledge runs after everything was acked: %+v", id, st.Runs, st)
 			}
+		}
+	}
+}
+
+// BenchmarkSubscribeSelective: one selective subscription per iteration at
+// s1 of a chain that already has many behind it; its clause travels up as
+// a SummaryDelta and each pubend logs a change, so the cost per
+// subscription must not grow with the number already there.
+func BenchmarkSubscribeSelective(b *testing.B) {
+	c := newChain(b)
+	c.step("s1", Local{Msg: msg.Unsubscribe{Sub: "c1"}})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		c.step("s1", Local{Msg: msg.Subscribe{Sub: msg.SubID(fmt.Sprintf("s%d", i)), Pattern: "bench.>", Selector: fmt.Sprintf("k = %d", i)}})
+		if i%1000 == 999 {
+			c.now = c.now.Add(10 * time.Millisecond)
+			c.tickAll()
 		}
 	}
 }

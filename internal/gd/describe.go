@@ -31,13 +31,7 @@ func (e *Engine) Describe() string {
 		}
 		e.describeCC(&b, ps)
 		for _, o := range ps.outs {
-			f := "all"
-			if d := e.downs[o.Down]; d != nil && d.filter != nil {
-				f = d.filter.String()
-				if d.filter.IsAll() {
-					f = "all(reported)"
-				}
-			}
+			f := e.describeFilter(o.Down)
 			fresh := ""
 			if o.Fresh {
 				fresh = " fresh"

@@ -313,7 +313,7 @@ func (e *Engine) endCatchup(cu *catchup) {
 // tickDurable repeats lost Replays and sends Progress.
 func (e *Engine) tickDurable() {
 	for _, s := range e.subs {
-		if s.dur == nil || !s.started {
+		if s == nil || s.dur == nil || !s.started {
 			continue
 		}
 		for _, ps := range e.streams {

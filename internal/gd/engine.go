@@ -107,9 +107,13 @@ type Engine struct {
 	downs   map[msg.NodeID]*downstream
 	ls      linkStatusState // what this broker reaches, and its neighbours (linkstatus.go)
 
-	local    match.Union  // patterns of local subscriptions in this lifetime
-	reported *match.Union // summary sent upstream; nil until first sent
+	up    upSummary                  // the union reported upstream (summary.go)
+	edges map[msg.NodeID]*match.Edge // per downstream cell: its clauses, versioned
+	// subs: local subscriptions in arrival order; an unsubscribed one
+	// leaves a nil hole (subHoles of them), compacted once they are half
+	// the list, so that ending 100 000 subscriptions is not quadratic.
 	subs     []*subscription
+	subHoles int
 	subByID  map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
@@ -134,12 +138,6 @@ type Engine struct {
 	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
 }
 
-// downstream is what this broker knows of one downstream neighbour.
-type downstream struct {
-	filter      *match.Union // nil until the neighbour's first Summary: pass all
-	incarnation uint64       // of the neighbour, from its last LinkUp
-}
-
 // pstream is everything this broker holds for one pubend.
 type pstream struct {
 	id msg.PubendID
@@ -151,7 +149,7 @@ type pstream struct {
 	in       stream.Istream
 	outs     []*stream.Ostream
 	sub      stream.Subend
-	subs     []*subscription // local subscriptions (started or pending)
+	subs     map[*subscription]bool // local subscriptions (started or pending)
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	published uint64    // pubend: events announced since start (dashboards' rates)
@@ -168,6 +166,7 @@ type pstream struct {
 }
 
 type subscription struct {
+	pos     int    // in Engine.subs
 	slot    uint64 // id in Engine.index
 	id      msg.SubID
 	pat     match.Pattern
@@ -316,6 +315,8 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onAckExpected(from, m)
 	case msg.Summary:
 		e.onSummary(from, m)
+	case msg.SummaryDelta:
+		e.onSummaryDelta(from, m)
 	case msg.SubReq:
 		e.onSubReq(from, m)
 	case msg.SubReply:

@@ -23,10 +23,10 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= cc=on dcq=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin= cc=on dcq=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
-//	    forget defaults to nrt; relaycache is RelayCacheBytes). A line "cell c = b1 b2" makes c a redundant
+//	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	linkup a b              LinkUp on both ends, with each node's incarnation
 //	                        (1 at first, bumped by restart).
@@ -479,12 +479,16 @@ func (h *harness) network(args map[string]string, input string) {
 			h.cfg.Congestion.DCQInterval = d
 			continue
 		}
-		if k == "relaycache" { // bytes
+		if k == "relaycache" || k == "deltamin" { // bytes, clauses
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				h.fatalf("bad config %s=%s", k, v)
 			}
-			h.cfg.RelayCacheBytes = n
+			if k == "deltamin" {
+				h.cfg.SummaryDeltaMin = int(n)
+			} else {
+				h.cfg.RelayCacheBytes = n
+			}
 			continue
 		}
 		d, err := time.ParseDuration(v)

@@ -66,7 +66,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 // setFloor makes every tick <= floor final at a fresh subend, without going
 // past the start of a subscription already in force.
 func (e *Engine) setFloor(ps *pstream, floor tick.Tick) {
-	for _, s := range ps.subs {
+	for s := range ps.subs {
 		if t, ok := s.start[ps.id]; ok {
 			floor = min(floor, t)
 		}
@@ -249,7 +249,7 @@ func clip(s string) string {
 func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 	e.matched = e.matched[:0]
 	if e.mut&MutIgnoreSelector != 0 {
-		for _, s := range ps.subs { // broken on purpose: the pattern alone
+		for s := range ps.subs { // broken on purpose: the pattern alone
 			if s.pat.MatchTopic(ev.Topic) {
 				e.matched = append(e.matched, s.slot)
 			}

@@ -13,7 +13,7 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 	e.live[peer] = true
 	if d := e.downs[peer]; d != nil && d.incarnation != inc {
 		d.incarnation = inc
-		d.filter = nil
+		d.based = false
 		c := e.cellOfNode(peer)
 		// Pass everything from the next tick on, until it reports again.
 		// Old ticks keep the versions they were rendered under: their
@@ -55,10 +55,13 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 	if !isUp {
 		return
 	}
-	if e.reported != nil {
-		e.send(peer, e.summaryMsg())
+	if e.up.started {
+		e.sendSummary(peer)
 	}
 	for _, s := range e.subs {
+		if s == nil {
+			continue
+		}
 		for _, ps := range e.streams {
 			if _, ok := s.pending[ps.id]; ok && ps.up == e.cellOfNode(peer) {
 				s.pending[ps.id] = e.now

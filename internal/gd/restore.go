@@ -3,7 +3,9 @@ package gd
 import (
 	"fmt"
 
+	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/stream"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -17,6 +19,7 @@ func (e *Engine) Restore(recs []msg.Record) error {
 	events := map[msg.PubendID][]*msg.Event{}
 	hwm := map[msg.PubendID]tick.Tick{}
 	final := map[msg.PubendID]tick.Tick{}
+	bases := map[*stream.Ostream]*match.Edge{} // the edge of each ostream's last restored version
 	for _, r := range recs {
 		ps := e.byPubend[r.Pubend]
 		if ps == nil || ps.pub == nil {
@@ -26,7 +29,12 @@ func (e *Engine) Restore(recs []msg.Record) error {
 			// In number order, skipping what the snapshot already holds
 			// (the log may still have records older than it).
 			if o := ps.out(r.Filter.Down); o != nil && r.Filter.Seq > o.LastSeq() {
-				o.SetFilterSeq(versionFilter(r.Filter), r.Filter.From, 0, r.Filter.Seq)
+				f, ed, err := versionFilter(r.Filter, bases[o])
+				if err != nil {
+					return fmt.Errorf("gd: broker %s: pubend %s: %w", e.id, r.Pubend, err)
+				}
+				bases[o] = ed
+				o.SetFilterSeq(f, r.Filter.From, 0, r.Filter.Seq)
 			}
 			ps.versionSeq = max(ps.versionSeq, r.Filter.Seq)
 			continue

@@ -27,10 +27,12 @@ func (e *Engine) Snapshot() ([]msg.Record, bool) {
 		m := ps.pub.Meta(ps.in.K.Final())
 		out = append(out, msg.Record{Pubend: ps.id, Meta: &m})
 		for _, o := range ps.outs {
+			var prev match.Filter // the first version held is logged whole
 			o.Versions(func(from tick.Tick, f match.Filter, seq uint64) {
-				v := versionRecord(o.Down, from, f)
+				v := e.versionRecord(o.Down, from, f, prev)
 				v.Seq = seq
 				out = append(out, msg.Record{Pubend: ps.id, Filter: v})
+				prev = f
 			})
 		}
 	}

@@ -9,92 +9,6 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// onSummary installs downstream c's filter on every ostream towards c. Within
-// c's lifetime summaries only widen; after c restarts a narrower one is right,
-// because c's new streams know nothing that the old filter produced.
-func (e *Engine) onSummary(from msg.NodeID, m msg.Summary) {
-	d := e.downs[from]
-	if d == nil {
-		e.stats.Stale++
-		return
-	}
-	d.filter = unionOf(m)
-	e.refilter(e.cellOfNode(from))
-	e.reportSummary()
-}
-
-// reportSummary tells upstream neighbours the union of local subscriptions
-// and downstream filters whenever it changed; while some downstream has not
-// reported, the union is all. It widens
-// when a subscription arrives and narrows when one leaves (MODEL.md P6): the
-// upstream applies each version only to ticks above what it already knows
-// (Ostream.SetFilter), so no tick is ever told two ways, and a narrower
-// union still covers every subscription that remains.
-func (e *Engine) reportSummary() {
-	if len(e.ups) == 0 {
-		return
-	}
-	u := &match.Union{}
-	u.Merge(&e.local)
-	for _, d := range e.downs {
-		if d.filter == nil {
-			// A downstream that has not reported (or restarted) may need
-			// anything: report all rather than keep the last summary in
-			// force upstream, which would miss what was added since
-			// (seed 5958: a SubReq overtook the widening it needed).
-			u.AddAll()
-			break
-		}
-		u.Merge(d.filter)
-	}
-	if e.reported != nil && e.reported.Equal(u) {
-		return
-	}
-	if e.reported == nil && u.IsAll() {
-		return // upstreams pass everything until a first summary
-	}
-	e.reported = u
-	for _, up := range e.ups {
-		e.send(up, e.summaryMsg())
-	}
-}
-
-func (e *Engine) summaryMsg() msg.Summary {
-	m := msg.Summary{All: e.reported.IsAll()}
-	m.Patterns, m.Selectors = e.reported.Clauses()
-	if !slices.ContainsFunc(m.Selectors, func(s string) bool { return s != "" }) {
-		m.Selectors = nil
-	}
-	return m
-}
-
-// unionOf turns a neighbour's summary into the filter of the edge towards
-// it. A clause this broker cannot parse widens the edge to pass everything:
-// never filter out what the neighbour may need.
-func unionOf(m msg.Summary) *match.Union {
-	u := &match.Union{}
-	if m.All {
-		u.AddAll()
-		return u
-	}
-	for i, src := range m.Patterns {
-		p, err := match.ParsePattern(src)
-		if err != nil {
-			u.AddAll()
-			return u
-		}
-		var sel *match.Selector
-		if i < len(m.Selectors) && m.Selectors[i] != "" {
-			if sel, err = match.ParseSelector(m.Selectors[i]); err != nil {
-				u.AddAll()
-				return u
-			}
-		}
-		u.AddClause(p, sel)
-	}
-	return u
-}
-
 func (e *Engine) localRequest(m msg.Msg) error {
 	switch m := m.(type) {
 	case msg.Publish:
@@ -170,19 +84,23 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 	s := &subscription{slot: e.nextSlot, id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
 	e.initDurable(s, m)
 	e.subByID[m.Sub] = s
+	s.pos = len(e.subs)
 	e.subs = append(e.subs, s)
 	e.index.Add(s.slot, pat, sel)
 	e.bySlot[s.slot] = s
-	if e.local.AddClause(pat, sel) {
-		e.reportSummary()
-	}
+	k, c := localClause(s)
+	e.up.ref(k, c, +1)
+	e.reportSummary()
 	for _, ps := range e.streams {
 		if ps.isSubend() || ps.pub != nil || len(ps.subs) > 0 {
 			// already a subend (or the pubend): nothing to set up
 		} else if ps.in.K.KnownHi() > 0 {
 			ps.sub.FloorSet = true // an IB turning subend keeps what it knows
 		}
-		ps.subs = append(ps.subs, s)
+		if ps.subs == nil {
+			ps.subs = map[*subscription]bool{}
+		}
+		ps.subs[s] = true
 		if ps.pub != nil {
 			s.start[ps.id] = max(ps.pub.Announced, ps.pub.Next-1, ps.delivered)
 			continue
@@ -226,16 +144,14 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 	e.dropDurable(s)
 	e.index.Remove(s.slot)
 	delete(e.bySlot, s.slot)
-	e.subs = slices.DeleteFunc(e.subs, func(x *subscription) bool { return x == s })
+	e.dropSub(s)
 	for _, ps := range e.streams {
-		ps.subs = slices.DeleteFunc(ps.subs, func(x *subscription) bool { return x == s })
+		delete(ps.subs, s)
 		e.updateAck(ps)
 	}
 	// Narrow the filters upstream to what the remaining subscriptions need.
-	e.local = match.Union{}
-	for _, x := range e.subs {
-		e.local.AddClause(x.pat, x.sel)
-	}
+	k, c := localClause(s)
+	e.up.ref(k, c, -1)
 	e.reportSummary()
 }
 
@@ -285,4 +201,22 @@ func (e *Engine) onSubReply(from msg.NodeID, m msg.SubReply) {
 // the pattern and its properties satisfy the selector (TRUE, not UNKNOWN).
 func (s *subscription) matches(ev *msg.Event) bool {
 	return s.pat.MatchTopic(ev.Topic) && (s.sel == nil || s.sel.Match(ev.Topic, ev.Props))
+}
+
+// dropSub takes s out of e.subs in O(1), keeping the others' order.
+func (e *Engine) dropSub(s *subscription) {
+	e.subs[s.pos] = nil
+	e.subHoles++
+	if e.subHoles*2 < len(e.subs) {
+		return
+	}
+	live := e.subs[:0]
+	for _, x := range e.subs {
+		if x != nil {
+			x.pos = len(live)
+			live = append(live, x)
+		}
+	}
+	clear(e.subs[len(live):])
+	e.subs, e.subHoles = live, 0
 }

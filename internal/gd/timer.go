@@ -29,6 +29,9 @@ func (e *Engine) tick() {
 		}
 	}
 	for _, s := range e.subs {
+		if s == nil || len(s.pending) == 0 {
+			continue // started: nothing to repeat (most of them, with many subscriptions)
+		}
 		for _, ps := range e.streams {
 			if at, ok := s.pending[ps.id]; ok && e.now.Sub(at) >= e.cfg.NackRepetitionMin {
 				s.pending[ps.id] = e.now

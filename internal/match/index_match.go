@@ -107,8 +107,22 @@ func (ix *Index) predTrue(s *scratch, id int32, props msg.Props) bool {
 // Match calls fn once for each subscription whose pattern matches topic and
 // whose selector (if any) evaluates to TRUE on props.
 func (ix *Index) Match(topic string, props msg.Props, fn func(id uint64)) {
+	ix.run(topic, props, func(id uint64) bool { fn(id); return false })
+}
+
+// Any reports whether some subscription matches topic and props and ok
+// accepts its id, stopping at the first: a filter edge needs one witness,
+// not every subscription (Gryphon GD §3: an edge passes an event when some
+// subscription behind it wants it).
+func (ix *Index) Any(topic string, props msg.Props, ok func(id uint64) bool) bool {
+	return ix.run(topic, props, ok)
+}
+
+// run calls fn for each matching subscription until fn returns true, and
+// reports whether it did.
+func (ix *Index) run(topic string, props msg.Props, fn func(id uint64) bool) bool {
 	if ix.count == 0 {
-		return
+		return false
 	}
 	ix.prepare()
 	s := &ix.scr
@@ -164,7 +178,9 @@ func (ix *Index) Match(topic string, props msg.Props, fn func(id uint64)) {
 	// 2. groups filed under them
 	for _, id := range s.hits {
 		for _, e := range ix.preds[id].acc {
-			ix.check(s, e, topic, props, fn)
+			if ix.check(s, e, topic, props, fn) {
+				return true
+			}
 		}
 	}
 	// 3. groups filed under range predicates, stabbed per numeric attribute
@@ -181,27 +197,36 @@ func (ix *Index) Match(topic string, props msg.Props, fn func(id uint64)) {
 		// prop >(=) key: candidates are every entry with key <= f
 		lo := at.lower
 		for i, n := 0, searchKeyGT(lo, f); i < n; i++ {
-			ix.rangeHit(s, lo[i].pid, topic, props, fn)
+			if ix.rangeHit(s, lo[i].pid, topic, props, fn) {
+				return true
+			}
 		}
 		// prop <(=) key: candidates are every entry with key >= f
 		up := at.upper
 		for i := searchKeyGE(up, f); i < len(up); i++ {
-			ix.rangeHit(s, up[i].pid, topic, props, fn)
+			if ix.rangeHit(s, up[i].pid, topic, props, fn) {
+				return true
+			}
 		}
 		b := at.bounded
 		for i := searchLoGE(b, math.Nextafter(f-at.maxSpan, math.Inf(-1))); i < len(b) && b[i].lo <= f; i++ {
-			if b[i].hi >= f {
-				ix.rangeHit(s, b[i].pid, topic, props, fn)
+			if b[i].hi >= f && ix.rangeHit(s, b[i].pid, topic, props, fn) {
+				return true
 			}
 		}
 	}
 	// 4. groups with no indexable predicate
 	for _, e := range ix.always[firstWord(topic)] {
-		ix.check(s, e, topic, props, fn)
+		if ix.check(s, e, topic, props, fn) {
+			return true
+		}
 	}
 	for _, e := range ix.alwaysWild {
-		ix.check(s, e, topic, props, fn)
+		if ix.check(s, e, topic, props, fn) {
+			return true
+		}
 	}
+	return false
 }
 
 func (ix *Index) eqHit(s *scratch, id int32) {
@@ -212,18 +237,22 @@ func (ix *Index) eqHit(s *scratch, id int32) {
 }
 
 // rangeHit verifies a candidate range predicate exactly (the stabbing
-// query works on float64 keys) and checks its groups.
-func (ix *Index) rangeHit(s *scratch, id int32, topic string, props msg.Props, fn func(uint64)) {
+// query works on float64 keys) and checks its groups; true: fn stopped.
+func (ix *Index) rangeHit(s *scratch, id int32, topic string, props msg.Props, fn func(uint64) bool) bool {
 	if !ix.predTrue(s, id, props) {
-		return
+		return false
 	}
 	for _, e := range ix.preds[id].acc {
-		ix.check(s, e, topic, props, fn)
+		if ix.check(s, e, topic, props, fn) {
+			return true
+		}
 	}
+	return false
 }
 
-// check verifies group e.g, whose access predicate is known to be true.
-func (ix *Index) check(s *scratch, e accEnt, topic string, props msg.Props, fn func(uint64)) {
+// check verifies group e.g, whose access predicate is known to be true,
+// and calls fn for its ids; true: fn stopped.
+func (ix *Index) check(s *scratch, e accEnt, topic string, props msg.Props, fn func(uint64) bool) bool {
 	p := e.pat
 	m := s.pmemo[p]
 	if m>>1 != s.gen {
@@ -231,26 +260,29 @@ func (ix *Index) check(s *scratch, e accEnt, topic string, props msg.Props, fn f
 		s.pmemo[p] = m
 	}
 	if m&1 == 0 || e.p0 != noPred && !ix.holds(s, e.p0, props) {
-		return
+		return false
 	}
 	g := e.g
 	gr := &ix.groups[g]
 	n := int(gr.np)
 	for i := 1; i < n && i < groupInline; i++ {
 		if !ix.holds(s, gr.p[i], props) {
-			return
+			return false
 		}
 	}
 	if n > groupInline {
 		for _, e := range ix.gcold[g].more {
 			if !ix.holds(s, e, props) {
-				return
+				return false
 			}
 		}
 	}
 	for _, id := range gr.ids {
-		fn(id)
+		if fn(id) {
+			return true
+		}
 	}
+	return false
 }
 
 // holds reports whether group predicate entry e is true: ^id for equality

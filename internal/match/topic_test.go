@@ -1,7 +1,6 @@
 package match
 
 import (
-	"fmt"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"math"
 	"reflect"
@@ -52,23 +51,6 @@ func TestParsePatternErrors(t *testing.T) {
 	}
 }
 
-func TestUnion(t *testing.T) {
-	var u Union
-	if u.Match("a", pm(nil)) {
-		t.Fatal("empty union matched")
-	}
-	if !u.Add(MustPattern("a.*")) || u.Add(MustPattern("a.*")) {
-		t.Fatal("Add should report change exactly once")
-	}
-	if !u.Match("a.b", pm(nil)) || u.Match("b.a", pm(nil)) {
-		t.Fatal("union mismatch")
-	}
-	u.Add(MustPattern(">"))
-	if !u.IsAll() || !u.Match("zzz", pm(nil)) || u.Patterns() != nil {
-		t.Fatal("'>' should make the union pass everything")
-	}
-}
-
 func FuzzPattern(f *testing.F) {
 	for _, s := range []string{"a.b", "a.*", "a.>", ">", "*.*"} {
 		f.Add(s, "a.b")
@@ -84,63 +66,6 @@ func FuzzPattern(f *testing.F) {
 			t.Fatalf("literal %q vs %q: %v", pat, topic, m)
 		}
 	})
-}
-
-func TestUnionClauses(t *testing.T) {
-	var u Union
-	eu := map[string]any{"region": "EU", "qty": int64(5)}
-	us := map[string]any{"region": "US", "qty": int64(500)}
-	if !u.AddClause(MustPattern("orders.*"), MustSelector("region = 'EU'")) {
-		t.Fatal("first clause not added")
-	}
-	if u.AddClause(MustPattern("orders.*"), MustSelector("region = 'EU'")) {
-		t.Fatal("the same clause added twice")
-	}
-	if !u.Match("orders.new", pm(eu)) || u.Match("orders.new", pm(us)) || u.Match("trades.new", pm(eu)) {
-		t.Fatal("a clause must need both its pattern and its selector")
-	}
-	u.AddClause(MustPattern("orders.*"), MustSelector("qty > 100"))
-	if !u.Match("orders.new", pm(us)) {
-		t.Fatal("a second clause on the same pattern must widen")
-	}
-	// The bare pattern covers both clauses.
-	if !u.Add(MustPattern("orders.*")) {
-		t.Fatal("bare pattern not added")
-	}
-	if ps, ss := u.Clauses(); len(ps) != 1 || ss[0] != "" {
-		t.Fatalf("covering left %v %q", ps, ss)
-	}
-	if u.AddClause(MustPattern("orders.*"), MustSelector("qty > 1")) {
-		t.Fatal("a clause under a bare pattern must be covered")
-	}
-	if !u.Match("orders.x", pm(map[string]any{})) {
-		t.Fatal("bare pattern must pass events without properties")
-	}
-}
-
-// TestUnionCapDropsSelectors: past MaxUnionClauses a union keeps patterns
-// only — wider, never narrower — and merging is order-independent.
-func TestUnionCapDropsSelectors(t *testing.T) {
-	var a, b Union
-	for i := 0; i <= MaxUnionClauses; i++ {
-		a.AddClause(MustPattern("t.*"), MustSelector(fmt.Sprintf("k = %d", i)))
-	}
-	ps, ss := a.Clauses()
-	if len(ps) != 1 || ss[0] != "" || ps[0] != "t.*" {
-		t.Fatalf("over the cap: %d clauses, first selector %q", len(ps), ss[0])
-	}
-	if !a.Match("t.x", pm(map[string]any{"k": int64(100000)})) {
-		t.Fatal("dropping selectors must widen")
-	}
-	for i := MaxUnionClauses; i >= 0; i-- {
-		b.AddClause(MustPattern(fmt.Sprintf("t%d", i)), MustSelector("k = 1"))
-	}
-	var m1, m2 Union
-	m1.Merge(&b)
-	m2.Merge(&b)
-	if m1.String() != m2.String() {
-		t.Fatal("Merge is not deterministic")
-	}
 }
 
 // pm encodes a property map as an event carries it, converting Go integer

@@ -147,7 +147,8 @@ func (m AckExpected) String() string { return fmt.Sprintf("AckExpected{%s %d}", 
 // Summary tells an upstream neighbour the union of the subscriptions reachable
 // through the sender: its filter edge (MODEL.md §4, P6). All means "pass
 // everything", which is also what an upstream assumes before a summary arrives.
-// Within one sender's lifetime summaries only widen.
+// A Summary is the whole union (with All, the clauses are still the union's,
+// for the SummaryDeltas that follow); SummaryDelta changes it.
 //
 // Each clause is a topic pattern with an optional selector (issue 4:
 // selectors filter inside the network): Selectors is nil or as long as
@@ -170,6 +171,46 @@ func (m Summary) String() string {
 		}
 	}
 	return fmt.Sprintf("Summary{%s}", strings.Join(parts, " "))
+}
+
+// Clause is one clause of a summary: a topic pattern and a selector (""
+// for the pattern alone).
+type Clause struct {
+	Pattern, Selector string
+}
+
+func (c Clause) String() string {
+	if c.Selector == "" {
+		return c.Pattern
+	}
+	return c.Pattern + "[" + c.Selector + "]"
+}
+
+// SummaryDelta changes the summary a broker last sent on this link, so that
+// an edge with many clauses behind it costs each subscription's clause once
+// rather than the whole union at every change. Seq numbers the deltas since
+// the last Summary sent on the link (1, 2, …): a receiver that sees another
+// number has lost its base and passes everything until the next Summary
+// (wider, never narrower). All, when set, makes the edge pass everything
+// whatever its clauses; Remove applies before Add.
+type SummaryDelta struct {
+	Seq         uint64
+	All         bool
+	Add, Remove []Clause
+}
+
+func (m SummaryDelta) String() string {
+	var parts []string
+	if m.All {
+		parts = append(parts, "all")
+	}
+	for _, c := range m.Remove {
+		parts = append(parts, "-"+c.String())
+	}
+	for _, c := range m.Add {
+		parts = append(parts, "+"+c.String())
+	}
+	return fmt.Sprintf("SummaryDelta{#%d %s}", m.Seq, strings.Join(parts, " "))
 }
 
 // SubReq travels from an SHB up to a pubend after every filter on the way
@@ -267,15 +308,16 @@ type Raft struct {
 
 func (m Raft) String() string { return fmt.Sprintf("Raft{%d bytes}", len(m.Data)) }
 
-func (Raft) isMsg()        {}
-func (Relay) isMsg()       {}
-func (Refetch) isMsg()     {}
-func (Payloads) isMsg()    {}
-func (LinkStatus) isMsg()  {}
-func (Knowledge) isMsg()   {}
-func (Nack) isMsg()        {}
-func (Ack) isMsg()         {}
-func (AckExpected) isMsg() {}
-func (Summary) isMsg()     {}
-func (SubReq) isMsg()      {}
-func (SubReply) isMsg()    {}
+func (Raft) isMsg()         {}
+func (Relay) isMsg()        {}
+func (Refetch) isMsg()      {}
+func (Payloads) isMsg()     {}
+func (LinkStatus) isMsg()   {}
+func (Knowledge) isMsg()    {}
+func (Nack) isMsg()         {}
+func (Ack) isMsg()          {}
+func (AckExpected) isMsg()  {}
+func (Summary) isMsg()      {}
+func (SummaryDelta) isMsg() {}
+func (SubReq) isMsg()       {}
+func (SubReply) isMsg()     {}

@@ -2,6 +2,7 @@ package msg
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -53,9 +54,14 @@ type FilterVersion struct {
 	All       bool
 	Patterns  []string
 	Selectors []string // "" where a clause has no selector
-	Member    NodeID
-	Inc       uint64
-	Seq       uint64 // the pubend's version number: restore skips what it has
+	// Delta: Patterns and Selectors are the clauses added to the previous
+	// version of the same pubend towards Down, and Remove those taken from
+	// it (a large edge logs what changed, not the whole union again).
+	Delta  bool
+	Remove []Clause
+	Member NodeID
+	Inc    uint64
+	Seq    uint64 // the pubend's version number: restore skips what it has
 }
 
 // PubendMeta is a pubend's durable state apart from its events: every tick
@@ -88,7 +94,13 @@ func (r Record) String() string {
 	}
 	if f := r.Filter; f != nil {
 		what := "all"
-		if !f.All {
+		if f.Delta {
+			d := SummaryDelta{All: f.All, Remove: f.Remove}
+			for i := range f.Patterns {
+				d.Add = append(d.Add, Clause{f.Patterns[i], f.Selectors[i]})
+			}
+			what = "change{" + strings.TrimPrefix(d.String(), "SummaryDelta{#0 ")
+		} else if !f.All {
 			what = Summary{Patterns: f.Patterns, Selectors: f.Selectors}.String()
 		}
 		return fmt.Sprintf("Rec{%s filter#%d to %s from %d: %s}", r.Pubend, f.Seq, f.Down, f.From, what)

@@ -87,6 +87,11 @@ func EncodeRecord(dst []byte, r Record) ([]byte, error) {
 		if f.All {
 			flags |= 2
 		}
+		if f.Delta {
+			flags |= 4
+		} else if len(f.Remove) > 0 {
+			return nil, fmt.Errorf("%w: whole filter version with %d removed clauses", ErrBadRecord, len(f.Remove))
+		}
 		dst = append(dst, flags)
 		dst = appendStr(dst, string(f.Member))
 		dst = binary.AppendUvarint(dst, f.Inc)
@@ -95,6 +100,13 @@ func EncodeRecord(dst []byte, r Record) ([]byte, error) {
 		for i := range f.Patterns {
 			dst = appendStr(dst, f.Patterns[i])
 			dst = appendStr(dst, f.Selectors[i])
+		}
+		if f.Delta {
+			dst = binary.AppendUvarint(dst, uint64(len(f.Remove)))
+			for _, c := range f.Remove {
+				dst = appendStr(dst, c.Pattern)
+				dst = appendStr(dst, c.Selector)
+			}
 		}
 		return dst, nil
 	}
@@ -131,8 +143,8 @@ func DecodeRecord(b []byte) (Record, error) {
 	case recFilter:
 		f := &FilterVersion{Down: NodeID(d.str()), From: tick.Tick(d.uvarint())}
 		flags := d.byte()
-		f.Reset, f.All = flags&1 != 0, flags&2 != 0
-		if flags > 3 {
+		f.Reset, f.All, f.Delta = flags&1 != 0, flags&2 != 0, flags&4 != 0
+		if flags > 7 {
 			d.failf("unknown filter flags %d", flags)
 		}
 		f.Member, f.Inc, f.Seq = NodeID(d.str()), d.uvarint(), d.uvarint()
@@ -143,6 +155,15 @@ func DecodeRecord(b []byte) (Record, error) {
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			f.Patterns = append(f.Patterns, d.str())
 			f.Selectors = append(f.Selectors, d.str())
+		}
+		if f.Delta && d.err == nil {
+			n := d.uvarint()
+			if n > uint64(len(b)) {
+				return Record{}, fmt.Errorf("%w: %d removed clauses in %d bytes", ErrBadRecord, n, len(b))
+			}
+			for i := uint64(0); i < n && d.err == nil; i++ {
+				f.Remove = append(f.Remove, Clause{d.str(), d.str()})
+			}
 		}
 		r = Record{Pubend: pubend, Filter: f}
 	case recDurable:

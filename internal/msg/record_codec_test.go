@@ -15,6 +15,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Pubend: "P4", Meta: &PubendMeta{HWM: 900, Final: 850, Dedup: []DedupEntry{{"a", 1, 10}, {"b", 7, 12}}}},
 		{Pubend: "P5", Filter: &FilterVersion{Down: "ib1", From: 1 << 40, All: true, Member: "b2", Inc: 99}},
 		{Pubend: "P5", Filter: &FilterVersion{Down: "s1", From: 7, Reset: true, Patterns: []string{"a.*", "b"}, Selectors: []string{"", "x > 1"}, Member: "s1", Inc: 3}},
+		{Pubend: "P5", Filter: &FilterVersion{Down: "s1", From: 9, Delta: true, Patterns: []string{"c"}, Selectors: []string{"k = 2"},
+			Remove: []Clause{{"a.*", ""}, {"b", "x > 1"}}, Member: "s1", Inc: 3, Seq: 4}},
 		{Durable: &DurableSub{Name: "orders-audit", Pattern: "orders.>", Selector: "region = 'EU'", Released: Token{"P2": 1 << 45, "P1": 77}}},
 		{Durable: &DurableSub{Name: "gone", Pattern: ">", Deleted: true}},
 	}
@@ -50,6 +52,8 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(h)
 	d, _ := EncodeRecord(nil, Record{Durable: &DurableSub{Name: "d", Pattern: "a.*", Released: Token{"P1": 5, "P2": 9}}})
 	f.Add(d)
+	v, _ := EncodeRecord(nil, Record{Pubend: "P1", Filter: &FilterVersion{Down: "s1", From: 9, Delta: true, Patterns: []string{"c"}, Selectors: []string{""}, Remove: []Clause{{"a", "k = 1"}}, Seq: 2}})
+	f.Add(v)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r, err := DecodeRecord(in)
 		if err != nil {

@@ -456,7 +456,7 @@ func (w *world) watchMsg(what string, env msg.Envelope) {
 		// From about 2 s below the tick: the release values acks carried
 		// before it became known decide whether it may be released.
 		hit = m.Pubend == w.opts.WatchPubend && m.T+1<<21 >= t
-	case msg.Summary, msg.SubReq, msg.SubReply:
+	case msg.Summary, msg.SummaryDelta, msg.SubReq, msg.SubReply:
 		hit = true
 	}
 	if hit {

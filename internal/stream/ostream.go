@@ -102,6 +102,14 @@ func (o *Ostream) Versions(fn func(from tick.Tick, f match.Filter, seq uint64)) 
 	}
 }
 
+// Last returns the newest filter version (nil: none, or pass all).
+func (o *Ostream) Last() match.Filter {
+	if n := len(o.filters); n > 0 {
+		return o.filters[n-1].f
+	}
+	return nil
+}
+
 // LastSeq returns the number of the newest logged version (0: none).
 func (o *Ostream) LastSeq() uint64 {
 	var s uint64

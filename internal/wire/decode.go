@@ -85,6 +85,8 @@ func Decode(frame []byte) (msg.Msg, error) {
 			}
 		}
 		m = s
+	case TypeSummaryDelta:
+		m = msg.SummaryDelta{Seq: d.uvarint(), All: d.bool(), Add: d.clauses(), Remove: d.clauses()}
 	case TypeSubReq:
 		m = msg.SubReq{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Path: d.path()}
 	case TypeSubReply:
@@ -334,6 +336,19 @@ func (d *decoder) count(min int, what string) int {
 		return 0
 	}
 	return int(n)
+}
+
+// clauses reads count + (pattern, selector) pairs.
+func (d *decoder) clauses() []msg.Clause {
+	n := d.count(2, "clauses")
+	if n == 0 {
+		return nil
+	}
+	cs := make([]msg.Clause, n)
+	for i := range cs {
+		cs[i] = msg.Clause{Pattern: d.string(), Selector: d.string()}
+	}
+	return cs
 }
 
 // ranges reads count + (lo, hi) pairs; each must have lo <= hi.

@@ -128,6 +128,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 			b = appendString(b, sel)
 		}
 		return b, nil
+	case msg.SummaryDelta:
+		b = append(b, byte(TypeSummaryDelta))
+		b = binary.AppendUvarint(b, v.Seq)
+		b = appendBool(b, v.All)
+		b = appendClauses(b, v.Add)
+		return appendClauses(b, v.Remove), nil
 	case msg.SubReq:
 		b = append(b, byte(TypeSubReq))
 		b = appendString(b, string(v.Pubend))
@@ -343,4 +349,13 @@ func appendRate(b []byte, r float64) ([]byte, error) {
 		return nil, fmt.Errorf("wire: UCA rate %g outside [0, %g] or ∞", r, float64(maxRate))
 	}
 	return binary.AppendUvarint(b, uint64(math.Round(r*1000))+1), nil
+}
+
+func appendClauses(b []byte, cs []msg.Clause) []byte {
+	b = binary.AppendUvarint(b, uint64(len(cs)))
+	for _, c := range cs {
+		b = appendString(b, c.Pattern)
+		b = appendString(b, c.Selector)
+	}
+	return b
 }

@@ -35,7 +35,9 @@ import (
 // 5 — durable subscriptions: Subscribe's durable form, Replay and
 // ReplayData (0x1b, 0x1c), SubAck (0x23), Gap and Progress (0x35, 0x36).
 // 6 — congestion control: DCQ and UCA (0x1e, 0x1f; 0x1d is the replicated
-// PHB's Raft message).
+// PHB's Raft message); SummaryDelta (0x40): a large summary changes by its
+// clauses added and removed instead of being sent whole (clients are not
+// concerned).
 const Version uint16 = 6
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
@@ -82,22 +84,23 @@ const (
 
 	// Broker ↔ broker: guaranteed delivery (seed 000 §3.1, §3.2) and
 	// subscription control (MODEL.md P6).
-	TypeKnowledge   Type = 0x10
-	TypeNack        Type = 0x11
-	TypeAck         Type = 0x12
-	TypeAckExpected Type = 0x13
-	TypeSummary     Type = 0x14
-	TypeSubReq      Type = 0x15
-	TypeSubReply    Type = 0x16
-	TypeRelay       Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
-	TypeLinkStatus  Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
-	TypeRefetch     Type = 0x19 // payloads of D ticks an IB dropped from its cache, asked upstream
-	TypePayloads    Type = 0x1a // the answer to a Refetch, down its path
-	TypeReplay      Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
-	TypeReplayData  Type = 0x1c // the answer to a Replay, down its path
-	TypeRaft        Type = 0x1d // a Raft message between members of a replicated PHB cell
-	TypeDCQ         Type = 0x1e // congestion query, down from a pubend (Gryphon CC §3.1)
-	TypeUCA         Type = 0x1f // congestion alert, up towards the pubend, folded on the way
+	TypeKnowledge    Type = 0x10
+	TypeNack         Type = 0x11
+	TypeAck          Type = 0x12
+	TypeAckExpected  Type = 0x13
+	TypeSummary      Type = 0x14
+	TypeSubReq       Type = 0x15
+	TypeSubReply     Type = 0x16
+	TypeRelay        Type = 0x17 // sideways within a cell: a 0x10–0x16 message for another broker
+	TypeLinkStatus   Type = 0x18 // downstream cells the sender cannot reach (to upstreams and cell peers)
+	TypeRefetch      Type = 0x19 // payloads of D ticks an IB dropped from its cache, asked upstream
+	TypePayloads     Type = 0x1a // the answer to a Refetch, down its path
+	TypeReplay       Type = 0x1b // a durable subscription's catch-up, asked up to the pubend
+	TypeReplayData   Type = 0x1c // the answer to a Replay, down its path
+	TypeRaft         Type = 0x1d // a Raft message between members of a replicated PHB cell
+	TypeDCQ          Type = 0x1e // congestion query, down from a pubend (Gryphon CC §3.1)
+	TypeUCA          Type = 0x1f // congestion alert, up towards the pubend, folded on the way
+	TypeSummaryDelta Type = 0x40 // what changed in the summary last sent on the link
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -124,7 +127,7 @@ var typeNames = map[Type]string{
 	TypePubAck: "PubAck", TypePubReject: "PubReject", TypeSubStarted: "SubStarted",
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
-	TypeDCQ: "DCQ", TypeUCA: "UCA",
+	TypeDCQ: "DCQ", TypeUCA: "UCA", TypeSummaryDelta: "SummaryDelta",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.
