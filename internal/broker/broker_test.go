@@ -406,6 +406,15 @@ func TestDeliveryThroughFourBrokers(t *testing.T) {
 	c2.waitFor(t, len(all), 20*time.Second)
 	c1.check(t, orders)
 	c2.check(t, all)
+	// The IB counts per link what it forwarded: every order to s1, every
+	// event to s2 (first-time; answers to nacks would add to it).
+	st, err := n.nodes["b1"].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Forwarded["s1"] < uint64(len(orders)) || st.Forwarded["s2"] < uint64(len(all)) {
+		t.Errorf("b1 forwarded %v; want at least %d to s1 and %d to s2", st.Forwarded, len(orders), len(all))
+	}
 }
 
 func TestIBRestartMidStream(t *testing.T) {

@@ -18,7 +18,10 @@ type Status struct {
 	Streams []gd.StreamState `json:"streams"`
 	Stats   gd.Stats         `json:"stats"`
 	Peers   []string         `json:"peers"`
-	Clients int              `json:"clients"`
+	// Forwarded counts, per downstream cell, the events this broker sent
+	// it (first-time and in answer to nacks).
+	Forwarded map[string]uint64 `json:"forwarded,omitempty"`
+	Clients   int               `json:"clients"`
 	// LogFirst and LogNext bound the records the event log still holds.
 	LogFirst uint64 `json:"log_first"`
 	LogNext  uint64 `json:"log_next"`
@@ -72,6 +75,12 @@ func (n *Node) Status(ctx context.Context) (Status, error) {
 
 func (n *Node) snapshot() Status {
 	s := Status{ID: string(n.opts.ID), Streams: n.eng.Inspect(), Stats: n.eng.Stats(), Clients: n.sh.Clients(), Congestion: n.eng.CCStates()}
+	for down, c := range n.eng.Forwarded() {
+		if s.Forwarded == nil {
+			s.Forwarded = map[string]uint64{}
+		}
+		s.Forwarded[string(down)] = c
+	}
 	for p := range n.peers {
 		s.Peers = append(s.Peers, string(p))
 	}

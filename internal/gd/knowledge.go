@@ -159,6 +159,9 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 		if retrans {
 			e.stats.Retransmissions++
 		}
+		if k.Event != nil {
+			o.Forwarded++
+		}
 		if k.Start <= k.End {
 			if !o.Fresh {
 				o.SentHi = max(o.SentHi, k.End)

@@ -82,6 +82,18 @@ func (e *Engine) Inspect() []StreamState {
 	return out
 }
 
+// Forwarded returns, per downstream cell, the events sent to it over all
+// pubends, first-time and in answer to nacks.
+func (e *Engine) Forwarded() map[msg.NodeID]uint64 {
+	out := map[msg.NodeID]uint64{}
+	for _, ps := range e.streams {
+		for _, o := range ps.outs {
+			out[o.Down] += o.Forwarded
+		}
+	}
+	return out
+}
+
 // Knowledge returns istream[P]'s value at t (for the oracle's I7 checks).
 func (e *Engine) Knowledge(p msg.PubendID, t tick.Tick) (tick.Kind, *msg.Event) {
 	ps := e.byPubend[p]

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -55,6 +56,7 @@ var (
 	fsyncDesc   = desc("fsync_seconds", "Latency of the event log's fsyncs (one per group commit).")
 	batchDesc   = desc("group_commit_records", "Records per group commit of the event log.")
 	linkDesc    = desc("link_up", "1 when the connection the config asks for with a neighbour broker is up, else 0.", "peer")
+	fwdDesc     = desc("events_forwarded_total", "Events sent to a downstream cell (first-time and in answer to its nacks).", "cell")
 	limitDesc   = desc("congestion_rate_limit", "A hosted pubend's publication rate limit in events per second (0: unlimited).", "pubend")
 	heldDesc    = desc("congestion_held_publishes", "Publishes waiting for a hosted pubend's rate.", "pubend")
 	dhRateDesc  = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
@@ -66,7 +68,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc} {
 		ch <- d
 	}
 }
@@ -113,6 +115,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				up = 1
 			}
 			ch <- prometheus.MustNewConstMetric(linkDesc, prometheus.GaugeValue, up, s.ID, peer.ID)
+		}
+		for _, down := range slices.Sorted(maps.Keys(s.Forwarded)) {
+			ch <- prometheus.MustNewConstMetric(fwdDesc, prometheus.CounterValue, float64(s.Forwarded[down]), s.ID, down)
 		}
 		for _, cc := range s.Congestion {
 			p := string(cc.Pubend)

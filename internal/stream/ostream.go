@@ -52,6 +52,9 @@ type Ostream struct {
 	// Nacker is the member of Down's cell that last nacked: answers go to
 	// it (a cell of several brokers, seed 000 §3.1).
 	Nacker msg.NodeID
+	// Forwarded counts the events (D ticks) sent to Down's cell, first-time
+	// and in answer to nacks, for operators (a per-link metric).
+	Forwarded uint64
 	// ByMember splits C by the member of Down's cell that asked, when the
 	// cell has several: answers go only to the member that is curious.
 	ByMember map[msg.NodeID]*tick.RangeSet
