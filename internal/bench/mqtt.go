@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,10 +11,10 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/mqtt"
 )
 
 // The mqtt workload's systems: unmodified MQTT clients (paho, QoS 1) on
@@ -106,7 +105,7 @@ func startMochi() (Target, error) {
 		ln.Close()
 		return nil, fmt.Errorf("bench: mochi: %w", err)
 	}
-	if err := srv.AddListener(&netListener{ln: ln}); err != nil {
+	if err := srv.AddListener(mqtt.Listener(ln, "bench")); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("bench: mochi: %w", err)
 	}
@@ -269,34 +268,6 @@ func (s *mqttSub) Close() error {
 		s.c.Disconnect(50)
 	}
 	return nil
-}
-
-// netListener serves mochi from a net.Listener already bound (port 0).
-type netListener struct {
-	ln net.Listener
-}
-
-func (l *netListener) Init(*slog.Logger) error { return nil }
-func (l *netListener) ID() string              { return "bench" }
-func (l *netListener) Address() string         { return l.ln.Addr().String() }
-func (l *netListener) Protocol() string        { return "tcp" }
-func (l *netListener) Close(closeClients listeners.CloseFn) {
-	l.ln.Close()
-	closeClients(l.ID())
-}
-
-func (l *netListener) Serve(establish listeners.EstablishFn) {
-	for {
-		nc, err := l.ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			time.Sleep(10 * time.Millisecond) // EMFILE and the like; not synchronisation
-			continue
-		}
-		go establish(l.ID(), nc) //nolint:errcheck // a failed connection ends itself
-	}
 }
 
 // allowAll lets every client connect, publish and subscribe (mochi's own

@@ -131,7 +131,7 @@ func Start(opts Options) (*Server, error) {
 	if err := s.srv.AddHook(&hook{s: s}, nil); err != nil {
 		return nil, err
 	}
-	if err := s.srv.AddListener(&listener{ln: opts.Listener}); err != nil {
+	if err := s.srv.AddListener(Listener(opts.Listener, "aerie")); err != nil {
 		return nil, err
 	}
 	if err := s.srv.Serve(); err != nil {
@@ -176,13 +176,17 @@ func (s *Server) conn(cl *mochi.Client) *Conn {
 	return nil
 }
 
-// listener adapts a net.Listener to mochi's Listener.
+// Listener adapts a net.Listener, already bound (port 0 included), to
+// mochi's Listener under the name id.
+func Listener(ln net.Listener, id string) listeners.Listener { return &listener{ln: ln, id: id} }
+
 type listener struct {
 	ln net.Listener
+	id string
 }
 
 func (l *listener) Init(*slog.Logger) error { return nil }
-func (l *listener) ID() string              { return "aerie" }
+func (l *listener) ID() string              { return l.id }
 func (l *listener) Address() string         { return l.ln.Addr().String() }
 func (l *listener) Protocol() string        { return "tcp" }
 func (l *listener) Close(closeClients listeners.CloseFn) {
