@@ -127,6 +127,10 @@ type Engine struct {
 	queuedAfter []msg.Msg
 	queuedRecs  []msg.Record
 	persistBusy bool
+	// Batches handed out for persisting and made durable, counted, and
+	// the sends that wait for one of them (sendAfterPersist).
+	batchesOut, batchesDone uint64
+	heldSends               []heldSend
 	// spare holds the slices of the batch last made durable (Persist,
 	// ToClientsAfterPersist), reused for the next batch; sendHint and
 	// clientHint size a Ready's Send and ToClients by the last ones. Growing
@@ -372,6 +376,7 @@ func (e *Engine) Ready() Ready {
 		e.queuedRecs, e.queuedAfter = reuse(e.spare.Persist), reuse(e.spare.ToClientsAfterPersist)
 		e.spare.Persist, e.spare.ToClientsAfterPersist = nil, nil
 		e.persistBusy = true
+		e.batchesOut++
 	}
 	return rd
 }
@@ -389,7 +394,9 @@ func (e *Engine) Advance(rd Ready) {
 		return
 	}
 	e.persistBusy = false
+	e.batchesDone++
 	defer func() { e.spare.Persist, e.spare.ToClientsAfterPersist = rd.Persist, rd.ToClientsAfterPersist }()
+	e.releaseHeld()
 	for _, r := range rd.Persist {
 		ps := e.byPubend[r.Pubend]
 		if ps == nil || ps.pub == nil {
@@ -417,6 +424,46 @@ func (e *Engine) send(to msg.NodeID, m msg.Msg) {
 		e.out.Send = make([]msg.Envelope, 0, max(e.sendHint, 4))
 	}
 	e.out.Send = append(e.out.Send, msg.Envelope{From: e.id, To: to, Msg: m})
+}
+
+// heldSend is a message that leaves once batch `after` is durable.
+type heldSend struct {
+	after uint64
+	env   msg.Envelope
+}
+
+// sendAfterPersist sends m once every record made so far is durable: the
+// ones queued (they go out in the next batch) and the batch being
+// persisted. A promise about what the log holds must not outrun the log:
+// a pubend that answers a subscription before the filter version that
+// admits it is durable could restart, or a replicated cell elect a leader,
+// without that version, and render ticks above the promised start under
+// a filter that lacks the subscription (MODEL.md §4 P2; Gryphon GD,
+// ICDCS 2000 §3: persist before acknowledging).
+func (e *Engine) sendAfterPersist(to msg.NodeID, m msg.Msg) {
+	after := e.batchesOut
+	if len(e.queuedRecs) > 0 {
+		after++ // the batch that will carry them
+	}
+	if after <= e.batchesDone {
+		e.send(to, m)
+		return
+	}
+	e.heldSends = append(e.heldSends, heldSend{after: after, env: msg.Envelope{From: e.id, To: to, Msg: m}})
+}
+
+// releaseHeld sends the held messages whose batch is now durable, in the
+// order they were made.
+func (e *Engine) releaseHeld() {
+	n := 0
+	for _, h := range e.heldSends {
+		if h.after > e.batchesDone {
+			break // later ones wait for later batches
+		}
+		e.send(h.env.To, h.env.Msg)
+		n++
+	}
+	e.heldSends = append(e.heldSends[:0], e.heldSends[n:]...)
 }
 
 func (e *Engine) toClient(m msg.Msg) {

@@ -174,7 +174,7 @@ func (e *Engine) onSubReq(from msg.NodeID, m msg.SubReq) {
 	}
 	start := max(ps.pub.Announced, ps.pub.Next-1)
 	last := len(m.Path) - 1
-	e.send(m.Path[last], msg.SubReply{Pubend: m.Pubend, Sub: m.Sub, Start: start, Path: slices.Clone(m.Path[:last])})
+	e.sendAfterPersist(m.Path[last], msg.SubReply{Pubend: m.Pubend, Sub: m.Sub, Start: start, Path: slices.Clone(m.Path[:last])})
 }
 
 // onSubReply walks a reply back down its path; at the subscriber's broker the
