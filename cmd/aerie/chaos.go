@@ -22,7 +22,7 @@ import (
 func runChaos(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "network config to run (default: the dev network plus a redundant cell c = {c1, c2} feeding s3); its [chaos] spare list is never touched")
+	cfgPath := fs.String("config", "", "network config to run (default: the dev network, a redundant cell c = {c1, c2} feeding s3, and a replicated PHB cell r = {r1, r2, r3} hosting P5 and P6); its [chaos] spare list is never touched")
 	duration := fs.Duration("duration", 90*time.Second, "how long to inject faults; healing and the final check come after")
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the published events (default: from the clock, printed)")
 	faults := fs.String("faults", strings.Join(chaos.AllFaults, ","), "fault kinds: kill (SIGKILL and restart), stall (SIGSTOP, SIGCONT), cut and linkstall (a link through a proxy)")

@@ -21,7 +21,7 @@ import (
 // thousands of events delivered, and no broker process left behind.
 func TestChaosShortRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts seven broker processes for half a minute")
+		t.Skip("starts ten broker processes for half a minute")
 	}
 	f := newProcFixture(t)
 	work := filepath.Join(f.dir, "chaos")
@@ -95,7 +95,7 @@ func assertNoBrokers(t *testing.T, dir string) {
 // and every broker it started is gone.
 func TestChaosInterruptLeavesNothing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts seven broker processes")
+		t.Skip("starts ten broker processes")
 	}
 	f := newProcFixture(t)
 	work := filepath.Join(f.dir, "chaos")

@@ -60,6 +60,10 @@ type watch struct {
 	gaps   []client.Gap
 	got    map[pubKey]uint64 // what arrived, at which tick
 	client *client.Client
+	// durable: a durable subscription (Gryphon DS, DSN 2003): it must miss
+	// nothing across its reconnections, and a gap notice is a violation,
+	// since nothing in a run is old enough for early release (max_retain).
+	durable bool
 }
 
 func (c *checker) violation(format string, args ...any) {
@@ -70,7 +74,13 @@ func (c *checker) violation(format string, args ...any) {
 
 // receive checks one delivery online (c.mu held).
 func (c *checker) receive(w *watch, ev client.Event) {
+	if ev.Progress {
+		return // a durable subscription's checkpoint moved: nothing to check
+	}
 	if g := ev.Gap; g != nil {
+		if w.durable {
+			c.violation("%s: durable subscription got a gap notice %s (%d, %d], though nothing was released early (I6)", w.where, g.Pubend, g.From, g.To)
+		}
 		if g.From < w.last[g.Pubend] {
 			c.violation("%s: gap notice %s (%d, %d] reaches back before what was delivered (%d)", w.where, g.Pubend, g.From, g.To, w.last[g.Pubend])
 		}
@@ -99,13 +109,18 @@ func (c *checker) receive(w *watch, ev client.Event) {
 }
 
 // missing lists, for each subscription, the acknowledged publishes its
-// filter selects, after its start and outside its gap notices, that have
+// filter selects, of the pubends its broker routes (its start token names
+// them), after its start and outside its gap notices, that have
 // not arrived (c.mu held). It also checks what arrived against what was
 // acknowledged later (I1).
 func (c *checker) missing() (n int, sample []string) {
 	for _, w := range c.subs {
 		for k, p := range c.acked {
-			if p.tick <= w.start[k.pubend] || !w.f.match(p.topic, p.qty) || inGap(w.gaps, k.pubend, p.tick) {
+			st, routed := w.start[k.pubend]
+			if !routed {
+				continue // no route from that pubend to this subscription's broker
+			}
+			if p.tick <= st || !w.f.match(p.topic, p.qty) || inGap(w.gaps, k.pubend, p.tick) {
 				continue
 			}
 			if _, ok := w.got[k]; !ok {
@@ -128,34 +143,83 @@ func inGap(gaps []client.Gap, pubend string, t uint64) bool {
 	return false
 }
 
+// durableFilters are the filters also kept as durable subscriptions at
+// every subscriber broker with a data directory. The first resumes at the
+// next subscriber broker when its own is down (reconnect anywhere, Gryphon
+// DS §1), the others only at their own.
+var durableFilters = []filter{filters[0], filters[2]}
+
+// ackEvery: a durable subscriber acknowledges its checkpoint every so many
+// deliveries, so that the release protocol lets the pubends trim.
+const ackEvery = 200
+
 // subscribe opens every filter at every subscriber broker, each on its own
-// connection, which subscribes again when its broker comes back.
+// connection, which subscribes again when its broker comes back; and the
+// durable ones where the broker keeps durable subscriptions.
 func (c *checker) subscribe(ctx context.Context, nw *network) error {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, b := range nw.subs {
+	for i, b := range nw.subs {
 		for _, f := range filters {
-			cl, err := client.Dial(ctx, b.Clients, client.Options{ID: "chaos-sub-" + b.ID + "-" + f.name, RetryDial: true, Resubscribe: true, Logger: quiet})
-			if err != nil {
-				return fmt.Errorf("chaos: subscriber at %s: %w", b.ID, err)
+			if err := c.open(ctx, b.ID, b.Clients, f, false); err != nil {
+				return err
 			}
-			sub, err := cl.SubscribeSelector(ctx, f.pattern, f.selector)
-			if err != nil {
-				cl.Close()
-				return fmt.Errorf("chaos: subscribe at %s: %w", b.ID, err)
+		}
+		if b.Data == "" {
+			continue
+		}
+		for j, f := range durableFilters {
+			addrs := b.Clients
+			if next := nw.subs[(i+1)%len(nw.subs)]; j == 0 && next.ID != b.ID && next.Data != "" {
+				addrs += "," + next.Clients
 			}
-			w := &watch{where: b.ID + "/" + f.name, f: f, start: sub.Token(), last: sub.Token(), got: map[pubKey]uint64{}, client: cl}
-			c.mu.Lock()
-			c.subs = append(c.subs, w)
-			c.mu.Unlock()
-			go func() {
-				for ev := range sub.Events() {
-					c.mu.Lock()
-					c.receive(w, ev)
-					c.mu.Unlock()
-				}
-			}()
+			if err := c.open(ctx, b.ID, addrs, f, true); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// open subscribes with filter f through addrs (the first is the broker
+// named where) and checks what arrives.
+func (c *checker) open(ctx context.Context, where, addrs string, f filter, durable bool) error {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	kind := "sub"
+	if durable {
+		kind = "dur"
+	}
+	name := "chaos-" + kind + "-" + where + "-" + f.name
+	cl, err := client.Dial(ctx, addrs, client.Options{ID: name, RetryDial: true, Resubscribe: true, Logger: quiet})
+	if err != nil {
+		return fmt.Errorf("chaos: subscriber at %s: %w", where, err)
+	}
+	var sub *client.Subscription
+	if durable {
+		sub, err = cl.SubscribeDurable(ctx, client.Durable{Name: name, Pattern: f.pattern, Selector: f.selector})
+	} else {
+		sub, err = cl.SubscribeSelector(ctx, f.pattern, f.selector)
+	}
+	if err != nil {
+		cl.Close()
+		return fmt.Errorf("chaos: subscribe at %s: %w", where, err)
+	}
+	w := &watch{where: where + "/" + f.name, f: f, start: sub.Token(), last: sub.Token(), got: map[pubKey]uint64{}, client: cl, durable: durable}
+	if durable {
+		w.where += " (durable)"
+	}
+	c.mu.Lock()
+	c.subs = append(c.subs, w)
+	c.mu.Unlock()
+	go func() {
+		n := 0
+		for ev := range sub.Events() {
+			c.mu.Lock()
+			c.receive(w, ev)
+			c.mu.Unlock()
+			if n++; durable && n%ackEvery == 0 {
+				_ = sub.Ack(ev.Checkpoint) // a lost ack is sent again with a later checkpoint
+			}
+		}
+	}()
 	return nil
 }
 
@@ -181,6 +245,10 @@ func (c *checker) publisher(ctx context.Context, addr, pubend string, rate int, 
 			wg.Wait()
 			return sent, failed
 		case <-ctx.Done():
+			// Interrupted: the faults are not healed, so outstanding
+			// publishes may never be acknowledged (a replicated cell
+			// without its majority). Closing fails them.
+			cl.Close()
 			wg.Wait()
 			return sent, ctx.Err()
 		case <-tick.C:

@@ -21,24 +21,28 @@ func TestCheckerBites(t *testing.T) {
 	}
 	orders := filters[1]
 	cases := []struct {
-		name  string
-		f     filter
-		feed  []client.Event
-		wants string // "" for no violation
+		name    string
+		f       filter
+		durable bool
+		feed    []client.Event
+		wants   string // "" for no violation
 	}{
-		{"clean", orders, []client.Event{ev(10, 1, "orders.eu", 7), ev(30, 3, "orders.us", 9)}, ""},
-		{"duplicate", orders, []client.Event{ev(10, 1, "orders.eu", 7), ev(10, 1, "orders.eu", 7), ev(30, 3, "orders.us", 9)}, "duplicate or out of order"},
-		{"out of order", orders, []client.Event{ev(30, 3, "orders.us", 9), ev(10, 1, "orders.eu", 7)}, "duplicate or out of order"},
-		{"filter", orders, []client.Event{ev(10, 1, "orders.eu", 7), ev(20, 2, "stock.x", 1), ev(30, 3, "orders.us", 9)}, "does not match"},
-		{"phantom", orders, []client.Event{ev(10, 1, "orders.eu", 7), ev(25, 3, "orders.us", 9)}, "is not what was published"},
-		{"lost", orders, []client.Event{ev(30, 3, "orders.us", 9)}, "never delivered"},
-		{"lost inside a gap notice", orders, []client.Event{{Pubend: "P1", Gap: &client.Gap{Pubend: "P1", From: 5, To: 15}}, ev(30, 3, "orders.us", 9)}, ""},
-		{"gap reaching back", orders, []client.Event{ev(10, 1, "orders.eu", 7), {Pubend: "P1", Gap: &client.Gap{Pubend: "P1", From: 5, To: 15}}, ev(30, 3, "orders.us", 9)}, "reaches back"},
+		{"clean", orders, false, []client.Event{ev(10, 1, "orders.eu", 7), ev(30, 3, "orders.us", 9)}, ""},
+		{"duplicate", orders, false, []client.Event{ev(10, 1, "orders.eu", 7), ev(10, 1, "orders.eu", 7), ev(30, 3, "orders.us", 9)}, "duplicate or out of order"},
+		{"out of order", orders, false, []client.Event{ev(30, 3, "orders.us", 9), ev(10, 1, "orders.eu", 7)}, "duplicate or out of order"},
+		{"filter", orders, false, []client.Event{ev(10, 1, "orders.eu", 7), ev(20, 2, "stock.x", 1), ev(30, 3, "orders.us", 9)}, "does not match"},
+		{"phantom", orders, false, []client.Event{ev(10, 1, "orders.eu", 7), ev(25, 3, "orders.us", 9)}, "is not what was published"},
+		{"lost", orders, false, []client.Event{ev(30, 3, "orders.us", 9)}, "never delivered"},
+		{"lost inside a gap notice", orders, false, []client.Event{{Pubend: "P1", Gap: &client.Gap{Pubend: "P1", From: 5, To: 15}}, ev(30, 3, "orders.us", 9)}, ""},
+		{"durable: clean, with progress notices", orders, true, []client.Event{ev(10, 1, "orders.eu", 7), {Progress: true, Checkpoint: "x"}, ev(30, 3, "orders.us", 9)}, ""},
+		{"durable: lost", orders, true, []client.Event{ev(10, 1, "orders.eu", 7)}, "never delivered"},
+		{"durable: a gap notice", orders, true, []client.Event{{Pubend: "P1", Gap: &client.Gap{Pubend: "P1", From: 5, To: 15}}, ev(30, 3, "orders.us", 9)}, "durable subscription got a gap notice"},
+		{"gap reaching back", orders, false, []client.Event{ev(10, 1, "orders.eu", 7), {Pubend: "P1", Gap: &client.Gap{Pubend: "P1", From: 5, To: 15}}, ev(30, 3, "orders.us", 9)}, "reaches back"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &checker{acked: acked, report: func(string) {}}
-			w := &watch{where: "s1/orders", f: tc.f, start: map[string]uint64{"P1": 0}, last: map[string]uint64{"P1": 0}, got: map[pubKey]uint64{}}
+			w := &watch{where: "s1/orders", f: tc.f, start: map[string]uint64{"P1": 0}, last: map[string]uint64{"P1": 0}, got: map[pubKey]uint64{}, durable: tc.durable}
 			c.subs = []*watch{w}
 			for _, e := range tc.feed {
 				c.receive(w, e)

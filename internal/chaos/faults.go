@@ -30,6 +30,7 @@ func BlindSpots(nw *network) []string {
 		"slow disk, full disk and clock steps are not injected (they need privileges this process does not have)",
 		"links are faulted where a broker dials them (through a proxy); client connections are not faulted, only their brokers",
 		"plain subscriptions may lose what was published while they re-subscribed: they are checked against the gap notices they deliver, not for completeness there",
+		"durable subscriptions are checked for completeness everywhere, but their subscribers never crash: they resume from the checkpoint their client holds in memory, not from a saved file",
 	}
 	if len(nw.spare) > 0 {
 		var ids []string

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/config"
@@ -47,12 +48,15 @@ func (nw *network) start(g *proc.Group, id string) error {
 	return g.Start(id, append([]string{"broker", "--config", nw.files[id], "--id", id}, nw.args...)...)
 }
 
-// DefaultNetwork is the dev network plus a redundant cell: p1 (P1–P4) feeds
-// b1, which feeds s1 and s2, and the cell c = {c1, c2}, which feeds s3.
-// Addresses are free loopback ports; data lives under dir.
+// DefaultNetwork is the dev network plus a redundant cell and a replicated
+// PHB cell: p1 (P1–P4) feeds b1, which feeds s1 and s2, and the redundant
+// cell c = {c1, c2}, which feeds s3; the replicated PHB cell r = {r1, r2,
+// r3} (P5, P6, one Raft group) feeds b1 and c too. The subscriber brokers have
+// data directories, so that they keep durable subscriptions. Addresses are
+// free loopback ports; data lives under dir.
 func DefaultNetwork(dir string) (*config.Network, error) {
 	var ports failover.Ports
-	addrs := make([]string, 18)
+	addrs := make([]string, 27)
 	for i := range addrs {
 		a, err := ports.Addr()
 		if err != nil {
@@ -66,11 +70,16 @@ func DefaultNetwork(dir string) (*config.Network, error) {
 			{ID: "b1", Cell: "b1", Listen: addrs[2], HTTP: addrs[12]},
 			{ID: "c1", Cell: "c", Listen: addrs[3], HTTP: addrs[13]},
 			{ID: "c2", Cell: "c", Listen: addrs[4], HTTP: addrs[14]},
-			{ID: "s1", Cell: "s1", Listen: addrs[5], Clients: addrs[6], HTTP: addrs[15]},
-			{ID: "s2", Cell: "s2", Listen: addrs[7], Clients: addrs[8], HTTP: addrs[16]},
-			{ID: "s3", Cell: "s3", Listen: addrs[9], Clients: addrs[10], HTTP: addrs[17]},
+			{ID: "s1", Cell: "s1", Listen: addrs[5], Clients: addrs[6], HTTP: addrs[15], Data: filepath.Join(dir, "data", "s1")},
+			{ID: "s2", Cell: "s2", Listen: addrs[7], Clients: addrs[8], HTTP: addrs[16], Data: filepath.Join(dir, "data", "s2")},
+			{ID: "s3", Cell: "s3", Listen: addrs[9], Clients: addrs[10], HTTP: addrs[17], Data: filepath.Join(dir, "data", "s3")},
 		},
-		Links: []config.Link{{Up: "p1", Down: "b1"}, {Up: "b1", Down: "s1"}, {Up: "b1", Down: "s2"}, {Up: "p1", Down: "c"}, {Up: "c", Down: "s3"}},
+		Links: []config.Link{{Up: "p1", Down: "b1"}, {Up: "b1", Down: "s1"}, {Up: "b1", Down: "s2"}, {Up: "p1", Down: "c"}, {Up: "c", Down: "s3"}, {Up: "r", Down: "b1"}, {Up: "r", Down: "c"}},
+	}
+	for i, id := range []string{"r1", "r2", "r3"} {
+		a := addrs[18+3*i:]
+		n.Brokers = append(n.Brokers, config.Broker{ID: id, Cell: "r", Listen: a[0], Clients: a[1], HTTP: a[2],
+			Data: filepath.Join(dir, "data", id), Pubends: []string{"P5", "P6"}})
 	}
 	return n, n.Validate()
 }
@@ -156,6 +165,29 @@ func prepare(ctx context.Context, n *config.Network, base, dir string) (*network
 		nw.files[b.ID] = f
 	}
 	return nw, nil
+}
+
+// pubAddrs: the pubend one publisher publishes to, and the client
+// addresses of every broker hosting it (the members of a replicated PHB
+// cell), comma-separated as client.Dial takes them.
+type pubAddrs struct {
+	pubend, addrs string
+}
+
+// publishTo lists one publisher per pubend, in pubend order.
+func (nw *network) publishTo() []pubAddrs {
+	by := map[string][]string{}
+	for _, b := range nw.pubs {
+		for _, p := range b.Pubends {
+			by[p] = append(by[p], b.Clients)
+		}
+	}
+	out := make([]pubAddrs, 0, len(by))
+	for p, as := range by {
+		out = append(out, pubAddrs{pubend: p, addrs: strings.Join(as, ",")})
+	}
+	slices.SortFunc(out, func(a, b pubAddrs) int { return strings.Compare(a.pubend, b.pubend) })
+	return out
 }
 
 // dumpStatus writes every broker's /status (those with an http address)

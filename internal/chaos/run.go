@@ -123,15 +123,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	outs := make(chan pubOut)
 	npub := 0
-	for _, b := range nw.pubs {
-		for _, pe := range b.Pubends {
-			npub++
-			seed := o.Seed + uint64(npub)
-			go func() {
-				sent, err := c.publisher(ctx, b.Clients, pe, o.Rate, seed, stop)
-				outs <- pubOut{sent, err}
-			}()
-		}
+	for _, pa := range nw.publishTo() {
+		npub++
+		seed := o.Seed + uint64(npub)
+		go func() {
+			sent, err := c.publisher(ctx, pa.addrs, pa.pubend, o.Rate, seed, stop)
+			outs <- pubOut{sent, err}
+		}()
 	}
 	res := Result{}
 	err = m.run(ctx, o, c, &outMu)
