@@ -121,7 +121,7 @@ func TestUnknownVersionRefusedWithReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	b, _ := wire.AppendFrame(nil, msg.Hello{Version: 7, Role: msg.RoleClient, ID: "old"})
+	b, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version + 1, Role: msg.RoleClient, ID: "future"})
 	nc.Write(b)
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	r := wire.NewReader(bufio.NewReader(nc), wire.DefaultMaxFrame)

@@ -142,14 +142,15 @@ func Summary(res *sim.Result, o Options) string {
 		fmt.Fprintf(&b, "  catch-ups: %d, duration mean %.3f s (sd %.3f, median %.3f, max %.3f)\n",
 			len(durs), mean(durs), sd(durs), quantile(durs, 0.5), slices.Max(durs))
 	}
-	var served, replayed, delivered float64
+	var served, sent, replayed, delivered float64
 	for _, s := range ss {
 		served += float64(s.ReplayServed)
+		sent += float64(s.ReplaySent)
 		replayed += float64(s.ReplayEvents)
 		delivered += float64(s.Delivered)
 	}
-	fmt.Fprintf(&b, "  p1 served %.0f catch-up requests carrying %.0f events (%.1f%% of the %.0f delivered to durable subscribers)\n",
-		served, replayed, 100*replayed/max(delivered, 1), delivered)
+	fmt.Fprintf(&b, "  p1 served %.0f catch-up requests carrying %.0f events; s1 delivered %.0f events from them (%.1f%% of the %.0f delivered to durable subscribers)\n",
+		served, sent, replayed, 100*replayed/max(delivered, 1), delivered)
 	if o.Scenario == sim.ScenarioDSCrash {
 		crashSummary(&b, res, ss)
 	}
@@ -175,13 +176,13 @@ func crashSummary(b *strings.Builder, res *sim.Result, ss []sim.DSSample) {
 		fmt.Fprintf(b, "  s1 delivery rate: %.0f events/s before the crash, %.0f events/s (max %.0f) while catch-ups ran (%d s)\n",
 			mean(before[1:]), mean(during), slices.Max(during), len(during))
 	}
-	var replayed float64
+	var sent float64
 	for _, s := range ss {
-		replayed += float64(s.ReplayEvents)
+		sent += float64(s.ReplaySent)
 	}
 	missed := p.Down.Seconds() * 4 * sim.DSRate
-	fmt.Fprintf(b, "  while s1 was down %.0f events were published; catch-ups replayed %.0f from p1 (%.1f× as many: one replay per subscriber, no consolidation)\n",
-		missed, replayed, replayed/missed)
+	fmt.Fprintf(b, "  while s1 was down %.0f events were published; p1 sent %.0f in catch-up answers (%.1f× as many; the catch-ups of one SHB ask together)\n",
+		missed, sent, sent/missed)
 	ld := advance(ss, latestDelivered)
 	var recover []float64
 	for _, xy := range ld {

@@ -1,9 +1,7 @@
 package gd
 
 import (
-	"fmt"
 	"slices"
-	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -32,12 +30,15 @@ import (
 //     everything up to latestDelivered(p)"). Ticks the pubend has released
 //     (L) come back as a Gap (§4, early release).
 //
-// This is v1 of the paper's catch-up streams: the paper feeds a per-
-// subscriber knowledge stream from the PFS and consolidates its nacks (§4,
-// §4.2); here the SHB asks the pubend for the matching events of a tick
-// range and the pubend refilters its log. It is simpler and correct, and
-// costs the PHB a log read per catch-up; the PFS-fed stream is a later
-// optimisation.
+// The paper feeds a per-subscriber knowledge stream from the PFS and
+// consolidates its nacks (§4, §4.2), so that the PHB's load does not grow
+// with the number of subscribers catching up. Here the SHB asks the pubend
+// for the matching events of a tick range and the pubend refilters its
+// log; the catch-ups of one pubend at one SHB ask together (catchup.go:
+// one request carrying every clause they need, from the lowest position
+// among them), so the PHB reads its log once per SHB, not once per
+// subscriber. A PFS-fed stream, consolidated across SHBs at the IBs, is a
+// later optimisation.
 //
 // Held live events are bounded (maxHeld): when the bound is hit the held
 // events are dropped and the catch-up's target moves up to the tick of the
@@ -61,6 +62,10 @@ const (
 	replayChunkTicks  = 1000    // D ticks one ReplayData may cover (bounds the PHB's log read)
 	replayChunkEvents = 1000    // events one ReplayData carries
 	replayChunkBytes  = 1 << 20 // event bytes one ReplayData carries, about
+	// maxReplayClauses bounds the clauses one Replay may carry (the
+	// distinct filters of the catch-ups of one pubend at one SHB): a
+	// pubend refuses a longer one, whose matching would cost it too much.
+	maxReplayClauses = 4096
 )
 
 // MutGapNotFinal: the pubend answers a Replay with a gap over the whole
@@ -89,19 +94,15 @@ type durableState struct {
 type catchup struct {
 	s      *subscription
 	ps     *pstream
-	key    msg.SubID // Replay.Sub: the subscription id and a request number
 	next   tick.Tick // everything up to here was delivered (or gapped)
 	target tick.Tick // the replay runs to here; live deliveries above are held
 	held   []*msg.Event
-	// The Replay out: when it left and the current repeat interval.
-	askedAt tick.Time
-	backoff time.Duration
 }
 
 // durableEngine is the engine's state for durable subscriptions.
 type durableEngine struct {
-	replays map[msg.SubID]*catchup // by Replay.Sub
-	seq     uint64                 // numbers catch-ups (Replay.Sub)
+	groups map[msg.PubendID]*replayGroup // the catch-ups of each pubend, asked together
+	seq    uint64                        // numbers Replay requests (Replay.Sub)
 	// Replays of a pubend hosted here, answered in turn (askReplay).
 	local   []msg.Replay
 	inLocal bool
@@ -113,6 +114,7 @@ type DurableStats struct {
 	Replays        uint64 // Replay requests sent (first time and repeats)
 	ReplayRepeats  uint64 // of which repeats after a timeout
 	ReplayServed   uint64 // ReplayData answered at the pubend
+	ReplaySent     uint64 // events those answers carried
 	ReplayEvents   uint64 // events delivered from replays
 	Gaps           uint64 // Gap messages sent to subscribers
 	Progress       uint64 // Progress messages sent to subscribers
@@ -151,8 +153,7 @@ func (e *Engine) startDurable(s *subscription, tok msg.Token) {
 			tok[ps.id] = f
 		default:
 			tok[ps.id] = f
-			e.dur.seq++
-			d.cu[ps.id] = &catchup{s: s, ps: ps, key: msg.SubID(fmt.Sprintf("%s#%d", s.id, e.dur.seq)), next: f, target: st}
+			d.cu[ps.id] = &catchup{s: s, ps: ps, next: f, target: st}
 		}
 	}
 	// Pubends this broker does not route keep the subscriber's position:
@@ -174,50 +175,14 @@ func maps(t msg.Token) msg.Token {
 	return c
 }
 
-// kickReplays sends the first Replay of every catch-up of s.
+// kickReplays starts every catch-up of s: it joins its pubend's group,
+// which asks at once unless a request is out (the next one includes it).
 func (e *Engine) kickReplays(s *subscription) {
 	for _, ps := range e.streams {
 		if cu := s.dur.cu[ps.id]; cu != nil {
-			if e.dur.replays == nil {
-				e.dur.replays = map[msg.SubID]*catchup{}
-			}
-			e.dur.replays[cu.key] = cu
-			cu.backoff = e.cfg.NackRepetitionMin
-			e.askReplay(cu)
+			e.joinGroup(cu)
 		}
 	}
-}
-
-// askReplay asks the pubend for (next, target] of the catch-up, with the
-// subscription's filter: up the tree, or to the pubend itself when it is
-// hosted here (answered through localReplay, without recursion).
-func (e *Engine) askReplay(cu *catchup) {
-	s := cu.s
-	cu.askedAt = e.now
-	e.dur.stats.Replays++
-	sel := ""
-	if s.sel != nil {
-		sel = s.sel.String()
-	}
-	m := msg.Replay{Pubend: cu.ps.id, Sub: cu.key, From: cu.next, To: cu.target, Pattern: s.pat.String(), Selector: sel, Path: []msg.NodeID{e.id}}
-	if cu.ps.pub == nil {
-		e.sendUp(cu.ps, m)
-		return
-	}
-	e.dur.local = append(e.dur.local, m)
-	if e.dur.inLocal {
-		return
-	}
-	e.dur.inLocal = true
-	for len(e.dur.local) > 0 {
-		r := e.dur.local[0]
-		e.dur.local = e.dur.local[1:]
-		if ps := e.byPubend[r.Pubend]; ps != nil {
-			e.serveReplay(ps, r)
-		}
-	}
-	e.dur.local = nil
-	e.dur.inLocal = false
 }
 
 // holdLive decides a live delivery of ev to s while s may be catching up
@@ -264,64 +229,49 @@ func (e *Engine) onReplayData(from msg.NodeID, m msg.ReplayData) {
 	e.applyReplay(m)
 }
 
-// applyReplay delivers one chunk of a catch-up: the gap first, then the
-// events, in tick order; then asks for the next chunk, or, once the replay
-// has reached its target, releases the held live events and ends the
-// catch-up: from then on the subscription is fed by the consolidated stream.
-func (e *Engine) applyReplay(m msg.ReplayData) {
-	cu := e.dur.replays[m.Sub]
-	if cu == nil || m.Pubend != cu.ps.id || m.From != cu.next || m.To <= m.From || m.To > cu.target {
-		e.dur.stats.StaleReplayAns++
-		return
-	}
+// applyChunk delivers one chunk of a Replay's answer to catch-up cu: the
+// gap first, then the events, in tick order, up to m.To or the catch-up's
+// target. Once the catch-up has reached its target it releases the held
+// live events and ends: from then on the subscription is fed by the
+// consolidated stream. It reports whether the catch-up ended.
+func (e *Engine) applyChunk(cu *catchup, m msg.ReplayData) bool {
 	s, d := cu.s, cu.s.dur
 	p := cu.ps.id
-	if g := m.Gap; g != (tick.Range{}) && g.Hi > cu.next {
+	to := min(m.To, cu.target)
+	if g := m.Gap; g != (tick.Range{}) && min(g.Hi, to) > cu.next {
+		hi := min(g.Hi, to)
 		lo := max(g.Lo, cu.next+1)
-		e.toClient(msg.Gap{Sub: s.id, Pubend: p, From: lo - 1, To: g.Hi})
+		e.toClient(msg.Gap{Sub: s.id, Pubend: p, From: lo - 1, To: hi})
 		e.dur.stats.Gaps++
-		d.pos[p] = max(d.pos[p], g.Hi)
-		cu.next = g.Hi
+		d.pos[p] = max(d.pos[p], hi)
+		cu.next = hi
 	}
 	for _, ev := range m.Events {
-		if ev == nil || ev.Pubend != p || ev.Tick <= cu.next || ev.Tick > m.To || !s.matches(ev) {
+		if ev == nil || ev.Pubend != p || ev.Tick <= cu.next || ev.Tick > to || !s.matches(ev) {
 			continue
 		}
 		e.deliverTo(s, ev)
 		e.dur.stats.ReplayEvents++
 		cu.next = ev.Tick
 	}
-	cu.next = m.To
-	cu.backoff = e.cfg.NackRepetitionMin
+	cu.next = max(cu.next, to)
 	if cu.next < cu.target {
-		e.askReplay(cu)
-		return
+		return false
 	}
-	e.endCatchup(cu)
+	delete(s.dur.cu, p)
 	for _, ev := range cu.held {
 		e.deliverTo(s, ev)
 	}
 	cu.held = nil
-}
-
-// endCatchup forgets a catch-up (done, or its subscription gone).
-func (e *Engine) endCatchup(cu *catchup) {
-	delete(e.dur.replays, cu.key)
-	delete(cu.s.dur.cu, cu.ps.id)
+	return true
 }
 
 // tickDurable repeats lost Replays and sends Progress.
 func (e *Engine) tickDurable() {
+	e.repeatReplays()
 	for _, s := range e.subs {
 		if s == nil || s.dur == nil || !s.started {
 			continue
-		}
-		for _, ps := range e.streams {
-			if cu := s.dur.cu[ps.id]; cu != nil && e.now.Sub(cu.askedAt) >= cu.backoff {
-				cu.backoff = min(2*cu.backoff, e.cfg.NackRepetitionMax)
-				e.dur.stats.ReplayRepeats++
-				e.askReplay(cu)
-			}
 		}
 		if s.dur.durable {
 			e.progress(s)
@@ -369,7 +319,7 @@ func (e *Engine) dropDurable(s *subscription) {
 		return
 	}
 	for _, cu := range s.dur.cu {
-		delete(e.dur.replays, cu.key)
+		e.leaveGroup(cu)
 		cu.held = nil
 	}
 	s.dur.cu = map[msg.PubendID]*catchup{}

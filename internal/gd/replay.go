@@ -3,7 +3,6 @@ package gd
 import (
 	"slices"
 
-	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
@@ -50,17 +49,26 @@ func (e *Engine) serveReplay(ps *pstream, m msg.Replay) {
 	if m.To <= m.From || len(m.Path) == 0 {
 		return
 	}
-	pat, err := match.ParsePattern(m.Pattern)
-	if err != nil {
+	if len(m.Clauses) == 0 || len(m.Clauses) > maxReplayClauses {
 		e.stats.Stale++
 		return
 	}
-	var sel *match.Selector
-	if m.Selector != "" {
-		if sel, err = match.ParseSelector(m.Selector); err != nil {
+	clauses := make([]clause, len(m.Clauses))
+	for i, c := range m.Clauses {
+		cl, err := parseClause(c)
+		if err != nil {
 			e.stats.Stale++
 			return
 		}
+		clauses[i] = cl
+	}
+	matches := func(ev *msg.Event) bool {
+		for _, c := range clauses {
+			if c.pat.MatchTopic(ev.Topic) && (c.sel == nil || c.sel.Match(ev.Topic, ev.Props)) {
+				return true
+			}
+		}
+		return false
 	}
 	out := msg.ReplayData{Pubend: ps.id, Sub: m.Sub, From: m.From, To: m.To}
 	lo := m.From
@@ -116,7 +124,7 @@ func (e *Engine) serveReplay(ps *pstream, m msg.Replay) {
 		}
 		bytes := 0
 		ps.in.K.Visit(tick.Range{Lo: lo + 1, Hi: hi}, func(r tick.Range, k tick.Kind, ev *msg.Event) bool {
-			if k != tick.D || ev == nil || !pat.MatchTopic(ev.Topic) || (sel != nil && !sel.Match(ev.Topic, ev.Props)) {
+			if k != tick.D || ev == nil || !matches(ev) {
 				return true
 			}
 			sz := msg.EventSize(ev.Topic, ev.Props, ev.Payload)
@@ -131,6 +139,7 @@ func (e *Engine) serveReplay(ps *pstream, m msg.Replay) {
 		out.To = hi
 	}
 	e.dur.stats.ReplayServed++
+	e.dur.stats.ReplaySent += uint64(len(out.Events))
 	e.answerReplay(m.Path, out)
 }
 

@@ -48,16 +48,17 @@ type SubAck struct {
 }
 
 // Replay travels from an SHB up to a pubend, like SubReq: it asks for the
-// events of (From, To] that match Pattern and Selector, for the catch-up of
-// durable subscription Sub (Gryphon DS §3, catch-up streams; v1 reads them
-// from the pubend's log instead of the PFS-fed stream). Path holds the
-// brokers passed, for the answer's way back; it starts with the SHB.
+// events of (From, To] that match any of Clauses, for the catch-ups of
+// that pubend's durable subscriptions at the SHB, asked together (Gryphon
+// DS §3–§4, catch-up streams; read from the pubend's log instead of a
+// PFS-fed stream). Sub names the request: its answer carries it back. Path
+// holds the brokers passed, for the answer's way back; it starts with the
+// SHB.
 type Replay struct {
 	Pubend   PubendID
 	Sub      SubID
 	From, To tick.Tick
-	Pattern  string
-	Selector string
+	Clauses  []Clause
 	Path     []NodeID
 }
 
@@ -81,11 +82,7 @@ func (m Gap) String() string {
 func (m Progress) String() string { return fmt.Sprintf("Progress{%s %s}", m.Sub, m.Token) }
 func (m SubAck) String() string   { return fmt.Sprintf("SubAck{%s %s}", m.Sub, m.Token) }
 func (m Replay) String() string {
-	sel := ""
-	if m.Selector != "" {
-		sel = " where " + m.Selector
-	}
-	return fmt.Sprintf("Replay{%s %s (%d,%d] %s%s via %v}", m.Pubend, m.Sub, m.From, m.To, m.Pattern, sel, m.Path)
+	return fmt.Sprintf("Replay{%s %s (%d,%d] %v via %v}", m.Pubend, m.Sub, m.From, m.To, m.Clauses, m.Path)
 }
 func (m ReplayData) String() string {
 	ticks := make([]string, len(m.Events))

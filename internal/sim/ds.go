@@ -77,9 +77,9 @@ type DSSample struct {
 	LatestDelivered, Released int64
 	// Delivered: events handed to durable subscribers at s1 in the window.
 	Delivered int
-	// At p1 in the window: catch-up requests answered (ReplayServed) and
-	// nacks received.
-	ReplayServed, NacksReceived uint64
+	// At p1 in the window: catch-up requests answered (ReplayServed), the
+	// events those answers carried (ReplaySent), and nacks received.
+	ReplayServed, ReplaySent, NacksReceived uint64
 	// ReplayEvents: events s1 delivered from catch-up replays in the window.
 	ReplayEvents uint64
 	CatchingUp   int // subscribers in catch-up at the end of the window
@@ -114,7 +114,7 @@ type dsRun struct {
 	delivered int // events handed to durable subscribers
 	prev      struct {
 		delivered                   int
-		served, nacks, replayEvents uint64
+		served, sent, nacks, replayEvents uint64
 	}
 }
 
@@ -255,9 +255,9 @@ func (w *world) dsSample(window time.Duration) {
 	}
 	smp.Delivered, d.prev.delivered = d.delivered-d.prev.delivered, d.delivered
 	p1 := w.nodes["p1"].eng
-	served, nacks := p1.DurableStats().ReplayServed, p1.Stats().NacksReceived
-	smp.ReplayServed, smp.NacksReceived = served-d.prev.served, nacks-d.prev.nacks
-	d.prev.served, d.prev.nacks = served, nacks
+	served, sent, nacks := p1.DurableStats().ReplayServed, p1.DurableStats().ReplaySent, p1.Stats().NacksReceived
+	smp.ReplayServed, smp.ReplaySent, smp.NacksReceived = served-d.prev.served, sent-d.prev.sent, nacks-d.prev.nacks
+	d.prev.served, d.prev.sent, d.prev.nacks = served, sent, nacks
 	for _, sub := range d.subs {
 		if !sub.active {
 			smp.Away++

@@ -130,7 +130,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = msg.Progress{Sub: msg.SubID(d.string()), Token: d.token()}
 	case TypeReplay:
 		m = msg.Replay{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), From: d.tick(), To: d.tick(),
-			Pattern: d.string(), Selector: d.string(), Path: d.path()}
+			Clauses: d.clauses(), Path: d.path()}
 	case TypeReplayData:
 		m = d.replayData()
 	case TypeUnsubscribe:

@@ -174,8 +174,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Sub))
 		b = appendTick(b, v.From)
 		b = appendTick(b, v.To)
-		b = appendString(b, v.Pattern)
-		b = appendString(b, v.Selector)
+		b = appendClauses(b, v.Clauses)
 		return appendPath(b, v.Path), nil
 	case msg.ReplayData:
 		if v.Gap != (tick.Range{}) && v.Gap.Lo > v.Gap.Hi {

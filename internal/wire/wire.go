@@ -37,8 +37,9 @@ import (
 // 6 — congestion control: DCQ and UCA (0x1e, 0x1f; 0x1d is the replicated
 // PHB's Raft message); SummaryDelta (0x40): a large summary changes by its
 // clauses added and removed instead of being sent whole (clients are not
-// concerned).
-const Version uint16 = 6
+// concerned). 7 — a Replay carries a list of clauses: the catch-ups of one
+// pubend at an SHB ask together (clients are not concerned).
+const Version uint16 = 7
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and

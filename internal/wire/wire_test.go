@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
@@ -86,7 +87,7 @@ var cases = []struct {
 	{"SubAckEmpty", msg.SubAck{Sub: "c1/d1"}},
 	{"Gap", msg.Gap{Sub: "c1/d1", Pubend: "P1", From: 5, To: 1 << 40}},
 	{"Progress", msg.Progress{Sub: "c1/d1", Token: msg.Token{"P1": 77}}},
-	{"Replay", msg.Replay{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 1<<40 + 1, Pattern: "a.>", Selector: "x > 1", Path: []msg.NodeID{"shb1", "ib2"}}},
+	{"Replay", msg.Replay{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 1<<40 + 1, Clauses: []msg.Clause{{Pattern: "a.>", Selector: "x > 1"}, {Pattern: "b.*"}}, Path: []msg.NodeID{"shb1", "ib2"}}},
 	{"ReplayBare", msg.Replay{Pubend: "P1", Sub: "s"}},
 	{"ReplayData", msg.ReplayData{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 1 << 40, Events: []*msg.Event{{Pubend: "P1", Tick: 90, Topic: "a.b"}, testEvent()},
 		Gap: tick.Range{Lo: 6, Hi: 80}, Path: []msg.NodeID{"shb1", "ib2"}}},
@@ -536,8 +537,8 @@ func TestCheckHello(t *testing.T) {
 		is   error
 		text string
 	}{
-		{msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 7, this broker speaks 6"},
-		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "wire: peer speaks protocol version 0, this broker speaks 6"},
+		{msg.Hello{Version: Version + 1, Role: msg.RoleBroker, ID: "b"}, ErrVersion, fmt.Sprintf("wire: peer speaks protocol version %d, this broker speaks %d", Version+1, Version)},
+		{msg.Hello{Version: 0, Role: msg.RoleBroker, ID: "b"}, ErrVersion, fmt.Sprintf("wire: peer speaks protocol version 0, this broker speaks %d", Version)},
 		// Older clients are accepted (down to MinClientVersion), older brokers are not.
 		{msg.Hello{Version: MinClientVersion, Role: msg.RoleBroker, ID: "b"}, ErrVersion, "peer speaks protocol version 3"},
 		{msg.Hello{Version: MinClientVersion - 1, Role: msg.RoleClient, ID: "c"}, ErrVersion, "peer speaks protocol version 2"},
@@ -552,7 +553,7 @@ func TestCheckHello(t *testing.T) {
 		}
 	}
 	// A future version's Hello still decodes, so it can be refused politely.
-	m, err := Decode(mustFrame(t, msg.Hello{Version: 7, Role: msg.RoleBroker, ID: "b"})[4:])
+	m, err := Decode(mustFrame(t, msg.Hello{Version: Version + 1, Role: msg.RoleBroker, ID: "b"})[4:])
 	if err != nil || !errors.Is(CheckHello(m.(msg.Hello)), ErrVersion) {
 		t.Fatalf("future hello: %v, %v", m, err)
 	}
