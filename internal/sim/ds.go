@@ -113,7 +113,7 @@ type dsRun struct {
 	cu        map[*durableSub]dsCatching
 	delivered int // events handed to durable subscribers
 	prev      struct {
-		delivered                   int
+		delivered                         int
 		served, sent, nacks, replayEvents uint64
 	}
 }
