@@ -2,10 +2,11 @@ package gd
 
 import (
 	"fmt"
+	"slices"
+
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/stream"
 	"github.com/aerie-mq/aerie/internal/tick"
-	"slices"
 )
 
 // onKnowledge joins a data or silence message from upstream into istream[P]
