@@ -232,9 +232,25 @@ func (v *View) Version() uint64 { return v.v }
 // Edge returns the edge the view belongs to.
 func (v *View) Edge() *Edge { return v.e }
 
+// directMax is the size up to which an edge matches an event by testing
+// its clauses one by one: below it the index's setup per event (property
+// lookups, range searches) costs more than the clauses themselves. The
+// answer is the same either way.
+const directMax = 8
+
 // Match implements Filter: some clause of this version passes the event.
 func (v *View) Match(topic string, props msg.Props) bool {
 	e := v.e
+	if len(e.cl)-len(e.free) <= directMax {
+		for i := range e.cl {
+			c := &e.cl[i]
+			if c.key != "" && c.added <= v.v && v.v < c.removed &&
+				c.pat.MatchTopic(topic) && (c.sel == nil || c.sel.Match(topic, props)) {
+				return true
+			}
+		}
+		return false
+	}
 	e.at = v.v
 	return e.ix.Any(topic, props, e.seen)
 }
