@@ -26,13 +26,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
 	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but overload, \"none\" for none")
-	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1)")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
-	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc); false shows the collapse of Gryphon CC §2")
+	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2); false shows the collapse of Gryphon CC §2")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
@@ -57,6 +57,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *topology == "cc" {
 			o = sim.CCOptions(s)
+		}
+		if *topology == "cc-e2" {
+			o = sim.CCE2Options(s)
 		}
 		o.NoCongestionControl = !*cc
 		if *faults == "none" {
@@ -167,6 +170,14 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				o.res.Views, o.res.ViewDrops, o.res.RoutedAround, o.res.Hangs, o.res.Leaves, o.res.LeftInViews)
 			if o.res.LeaderServes > 0 {
 				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve\n", o.res.LeaderServes)
+			}
+			if o.res.DCQs > 0 {
+				fmt.Fprintf(stdout, "congestion control: %d DCQs, %d rate decreases, %d queue resets, at most %d bytes queued on a capped link\n",
+					o.res.DCQs, o.res.RateDecreases, o.res.QueueResets, o.res.MaxLinkQueue)
+			}
+			for _, ph := range o.res.CCPhases {
+				fmt.Fprintf(stdout, "  b1–s2 capped at %.0f KB/s: %.1f events/s published (second half of the phase), at most %d KB queued on b1→s2\n",
+					ph.Cap/1000, ph.Rate, ph.MaxQueue/1000)
 			}
 		}
 		if len(o.res.Violations) > 0 {

@@ -132,3 +132,78 @@ func CCOptions(seed uint64) Options {
 	o.FaultPhase = 75 * time.Second
 	return o
 }
+
+// CCPhase is one phase of Gryphon CC §5 E2 as the simulator runs it: the
+// bottleneck's cap, the rate the subscriber behind the uncapped link
+// received in the second half of the phase (the publication rate, once the
+// pubend has adapted), and the most bytes queued on the capped link.
+type CCPhase struct {
+	Cap      float64 // bytes per second on b1–s2
+	Rate     float64 // events per second received at s1, second half of the phase
+	MaxQueue int     // bytes, most queued on b1→s2 during the phase
+}
+
+// E2's script (scheduleCCE2): the caps of b1–s2 in turn, each for
+// ccE2Phase, from ccE2Start.
+var ccE2Caps = []float64{60_000, 150_000, 60_000}
+
+const (
+	ccE2Phase = 60 * time.Second
+	ccE2Start = 5 * time.Second
+)
+
+// scheduleCCE2 is Gryphon CC §5 E2 at simulation scale on the "cc"
+// network: two publishers offer about 190 KB/s in 1 KB events, more than
+// b1–s2 carries in any phase, while b1–s2's cap alternates 60 KB/s,
+// 150 KB/s, 60 KB/s (the paper: 120 s each). The pubend must find the rate
+// each bottleneck supports, and the IB's queue on the link must stay small
+// (the paper: under 1 MB) instead of filling and resetting the connection.
+func (w *world) scheduleCCE2(shbs []msg.NodeID) {
+	const (
+		rate = 90 // events/s per publisher
+		pad  = 1000
+	)
+	for i := range 2 {
+		pub := &publisher{id: fmt.Sprintf("pub-%d", i), node: "p1", pubend: "P1",
+			outstanding: map[uint64]time.Duration{}, rate: rate, fixedTopic: "cc.t", pad: pad, steady: true}
+		w.pubs = append(w.pubs, pub)
+		w.after(time.Duration(i*25)*time.Millisecond, func() { pub.run(w) })
+		w.after(time.Second, func() { pub.retry(w) })
+	}
+	for i, id := range shbs {
+		s := &subscriber{name: "c" + string(rune('0'+i)), node: id, pattern: ">"}
+		w.subs = append(w.subs, s)
+		w.after(100*time.Millisecond, func() { s.start(w) })
+	}
+	l := w.byPair[pairKey("b1", "s2")]
+	delivered := func() uint64 {
+		if n := w.nodes["s1"]; n.up {
+			return n.eng.Stats().Delivered
+		}
+		return 0
+	}
+	for i, c := range ccE2Caps {
+		at := ccE2Start + time.Duration(i)*ccE2Phase
+		var mid uint64
+		w.after(at, func() {
+			l.bw, l.maxQueued = c, [2]float64{}
+			w.watchf("b1–s2 capped at %.0f B/s", c)
+		})
+		w.after(at+ccE2Phase/2, func() { mid = delivered() })
+		w.after(at+ccE2Phase, func() {
+			w.ccPhases = append(w.ccPhases, CCPhase{Cap: c, MaxQueue: int(l.maxQueued[0]),
+				Rate: float64(delivered()-mid) / (ccE2Phase / 2).Seconds()})
+			if i == len(ccE2Caps)-1 {
+				l.bw = 0
+			}
+		})
+	}
+}
+
+// CCE2Options are the options of the "cc-e2" scenario (scheduleCCE2).
+func CCE2Options(seed uint64) Options {
+	o := DefaultOptions(seed)
+	o.Topology, o.Scenario = "cc-e2", "cc-e2"
+	o.FaultPhase = ccE2Start + time.Duration(len(ccE2Caps))*ccE2Phase + time.Second
+	return o
+}

@@ -236,6 +236,6 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetain = 0 // Gryphon DS §5 "disabled early-release in these experiments"
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
-	p.cc = (p.faults[FaultOverload] || o.Scenario == "cc") && !o.NoCongestionControl
+	p.cc = (p.faults[FaultOverload] || o.Scenario == "cc" || o.Scenario == "cc-e2") && !o.NoCongestionControl
 	return p, nil
 }

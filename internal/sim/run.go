@@ -63,6 +63,8 @@ type Result struct {
 	// MaxLinkQueue: the most bytes ever queued on one direction of a
 	// capped link.
 	MaxLinkQueue int
+	// CCPhases: the phases of Gryphon CC §5 E2 (scenario "cc-e2").
+	CCPhases []CCPhase
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -128,6 +130,7 @@ func Run(o Options) (Result, error) {
 	res.Gaps = w.gaps
 	res.DS = w.ds.result()
 	res.QueueResets = w.queueResets
+	res.CCPhases = w.ccPhases
 	for _, l := range w.links {
 		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
 	}
@@ -255,6 +258,10 @@ func (w *world) schedule() {
 	}
 	if w.opts.Scenario == "cc" {
 		w.scheduleCCE1(shbs)
+		return
+	}
+	if w.opts.Scenario == "cc-e2" {
+		w.scheduleCCE2(shbs)
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {

@@ -109,7 +109,7 @@ func (t Topology) Physical() []Link {
 }
 
 // Topologies lists the named topologies `aerie sim --topology` accepts.
-var topologyNames = []string{"swarm", "line", "fig6", "ds", "cc"}
+var topologyNames = []string{"swarm", "line", "fig6", "ds", "cc", "cc-e2"}
 
 // TopologyNames returns the names accepted by BuildTopology.
 func TopologyNames() []string { return append([]string(nil), topologyNames...) }
@@ -128,9 +128,9 @@ func BuildTopology(name string, rng *rand.Rand) (Topology, error) {
 		return Topology{Name: "ds",
 			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1", "P2", "P3", "P4"}}, {ID: "s1", Role: SHB}},
 			Links:   []Link{{"p1", "s1"}}}, nil
-	case "cc":
+	case "cc", "cc-e2":
 		// Gryphon CC Fig. 1: one PHB, an IB and two SHBs.
-		return Topology{Name: "cc",
+		return Topology{Name: name,
 			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1"}}, {ID: "b1", Role: IB},
 				{ID: "s1", Role: SHB}, {ID: "s2", Role: SHB}},
 			Links: []Link{{"p1", "b1"}, {"b1", "s1"}, {"b1", "s2"}}}, nil

@@ -53,6 +53,7 @@ type world struct {
 	// queueResets counts connections reset by a full link queue
 	// (congestion.go).
 	queueResets int
+	ccPhases    []CCPhase // Gryphon CC E2 (congestion.go)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
 	// rrng is the randomness of replicated PHB cells (raft.go);
