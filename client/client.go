@@ -113,7 +113,11 @@ type Event struct {
 	Topic   string
 	Props   map[string]any
 	Payload []byte
-	// PubTime is the pubend's time for the tick (MODEL.md §1).
+	// PubTime is the pubend's time for the tick (MODEL.md §1), to the
+	// millisecond: a tick is the pubend's millisecond and a sequence
+	// number within it, which orders the events of one millisecond but
+	// carries no finer time. An application that needs finer timestamps
+	// puts them in a property of its own.
 	PubTime time.Time
 	// Publisher and Seq identify the publish (client id and its sequence
 	// number), e.g. for an idempotent consumer.
