@@ -2,7 +2,6 @@ package gd
 
 import (
 	"github.com/aerie-mq/aerie/internal/msg"
-	"github.com/aerie-mq/aerie/internal/stream"
 )
 
 // Best-effort mode (Config.BestEffort) is the baseline of seed 000 §4.1:
@@ -43,7 +42,7 @@ func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
 
 func (e *Engine) forwardBestEffort(ps *pstream, ev *msg.Event) {
 	for _, o := range ps.outs {
-		if stream.Passes(o.FilterAt(ev.Tick), ev) {
+		if o.PassesAt(ev.Tick, ev) {
 			e.sendDown(ps.id, o.Down, e.knowledgeMsg(msg.Knowledge{Pubend: ps.id, Start: ev.Tick, VTick: ev.Tick, End: ev.Tick, Event: ev}))
 		}
 	}

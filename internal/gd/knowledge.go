@@ -130,7 +130,7 @@ func (e *Engine) passingDAbove(ps *pstream, o *stream.Ostream, delta *tick.Range
 		}
 		r.Lo = max(r.Lo, o.SentHi+1)
 		ps.in.K.Visit(r, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
-			if k == tick.D && stream.Passes(o.FilterAt(ev.Tick), ev) {
+			if k == tick.D && o.PassesAt(ev.Tick, ev) {
 				found = true
 			}
 			return !found
@@ -286,7 +286,7 @@ func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 // (ARCHITECTURE.md decision 10).
 func (e *Engine) wanted(ps *pstream, t tick.Tick, ev *msg.Event) bool {
 	for _, o := range ps.outs {
-		if stream.Passes(o.FilterAt(t), ev) {
+		if o.PassesAt(t, ev) {
 			return true
 		}
 	}

@@ -58,6 +58,21 @@ type Ostream struct {
 	// ByMember splits C by the member of Down's cell that asked, when the
 	// cell has several: answers go only to the member that is curious.
 	ByMember map[msg.NodeID]*tick.RangeSet
+
+	// passMemo remembers the latest answers of PassesAt, by tick: each
+	// event is tested against an edge when it is rendered, when the
+	// engine looks for a passing D above the frontier, and when acks
+	// make it anti-curious, and a large edge's test is not free.
+	passMemo [passMemoSize]passEntry
+}
+
+const passMemoSize = 64
+
+type passEntry struct {
+	t    tick.Tick
+	ev   *msg.Event
+	v    *match.View
+	pass bool
 }
 
 type filterVersion struct {
@@ -74,6 +89,24 @@ func (o *Ostream) FilterAt(t tick.Tick) match.Filter {
 		}
 	}
 	return nil
+}
+
+// PassesAt reports whether ev, the event of tick t, passes the filter
+// version that applies to t (Passes), remembering the answer for the next
+// question about the same tick, event and version.
+func (o *Ostream) PassesAt(t tick.Tick, ev *msg.Event) bool {
+	f := o.FilterAt(t)
+	v, ok := f.(*match.View) // the edges' versions; other filters are cheap
+	if !ok || ev == nil {
+		return Passes(f, ev)
+	}
+	m := &o.passMemo[uint64(t)%passMemoSize]
+	if m.t == t && m.ev == ev && m.v == v {
+		return m.pass
+	}
+	pass := v.Match(ev.Topic, ev.Props)
+	*m = passEntry{t: t, ev: ev, v: v, pass: pass}
+	return pass
 }
 
 // SetFilter makes f the filter for every tick from `from` on; `from` must be
@@ -144,7 +177,7 @@ func (o *Ostream) Anti(t tick.Tick, k tick.Kind, ev *msg.Event) bool {
 	case tick.S, tick.L:
 		return true
 	case tick.D:
-		return !Passes(o.FilterAt(t), ev)
+		return !o.PassesAt(t, ev)
 	}
 	return false
 }
@@ -180,7 +213,7 @@ func Render(in *tick.Knowledge[*msg.Event], r tick.Range, o *Ostream, retrans bo
 		}
 	}
 	in.Visit(r, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
-		isD := k == tick.D && Passes(o.FilterAt(p.Lo), ev)
+		isD := k == tick.D && o.PassesAt(p.Lo, ev)
 		if open && (p.Lo != cur.End+1 || (isD && cur.Event != nil)) {
 			flush()
 		}
