@@ -93,18 +93,7 @@ func (w *world) scheduleCCE1(shbs []msg.NodeID) {
 		cutAt   = 5 * time.Second
 		linkBps = 48_000
 	)
-	for i := range 2 {
-		pub := &publisher{id: fmt.Sprintf("pub-%d", i), node: "p1", pubend: "P1",
-			outstanding: map[uint64]time.Duration{}, rate: rate, fixedTopic: "cc.t", pad: pad, steady: true}
-		w.pubs = append(w.pubs, pub)
-		w.after(time.Duration(i*25)*time.Millisecond, func() { pub.run(w) })
-		w.after(time.Second, func() { pub.retry(w) })
-	}
-	for i, id := range shbs {
-		s := &subscriber{name: "c" + string(rune('0'+i)), node: id, pattern: ">"}
-		w.subs = append(w.subs, s)
-		w.after(100*time.Millisecond, func() { s.start(w) })
-	}
+	w.ccClients(shbs, rate, pad)
 	l := w.byPair[pairKey("b1", "s2")]
 	l.bw = linkBps
 	w.after(cutAt, func() { w.cut(l) })
@@ -121,6 +110,24 @@ func (w *world) scheduleCCE1(shbs []msg.NodeID) {
 			}
 		}
 	})
+}
+
+// ccClients starts the congestion scenarios' clients: two steady
+// publishers of P1 at p1, each offering rate events/s of pad-byte payloads,
+// and one subscriber to everything at each SHB.
+func (w *world) ccClients(shbs []msg.NodeID, rate float64, pad int) {
+	for i := range 2 {
+		pub := &publisher{id: fmt.Sprintf("pub-%d", i), node: "p1", pubend: "P1",
+			outstanding: map[uint64]time.Duration{}, rate: rate, fixedTopic: "cc.t", pad: pad, steady: true}
+		w.pubs = append(w.pubs, pub)
+		w.after(time.Duration(i*25)*time.Millisecond, func() { pub.run(w) })
+		w.after(time.Second, func() { pub.retry(w) })
+	}
+	for i, id := range shbs {
+		s := &subscriber{name: "c" + string(rune('0'+i)), node: id, pattern: ">"}
+		w.subs = append(w.subs, s)
+		w.after(100*time.Millisecond, func() { s.start(w) })
+	}
 }
 
 // CCOptions are the options of the "cc" scenario (scheduleCCE1): the fault
@@ -163,18 +170,7 @@ func (w *world) scheduleCCE2(shbs []msg.NodeID) {
 		rate = 90 // events/s per publisher
 		pad  = 1000
 	)
-	for i := range 2 {
-		pub := &publisher{id: fmt.Sprintf("pub-%d", i), node: "p1", pubend: "P1",
-			outstanding: map[uint64]time.Duration{}, rate: rate, fixedTopic: "cc.t", pad: pad, steady: true}
-		w.pubs = append(w.pubs, pub)
-		w.after(time.Duration(i*25)*time.Millisecond, func() { pub.run(w) })
-		w.after(time.Second, func() { pub.retry(w) })
-	}
-	for i, id := range shbs {
-		s := &subscriber{name: "c" + string(rune('0'+i)), node: id, pattern: ">"}
-		w.subs = append(w.subs, s)
-		w.after(100*time.Millisecond, func() { s.start(w) })
-	}
+	w.ccClients(shbs, rate, pad)
 	l := w.byPair[pairKey("b1", "s2")]
 	delivered := func() uint64 {
 		if n := w.nodes["s1"]; n.up {
