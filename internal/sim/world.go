@@ -459,6 +459,10 @@ func (w *world) watchMsg(what string, env msg.Envelope) {
 		hit = m.Pubend == w.opts.WatchPubend && m.T+1<<21 >= t
 	case msg.Summary, msg.SummaryDelta, msg.SubReq, msg.SubReply:
 		hit = true
+	case msg.Replay:
+		hit = m.Pubend == w.opts.WatchPubend && m.From < t && t <= m.To
+	case msg.ReplayData:
+		hit = m.Pubend == w.opts.WatchPubend && m.From < t && t <= m.To
 	}
 	if hit {
 		w.watchf("%s %v", what, env)
