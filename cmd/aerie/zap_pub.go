@@ -70,7 +70,7 @@ flags:
 		fmt.Fprintf(stderr, "aerie zap pub: --start: %v\n", err)
 		return 2
 	}
-	g, err := zap.NewGenerator(zap.Config{Boxes: *boxes, Publishers: *pubs, Channels: *channels, Start: t0}, rand.NewPCG(*seed, 0))
+	g, err := newZapGenerator(zap.Config{Boxes: *boxes, Publishers: *pubs, Channels: *channels, Start: t0}, *seed)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie zap pub: %v\n", err)
 		return 2
@@ -110,6 +110,11 @@ flags:
 		defer clients[i].Close()
 	}
 	return zapPublish(ctx, g, clients, zapPace{rate: *rate, count: *count, timeout: *timeout}, stdout, stderr)
+}
+
+// newZapGenerator is the generator of `aerie zap pub --seed seed`.
+func newZapGenerator(cfg zap.Config, seed uint64) (*zap.Generator, error) {
+	return zap.NewGenerator(cfg, rand.NewPCG(seed, 0))
 }
 
 type zapPace struct {
