@@ -108,25 +108,31 @@ flags:
 	return v.run(ctx, *every, *saveEvery, *until)
 }
 
+// idleSaves: with no new event, the state (and the token that silence
+// moved) is saved every idleSaves × --save-every.
+const idleSaves = 10
+
 // zapViewer is the shell around zap.State: it feeds it the subscription's
 // events, saves it with its token and reports it.
 type zapViewer struct {
-	state    *zap.State
-	token    string // the checkpoint covering exactly the events in state
-	saved    string // the token last saved with the state
-	path     string
-	sub      *client.Subscription
-	out      *bufio.Writer
-	stderr   io.Writer
-	top      int
-	json     bool
-	reported uint64 // state.Events at the last report
+	state       *zap.State
+	token       string // the checkpoint covering exactly the events in state
+	saved       string // the token last saved with the state
+	savedEvents uint64 // state.Events when saved
+	path        string
+	sub         *client.Subscription
+	out         *bufio.Writer
+	stderr      io.Writer
+	top         int
+	json        bool
+	reported    uint64 // state.Events at the last report
 }
 
 func (v *zapViewer) run(ctx context.Context, every, saveEvery time.Duration, until uint64) int {
 	report, save := time.NewTicker(every), time.NewTicker(saveEvery)
 	defer report.Stop()
 	defer save.Stop()
+	idle := 0
 	finish := func(code int) int {
 		if !v.save() {
 			code = 1
@@ -150,6 +156,12 @@ func (v *zapViewer) run(ctx context.Context, every, saveEvery time.Duration, unt
 				return finish(0)
 			}
 		case <-save.C:
+			// Progress alone (silence) moves the token every few hundred
+			// ms: saving the whole state for it once in a while is enough.
+			if idle++; v.state.Events == v.savedEvents && idle < idleSaves {
+				continue
+			}
+			idle = 0
 			if !v.save() {
 				return 1
 			}
@@ -188,7 +200,7 @@ func (v *zapViewer) save() bool {
 		fmt.Fprintf(v.stderr, "aerie zap view: save state: %v\n", err)
 		return false
 	}
-	v.saved = v.token
+	v.saved, v.savedEvents = v.token, v.state.Events
 	if v.saved != "" {
 		v.sub.Ack(v.saved) // lost with the connection: the next save acknowledges again
 	}
