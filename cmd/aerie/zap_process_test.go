@@ -229,7 +229,7 @@ func TestZapViewersExactAfterKill(t *testing.T) {
 	step("witness subscribed")
 	state := filepath.Join(f.dir, "zv.zapstate")
 	view := []string{"--connect", addrs["s1"], "--durable", "zv", "--checkpoint", state, "--json", "--top", "0",
-		"--every", "100ms", "--save-every", "200ms", "--until", fmt.Sprint(total)}
+		"--every", "100ms", "--save-every", "200ms", "--channels", "ch000,ch039", "--until", fmt.Sprint(total)}
 	first := startZapView(t, f, ctx, view...)
 	first.waitStderr(t, ctx, "subscribed ")
 
@@ -304,6 +304,9 @@ func TestZapViewersExactAfterKill(t *testing.T) {
 	}
 	if g, w := fmt.Sprint(last.Top), fmt.Sprint(want.TopList(0)); g != w {
 		t.Fatalf("viewers per channel after the restart:\n got %s\nwant %s", g, w)
+	}
+	if g, w := fmt.Sprint(last.Channels), fmt.Sprintf("[{ch000 %d} {ch039 %d}]", want.NumViewers("ch000"), want.NumViewers("ch039")); g != w {
+		t.Fatalf("--channels: got %s, want %s", g, w)
 	}
 	b, err = os.ReadFile(state)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +54,7 @@ flags:
 	every := fset.Duration("every", 2*time.Second, "report interval")
 	saveEvery := fset.Duration("save-every", time.Second, "how often the state is saved and its token acknowledged")
 	until := fset.Uint64("until", 0, "save, report and exit 0 once the state holds this many events, counting those before a restart (0: run until interrupted)")
+	named := fset.String("channels", "", "also report the viewers of these channels, comma-separated (P2S's numViewers), e.g. ch003,ch042")
 	asJSON := fset.Bool("json", false, "reports as one JSON object per line")
 	timeout := fset.Duration("timeout", 30*time.Second, "exit 1 if not subscribed within this long")
 	sec := addClientSecurity(fset)
@@ -96,6 +98,11 @@ flags:
 	}
 	v := &zapViewer{state: state, token: token, path: *path, sub: sub, out: bufio.NewWriter(stdout), stderr: stderr,
 		top: *top, json: *asJSON}
+	for _, ch := range strings.Split(*named, ",") {
+		if ch = strings.TrimSpace(ch); ch != "" {
+			v.named = append(v.named, ch)
+		}
+	}
 	if resumed {
 		fmt.Fprintf(stderr, "resumed %s\n", sub.TokenString())
 	} else {
@@ -124,6 +131,7 @@ type zapViewer struct {
 	out         *bufio.Writer
 	stderr      io.Writer
 	top         int
+	named       []string // channels reported by name (--channels)
 	json        bool
 	reported    uint64 // state.Events at the last report
 }
@@ -217,6 +225,7 @@ type zapReport struct {
 	Boxes      int                  `json:"boxes"`
 	Watching   int                  `json:"watching"`
 	Top        []zap.ChannelViewers `json:"top"`
+	Channels   []zap.ChannelViewers `json:"channels,omitempty"` // --channels
 	Checkpoint string               `json:"checkpoint"`
 }
 
@@ -231,6 +240,9 @@ func (v *zapViewer) report(final bool) {
 	r := zapReport{Events: s.Events, Changes: s.Changes, Statuses: s.Statuses, Malformed: s.Malformed, Gaps: s.Gaps,
 		Top: s.TopList(v.top), Checkpoint: v.token}
 	r.Boxes, r.Watching = s.Boxes()
+	for _, ch := range v.named {
+		r.Channels = append(r.Channels, zap.ChannelViewers{Channel: ch, Viewers: s.NumViewers(ch)})
+	}
 	defer v.out.Flush()
 	if v.json {
 		b, _ := json.Marshal(r)
@@ -245,6 +257,9 @@ func (v *zapViewer) report(final bool) {
 			share = 100 * float64(cv.Viewers) / float64(r.Watching)
 		}
 		fmt.Fprintf(v.out, "  %3d  %-8s %7d  %5.1f%%\n", i+1, cv.Channel, cv.Viewers, share)
+	}
+	for _, cv := range r.Channels {
+		fmt.Fprintf(v.out, "       %-8s %7d\n", cv.Channel, cv.Viewers)
 	}
 }
 

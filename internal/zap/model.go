@@ -1,8 +1,8 @@
 package zap
 
 import (
-	"container/heap"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -51,7 +51,12 @@ type Generator struct {
 	rnd   rng
 	zipf  zipf
 	boxes []box
-	sends sendQueue   // boxes by next send time
+	// Every box sends every SendInterval at its own phase, so the order
+	// of sends repeats each interval: order is the boxes by (phase, index),
+	// and the next send is order[pos] in interval number cycle.
+	order []int
+	pos   int
+	cycle int64
 	out   []Published // one send's events, out[head:] not yet returned
 	head  int
 }
@@ -63,7 +68,7 @@ type box struct {
 	reported  int   // the channel last recorded, -1 none
 	next      int64 // ms: the next transition (power on, or the end of a dwell)
 	dwellZap  bool  // the current dwell is a zap
-	sendAt    int64 // ms: the next send
+	phase     int64 // ms: its sends are at phase + k·SendInterval
 	cache     []record
 	cacheHead int
 }
@@ -90,18 +95,21 @@ func NewGenerator(cfg Config, src Source) (*Generator, error) {
 		return nil, fmt.Errorf("zap: %d channels: want 2 … %d", cfg.Channels, maxChannels)
 	}
 	g := &Generator{cfg: cfg, rnd: rng{src}, zipf: newZipf(cfg.Channels, zipfS), boxes: make([]box, cfg.Boxes)}
-	g.sends = sendQueue{boxes: g.boxes, idx: make([]int, 0, cfg.Boxes)}
+	g.order = make([]int, cfg.Boxes)
 	for i := range g.boxes {
 		g.boxes[i] = box{
 			ip:       BoxIP(i),
 			ch:       g.zipf.draw(g.rnd),
 			reported: -1,
 			next:     int64(g.rnd.float() * firstOnWithin * 1000),
-			sendAt:   int64(g.rnd.float() * float64(sendIntervalMs)),
+			phase:    int64(g.rnd.float() * float64(sendIntervalMs)),
 		}
-		g.sends.idx = append(g.sends.idx, i)
+		g.order[i] = i
 	}
-	heap.Init(&g.sends)
+	sort.Slice(g.order, func(a, b int) bool {
+		x, y := &g.boxes[g.order[a]], &g.boxes[g.order[b]]
+		return x.phase < y.phase || x.phase == y.phase && g.order[a] < g.order[b]
+	})
 	return g, nil
 }
 
@@ -109,18 +117,20 @@ func NewGenerator(cfg Config, src Source) (*Generator, error) {
 func (g *Generator) Next() Published {
 	for g.head == len(g.out) {
 		g.out, g.head = g.out[:0], 0
-		i := g.sends.idx[0]
+		i := g.order[g.pos]
 		b := &g.boxes[i]
-		g.advance(b, b.sendAt)
-		for b.cacheHead < len(b.cache) && b.cache[b.cacheHead].at <= b.sendAt {
+		sendAt := b.phase + g.cycle*sendIntervalMs
+		if g.pos++; g.pos == len(g.order) {
+			g.pos, g.cycle = 0, g.cycle+1
+		}
+		g.advance(b, sendAt)
+		for b.cacheHead < len(b.cache) && b.cache[b.cacheHead].at <= sendAt {
 			g.out = append(g.out, Published{Publisher: i % g.cfg.Publishers, Event: g.event(b, b.cache[b.cacheHead])})
 			b.cacheHead++
 		}
 		if b.cacheHead == len(b.cache) {
 			b.cache, b.cacheHead = b.cache[:0], 0
 		}
-		b.sendAt += sendIntervalMs
-		heap.Fix(&g.sends, 0)
 	}
 	g.head++
 	return g.out[g.head-1]
@@ -217,23 +227,4 @@ func sortRecords(rs []record) {
 			rs[j], rs[j-1] = rs[j-1], rs[j]
 		}
 	}
-}
-
-// sendQueue is a heap of box indices by (next send time, index).
-type sendQueue struct {
-	boxes []box
-	idx   []int
-}
-
-func (q *sendQueue) Len() int { return len(q.idx) }
-func (q *sendQueue) Less(i, j int) bool {
-	a, b := q.boxes[q.idx[i]].sendAt, q.boxes[q.idx[j]].sendAt
-	return a < b || a == b && q.idx[i] < q.idx[j]
-}
-func (q *sendQueue) Swap(i, j int) { q.idx[i], q.idx[j] = q.idx[j], q.idx[i] }
-func (q *sendQueue) Push(x any)    { q.idx = append(q.idx, x.(int)) }
-func (q *sendQueue) Pop() any {
-	x := q.idx[len(q.idx)-1]
-	q.idx = q.idx[:len(q.idx)-1]
-	return x
 }

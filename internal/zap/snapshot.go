@@ -16,27 +16,34 @@ const snapshotHeader = "aerie zap state 1"
 // stopped. The encoding is canonical (boxes sorted), so two equal states
 // with the same token marshal to the same bytes.
 func (s *State) Marshal(token string) []byte {
-	ips := make([]string, 0, len(s.boxes))
-	for ip := range s.boxes {
-		ips = append(ips, ip)
+	type entry struct {
+		ip string
+		boxState
 	}
-	sort.Strings(ips)
+	es := make([]entry, 0, len(s.boxes))
+	for ip, x := range s.boxes {
+		es = append(es, entry{ip, x})
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].ip < es[j].ip })
 	var b bytes.Buffer
-	b.Grow(64 + 28*len(ips))
+	b.Grow(64 + 28*len(es))
 	fmt.Fprintf(&b, "%s\ntoken %s\ncounts events=%d changes=%d statuses=%d malformed=%d gaps=%d\n",
 		snapshotHeader, token, s.Events, s.Changes, s.Statuses, s.Malformed, s.Gaps)
-	for _, ip := range ips {
-		x := s.boxes[ip]
-		ch, on := x.ch, "off"
+	for _, x := range es {
+		ch, on := x.ch, " off\n"
 		if ch == "" {
 			ch = NoChannel
 		}
 		if x.on {
-			on = "on"
+			on = " on\n"
 		}
-		fmt.Fprintf(&b, "box %s %s %s\n", ip, ch, on)
+		b.WriteString("box ")
+		b.WriteString(x.ip)
+		b.WriteByte(' ')
+		b.WriteString(ch)
+		b.WriteString(on)
 	}
-	fmt.Fprintf(&b, "end %d\n", len(ips))
+	fmt.Fprintf(&b, "end %d\n", len(es))
 	return b.Bytes()
 }
 

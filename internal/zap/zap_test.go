@@ -338,3 +338,15 @@ func TestUnmarshalRejects(t *testing.T) {
 		t.Fatalf("good snapshot: %q, %v", tok, err)
 	}
 }
+
+func BenchmarkMarshal180k(b *testing.B) {
+	g := gen(b, 180000, 1, 1)
+	s := zap.NewState()
+	for range 400000 {
+		s.Apply(g.Next().Event)
+	}
+	b.ResetTimer()
+	for range b.N {
+		s.Marshal("P1:1")
+	}
+}
