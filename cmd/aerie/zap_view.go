@@ -105,6 +105,7 @@ flags:
 	}
 	if resumed {
 		fmt.Fprintf(stderr, "resumed %s\n", sub.TokenString())
+		v.saved, v.savedEvents = token, state.Events // the file holds them already
 	} else {
 		fmt.Fprintf(stderr, "subscribed %s\n", sub.TokenString())
 		v.token = sub.TokenString()
