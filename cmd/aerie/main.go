@@ -28,6 +28,7 @@ func commands() map[string]command {
 		"certs":      {"write a development CA and TLS certificates for a network: --config FILE --out DIR", runCerts},
 		"passwd":     {"print the bcrypt hash of a password read from stdin, for a [[user]]", runPasswd},
 		"version":    {"print the version of aerie and of Go", runVersion},
+		"zap":        {"ZapViewers of P2S (DEBS 2014 §3.3): set-top box events (zap pub), viewers per channel (zap view)", runZap},
 		"chaos":      {"run a network as processes, kill, stall and cut it, and check every delivery: --duration DUR --seed S", runChaos},
 	}
 }

@@ -170,11 +170,20 @@ func readCheckpoint(path string) (string, error) {
 // writeCheckpoint replaces path with tok atomically: a crash leaves the
 // old checkpoint or the new one, never a torn one.
 func writeCheckpoint(path, tok string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := writeFileAtomic(path, []byte(tok+"\n")); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	_, err = tmp.WriteString(tok + "\n")
+	return nil
+}
+
+// writeFileAtomic replaces path with data: write a temporary file beside
+// it, fsync, rename over path, fsync the directory.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -186,7 +195,11 @@ func writeCheckpoint(path, tok string) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("save checkpoint to %s: %w", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync() // the rename itself; some filesystems cannot sync a directory
+		d.Close()
 	}
 	return nil
 }
