@@ -27,7 +27,9 @@ func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState
 	for _, st := range states {
 		k := streamKey{node, inc, st.Pubend}
 		prev, seen := o.releases[k]
-		o.releases[k] = st
+		kept := st
+		kept.Downstream = nil // the caller may reuse it (gd.Engine.ReleaseStatesInto)
+		o.releases[k] = kept
 		switch {
 		case st.Released > st.Delivered:
 			o.fail("I10", "%s %s released %d above delivered %d (T_r <= T_d)", node, st.Pubend, st.Released, st.Delivered)
