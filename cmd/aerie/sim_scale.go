@@ -108,8 +108,8 @@ func runScale(o scaleOpts, seed int64, faultPhase, converge time.Duration, stdou
 	if r := res.Scale; r != nil {
 		fmt.Fprintf(stdout, "scale: %d PHBs, %d IBs, %d SHBs, depth %d, fan-out %d, %d pubends; %d subscriptions (%d checked in full); estimated memory %s\n",
 			r.PHBs, r.IBs, r.SHBs, r.Shape.Depth, r.Shape.Fanout, r.Shape.Pubends, r.Subscriptions, r.FullSessions, humanBytes(r.EstimatedBytes))
-		fmt.Fprintf(stdout, "deep link %s with %d SHBs behind it: %d nacks received by the PHBs, %d sent by those SHBs\n",
-			r.DeepLink, r.SHBsBehind, r.PubendNacks, r.SHBNacks)
+		fmt.Fprintf(stdout, "deep link %s with %d SHBs behind it: %d nacks sent by those SHBs, %d received above the link, %d received by the PHBs\n",
+			r.DeepLink, r.SHBsBehind, r.SHBNacks, r.UpstreamNacks, r.PubendNacks)
 	}
 	fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps\n", res.Published, res.Delivered, res.Sessions, res.Steps)
 	violations := 0

@@ -27,12 +27,15 @@ func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
 
 // Oracle accumulates observations and the violations they reveal.
 type Oracle struct {
-	logs       map[msg.PubendID]*pubLog
-	acks       map[pubKey]tick.Tick
-	sessions   map[msg.SubID]*Session
-	streams    map[streamKey]gd.StreamState
-	releases   map[streamKey]gd.ReleaseState // last seen, for I8 and I10 (release.go)
-	finals     map[msg.PubendID]tick.Tick    // highest L prefix of each pubend (durable.go)
+	logs     map[msg.PubendID]*pubLog
+	acks     map[pubKey]tick.Tick
+	sessions map[msg.SubID]*Session
+	// streams and releases are the last states seen per broker
+	// incarnation, in the engine's order (by pubend), for I8 and I10
+	// (release.go): one map lookup per step, not one per pubend.
+	streams    map[nodeInc][]gd.StreamState
+	releases   map[nodeInc][]gd.ReleaseState
+	finals     map[msg.PubendID]tick.Tick // highest L prefix of each pubend (durable.go)
 	violations []Violation
 	viewAt     map[member.ID]member.View // last view installed per member incarnation (M1, F1)
 	left       map[member.ID]bool        // incarnations that left gracefully (M4)
@@ -56,10 +59,23 @@ type pubKey struct {
 	seq uint64
 }
 
-type streamKey struct {
+type nodeInc struct {
 	node msg.NodeID
 	inc  int
-	p    msg.PubendID
+}
+
+// prevState finds pubend p's previous state in prevs, at index i when the
+// engine's streams are as before (always, within one incarnation).
+func prevState[S any](prevs []S, i int, p msg.PubendID, pubend func(*S) msg.PubendID) (*S, bool) {
+	if i < len(prevs) && pubend(&prevs[i]) == p {
+		return &prevs[i], true
+	}
+	for j := range prevs {
+		if pubend(&prevs[j]) == p {
+			return &prevs[j], true
+		}
+	}
+	return nil, false
 }
 
 type pubLog struct {
@@ -92,7 +108,7 @@ type Session struct {
 func New() *Oracle {
 	return &Oracle{
 		logs: map[msg.PubendID]*pubLog{}, acks: map[pubKey]tick.Tick{},
-		sessions: map[msg.SubID]*Session{}, streams: map[streamKey]gd.StreamState{},
+		sessions: map[msg.SubID]*Session{}, streams: map[nodeInc][]gd.StreamState{},
 		MaxViolations: 20,
 	}
 }
@@ -332,9 +348,10 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 	if stats.Contradictions > 0 {
 		o.fail("I7", "%s joined %d contradictory knowledge values: %s", node, stats.Contradictions, stats.FirstContradiction)
 	}
-	for _, st := range states {
-		k := streamKey{node, inc, st.Pubend}
-		prev, ok := o.streams[k]
+	k := nodeInc{node, inc}
+	prevs := o.streams[k]
+	for i, st := range states {
+		prev, ok := prevState(prevs, i, st.Pubend, func(s *gd.StreamState) msg.PubendID { return s.Pubend })
 		if ok {
 			switch {
 			case st.Final < prev.Final:
@@ -347,8 +364,8 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 				o.fail("I8", "%s %s delivery point moved back %d -> %d", node, st.Pubend, prev.Delivered, st.Delivered)
 			}
 		}
-		o.streams[k] = st
 	}
+	o.streams[k] = append(prevs[:0], states...)
 }
 
 // Converged checks liveness once faults have stopped (MODEL.md I11, with I5

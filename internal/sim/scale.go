@@ -49,6 +49,7 @@ type ScaleResult struct {
 	DeepLink        string
 	SHBsBehind      int    // SHBs below the deep link that failed
 	PubendNacks     uint64 // nacks the PHBs received from the deep cut until the next fault
+	UpstreamNacks   uint64 // nacks the brokers above the deep link received in that window
 	SHBNacks        uint64 // nacks the SHBs behind the link sent in that window
 	EstimatedBytes  int64
 	ProgressLines   int
@@ -62,7 +63,9 @@ type scaleRun struct {
 	deepUp   msg.NodeID                // the cells joined by the deep link
 	deepDown msg.NodeID
 	behind   []msg.NodeID // SHBs below it
-	wallAt   time.Time
+	// upMembers are the brokers at the upper end of the deep link.
+	upMembers []msg.NodeID
+	wallAt    time.Time
 }
 
 // scaleTopology builds the topology of a scale run and refuses sizes beyond
@@ -189,6 +192,16 @@ func (w *world) phbNacks() uint64 {
 	var n uint64
 	for _, id := range w.order {
 		if nd := w.nodes[id]; nd.broker.Role == PHB && nd.up {
+			n += nd.eng.Stats().NacksReceived
+		}
+	}
+	return n
+}
+
+func (w *world) nacksReceived(ids []msg.NodeID) uint64 {
+	var n uint64
+	for _, id := range ids {
+		if nd := w.nodes[id]; nd.up {
 			n += nd.eng.Stats().NacksReceived
 		}
 	}

@@ -29,9 +29,9 @@ func (w *world) scheduleScaleFaults() {
 	deep := w.deepLinks()
 	sr.res.DeepLink = fmt.Sprintf("%s>%s", sr.deepUp, sr.deepDown)
 	sr.res.SHBsBehind = len(sr.behind)
-	var nacks0, shb0 uint64
+	var nacks0, shb0, up0 uint64
 	w.after(frac(0.30), func() {
-		nacks0, shb0 = w.phbNacks(), w.nacksOf(sr.behind)
+		nacks0, shb0, up0 = w.phbNacks(), w.nacksOf(sr.behind), w.nacksReceived(sr.upMembers)
 		w.watchf("scale: deep link %s fails", sr.res.DeepLink)
 		for _, l := range deep {
 			w.cut(l)
@@ -45,6 +45,7 @@ func (w *world) scheduleScaleFaults() {
 	w.after(frac(0.55), func() {
 		sr.res.PubendNacks = w.phbNacks() - nacks0
 		sr.res.SHBNacks = w.nacksOf(sr.behind) - shb0
+		sr.res.UpstreamNacks = w.nacksReceived(sr.upMembers) - up0
 	})
 	if twin := w.nodes["b1.1x"]; twin != nil {
 		w.after(frac(0.55), func() { w.crash(twin) })
@@ -109,6 +110,9 @@ func (w *world) deepLinks() []*link {
 	for _, l := range w.links {
 		if ups[t.CellOf(l.a)] && t.CellOf(l.b) == sr.deepDown {
 			out = append(out, l)
+			if !slices.Contains(sr.upMembers, l.a) {
+				sr.upMembers = append(sr.upMembers, l.a)
+			}
 		}
 	}
 	return out
