@@ -1,9 +1,10 @@
 package match
 
-import (
-	"fmt"
-	"math/rand/v2"
-)
+import "fmt"
+
+// Rand is the randomness the workload draws from (a *math/rand/v2.Rand):
+// the caller's, so that this package stays pure.
+type Rand interface{ IntN(n int) int }
 
 // The selector mix of the matching benchmark (docs/BENCHMARKS.md §5), shared
 // with the simulator's scale topology so that both exercise the same
@@ -18,7 +19,7 @@ var (
 
 // WorkloadSubscription draws one subscription of the benchmark's mix: a
 // topic pattern and a selector (never empty).
-func WorkloadSubscription(r *rand.Rand) (pattern, selector string) {
+func WorkloadSubscription(r Rand) (pattern, selector string) {
 	reg := workloadRegions[r.IntN(len(workloadRegions))]
 	prod := r.IntN(1000)
 	lo := 10 * r.IntN(100)
@@ -48,7 +49,7 @@ func WorkloadSubscription(r *rand.Rand) (pattern, selector string) {
 
 // WorkloadEvent draws one event of the benchmark's mix: a topic and the
 // properties the subscriptions' selectors read.
-func WorkloadEvent(r *rand.Rand) (topic string, props map[string]any) {
+func WorkloadEvent(r Rand) (topic string, props map[string]any) {
 	props = map[string]any{
 		"region":   workloadRegions[r.IntN(len(workloadRegions))],
 		"product":  fmt.Sprintf("p%d", r.IntN(1000)),
