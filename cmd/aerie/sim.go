@@ -34,8 +34,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
 	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2); false shows the collapse of Gryphon CC §2")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
+	sc := scaleFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
+		fmt.Fprintln(stderr, "       aerie sim --topology scale --brokers N --subscriptions M [--depth D] [--fanout F] [--pubends P] [--seed S]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -46,6 +48,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "aerie sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *topology == "scale" {
+		return runScale(sc, *seed, *faultPhase, *converge, stdout, stderr)
+	}
+	if sc.set(fs) {
+		fmt.Fprintln(stderr, "aerie sim: --brokers, --subscriptions, --depth, --fanout, --pubends and --rate need --topology scale")
 		return 2
 	}
 	mk := func(s uint64) sim.Options {

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -357,10 +358,28 @@ func (e *Engine) versionRecord(c msg.NodeID, from tick.Tick, f, prev match.Filte
 }
 
 func sortClauses(cs []msg.Clause) []msg.Clause {
-	slices.SortFunc(cs, func(a, b msg.Clause) int {
-		return cmpStr(match.ClauseKey(a.Pattern, a.Selector), match.ClauseKey(b.Pattern, b.Selector))
-	})
+	slices.SortFunc(cs, cmpClause)
 	return cs
+}
+
+// cmpClause orders clauses by their keys (match.ClauseKey) without
+// building them: sortClauses runs at every snapshot over every clause.
+func cmpClause(a, b msg.Clause) int {
+	if a.Pattern == b.Pattern {
+		switch {
+		case a.Selector == b.Selector:
+			return 0
+		case a.Selector == "":
+			return -1 // a's key is a prefix of b's
+		case b.Selector == "":
+			return 1
+		}
+		return cmpStr(a.Selector, b.Selector)
+	}
+	if !strings.HasPrefix(a.Pattern, b.Pattern) && !strings.HasPrefix(b.Pattern, a.Pattern) {
+		return cmpStr(a.Pattern, b.Pattern) // decided within both patterns
+	}
+	return cmpStr(match.ClauseKey(a.Pattern, a.Selector), match.ClauseKey(b.Pattern, b.Selector))
 }
 
 // versionFilter is the filter a logged version describes; a delta applies

@@ -112,9 +112,13 @@ type Engine struct {
 	// subs: local subscriptions in arrival order; an unsubscribed one
 	// leaves a nil hole (subHoles of them), compacted once they are half
 	// the list, so that ending 100 000 subscriptions is not quadratic.
-	subs     []*subscription
-	subHoles int
-	subByID  map[msg.SubID]*subscription
+	subs []*subscription
+	// pendingSubs are the subscriptions that had SubReqs out when they
+	// were made, in e.subs order: the timer repeats their SubReqs without
+	// walking every subscription (a million at a large SHB) every tick.
+	pendingSubs []*subscription
+	subHoles    int
+	subByID     map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
 	index    *match.Index

@@ -242,8 +242,20 @@ type DownRelease struct {
 // ReleaseStates returns the release state of every pubend stream, sorted by
 // pubend.
 func (e *Engine) ReleaseStates() []ReleaseState {
-	out := make([]ReleaseState, 0, len(e.streams))
-	for _, ps := range e.streams {
+	return e.ReleaseStatesInto(make([]ReleaseState, 0, len(e.streams)))
+}
+
+// ReleaseStatesInto is ReleaseStates written over buf (its Downstream
+// slices reused too), so that a caller after every step (the simulator's
+// oracle) need not allocate. The result is valid until the next call with
+// the same buf.
+func (e *Engine) ReleaseStatesInto(buf []ReleaseState) []ReleaseState {
+	out := buf[:0]
+	for i, ps := range e.streams {
+		var down []DownRelease
+		if i < len(buf) {
+			down = buf[i].Downstream[:0]
+		}
 		st := ReleaseState{
 			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), AckPrefix: ps.in.AckPrefix,
 			Released: ps.rel.released, Delivered: ps.rel.delivered, Floor: ps.rel.floor, FloorSet: ps.rel.floorSet,
@@ -252,8 +264,9 @@ func (e *Engine) ReleaseStates() []ReleaseState {
 			st.Now, st.MaxRetain = tick.FromMillis(e.now.Millis()), e.cfg.MaxRetain
 		}
 		for _, o := range ps.outs {
-			st.Downstream = append(st.Downstream, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered})
+			down = append(down, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered})
 		}
+		st.Downstream = down
 		out = append(out, st)
 	}
 	return out

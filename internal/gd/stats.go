@@ -67,7 +67,13 @@ type StreamState struct {
 
 // Inspect returns the state of every pubend stream, sorted by pubend.
 func (e *Engine) Inspect() []StreamState {
-	out := make([]StreamState, 0, len(e.streams))
+	return e.InspectInto(make([]StreamState, 0, len(e.streams)))
+}
+
+// InspectInto is Inspect appending to buf[:0], so that a caller after every
+// step (the simulator's oracle) need not allocate.
+func (e *Engine) InspectInto(buf []StreamState) []StreamState {
+	out := buf[:0]
 	for _, ps := range e.streams {
 		st := StreamState{
 			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), DoubtHorizon: ps.in.K.DoubtHorizon(),

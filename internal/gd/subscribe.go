@@ -108,6 +108,9 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 		s.pending[ps.id] = e.now
 		e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
 	}
+	if len(s.pending) > 0 {
+		e.pendingSubs = append(e.pendingSubs, s)
+	}
 	e.maybeStarted(s)
 }
 

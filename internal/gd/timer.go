@@ -28,10 +28,14 @@ func (e *Engine) tick() {
 			}
 		}
 	}
-	for _, s := range e.subs {
-		if s == nil || len(s.pending) == 0 {
-			continue // started: nothing to repeat (most of them, with many subscriptions)
+	// Only subscriptions made with SubReqs out can have some (no other
+	// code adds to pending); those answered or dropped leave the list.
+	keep := e.pendingSubs[:0]
+	for _, s := range e.pendingSubs {
+		if len(s.pending) == 0 || s.pos >= len(e.subs) || e.subs[s.pos] != s {
+			continue
 		}
+		keep = append(keep, s)
 		for _, ps := range e.streams {
 			if at, ok := s.pending[ps.id]; ok && e.now.Sub(at) >= e.cfg.NackRepetitionMin {
 				s.pending[ps.id] = e.now
@@ -39,6 +43,8 @@ func (e *Engine) tick() {
 			}
 		}
 	}
+	clear(e.pendingSubs[len(keep):])
+	e.pendingSubs = keep
 }
 
 func (e *Engine) tickPubend(ps *pstream) {

@@ -15,44 +15,16 @@ var benchSizes = []int{1_000, 10_000, 100_000, 1_000_000}
 // docs/BENCHMARKS.md §5. Identical selector texts share one *Selector.
 func benchSubs(n int) []bruteSub {
 	r := rand.New(rand.NewPCG(uint64(n), 7))
-	regions := []string{"EU", "US", "APAC", "LATAM"}
 	cache := map[string]*Selector{}
-	sel := func(src string) *Selector {
+	out := make([]bruteSub, n)
+	for i := range out {
+		pat, src := WorkloadSubscription(r)
 		s, ok := cache[src]
 		if !ok {
 			s = MustSelector(src)
 			cache[src] = s
 		}
-		return s
-	}
-	out := make([]bruteSub, n)
-	for i := range out {
-		reg := regions[r.IntN(len(regions))]
-		prod := r.IntN(1000)
-		lo := 10 * r.IntN(100)
-		var src string
-		switch k := r.IntN(1000); {
-		case k < 800:
-			src = fmt.Sprintf("region = '%s' AND product = 'p%d'", reg, prod)
-		case k < 900:
-			src = fmt.Sprintf("product = 'p%d' AND price BETWEEN %d AND %d", prod, lo, lo+10)
-		case k < 950:
-			src = fmt.Sprintf("price BETWEEN %d AND %d", lo, lo+10)
-		case k < 990:
-			src = fmt.Sprintf("region = '%s' AND product = 'p%d' AND customer LIKE 'acme%%'", reg, prod)
-		case k < 999:
-			src = fmt.Sprintf("product = 'p%d' AND qty > %d", prod, r.IntN(100))
-		default:
-			src = "customer LIKE '%corp'"
-		}
-		pat := "orders.>"
-		switch k := r.IntN(100); {
-		case k < 5:
-			pat = "orders.eu.*"
-		case k < 10:
-			pat = "trades.>"
-		}
-		out[i] = bruteSub{id: uint64(i), pat: MustPattern(pat), sel: sel(src)}
+		out[i] = bruteSub{id: uint64(i), pat: MustPattern(pat), sel: s}
 	}
 	return out
 }
@@ -64,23 +36,10 @@ type benchEvent struct {
 
 func benchEvents() []benchEvent {
 	r := rand.New(rand.NewPCG(1, 2))
-	regions := []string{"EU", "US", "APAC", "LATAM"}
-	topics := []string{"orders.eu.new", "orders.us.new", "orders.eu.cancel", "trades.eu"}
-	customers := []string{"acme-1", "bigcorp", "acme-2", "shop"}
 	ev := make([]benchEvent, 1024)
 	for i := range ev {
-		p := map[string]any{
-			"region":   regions[r.IntN(len(regions))],
-			"product":  fmt.Sprintf("p%d", r.IntN(1000)),
-			"qty":      int64(r.IntN(120)),
-			"customer": customers[r.IntN(len(customers))],
-		}
-		if r.IntN(2) == 0 {
-			p["price"] = float64(r.IntN(100000)) / 100
-		} else {
-			p["price"] = int64(r.IntN(1000))
-		}
-		ev[i] = benchEvent{topics[r.IntN(len(topics))], pm(p)}
+		topic, p := WorkloadEvent(r)
+		ev[i] = benchEvent{topic, pm(p)}
 	}
 	return ev
 }

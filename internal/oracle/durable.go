@@ -36,7 +36,7 @@ func (o *Oracle) DurableStarted(id msg.SubID, node msg.NodeID, pattern, selector
 			o.fail("I6", "durable session %s at %s started %s at %d, not at its checkpoint %d", id, node, p, t, f)
 		}
 	}
-	o.Started(id, node, pattern, selector, tok)
+	o.startSession(id, node, pattern, selector, tok, false)
 	if s := o.sessions[id]; s != nil {
 		s.Durable = true
 	}

@@ -27,18 +27,30 @@ func (v Violation) String() string { return v.Invariant + ": " + v.Detail }
 
 // Oracle accumulates observations and the violations they reveal.
 type Oracle struct {
-	logs       map[msg.PubendID]*pubLog
-	acks       map[pubKey]tick.Tick
-	sessions   map[msg.SubID]*Session
-	streams    map[streamKey]gd.StreamState
-	releases   map[streamKey]gd.ReleaseState // last seen, for I8 and I10 (release.go)
-	finals     map[msg.PubendID]tick.Tick    // highest L prefix of each pubend (durable.go)
+	logs     map[msg.PubendID]*pubLog
+	acks     map[pubKey]tick.Tick
+	sessions map[msg.SubID]*Session
+	// streams and releases are the last states seen per broker
+	// incarnation, in the engine's order (by pubend), for I8 and I10
+	// (release.go): one map lookup per step, not one per pubend.
+	streams    map[nodeInc][]gd.StreamState
+	releases   map[nodeInc][]gd.ReleaseState
+	finals     map[msg.PubendID]tick.Tick // highest L prefix of each pubend (durable.go)
 	violations []Violation
 	viewAt     map[member.ID]member.View // last view installed per member incarnation (M1, F1)
 	left       map[member.ID]bool        // incarnations that left gracefully (M4)
 	byes       map[[2]member.ID]bool     // {leaver, receiver}: the leaver's Bye arrived (M4)
 	// MaxViolations bounds how many are kept (the first ones matter).
 	MaxViolations int
+	// SampleEvery > 1 makes all but one session in SampleEvery compact
+	// (compact.go): for runs with too many subscriptions to check each
+	// in full. Set it before the first session starts.
+	SampleEvery int
+	started     int
+	pubIdx      map[msg.PubendID]int
+	selectors   map[string]*match.Selector
+	byNode      map[msg.NodeID][]*Session // full sessions, for Converged
+	delivered   int                       // deliveries checked
 }
 
 type pubKey struct {
@@ -47,10 +59,23 @@ type pubKey struct {
 	seq uint64
 }
 
-type streamKey struct {
+type nodeInc struct {
 	node msg.NodeID
 	inc  int
-	p    msg.PubendID
+}
+
+// prevState finds pubend p's previous state in prevs, at index i when the
+// engine's streams are as before (always, within one incarnation).
+func prevState[S any](prevs []S, i int, p msg.PubendID, pubend func(*S) msg.PubendID) (*S, bool) {
+	if i < len(prevs) && pubend(&prevs[i]) == p {
+		return &prevs[i], true
+	}
+	for j := range prevs {
+		if pubend(&prevs[j]) == p {
+			return &prevs[j], true
+		}
+	}
+	return nil, false
 }
 
 type pubLog struct {
@@ -74,13 +99,16 @@ type Session struct {
 	// (durable.go); Gaps counts the gap notices it got.
 	Durable bool
 	Gaps    int
+	// c holds a compact session's state (compact.go); nil for a full one,
+	// whose Start and Last are then set.
+	c *compactState
 }
 
 // New returns an empty oracle.
 func New() *Oracle {
 	return &Oracle{
 		logs: map[msg.PubendID]*pubLog{}, acks: map[pubKey]tick.Tick{},
-		sessions: map[msg.SubID]*Session{}, streams: map[streamKey]gd.StreamState{},
+		sessions: map[msg.SubID]*Session{}, streams: map[nodeInc][]gd.StreamState{},
 		MaxViolations: 20,
 	}
 }
@@ -206,6 +234,12 @@ func (o *Oracle) Sent(from msg.NodeID, fromPubend bool, m msg.Knowledge, filterA
 // Started opens a subscriber session at its start token; selector may be
 // empty.
 func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern, selector string, tok msg.Token) {
+	o.startSession(id, node, pattern, selector, tok, true)
+}
+
+// startSession opens a session; a compact one (compact.go) only if
+// mayCompact.
+func (o *Oracle) startSession(id msg.SubID, node msg.NodeID, pattern, selector string, tok msg.Token, mayCompact bool) {
 	p, err := match.ParsePattern(pattern)
 	if err != nil {
 		o.fail("I1", "session %s started with bad pattern %q", id, pattern)
@@ -213,16 +247,26 @@ func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern, selector string
 	}
 	var sel *match.Selector
 	if selector != "" {
-		if sel, err = match.ParseSelector(selector); err != nil {
+		if sel, err = o.selectorOf(selector); err != nil {
 			o.fail("I1", "session %s started with bad selector %q: %v", id, selector, err)
 			return
 		}
+	}
+	o.started++
+	if mayCompact && o.SampleEvery > 1 && o.started%o.SampleEvery != 0 {
+		o.sessions[id] = &Session{ID: id, Node: node, Pattern: p, Selector: sel, c: o.compactFrom(tok)}
+		return
 	}
 	last := map[msg.PubendID]tick.Tick{}
 	for k, v := range tok {
 		last[k] = v
 	}
-	o.sessions[id] = &Session{ID: id, Node: node, Pattern: p, Selector: sel, Start: tok, Last: last}
+	s := &Session{ID: id, Node: node, Pattern: p, Selector: sel, Start: tok, Last: last}
+	o.sessions[id] = s
+	if o.byNode == nil {
+		o.byNode = map[msg.NodeID][]*Session{}
+	}
+	o.byNode[node] = append(o.byNode[node], s)
 }
 
 // Ended closes a session (its broker crashed or it unsubscribed).
@@ -235,6 +279,7 @@ func (o *Oracle) Ended(id msg.SubID) {
 // Delivered checks one delivery: no phantom (I1), at most once and in pubend
 // order (I2, I3), and nothing skipped since the previous one (I5).
 func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
+	o.delivered++
 	s := o.sessions[id]
 	if s == nil {
 		o.fail("I5", "delivery to %s before its subscription was in force: %v", id, ev)
@@ -251,6 +296,10 @@ func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
 	}
 	if !s.wants(ev) {
 		o.fail("I1", "%s (%s) got non-matching %v", id, s.Pattern, ev)
+	}
+	if s.c != nil {
+		o.deliveredCompact(s, ev)
+		return
 	}
 	last, ok := s.Last[ev.Pubend]
 	if !ok {
@@ -299,9 +348,10 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 	if stats.Contradictions > 0 {
 		o.fail("I7", "%s joined %d contradictory knowledge values: %s", node, stats.Contradictions, stats.FirstContradiction)
 	}
-	for _, st := range states {
-		k := streamKey{node, inc, st.Pubend}
-		prev, ok := o.streams[k]
+	k := nodeInc{node, inc}
+	prevs := o.streams[k]
+	for i, st := range states {
+		prev, ok := prevState(prevs, i, st.Pubend, func(s *gd.StreamState) msg.PubendID { return s.Pubend })
 		if ok {
 			switch {
 			case st.Final < prev.Final:
@@ -314,8 +364,8 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 				o.fail("I8", "%s %s delivery point moved back %d -> %d", node, st.Pubend, prev.Delivered, st.Delivered)
 			}
 		}
-		o.streams[k] = st
 	}
+	o.streams[k] = append(prevs[:0], states...)
 }
 
 // Converged checks liveness once faults have stopped (MODEL.md I11, with I5
@@ -324,9 +374,9 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 // (the pubend's decided prefix when faults stopped).
 func (o *Oracle) Converged(node msg.NodeID, states []gd.StreamState, target map[msg.PubendID]tick.Tick) {
 	ids := make([]string, 0)
-	for id, s := range o.sessions {
-		if s.Node == node && !s.Ended {
-			ids = append(ids, string(id))
+	for _, s := range o.byNode[node] {
+		if o.sessions[s.ID] == s && !s.Ended {
+			ids = append(ids, string(s.ID))
 		}
 	}
 	sort.Strings(ids)

@@ -22,12 +22,24 @@ import (
 //     checked when it was made.
 func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState) {
 	if o.releases == nil {
-		o.releases = map[streamKey]gd.ReleaseState{}
+		o.releases = map[nodeInc][]gd.ReleaseState{}
 	}
-	for _, st := range states {
-		k := streamKey{node, inc, st.Pubend}
-		prev, seen := o.releases[k]
-		o.releases[k] = st
+	k := nodeInc{node, inc}
+	prevs := o.releases[k]
+	defer func() {
+		kept := prevs[:0]
+		for _, st := range states {
+			st.Downstream = nil // the caller may reuse it (gd.Engine.ReleaseStatesInto)
+			kept = append(kept, st)
+		}
+		o.releases[k] = kept
+	}()
+	for i, st := range states {
+		var prev gd.ReleaseState
+		p, seen := prevState(prevs, i, st.Pubend, func(s *gd.ReleaseState) msg.PubendID { return s.Pubend })
+		if seen {
+			prev = *p
+		}
 		switch {
 		case st.Released > st.Delivered:
 			o.fail("I10", "%s %s released %d above delivered %d (T_r <= T_d)", node, st.Pubend, st.Released, st.Delivered)

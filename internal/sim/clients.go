@@ -33,6 +33,8 @@ type publisher struct {
 	// never idle or burst (the congestion scenarios).
 	pad    int
 	steady bool
+	// gen, when set, draws publish seq's topic and properties (scale.go).
+	gen func(seq uint64) (string, msg.Props)
 }
 
 // maxInflight bounds a simulated publisher's unacknowledged publishes, as
@@ -102,9 +104,13 @@ func (p *publisher) request(seq uint64) msg.Publish {
 	if topic == "" {
 		topic = topics[int(seq*2654435761)%len(topics)]
 	}
+	props := msg.MustProps(map[string]any{"seq": int64(seq)})
+	if p.gen != nil {
+		topic, props = p.gen(seq)
+	}
 	return msg.Publish{
 		Pubend: p.pubend, Publisher: p.id, Seq: seq, Topic: topic,
-		Props:   msg.MustProps(map[string]any{"seq": int64(seq)}),
+		Props:   props,
 		Payload: append([]byte(fmt.Sprintf("%s#%d", p.id, seq)), make([]byte, p.pad)...),
 	}
 }
@@ -166,6 +172,17 @@ type subscriber struct {
 	active   bool
 	started  bool
 	conn     clientConn
+	// connp, when set, is a connection shared with the other subscribers
+	// of its broker (scale runs: one client, many subscriptions).
+	connp *clientConn
+}
+
+// client is the subscriber's connection to its broker.
+func (s *subscriber) client() *clientConn {
+	if s.connp != nil {
+		return s.connp
+	}
+	return &s.conn
 }
 
 func (s *subscriber) start(w *world) {
@@ -178,7 +195,10 @@ func (s *subscriber) start(w *world) {
 	s.active, s.started = true, false
 	n.sessions = append(n.sessions, s)
 	w.watchf("subscribe %s %s %s", s.cur, s.pattern, s.selector)
-	s.conn.request(w, n, msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector})
+	if w.scale != nil {
+		w.scale.byCur[s.cur] = s
+	}
+	s.client().request(w, n, msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector})
 }
 
 func (s *subscriber) lost(w *world) {
@@ -202,9 +222,9 @@ func (s *subscriber) churn(w *world) {
 		// Every other time the client hangs up instead of unsubscribing:
 		// the broker must end the subscriptions of a closed connection.
 		if s.n%2 == 0 {
-			s.conn.close(w, n)
+			s.client().close(w, n)
 		} else {
-			s.conn.request(w, n, msg.Unsubscribe{Sub: s.cur})
+			s.client().request(w, n, msg.Unsubscribe{Sub: s.cur})
 		}
 		s.lost(w)
 		n.sessions = slices.DeleteFunc(n.sessions, func(x *subscriber) bool { return x == s })
@@ -228,6 +248,13 @@ func (w *world) toClient(n *node, m msg.Msg) {
 		}
 	case msg.SubStarted:
 		w.watchf("started %v", m)
+		if w.scale != nil {
+			if s := w.scale.byCur[m.Sub]; s != nil && s.active && s.node == n.id {
+				s.started = true
+				w.orc.Started(m.Sub, n.id, s.pattern, s.selector, m.Token)
+			}
+			return
+		}
 		for _, s := range n.sessions {
 			if s.cur == m.Sub {
 				s.started = true

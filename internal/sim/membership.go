@@ -95,6 +95,9 @@ func (w *world) reachable(a, b *node) bool {
 
 // startMember gives n's new incarnation a fresh view layer.
 func (w *world) startMember(n *node) {
+	if w.plan.noMembership {
+		return
+	}
 	n.mem = member.New(member.Config{Self: n.memberSelf(), ViewBundling: 100 * time.Millisecond, TickInterval: memTick,
 		Unfenced: w.opts.Unfenced})
 	inc := n.inc

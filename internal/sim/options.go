@@ -96,6 +96,8 @@ type Options struct {
 	WatchLog    interface{ Write([]byte) (int, error) }
 	// Trace, when set, receives per-broker time series as CSV.
 	Trace interface{ Write([]byte) (int, error) }
+	// Scale shapes a run of the "scale" topology (scale.go).
+	Scale ScaleParams
 }
 
 // DefaultOptions returns the options of `aerie sim` for one seed.
@@ -130,6 +132,10 @@ type plan struct {
 	// cc: congestion control runs (with the overload fault, or the "cc"
 	// scenario).
 	cc bool
+	// noMembership: brokers run no view layer (scale runs: membership of
+	// a thousand brokers is a subject of its own, docs/SCALE.md).
+	noMembership bool
+	scaleShape   ScaleShape
 }
 
 func (p plan) String() string {
@@ -156,6 +162,9 @@ func (p plan) String() string {
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {
+	if o.Topology == "scale" {
+		return makeScalePlan(o, rng)
+	}
 	topo, err := BuildTopology(o.Topology, rng)
 	if err != nil {
 		return plan{}, err
@@ -237,5 +246,20 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	p.cc = (p.faults[FaultOverload] || o.Scenario == "cc" || o.Scenario == "cc-e2") && !o.NoCongestionControl
+	return p, nil
+}
+
+// makeScalePlan is the plan of a scale run: its tree, no random faults (it
+// has its own schedule, scale_faults.go), no membership, link delays and
+// disk latency from the seed.
+func makeScalePlan(o Options, rng *rand.Rand) (plan, error) {
+	topo, shape, err := scaleTopology(o)
+	if err != nil {
+		return plan{}, err
+	}
+	p := plan{topo: topo, faults: map[string]bool{}, noMembership: true, scaleShape: shape,
+		subscribers: o.Scale.Subscriptions, maxRetain: o.Config.MaxRetain, faultEvery: o.FaultPhase}
+	p.linkDelay = time.Duration(100+rng.IntN(2000)) * time.Microsecond
+	p.diskLatency = time.Duration(100+rng.IntN(3000)) * time.Microsecond
 	return p, nil
 }

@@ -53,6 +53,8 @@ type Result struct {
 	// DS is the series of a Gryphon DS §5 experiment (ds.go); nil for
 	// other runs.
 	DS *DSResult
+	// Scale is what a scale run measured (scale.go); nil for other runs.
+	Scale *ScaleResult
 	// LeaderServes: members of replicated PHB cells that started to serve
 	// (the first leader of each cell, and every failover).
 	LeaderServes int
@@ -90,6 +92,10 @@ func Run(o Options) (Result, error) {
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
 	if o.Trace != nil {
 		w.trace = newTracer(o.Trace)
+	}
+	if o.Topology == "scale" {
+		w.scale = &scaleRun{p: o.Scale, byCur: map[msg.SubID]*subscriber{}, res: ScaleResult{Shape: p.scaleShape,
+			EstimatedBytes: EstimateScaleBytes(p.scaleShape, o.Scale.Subscriptions)}}
 	}
 	w.build()
 	w.schedule()
@@ -129,6 +135,9 @@ func Run(o Options) (Result, error) {
 	}
 	res.Gaps = w.gaps
 	res.DS = w.ds.result()
+	if w.scale != nil {
+		res.Scale = w.scale.result(w)
+	}
 	res.QueueResets = w.queueResets
 	res.CCPhases = w.ccPhases
 	for _, l := range w.links {
@@ -248,6 +257,10 @@ func (w *world) schedule() {
 		}
 	}
 	w.scheduleDurables(shbs)
+	if w.scale != nil {
+		w.scheduleScale(shbs)
+		return
+	}
 	if w.opts.Scenario == "fig6" {
 		w.scheduleFig6(shbs)
 		return
@@ -339,6 +352,9 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uin
 	}
 	if now := w.nacksSent(); now > nacksAtQuiet {
 		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
+	}
+	if w.scale != nil {
+		w.orc.ConvergedCompact(w.deliveryPoints())
 	}
 	w.ccRecovered()
 	w.orc.ViewsConverged(w.memberStates())

@@ -109,7 +109,7 @@ func (t Topology) Physical() []Link {
 }
 
 // Topologies lists the named topologies `aerie sim --topology` accepts.
-var topologyNames = []string{"swarm", "line", "fig6", "ds", "cc", "cc-e2"}
+var topologyNames = []string{"swarm", "line", "fig6", "ds", "cc", "cc-e2", "scale"}
 
 // TopologyNames returns the names accepted by BuildTopology.
 func TopologyNames() []string { return append([]string(nil), topologyNames...) }
@@ -119,6 +119,11 @@ func BuildTopology(name string, rng *rand.Rand) (Topology, error) {
 	switch name {
 	case "", "swarm":
 		return swarmTopology(rng), nil
+	case "scale":
+		// The shape comes from Options.Scale (makeScalePlan); this is
+		// the smallest tree of the defaults.
+		t, _, err := ScaleTopology(ScaleShape{Brokers: 30, Fanout: 3})
+		return t, err
 	case "line":
 		return Topology{Name: "line",
 			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1"}}, {ID: "b1", Role: IB}, {ID: "s1", Role: SHB}},

@@ -69,6 +69,8 @@ type world struct {
 	gaps     int
 	// ds runs a Gryphon DS §5 experiment (ds.go); nil otherwise.
 	ds *dsRun
+	// scale runs the scale topology (scale.go); nil otherwise.
+	scale *scaleRun
 
 	// Membership (membership.go): the failure detector's and the member
 	// network's randomness, the hang and leave faults', and what each
@@ -111,6 +113,10 @@ type node struct {
 	// leaving: the broker is stopping after a graceful leave; the failure
 	// detectors learn of it from memberlist's leave broadcast, not a timeout.
 	leaving bool
+	// streamBuf and releaseBuf are reused by the oracle's checks after
+	// every step (world.input), which would otherwise allocate per step.
+	streamBuf  []gd.StreamState
+	releaseBuf []gd.ReleaseState
 }
 
 type link struct {
@@ -199,8 +205,10 @@ func (w *world) input(n *node, fn func(b *shell.Broker)) {
 	w.steps++
 	// Keyed by shell generation: a new engine may start below its
 	// predecessor (a restart, or a Raft member that starts to serve).
-	w.orc.CheckStreams(n.id, n.gen, n.eng.Inspect(), n.eng.Stats())
-	w.orc.CheckRelease(n.id, n.gen, n.eng.ReleaseStates())
+	n.streamBuf = n.eng.InspectInto(n.streamBuf)
+	n.releaseBuf = n.eng.ReleaseStatesInto(n.releaseBuf)
+	w.orc.CheckStreams(n.id, n.gen, n.streamBuf, n.eng.Stats())
+	w.orc.CheckRelease(n.id, n.gen, n.releaseBuf)
 }
 
 func (w *world) transmit(env msg.Envelope, size int) {
