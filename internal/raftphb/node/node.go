@@ -176,6 +176,9 @@ type Node struct {
 	// Counters, for status pages and tests.
 	compactions, snapshotsSent, snapshotsInstalled uint64
 	snapshotBytes                                  int
+	// logStats is the Raft log's size as of the last Complete: Stats may
+	// be called while SyncLog runs on another goroutine.
+	logStats raftlog.Stats
 }
 
 // storeSyncRecords bounds the records the pubend store holds unsynced.
@@ -241,6 +244,7 @@ func Open(cfg Config) (*Node, error) {
 	if st.HardState != nil {
 		nd.durableTerm, nd.durableVote = st.HardState.GetTerm(), st.HardState.GetVote()
 	}
+	nd.logStats = rl.Stats()
 	return nd, nil
 }
 
@@ -371,7 +375,9 @@ func (n *Node) Complete() error {
 		}
 	}
 	n.rep.Advance()
-	return n.maybeCompact()
+	err := n.maybeCompact()
+	n.logStats = n.rlog.Stats()
+	return err
 }
 
 // apply appends committed batches to the store. A batch the store already
@@ -787,8 +793,10 @@ type Stats struct {
 	MaxSnapshotBytes                               int
 }
 
-// Stats returns the member's Raft log size and snapshot counters.
+// Stats returns the member's Raft log size (as of the last completed
+// Ready) and snapshot counters. Like RunJobs, it may be called while
+// SyncLog runs.
 func (n *Node) Stats() Stats {
-	return Stats{Log: n.rlog.Stats(), Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
+	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
 		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes}
 }
