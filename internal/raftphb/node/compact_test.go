@@ -1,11 +1,22 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/storage"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // Raft log compaction in the cell harness (cell_test.go): members compact
@@ -135,4 +146,91 @@ func TestCompactUnsyncedIsCaught(t *testing.T) {
 		t.Fatal("compaction past the store's fsync was never caught in 10 seeds")
 	}
 	t.Logf("caught in %d of 10 seeds", caught)
+}
+
+// TestInstallReplacesTheStoreAtomically installs a leader's store image
+// that starts past the member's store (the leader trimmed its front), so
+// that the store is replaced by a new generation, with crashes after a
+// successful install and after installs whose generation switch or Raft
+// snapshot failed to sync: the member reopens with the old store and log,
+// or with the new store (and the snapshot once it is durable), never
+// with a store that lacks what its Raft log skips.
+func TestInstallReplacesTheStoreAtomically(t *testing.T) {
+	rec := func(hwm uint64) msg.Record { return msg.Record{Pubend: "P1", HWM: tick.Tick(hwm)} }
+	enc := func(r msg.Record) []byte {
+		b, err := msg.EncodeRecord(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	img := storage.Image{Snapshot: [][]byte{enc(rec(100))}, First: 20}
+	for i := uint64(20); i < 30; i++ {
+		img.Records = append(img.Records, enc(rec(100+i)))
+	}
+	snap := &raftpb.Snapshot{
+		Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2)), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}},
+		Data:     raftphb.EncodeSnapshot(25, img.Encode(nil)),
+	}
+	cases := []struct {
+		name      string
+		failSync  string // the file whose fsync fails during the install
+		wantGen   uint64
+		wantFirst uint64 // the Raft log's first index after the reopen
+	}{
+		{"installed", "", 1, 8},
+		{"generation switch fails", "/data/pubends.gen.tmp", 0, 1},
+		{"raft snapshot fails", "/data/raft/snapshot.tmp", 1, 1},
+	}
+	for seed, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 1))
+			fsys := vfs.NewMem()
+			open := func() *Node {
+				nd, err := Open(Config{Replica: raftphb.Config{ID: 2, Peers: []uint64{1, 2, 3}, Jitter: rng.IntN},
+					FS: fsys, Dir: "/data", LogOptions: eventlog.Options{SegmentBytes: 2 << 10}, Send: func(*raftpb.Message) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return nd
+			}
+			nd := open()
+			if _, err := nd.store.Append([]msg.Record{rec(1), rec(2), rec(3)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := nd.store.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if c.failSync != "" {
+				fsys.InjectError(vfs.OpSync, c.failSync, errors.New("injected fsync failure"))
+			}
+			err := nd.install(snap)
+			if (err == nil) != (c.failSync == "") {
+				t.Fatalf("install = %v", err)
+			}
+			fsys.Crash(rng)
+			nd = open()
+			defer nd.Close()
+			if got := nd.Replica().Status().FirstIndex; got != c.wantFirst {
+				t.Fatalf("reopened Raft log starts at %d, want %d", got, c.wantFirst)
+			}
+			if nd.storeGen != c.wantGen {
+				t.Fatalf("reopened store generation %d, want %d", nd.storeGen, c.wantGen)
+			}
+			first, next := nd.store.Bounds()
+			wantFirst, wantNext := uint64(0), uint64(3)
+			if c.wantGen == 1 {
+				wantFirst, wantNext = 20, 30
+			}
+			if first != wantFirst || next != wantNext {
+				t.Fatalf("reopened store holds [%d, %d), want [%d, %d)", first, next, wantFirst, wantNext)
+			}
+			// The other generation is gone (removed, or a half-install
+			// cleaned up at the reopen).
+			other, _ := storePaths("/data", 1-c.wantGen)
+			if names, _ := fsys.ReadDir(other); len(names) > 0 {
+				t.Fatalf("%s still holds %v", other, names)
+			}
+		})
+	}
 }

@@ -215,6 +215,18 @@ func Open(cfg Config) (*Node, error) {
 		rl.Close()
 		return nil, err
 	}
+	// A crash during an install leaves the next generation half-written,
+	// or the previous one not yet removed.
+	stale := []uint64{nd.storeGen + 1}
+	if nd.storeGen > 0 {
+		stale = append(stale, nd.storeGen-1)
+	}
+	for _, g := range stale {
+		if err := nd.removeStore(g); err != nil {
+			rl.Close()
+			return nil, err
+		}
+	}
 	dir, snap := nd.storePaths(nd.storeGen)
 	store, _, _, err := storage.Open(cfg.FS, dir, snap, cfg.LogOptions)
 	if err != nil {
