@@ -44,7 +44,7 @@ func (c *cell) statsReport() string {
 // the end, in every member's), with members catching up by snapshot after
 // crashes, partitions and message loss.
 func TestCellSwarmCompacting(t *testing.T) {
-	seeds := uint64(30)
+	seeds := uint64(20)
 	if s, err := strconv.ParseUint(os.Getenv("RAFTPHB_SEEDS"), 10, 64); err == nil {
 		seeds = s
 	}
