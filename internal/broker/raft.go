@@ -42,6 +42,9 @@ type RaftOptions struct {
 	// within 1–2 s, a follower campaigns after 1–2 s without one).
 	TickInterval  time.Duration
 	ElectionTicks int
+	// Compaction says when the member compacts its Raft log (zero: every
+	// 1024 entries, keeping 512; see raftphb/node.Compaction).
+	Compaction raftnode.Compaction
 }
 
 // raftState is the loop-owned state of a Raft member.
@@ -119,7 +122,8 @@ func (n *Node) openRaft() error {
 		Replica: raftphb.Config{ID: r.raftID(n.opts.ID), Peers: peers, ElectionTicks: r.opts.ElectionTicks, HeartbeatTicks: 1,
 			Jitter: rng.IntN},
 		FS: n.opts.FS, Dir: n.opts.DataDir, LogOptions: eventlog.Options{SegmentBytes: n.opts.SegmentBytes},
-		Send: n.sendRaft,
+		Send:       n.sendRaft,
+		Compaction: r.opts.Compaction,
 	})
 	if err != nil {
 		return fmt.Errorf("broker %s: open the Raft member in %s: %w", n.opts.ID, n.opts.DataDir, err)

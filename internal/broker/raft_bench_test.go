@@ -32,7 +32,7 @@ func BenchmarkReplicationCost(b *testing.B) {
 func benchReplicas(b *testing.B, k int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	leader := startCell(b, ctx, k)
+	leader, members := startCell(b, ctx, k)
 	pub, err := client.Dial(ctx, leader, client.Options{ID: "bench", Pubend: "P1", Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -97,6 +97,19 @@ func benchReplicas(b *testing.B, k int) {
 	// CPU of the whole process (every member, the SHB and the client):
 	// on a shared machine, throughput follows the CPU each event costs.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/msg")
+	// The largest Raft log of a member at the end (compaction bounds it)
+	// and the compactions over the run.
+	var logBytes int64
+	var compactions uint64
+	for _, n := range members {
+		if st, err := n.Status(ctx); err == nil && st.Raft != nil {
+			logBytes, compactions = max(logBytes, st.Raft.LogBytes), compactions+st.Raft.Compactions
+		}
+	}
+	if k > 1 {
+		b.ReportMetric(float64(logBytes)/1024, "raft_log_KiB")
+		b.ReportMetric(float64(compactions), "compactions")
+	}
 }
 
 // cpuTime is the process's user and system CPU time so far.
@@ -110,8 +123,8 @@ func cpuTime() time.Duration {
 
 // startCell starts a PHB cell of k members (k = 1: a plain PHB) hosting
 // P1 and an SHB below it, and returns the client address of the member
-// that serves P1.
-func startCell(b *testing.B, ctx context.Context, k int) string {
+// that serves P1, and the cell's members.
+func startCell(b *testing.B, ctx context.Context, k int) (string, []*broker.Node) {
 	cfg := gd.DefaultConfig()
 	var members []msg.NodeID
 	for i := 1; i <= k; i++ {
@@ -168,12 +181,12 @@ func startCell(b *testing.B, ctx context.Context, k int) string {
 	run(broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: cell}}, Cells: cells, GD: cfg, Listen: freeAddr(b),
 		Clients: freeAddr(b), Upstreams: ups})
 	if k == 1 {
-		return nodes[0].ClientAddr()
+		return nodes[0].ClientAddr(), nodes[:1]
 	}
 	for ctx.Err() == nil {
 		for _, n := range nodes[:k] {
 			if st, err := n.Status(ctx); err == nil && st.Raft != nil && st.Raft.Serving {
-				return n.ClientAddr()
+				return n.ClientAddr(), nodes[:k]
 			}
 		}
 		select {
@@ -182,5 +195,5 @@ func startCell(b *testing.B, ctx context.Context, k int) string {
 		}
 	}
 	b.Fatal("no member of the cell serves")
-	return ""
+	return "", nil
 }

@@ -55,6 +55,17 @@ type RaftStatus struct {
 	Serving bool     `json:"serving"`
 	Term    uint64   `json:"term"`
 	Leader  uint64   `json:"leader"`
+	// Log is this member's Raft log: its first Raft index (after the
+	// snapshot it was compacted to), entries, eventlog records and bytes.
+	LogFirstIndex uint64 `json:"log_first_index"`
+	LogEntries    uint64 `json:"log_entries"`
+	LogRecords    uint64 `json:"log_records"`
+	LogBytes      int64  `json:"log_bytes"`
+	// Compactions of the log since the broker started; snapshots sent to
+	// members that needed compacted entries, and installed here.
+	Compactions        uint64 `json:"compactions"`
+	SnapshotsSent      uint64 `json:"snapshots_sent"`
+	SnapshotsInstalled uint64 `json:"snapshots_installed"`
 }
 
 // Status asks the loop for a snapshot.
@@ -93,7 +104,10 @@ func (n *Node) snapshot() Status {
 	s.AuthFailures, s.HandshakeFailures = n.authFailures.Load(), n.handshakeFailures.Load()
 	if r := n.raft; r != nil && r.rn != nil {
 		st := r.rn.Replica().Status()
-		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), Serving: r.serving, Term: st.Term, Leader: st.Lead}
+		ns := r.rn.Stats()
+		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), Serving: r.serving, Term: st.Term, Leader: st.Lead,
+			LogFirstIndex: ns.Log.FirstIndex, LogEntries: ns.Log.Entries, LogRecords: ns.Log.Records, LogBytes: ns.Log.Bytes,
+			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled}
 		for _, m := range r.opts.Members {
 			s.Raft.Members = append(s.Raft.Members, string(m))
 		}

@@ -135,6 +135,7 @@ func (l *Log) roll(base uint64) error {
 		return fmt.Errorf("close %s: %w", old, err)
 	}
 	l.active = nil
+	l.segs[len(l.segs)-1].size = l.activeSize
 	s := newSegment(l.dir, base)
 	f, err := l.fs.Create(s.path)
 	if err != nil {
@@ -161,6 +162,15 @@ func (l *Log) DurableIndex() uint64 { return l.written }
 // below it were released with TruncateFront. It equals NextIndex for an
 // empty log.
 func (l *Log) FirstIndex() uint64 { return l.segs[0].base }
+
+// Size returns the log's bytes: its segments' and what is buffered.
+func (l *Log) Size() int64 {
+	n := l.activeSize + int64(len(l.buf))
+	for _, s := range l.segs[:len(l.segs)-1] {
+		n += s.size
+	}
+	return n
+}
 
 // Close syncs buffered records (unless the log has failed) and releases
 // the active segment. A Log cannot be used after Close.

@@ -63,7 +63,7 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Log, Recovery, error) {
 // createFirst starts an empty log. Syncing the parent too makes the log
 // directory itself durable when MkdirAll just created it.
 func (l *Log) createFirst() error {
-	s := newSegment(l.dir, 0)
+	s := newSegment(l.dir, l.opts.Base)
 	f, err := l.fs.Create(s.path)
 	if err != nil {
 		return fmt.Errorf("eventlog: create segment: %w", err)
@@ -78,6 +78,7 @@ func (l *Log) createFirst() error {
 	}
 	l.segs = []segment{s}
 	l.active = f
+	l.next, l.written = l.opts.Base, l.opts.Base
 	return nil
 }
 
@@ -108,6 +109,7 @@ func (l *Log) recover(segs []segment) (Recovery, error) {
 		if err != nil {
 			return Recovery{}, err
 		}
+		segs[i].size = end
 		next += count
 	}
 	return Recovery{}, errors.New("eventlog: no segments to recover") // unreachable: Open checks

@@ -24,6 +24,12 @@ type Options struct {
 	// MaxRecordBytes bounds a payload's length. Open also rejects frames
 	// claiming to be longer, so it must not be lowered for an existing log.
 	MaxRecordBytes int
+
+	// Base is the index of the first record of a log that Open creates
+	// (default 0); an existing log keeps its indexes. A log installed from
+	// another log's copy (a replicated PHB member catching up from its
+	// leader's store) starts where that copy starts.
+	Base uint64
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -18,6 +18,7 @@ type segment struct {
 	// they need). Rebuilt by Open's scan; never written to disk.
 	marks    []mark
 	nextMark int64 // offset at or past which the next frame gets a mark
+	size     int64 // bytes, once sealed (the active segment's: Log.activeSize)
 }
 
 // mark says that the frame of record index starts at byte offset off.

@@ -62,13 +62,17 @@ var (
 	dhRateDesc  = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
 	recDesc     = desc("congestion_recovering", "1 while a subscriber broker is recovering the stream.", "pubend")
 	nwndDesc    = desc("congestion_nack_window_ms", "The NACK window of a recovering stream, in milliseconds of pubend time.", "pubend")
+	raftEntDesc = desc("raft_log_entries", "Entries in this replicated PHB member's Raft log (after the snapshot it was compacted to).")
+	raftByDesc  = desc("raft_log_bytes", "Bytes of this replicated PHB member's Raft log files.")
+	raftCmpDesc = desc("raft_log_compactions_total", "Compactions of this replicated PHB member's Raft log since it started.")
+	raftSnDesc  = desc("raft_snapshots_installed_total", "Snapshots (the leader's store image) this replicated PHB member installed to catch up.")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc} {
 		ch <- d
 	}
 }
@@ -83,6 +87,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(s.Peers)), s.ID)
 		ch <- prometheus.MustNewConstMetric(clientsDesc, prometheus.GaugeValue, float64(s.Clients), s.ID)
 		ch <- prometheus.MustNewConstMetric(logDesc, prometheus.GaugeValue, float64(s.LogNext-s.LogFirst), s.ID)
+		if r := s.Raft; r != nil {
+			ch <- prometheus.MustNewConstMetric(raftEntDesc, prometheus.GaugeValue, float64(r.LogEntries), s.ID)
+			ch <- prometheus.MustNewConstMetric(raftByDesc, prometheus.GaugeValue, float64(r.LogBytes), s.ID)
+			ch <- prometheus.MustNewConstMetric(raftCmpDesc, prometheus.CounterValue, float64(r.Compactions), s.ID)
+			ch <- prometheus.MustNewConstMetric(raftSnDesc, prometheus.CounterValue, float64(r.SnapshotsInstalled), s.ID)
+		}
 		for action, n := range s.Chaos {
 			ch <- prometheus.MustNewConstMetric(chaosDesc, prometheus.CounterValue, float64(n), s.ID, action)
 		}

@@ -44,6 +44,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 )
@@ -77,8 +79,10 @@ type Config struct {
 }
 
 // Restored is what the replica's durable Raft log held at startup
-// (internal/raftphb/raftlog.Open): the last hard state and the entries.
+// (internal/raftphb/raftlog.Open): the snapshot it was compacted to (nil:
+// none), the last hard state and the entries after the snapshot.
 type Restored struct {
+	Snapshot  *raftpb.Snapshot
 	HardState *raftpb.HardState
 	Entries   []*raftpb.Entry
 }
@@ -131,6 +135,14 @@ type Ready struct {
 	HardState *raftpb.HardState // nil: unchanged
 	Entries   []*raftpb.Entry
 	MustSync  bool
+	// Snapshot, when set, is a snapshot from the leader (a transfer, see
+	// EncodeSnapshot) that replaces this member's log: install the store it
+	// carries, then persist it (as a reference, SnapshotRef) before the
+	// entries. Apply is empty in such a Ready.
+	Snapshot *raftpb.Snapshot
+	// Applied is the Raft index through which the state machine holds
+	// every committed batch once this Ready is carried out.
+	Applied uint64
 
 	Messages []*raftpb.Message
 	Apply    []Batch
@@ -145,6 +157,9 @@ type Status struct {
 	Serving        bool
 	Applied        uint64 // Raft index
 	Next           uint64 // pubend log's next index, as applied
+	// FirstIndex is the first Raft index still in the log (after the
+	// snapshot it was compacted to).
+	FirstIndex uint64
 }
 
 // Replica is one member of a PHB cell's Raft group.
@@ -163,6 +178,19 @@ type Replica struct {
 	applied uint64 // Raft index of the last entry handed out to apply
 	next    uint64 // the pubend log's next index after what was applied
 
+	// The pubend log's next index after each applied batch since the
+	// snapshot (snapNext: at the snapshot), so that a snapshot at any
+	// applied index can say where the pubend log stands there.
+	snapNext uint64
+	marks    []mark
+
+	// Snapshots sent (MsgSnap) and not yet answered: the tick count when
+	// each was sent, per member. etcd raft waits for ReportSnapshot; a
+	// snapshot lost on the way is reported failed after a while, so the
+	// leader probes and sends another.
+	ticks     uint64
+	snapsSent map[uint64]uint64
+
 	// Leadership: leaderTerm is the term this replica leads (0: none);
 	// serving once that term's first entry is applied; proposed is the
 	// next index a proposal gets; pending the proposals not yet applied.
@@ -173,6 +201,10 @@ type Replica struct {
 
 	buf []byte
 }
+
+// mark: after the batch at Raft index index, the pubend log's next index
+// is next.
+type mark struct{ index, next uint64 }
 
 // New returns a replica holding what its durable log restored (empty for
 // a new cell).
@@ -206,7 +238,18 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	// entries.
 	voters := slices.Clone(cfg.Peers)
 	slices.Sort(voters)
-	if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
+	var snapIndex, snapNext uint64
+	if st.Snapshot != nil && st.Snapshot.GetMetadata().GetIndex() > 0 {
+		// A compacted log starts after its snapshot.
+		next, store, err := DecodeSnapshot(st.Snapshot.GetData())
+		if err != nil || store != nil {
+			return nil, fmt.Errorf("raftphb: restore snapshot at %d: not a reference (%v)", st.Snapshot.GetMetadata().GetIndex(), err)
+		}
+		if err := ms.ApplySnapshot(st.Snapshot); err != nil {
+			return nil, fmt.Errorf("raftphb: restore snapshot: %w", err)
+		}
+		snapIndex, snapNext = st.Snapshot.GetMetadata().GetIndex(), next
+	} else if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
 		ConfState: &raftpb.ConfState{Voters: voters},
 	}}); err != nil {
 		return nil, fmt.Errorf("raftphb: bootstrap: %w", err)
@@ -243,7 +286,7 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftphb: %w", err)
 	}
-	r := &Replica{cfg: cfg, rn: rn, ms: ms}
+	r := &Replica{cfg: cfg, rn: rn, ms: ms, applied: snapIndex, next: snapNext, snapNext: snapNext}
 	r.term = r.rn.BasicStatus().GetTerm()
 	r.resetTimer()
 	return r, nil
@@ -256,11 +299,14 @@ func (r *Replica) resetTimer() {
 
 // Tick advances the replica's logical clock by one tick.
 func (r *Replica) Tick() {
+	r.ticks++
 	st := r.rn.BasicStatus()
 	if st.RaftState == raft.StateLeader {
 		r.rn.Tick()
+		r.retrySnapshots()
 		return
 	}
+	clear(r.snapsSent)
 	r.elapsed++
 	if r.elapsed == r.cfg.ElectionTicks && st.Lead != raft.None {
 		_ = r.rn.ForgetLeader() // only a follower forgets; nothing else to do
@@ -270,6 +316,28 @@ func (r *Replica) Tick() {
 		_ = r.rn.Campaign()
 	}
 	r.noteTerm()
+}
+
+// retrySnapshots reports as failed every snapshot sent more than two
+// election timeouts ago to a member still waiting for one, so that the
+// leader probes it again (and sends a new snapshot if it still needs one).
+func (r *Replica) retrySnapshots() {
+	if len(r.snapsSent) == 0 {
+		return
+	}
+	var prs map[uint64]tracker.Progress
+	for to, at := range r.snapsSent {
+		if r.ticks-at < uint64(2*r.cfg.ElectionTicks) {
+			continue
+		}
+		if prs == nil {
+			prs = r.rn.Status().Progress
+		}
+		delete(r.snapsSent, to)
+		if pr, ok := prs[to]; ok && pr.State == tracker.StateSnapshot {
+			r.rn.ReportSnapshot(to, raft.SnapshotFailure)
+		}
+	}
 }
 
 // Campaign makes the replica start an election now (tests, and a cell
@@ -353,6 +421,23 @@ func (r *Replica) Ready() Ready {
 	if !raft.IsEmptyHardState(rd.HardState) {
 		out.HardState = rd.HardState
 	}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		next, _, err := DecodeSnapshot(rd.Snapshot.GetData())
+		if err != nil {
+			panic(fmt.Sprintf("raftphb: member %d: snapshot at %d: %v", r.cfg.ID, rd.Snapshot.GetMetadata().GetIndex(), err))
+		}
+		out.Snapshot = rd.Snapshot
+		r.applied, r.next = rd.Snapshot.GetMetadata().GetIndex(), next
+		r.snapNext, r.marks = next, nil
+	}
+	for _, m := range rd.Messages {
+		if m.GetType() == raftpb.MsgSnap {
+			if r.snapsSent == nil {
+				r.snapsSent = map[uint64]uint64{}
+			}
+			r.snapsSent[m.GetTo()] = r.ticks
+		}
+	}
 	for _, e := range rd.CommittedEntries {
 		if b, ok := r.apply(e); ok {
 			out.Apply = append(out.Apply, b)
@@ -377,6 +462,7 @@ func (r *Replica) Ready() Ready {
 			}
 		}
 	}
+	out.Applied = r.applied
 	return out
 }
 
@@ -402,6 +488,7 @@ func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {
 		panic(fmt.Sprintf("raftphb: member %d: committed entry %d stamps pubend index %d, applied log ends at %d", r.cfg.ID, e.GetIndex(), first, r.next))
 	}
 	r.next += uint64(len(recs))
+	r.marks = append(r.marks, mark{index: e.GetIndex(), next: r.next})
 	b := Batch{Index: e.GetIndex(), Term: e.GetTerm(), First: first, Records: recs}
 	if len(r.pending) > 0 && r.pending[0].Term == e.GetTerm() && r.pending[0].First == first {
 		b.Mine = true
@@ -417,6 +504,14 @@ func (r *Replica) Advance() {
 		panic("raftphb: Advance without Ready")
 	}
 	rd := r.last
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		// Keep the reference only: the store it carried is installed.
+		snap := proto.Clone(rd.Snapshot).(*raftpb.Snapshot)
+		snap.Data = SnapshotRef(snap.GetData())
+		if err := r.ms.ApplySnapshot(snap); err != nil {
+			panic(fmt.Sprintf("raftphb: member %d: %v", r.cfg.ID, err))
+		}
+	}
 	if len(rd.Entries) > 0 {
 		if err := r.ms.Append(rd.Entries); err != nil {
 			panic(fmt.Sprintf("raftphb: member %d: %v", r.cfg.ID, err))
@@ -436,8 +531,53 @@ func (r *Replica) Advance() {
 // Status returns the replica's view.
 func (r *Replica) Status() Status {
 	st := r.rn.BasicStatus()
+	first, _ := r.ms.FirstIndex()
 	return Status{ID: r.cfg.ID, Term: st.GetTerm(), Lead: st.Lead, State: st.RaftState,
-		Serving: r.serving, Applied: r.applied, Next: r.next}
+		Serving: r.serving, Applied: r.applied, Next: r.next, FirstIndex: first}
+}
+
+// SnapshotRef returns the reference form of snapshot data (a transfer
+// without the store it carries).
+func SnapshotRef(data []byte) []byte {
+	next, _, err := DecodeSnapshot(data)
+	if err != nil {
+		return data
+	}
+	return EncodeSnapshot(next, nil)
+}
+
+// Compact makes a snapshot at Raft index i — a reference to the state
+// machine there, which the caller holds durably — and drops the log's
+// entries up to i from the replica's storage; the caller then compacts its
+// durable log to the returned snapshot (raftlog.Compact). i must be
+// applied and above the current snapshot. Call it between Readies.
+func (r *Replica) Compact(i uint64) (*raftpb.Snapshot, error) {
+	if r.outstanding {
+		return nil, errors.New("raftphb: compact with a Ready outstanding")
+	}
+	first, _ := r.ms.FirstIndex()
+	last, _ := r.ms.LastIndex()
+	if i < first || i > r.applied || i > last {
+		return nil, fmt.Errorf("raftphb: compact to %d: log holds %d to %d, applied %d", i, first, last, r.applied)
+	}
+	cur, err := r.ms.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("raftphb: compact: %w", err)
+	}
+	next := r.snapNext
+	k := 0
+	for ; k < len(r.marks) && r.marks[k].index <= i; k++ {
+		next = r.marks[k].next
+	}
+	snap, err := r.ms.CreateSnapshot(i, cur.GetMetadata().GetConfState(), EncodeSnapshot(next, nil))
+	if err != nil {
+		return nil, fmt.Errorf("raftphb: compact to %d: %w", i, err)
+	}
+	if err := r.ms.Compact(i); err != nil {
+		return nil, fmt.Errorf("raftphb: compact to %d: %w", i, err)
+	}
+	r.snapNext, r.marks = next, slices.Clone(r.marks[k:])
+	return snap, nil
 }
 
 // quiet discards etcd raft's log lines.

@@ -78,6 +78,9 @@ type Options struct {
 	// RaftAckEarly (tests only): a replicated PHB's leader acks a batch
 	// once its own Raft log holds it, before a majority does.
 	RaftAckEarly bool
+	// RaftCompactUnsynced (tests only): a replicated PHB member compacts
+	// its Raft log past what its pubend store has fsynced.
+	RaftCompactUnsynced bool
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool

@@ -42,6 +42,34 @@ const (
 	raftElectionTicks = 10
 )
 
+// raftCompaction makes members compact their Raft logs every few batches
+// and keep a short tail, so that a member back from a crash or a partition
+// often needs a snapshot (the leader's store image) to catch up.
+var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
+
+// raftStats sums the Raft log counters of every member incarnation.
+type raftStats struct {
+	compactions, snapshots uint64
+	maxBytes               int64
+	maxEntries             uint64
+	maxSnapshot            int
+}
+
+// sample notes the size of rn's Raft log.
+func (s *raftStats) sample(rn *raftnode.Node) {
+	st := rn.Stats()
+	s.maxBytes, s.maxEntries = max(s.maxBytes, st.Log.Bytes), max(s.maxEntries, st.Log.Entries)
+}
+
+// tally adds the counters of an incarnation that ends (or the run).
+func (s *raftStats) tally(rn *raftnode.Node) {
+	s.sample(rn)
+	st := rn.Stats()
+	s.compactions += st.Compactions
+	s.snapshots += st.SnapshotsInstalled
+	s.maxSnapshot = max(s.maxSnapshot, st.MaxSnapshotBytes)
+}
+
 // raftMember is the Raft side of one member of a replicated PHB cell.
 type raftMember struct {
 	members []msg.NodeID // the cell's, sorted: Raft id = index + 1
@@ -127,6 +155,10 @@ func (w *world) openRaft(n *node) error {
 		peers[i] = uint64(i + 1)
 	}
 	inc := n.inc
+	if r.rn != nil {
+		w.raftStats.tally(r.rn)
+		r.rn = nil
+	}
 	rn, err := raftnode.Open(raftnode.Config{
 		Replica: raftphb.Config{ID: id, Peers: peers, ElectionTicks: raftElectionTicks, HeartbeatTicks: 1,
 			Jitter: w.rrng.IntN},
@@ -139,7 +171,9 @@ func (w *world) openRaft(n *node) error {
 				}
 			}
 		},
-		AckOwnFsync: w.opts.RaftAckEarly,
+		AckOwnFsync:     w.opts.RaftAckEarly,
+		Compaction:      raftCompaction,
+		CompactUnsynced: w.opts.RaftCompactUnsynced,
 	})
 	if err != nil {
 		return err
@@ -170,6 +204,7 @@ func (w *world) raftTickLoop(n *node, inc int) {
 		return
 	}
 	n.raft.rn.Tick()
+	w.raftStats.sample(n.raft.rn)
 	w.raftWork(n)
 	w.after(raftTick, func() { w.raftTickLoop(n, inc) })
 }

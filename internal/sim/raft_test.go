@@ -36,28 +36,33 @@ func TestReplicatedCells(t *testing.T) {
 	}
 }
 
-// TestOracleBitesReplicated breaks the replicated PHB's two rules and
+// TestOracleBitesReplicated breaks the replicated PHB's three rules and
 // requires the oracle to catch each within a bounded number of seeds:
 // acknowledging a batch before a majority holds it (the ack precedes the
-// commit: I9), and a new leader allocating ticks from its clock instead of
+// commit: I9), a new leader allocating ticks from its clock instead of
 // above the committed high-water mark (with clocks offset, a leader change
-// reuses ticks the old leader announced as silence: I9). Partitions, not
-// crashes, move the leadership, so that no PHB restarts.
+// reuses ticks the old leader announced as silence: I9), and compacting
+// the Raft log past what the member's pubend store has fsynced (a crash
+// then loses committed records that no log holds any more: the member
+// cannot recover, I9). For the tick rule partitions, not crashes, move the
+// leadership, so that no PHB restarts; the compaction rule needs crashes.
 func TestOracleBitesReplicated(t *testing.T) {
 	cases := []struct {
-		name     string
-		ackEarly bool
-		mut      gd.Mutation
-		faults   []string
+		name            string
+		ackEarly        bool
+		compactUnsynced bool
+		mut             gd.Mutation
+		faults          []string
 	}{
-		{"ack before the majority commit", true, 0, []string{FaultReplicas}},
-		{"new leader allocates ticks from its clock", false, gd.MutReuseTicks, []string{FaultReplicas, FaultPartition, FaultDrift}},
+		{"ack before the majority commit", true, false, 0, []string{FaultReplicas}},
+		{"new leader allocates ticks from its clock", false, false, gd.MutReuseTicks, []string{FaultReplicas, FaultPartition, FaultDrift}},
+		{"compact the Raft log past the store's fsync", false, true, 0, []string{FaultReplicas, FaultCrash}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for s := uint64(1); s <= 40; s++ {
 				o := DefaultOptions(s)
-				o.Faults, o.RaftAckEarly, o.Mutation = c.faults, c.ackEarly, c.mut
+				o.Faults, o.RaftAckEarly, o.RaftCompactUnsynced, o.Mutation = c.faults, c.ackEarly, c.compactUnsynced, c.mut
 				res, err := Run(o)
 				if err != nil {
 					t.Fatal(err)

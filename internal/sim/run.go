@@ -58,6 +58,15 @@ type Result struct {
 	// LeaderServes: members of replicated PHB cells that started to serve
 	// (the first leader of each cell, and every failover).
 	LeaderServes int
+	// RaftCompactions and RaftSnapshots: Raft log compactions and
+	// snapshots installed by members that needed compacted entries;
+	// RaftLogMaxBytes and RaftLogMaxEntries: the largest Raft log of any
+	// member (sampled every Raft tick); RaftSnapshotMaxBytes the largest
+	// snapshot a leader sent.
+	RaftCompactions, RaftSnapshots uint64
+	RaftSnapshotMaxBytes           int
+	RaftLogMaxBytes                int64
+	RaftLogMaxEntries              uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -130,6 +139,14 @@ func Run(o Options) (Result, error) {
 		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
 		Leaves: w.leaves, LeftInViews: w.leftInViews, LeaderServes: w.leaderServes}
+	for _, n := range w.nodes {
+		if n.raft != nil && n.raft.rn != nil {
+			w.raftStats.tally(n.raft.rn)
+		}
+	}
+	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots
+	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
+	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}

@@ -60,6 +60,7 @@ type world struct {
 	// leaderServes counts Raft members that started to serve.
 	rrng         *rand.Rand
 	leaderServes int
+	raftStats    raftStats
 	// floors drives the release floors of SHBs (release.go).
 	floors *floorDriver
 	// durables are the durable subscribers (durable.go), drng their

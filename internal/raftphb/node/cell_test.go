@@ -91,6 +91,14 @@ type cell struct {
 	// statistics
 	crashes, lost, fsyncFails int
 	mutAckEarly               bool
+	// compaction configures every member's (zero: the defaults, which
+	// these short runs never reach); mutCompactUnsynced is the mutation.
+	compaction         Compaction
+	mutCompactUnsynced bool
+	// stats sums the counters of every incarnation (tally); opened the
+	// Raft log's first index at each start, per member.
+	stats  Stats
+	opened map[uint64][]uint64
 	// serveHook, when set, replaces the publisher stand-in at a new
 	// serving leader.
 	serveHook func(m *member, ev Event)
@@ -138,6 +146,8 @@ func (c *cell) start(m *member) {
 		Dir:        "/data",
 		LogOptions: eventlog.Options{SegmentBytes: 2 << 10},
 		Send:       func(msg *raftpb.Message) { c.send(m, inc, msg) },
+		Compaction: c.compaction,
+		// The mutation is set on the node below, like ackEarly.
 	})
 	if err != nil {
 		if errors.Is(err, eventlog.ErrCorrupt) {
@@ -149,7 +159,12 @@ func (c *cell) start(m *member) {
 		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
 		return
 	}
+	if c.opened == nil {
+		c.opened = map[uint64][]uint64{}
+	}
+	c.opened[m.id] = append(c.opened[m.id], nd.Replica().Status().FirstIndex)
 	nd.ackEarly = c.mutAckEarly
+	nd.cfg.CompactUnsynced = c.mutCompactUnsynced
 	m.node, m.busy, m.sh, m.sh2 = nd, false, nil, nil
 }
 
@@ -160,6 +175,7 @@ func (c *cell) crash(m *member) {
 		return
 	}
 	c.crashes++
+	c.tally(m.node)
 	m.node, m.sh, m.sh2, m.busy = nil, nil, nil, false
 	m.inc++
 	m.fs.Crash(c.rng)
@@ -445,10 +461,16 @@ func (c *cell) final() {
 			c.failf("member %d is down at the end", m.id)
 			return
 		}
+		c.tally(m.node)
 		if err := m.node.Close(); err != nil {
 			c.failf("member %d: close: %v", m.id, err)
 		}
-		st, ld, _, err := storage.Open(m.fs, "/data/pubends", "/data/pubends.snapshot", eventlog.Options{SegmentBytes: 2 << 10})
+		dir, snap, err := StorePaths(m.fs, "/data")
+		if err != nil {
+			c.failf("member %d: %v", m.id, err)
+			return
+		}
+		st, ld, _, err := storage.Open(m.fs, dir, snap, eventlog.Options{SegmentBytes: 2 << 10})
 		if err != nil {
 			c.failf("member %d: reopen store: %v", m.id, err)
 			return

@@ -25,11 +25,14 @@
 package node
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -83,6 +86,43 @@ type Config struct {
 	// acknowledges a batch once its own Raft log holds it, without
 	// waiting for a majority. The oracles must catch it.
 	AckOwnFsync bool
+	// Compaction says when the Raft log is compacted (zero: defaults).
+	Compaction Compaction
+	// CompactUnsynced is a mutation (tests only): compaction does not wait
+	// for the pubend store's fsync, so a crash can lose records that the
+	// Raft log no longer holds. The oracles must catch it.
+	CompactUnsynced bool
+}
+
+// Compaction configures Raft log compaction. A member compacts its log to
+// Raft index c once its pubend store holds every batch up to c durably:
+// the store is the snapshot (raftphb.EncodeSnapshot).
+type Compaction struct {
+	// Every: compact when the log holds Every entries more than Retain
+	// (default 1024).
+	Every uint64
+	// Retain entries stay below the applied index, so that a follower
+	// that lags by less catches up from the log, not by a snapshot
+	// (default 512).
+	Retain uint64
+	// MaxSnapshotBytes bounds the store image a leader sends to a member
+	// that needs compacted entries (default 15 MiB, under the wire's
+	// frame limit); a larger one is not sent (the member cannot catch up:
+	// see docs/ARCHITECTURE.md).
+	MaxSnapshotBytes int
+}
+
+func (c Compaction) withDefaults() Compaction {
+	if c.Every == 0 {
+		c.Every = 1024
+	}
+	if c.Retain == 0 {
+		c.Retain = 512
+	}
+	if c.MaxSnapshotBytes == 0 {
+		c.MaxSnapshotBytes = 15 << 20
+	}
+	return c
 }
 
 // EventKind says what happened.
@@ -128,6 +168,17 @@ type Node struct {
 	// storeDirty counts records appended to the store since its last
 	// fsync.
 	storeDirty int
+	// storeGen names the store's directory (storePaths); inStore is the
+	// Raft index through which the store holds every committed batch,
+	// synced the one through which it holds them durably.
+	storeGen        uint64
+	inStore, synced uint64
+	// Counters, for status pages and tests.
+	compactions, snapshotsSent, snapshotsInstalled uint64
+	snapshotBytes                                  int
+	// logStats is the Raft log's size as of the last Complete: Stats may
+	// be called while SyncLog runs on another goroutine.
+	logStats raftlog.Stats
 }
 
 // storeSyncRecords bounds the records the pubend store holds unsynced.
@@ -136,12 +187,14 @@ const storeSyncRecords = 4096
 // syncStore makes every record applied so far durable in the store.
 func (n *Node) syncStore() error {
 	if n.storeDirty == 0 {
+		n.synced = n.inStore
 		return nil
 	}
 	if err := n.store.Sync(); err != nil {
 		return fmt.Errorf("pubend store: %w", err)
 	}
 	n.storeDirty = 0
+	n.synced = n.inStore
 	return nil
 }
 
@@ -152,25 +205,58 @@ type batch struct {
 
 // Open recovers the member's disks and starts its replica.
 func Open(cfg Config) (*Node, error) {
+	cfg.Compaction = cfg.Compaction.withDefaults()
 	rl, st, _, err := raftlog.Open(cfg.FS, path.Join(cfg.Dir, "raft"), cfg.LogOptions)
 	if err != nil {
 		return nil, err
 	}
-	store, _, _, err := storage.Open(cfg.FS, path.Join(cfg.Dir, "pubends"), path.Join(cfg.Dir, "pubends.snapshot"), cfg.LogOptions)
+	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync}
+	if nd.storeGen, err = readStoreGen(cfg.FS, cfg.Dir); err != nil {
+		rl.Close()
+		return nil, err
+	}
+	// A crash during an install leaves the next generation half-written,
+	// or the previous one not yet removed.
+	stale := []uint64{nd.storeGen + 1}
+	if nd.storeGen > 0 {
+		stale = append(stale, nd.storeGen-1)
+	}
+	for _, g := range stale {
+		if err := nd.removeStore(g); err != nil {
+			rl.Close()
+			return nil, err
+		}
+	}
+	dir, snap := nd.storePaths(nd.storeGen)
+	store, _, _, err := storage.Open(cfg.FS, dir, snap, cfg.LogOptions)
 	if err != nil {
 		rl.Close()
 		return nil, err
 	}
-	rep, err := raftphb.New(cfg.Replica, st)
-	if err != nil {
+	nd.store = store
+	// The Raft log rebuilds the store only from its snapshot on: the store
+	// must hold everything up to there (compaction waits for its fsync).
+	if s := st.Snapshot; s != nil {
+		want, _, err := raftphb.DecodeSnapshot(s.GetData())
+		if _, next := store.Bounds(); err == nil && next < want {
+			err = fmt.Errorf("%w: the pubend store ends at %d, the Raft log was compacted to Raft index %d, pubend index %d", eventlog.ErrCorrupt, next, s.GetMetadata().GetIndex(), want)
+		}
+		if err != nil {
+			rl.Close()
+			store.Close()
+			return nil, fmt.Errorf("raftphb: member %d: %w", cfg.Replica.ID, err)
+		}
+		nd.inStore, nd.synced = s.GetMetadata().GetIndex(), s.GetMetadata().GetIndex()
+	}
+	if nd.rep, err = raftphb.New(cfg.Replica, st); err != nil {
 		rl.Close()
 		store.Close()
 		return nil, err
 	}
-	nd := &Node{cfg: cfg, rep: rep, rlog: rl, store: store, ackEarly: cfg.AckOwnFsync}
 	if st.HardState != nil {
 		nd.durableTerm, nd.durableVote = st.HardState.GetTerm(), st.HardState.GetVote()
 	}
+	nd.logStats = rl.Stats()
 	return nd, nil
 }
 
@@ -202,6 +288,11 @@ func (n *Node) Write() (bool, error) {
 	}
 	rd := n.rep.Ready()
 	n.written = &rd
+	if rd.Snapshot != nil {
+		if err := n.install(rd.Snapshot); err != nil {
+			return true, err
+		}
+	}
 	if err := n.rlog.Append(rd.Entries, rd.HardState); err != nil {
 		return true, err
 	}
@@ -279,11 +370,14 @@ func (n *Node) Complete() error {
 		n.mutantAck(rd.Entries)
 	}
 	for _, m := range rd.Messages {
-		n.cfg.Send(m)
+		if err := n.send(m); err != nil {
+			return err
+		}
 	}
 	if err := n.apply(rd.Apply); err != nil {
 		return err
 	}
+	n.inStore = max(n.inStore, rd.Applied)
 	if rd.Lost != nil {
 		n.lost(*rd.Lost)
 	}
@@ -293,7 +387,9 @@ func (n *Node) Complete() error {
 		}
 	}
 	n.rep.Advance()
-	return nil
+	err := n.maybeCompact()
+	n.logStats = n.rlog.Stats()
+	return err
 }
 
 // apply appends committed batches to the store. A batch the store already
@@ -322,12 +418,14 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 			n.storeDirty += int(end - next)
 		}
 	}
-	// The store is a copy of committed state that the Raft log (never
-	// compacted yet) rebuilds after a crash, so its fsync need not precede
-	// the ack: a restart replays the Raft log and completes whatever
-	// prefix the store kept. It is synced every storeSyncRecords records
-	// (which bounds the log's write buffer) and before the shell's reads
-	// and trims (RunJobs), which must see every applied record.
+	// The store is a copy of committed state that the Raft log rebuilds
+	// after a crash from the snapshot the log was compacted to, so its
+	// fsync need not precede the ack: a restart replays the Raft log and
+	// completes whatever prefix the store kept, and compaction never goes
+	// past what the store holds durably (maybeCompact). It is synced every
+	// storeSyncRecords records (which bounds the log's write buffer),
+	// before the shell's reads and trims (RunJobs), which must see every
+	// applied record, and before a compaction.
 	if n.storeDirty >= storeSyncRecords {
 		if err := n.syncStore(); err != nil {
 			return err
@@ -361,10 +459,12 @@ func (n *Node) serve(s raftphb.Serve) error {
 	if err := n.store.Close(); err != nil {
 		return fmt.Errorf("pubend store: %w", err)
 	}
-	store, ld, _, err := storage.Open(n.cfg.FS, path.Join(n.cfg.Dir, "pubends"), path.Join(n.cfg.Dir, "pubends.snapshot"), n.cfg.LogOptions)
+	dir, snap := n.storePaths(n.storeGen)
+	store, ld, _, err := storage.Open(n.cfg.FS, dir, snap, n.cfg.LogOptions)
 	if err != nil {
 		return err
 	}
+	n.synced = n.inStore // Close synced it
 	if ld.Next != s.Next {
 		return fmt.Errorf("raftphb: serving at term %d with a store ending at %d, the applied log at %d", s.Term, ld.Next, s.Next)
 	}
@@ -473,4 +573,242 @@ func (n *Node) mutantAck(ents []*raftpb.Entry) {
 			_ = n.sh.Persisted(first, nil)
 		}
 	}
+}
+
+// storeGenFile names the file that says which directory holds the store:
+// installing a leader's store image (install) writes a new generation next
+// to the old one and then switches this file atomically, so a crash
+// leaves one whole store or the other.
+const storeGenFile = "pubends.gen"
+
+// storePaths returns the directory and snapshot file of the store's
+// generation gen (0: the paths a PHB member always used).
+func (n *Node) storePaths(gen uint64) (dir, snap string) { return storePaths(n.cfg.Dir, gen) }
+
+func storePaths(data string, gen uint64) (dir, snap string) {
+	name := "pubends"
+	if gen > 0 {
+		name = fmt.Sprintf("pubends.%d", gen)
+	}
+	return path.Join(data, name), path.Join(data, name+".snapshot")
+}
+
+// StorePaths returns the directory and snapshot file of the pubend store
+// of the member whose data is in dir (for tools and tests; the member
+// must be stopped).
+func StorePaths(fsys vfs.FS, dir string) (store, snap string, err error) {
+	gen, err := readStoreGen(fsys, dir)
+	if err != nil {
+		return "", "", err
+	}
+	store, snap = storePaths(dir, gen)
+	return store, snap, nil
+}
+
+func readStoreGen(fsys vfs.FS, dir string) (uint64, error) {
+	frames, err := eventlog.ReadSnapshot(fsys, path.Join(dir, storeGenFile))
+	if err != nil {
+		return 0, fmt.Errorf("raftphb: %w", err)
+	}
+	if len(frames) == 0 {
+		return 0, nil
+	}
+	gen, k := binary.Uvarint(frames[0])
+	if len(frames) != 1 || k <= 0 || k != len(frames[0]) {
+		return 0, fmt.Errorf("%w: %s", eventlog.ErrCorrupt, path.Join(dir, storeGenFile))
+	}
+	return gen, nil
+}
+
+// removeStore deletes generation gen's files, if any (a store replaced by
+// an install, or one a crash left half-installed).
+func (n *Node) removeStore(gen uint64) error {
+	dir, snap := n.storePaths(gen)
+	names, err := n.cfg.FS.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("raftphb: remove store %s: %w", dir, err)
+	}
+	for _, name := range names {
+		if err := n.cfg.FS.Remove(path.Join(dir, name)); err != nil {
+			return fmt.Errorf("raftphb: remove store %s: %w", dir, err)
+		}
+	}
+	for _, f := range []string{snap, snap + ".tmp"} {
+		if err := n.cfg.FS.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("raftphb: remove store %s: %w", f, err)
+		}
+	}
+	if len(names) > 0 {
+		if err := n.cfg.FS.SyncDir(dir); err != nil {
+			return fmt.Errorf("raftphb: remove store %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// install makes the store hold what a snapshot from the leader carries
+// (its store image, at least everything up to the snapshot's index),
+// durably, before the snapshot replaces the Raft log: the store is what
+// the Raft log then rebuilds from. A store that reaches the image's first
+// record takes just the records it lacks; any other is replaced by a new
+// generation.
+func (n *Node) install(snap *raftpb.Snapshot) error {
+	want, data, err := raftphb.DecodeSnapshot(snap.GetData())
+	if err == nil && data == nil {
+		err = errors.New("a reference, not a transfer")
+	}
+	var img storage.Image
+	if err == nil {
+		img, err = storage.DecodeImage(data)
+	}
+	if err == nil && img.Next() < want {
+		err = fmt.Errorf("the image ends at %d, before the snapshot's pubend index %d", img.Next(), want)
+	}
+	if err != nil {
+		return fmt.Errorf("raftphb: snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+	}
+	_, next := n.store.Bounds()
+	switch {
+	case next >= img.Next():
+		// Already held (the store kept more than its Raft log).
+	case next >= img.First:
+		recs := make([]msg.Record, 0, img.Next()-next)
+		for _, p := range img.Records[next-img.First:] {
+			r, err := msg.DecodeRecord(p)
+			if err != nil {
+				return fmt.Errorf("raftphb: snapshot at %d: %w", snap.GetMetadata().GetIndex(), err)
+			}
+			recs = append(recs, r)
+		}
+		if _, err := n.store.Append(recs); err != nil {
+			return fmt.Errorf("pubend store: %w", err)
+		}
+		n.storeDirty += len(recs)
+	default:
+		if err := n.replaceStore(img); err != nil {
+			return err
+		}
+	}
+	if err := n.syncStore(); err != nil {
+		return err
+	}
+	if err := n.rlog.ApplySnapshot(snapshotRef(snap)); err != nil {
+		return err
+	}
+	n.inStore, n.synced = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetIndex()
+	n.snapshotsInstalled++
+	return nil
+}
+
+// snapshotRef returns snap with its data reduced to the reference.
+func snapshotRef(snap *raftpb.Snapshot) *raftpb.Snapshot {
+	s := proto.CloneOf(snap)
+	s.Data = raftphb.SnapshotRef(s.GetData())
+	return s
+}
+
+// replaceStore installs img as the store's next generation.
+func (n *Node) replaceStore(img storage.Image) error {
+	gen := n.storeGen + 1
+	if err := n.removeStore(gen); err != nil { // a crash's half-installed one
+		return err
+	}
+	dir, snapPath := n.storePaths(gen)
+	store, err := storage.Install(n.cfg.FS, dir, snapPath, n.cfg.LogOptions, img)
+	if err != nil {
+		return err
+	}
+	if err := eventlog.WriteSnapshot(n.cfg.FS, path.Join(n.cfg.Dir, storeGenFile), [][]byte{binary.AppendUvarint(nil, gen)}); err != nil {
+		store.Close()
+		return fmt.Errorf("raftphb: switch the store: %w", err)
+	}
+	old := n.storeGen
+	_ = n.store.Close() // replaced: its errors no longer matter
+	n.store, n.storeGen, n.storeDirty = store, gen, 0
+	return n.removeStore(old)
+}
+
+// send hands m to the transport; a snapshot for a member that needs
+// compacted entries leaves with this member's store image (a transfer).
+func (n *Node) send(m *raftpb.Message) error {
+	if m.GetType() != raftpb.MsgSnap {
+		n.cfg.Send(m)
+		return nil
+	}
+	next, _, err := raftphb.DecodeSnapshot(m.GetSnapshot().GetData())
+	if err != nil {
+		return fmt.Errorf("raftphb: outgoing snapshot: %w", err)
+	}
+	if err := n.syncStore(); err != nil {
+		return err
+	}
+	img, err := n.store.Image()
+	if err != nil {
+		return fmt.Errorf("pubend store: %w", err)
+	}
+	if img.Next() < next {
+		return fmt.Errorf("raftphb: snapshot at pubend index %d, the store ends at %d", next, img.Next())
+	}
+	data := raftphb.EncodeSnapshot(next, img.Encode(nil))
+	if len(data) > n.cfg.Compaction.MaxSnapshotBytes {
+		return nil // the leader reports it failed later and tries again
+	}
+	m = proto.CloneOf(m)
+	m.Snapshot.Data = data
+	n.snapshotsSent++
+	n.snapshotBytes = max(n.snapshotBytes, len(data))
+	n.cfg.Send(m)
+	return nil
+}
+
+// maybeCompact compacts the Raft log once it holds Compaction.Every
+// entries more than Retain below the applied index: to the applied index
+// minus Retain, never past what the store holds durably (it syncs the
+// store first), so a restart finds every compacted batch in the store.
+func (n *Node) maybeCompact() error {
+	c := n.cfg.Compaction
+	st := n.rep.Status()
+	if n.written != nil || n.inStore < st.FirstIndex+c.Every+c.Retain {
+		return nil
+	}
+	if !n.cfg.CompactUnsynced {
+		if err := n.syncStore(); err != nil {
+			return err
+		}
+	}
+	bound := n.synced
+	if n.cfg.CompactUnsynced {
+		bound = n.inStore
+	}
+	top := min(bound, st.Applied)
+	if top < st.FirstIndex+c.Retain {
+		return nil
+	}
+	to := top - c.Retain
+	snap, err := n.rep.Compact(to)
+	if err != nil {
+		return err
+	}
+	if err := n.rlog.Compact(snap); err != nil {
+		return err
+	}
+	n.compactions++
+	return nil
+}
+
+// Stats describes the member's Raft log and snapshots.
+type Stats struct {
+	Log raftlog.Stats
+	// Compactions of the Raft log; snapshots sent to members that needed
+	// compacted entries (and the largest, in bytes) and installed here.
+	Compactions, SnapshotsSent, SnapshotsInstalled uint64
+	MaxSnapshotBytes                               int
+}
+
+// Stats returns the member's Raft log size (as of the last completed
+// Ready) and snapshot counters. Like RunJobs, it may be called while
+// SyncLog runs.
+func (n *Node) Stats() Stats {
+	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
+		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes}
 }

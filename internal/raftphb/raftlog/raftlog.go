@@ -21,13 +21,35 @@
 // Ready counts as persisted only after Sync returns nil; what a crash
 // loses was never acknowledged to a peer (messages leave after the Sync).
 //
-// Compaction is not done yet: the log keeps every record, and a restarting
-// member replays them all (see docs/ARCHITECTURE.md, "Replicated PHB").
+// # Compaction
+//
+// Compact(snap) drops the entries up to the snapshot's index, which the
+// member's pubend store holds durably (internal/raftphb/node decides when).
+// The eventlog drops only whole segments from its front, so compaction
+// first writes the file <dir>/snapshot (atomically: eventlog.WriteSnapshot)
+// with three frames:
+//
+//	start:      uvarint, the eventlog index of the first record to replay
+//	snapshot:   raftpb.Snapshot (index, term, ConfState, the replica's data)
+//	hard state: raftpb.HardState, the last one written before start
+//
+// and then removes the segments wholly below start. Entry records are
+// written in index order except where an overwrite cuts the log, so the
+// current entry at index+1 is the first current record above the snapshot:
+// start is its eventlog index (or the log's end when there is none), and
+// every record below start is an entry at or below the snapshot's index, a
+// cut-off entry or an older hard state. Open replays from start only. A
+// crash between the file and the removal leaves segments that Open skips;
+// one before the file leaves the old log. ApplySnapshot does the same for a
+// snapshot received from the leader, dropping the whole log.
 package raftlog
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -40,6 +62,8 @@ import (
 const (
 	kindEntry     byte = 'e'
 	kindHardState byte = 'h'
+
+	snapshotFile = "snapshot"
 )
 
 // ErrCorrupt reports records that do not make a Raft log (a gap between
@@ -49,8 +73,28 @@ var ErrCorrupt = errors.New("raftlog: corrupt raft log")
 
 // Log is an open Raft log. Not safe for concurrent use.
 type Log struct {
+	fs  vfs.FS
+	dir string
 	l   *eventlog.Log
 	buf []byte
+
+	// snap is the last snapshot (nil: none; the log starts at index 1);
+	// pos[k] is the eventlog index of the current record of entry
+	// snap index+1+k; hs is the last hard state written.
+	snap *raftpb.Snapshot
+	pos  []uint64
+	hs   *raftpb.HardState
+}
+
+// Stats describes a Raft log's size, for status pages and measurements.
+type Stats struct {
+	// FirstIndex is the first Raft index the log holds (the snapshot's
+	// index plus one); Entries how many it holds from there.
+	FirstIndex, Entries uint64
+	// Records and Bytes are the eventlog's, including records below the
+	// snapshot that wait for their segment to go.
+	Records uint64
+	Bytes   int64
 }
 
 // Open opens (or creates) the Raft log in dir and returns what it holds,
@@ -62,7 +106,19 @@ func Open(fsys vfs.FS, dir string, opts eventlog.Options) (*Log, raftphb.Restore
 	if err != nil {
 		return nil, st, rec, fmt.Errorf("raftlog: %w", err)
 	}
-	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
+	lg := &Log{fs: fsys, dir: dir, l: l}
+	start, err := lg.readSnapshot()
+	if err != nil {
+		l.Close()
+		return nil, raftphb.Restored{}, rec, err
+	}
+	if start < l.FirstIndex() || start > l.NextIndex() {
+		l.Close()
+		return nil, raftphb.Restored{}, rec, fmt.Errorf("%w: %s: the snapshot starts the log at record %d, which holds records %d to %d", ErrCorrupt, dir, start, l.FirstIndex(), l.NextIndex())
+	}
+	base := lg.snapIndex()
+	st.Snapshot, st.HardState = lg.snap, lg.hs
+	err = l.Replay(start, func(i uint64, p []byte) error {
 		if len(p) < 1 {
 			return fmt.Errorf("%w: record %d is empty", ErrCorrupt, i)
 		}
@@ -72,11 +128,12 @@ func Open(fsys vfs.FS, dir string, opts eventlog.Options) (*Log, raftphb.Restore
 			if err := proto.Unmarshal(p[1:], e); err != nil {
 				return fmt.Errorf("%w: record %d: %w", ErrCorrupt, i, err)
 			}
-			ents, err := place(st.Entries, e)
+			ents, err := place(st.Entries, base, e)
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
 			st.Entries = ents
+			lg.pos = append(lg.pos[:len(ents)-1], i)
 		case kindHardState:
 			hs := &raftpb.HardState{}
 			if err := proto.Unmarshal(p[1:], hs); err != nil {
@@ -92,26 +149,61 @@ func Open(fsys vfs.FS, dir string, opts eventlog.Options) (*Log, raftphb.Restore
 		l.Close()
 		return nil, raftphb.Restored{}, rec, fmt.Errorf("raftlog %s: %w", dir, err)
 	}
-	if hs := st.HardState; hs != nil && hs.GetCommit() > lastIndex(st.Entries) {
+	lg.hs = st.HardState
+	if hs := st.HardState; hs != nil && hs.GetCommit() > lastIndex(base, st.Entries) {
 		l.Close()
-		return nil, raftphb.Restored{}, rec, fmt.Errorf("%w: %s: hard state commits %d, log ends at %d", ErrCorrupt, dir, hs.GetCommit(), lastIndex(st.Entries))
+		return nil, raftphb.Restored{}, rec, fmt.Errorf("%w: %s: hard state commits %d, log ends at %d", ErrCorrupt, dir, hs.GetCommit(), lastIndex(base, st.Entries))
 	}
-	return &Log{l: l}, st, rec, nil
+	return lg, st, rec, nil
 }
 
-// place puts e into ents (which start at index 1), cutting off whatever
-// was at e's index and above.
-func place(ents []*raftpb.Entry, e *raftpb.Entry) ([]*raftpb.Entry, error) {
+// readSnapshot loads the snapshot file, if any, and returns the eventlog
+// index to replay from.
+func (l *Log) readSnapshot() (start uint64, err error) {
+	name := path.Join(l.dir, snapshotFile)
+	frames, err := eventlog.ReadSnapshot(l.fs, name)
+	if err != nil {
+		return 0, fmt.Errorf("raftlog: %w", err)
+	}
+	if len(frames) == 0 {
+		return l.l.FirstIndex(), nil
+	}
+	if len(frames) != 3 {
+		return 0, fmt.Errorf("%w: %s has %d frames", ErrCorrupt, name, len(frames))
+	}
+	start, k := binary.Uvarint(frames[0])
+	if k <= 0 || k != len(frames[0]) {
+		return 0, fmt.Errorf("%w: %s: bad start", ErrCorrupt, name)
+	}
+	snap, hs := &raftpb.Snapshot{}, &raftpb.HardState{}
+	if err := proto.Unmarshal(frames[1], snap); err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
+	}
+	if err := proto.Unmarshal(frames[2], hs); err != nil {
+		return 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
+	}
+	l.snap = snap
+	if !proto.Equal(hs, &raftpb.HardState{}) {
+		l.hs = hs
+	}
+	return start, nil
+}
+
+func (l *Log) snapIndex() uint64 { return l.snap.GetMetadata().GetIndex() }
+
+// place puts e into ents (which start at index base+1), cutting off
+// whatever was at e's index and above.
+func place(ents []*raftpb.Entry, base uint64, e *raftpb.Entry) ([]*raftpb.Entry, error) {
 	i := e.GetIndex()
-	if i == 0 || i > uint64(len(ents))+1 {
-		return nil, fmt.Errorf("%w: entry %d after %d entries", ErrCorrupt, i, len(ents))
+	if i <= base || i > base+uint64(len(ents))+1 {
+		return nil, fmt.Errorf("%w: entry %d after %d entries from %d", ErrCorrupt, i, len(ents), base+1)
 	}
-	return append(ents[:i-1], e), nil
+	return append(ents[:i-base-1], e), nil
 }
 
-func lastIndex(ents []*raftpb.Entry) uint64 {
+func lastIndex(base uint64, ents []*raftpb.Entry) uint64 {
 	if len(ents) == 0 {
-		return 0
+		return base
 	}
 	return ents[len(ents)-1].GetIndex()
 }
@@ -119,27 +211,116 @@ func lastIndex(ents []*raftpb.Entry) uint64 {
 // Append buffers a Ready's entries and hard state (nil: unchanged), in
 // that order; nothing is durable before Sync.
 func (l *Log) Append(ents []*raftpb.Entry, hs *raftpb.HardState) error {
+	base := l.snapIndex()
 	for _, e := range ents {
-		if err := l.add(kindEntry, e); err != nil {
+		i := e.GetIndex()
+		if i <= base || i > base+uint64(len(l.pos))+1 {
+			return fmt.Errorf("raftlog: entry %d does not follow the log (%d entries from %d)", i, len(l.pos), base+1)
+		}
+		at, err := l.add(kindEntry, e)
+		if err != nil {
 			return err
 		}
+		l.pos = append(l.pos[:i-base-1], at)
 	}
 	if hs != nil {
-		return l.add(kindHardState, hs)
+		if _, err := l.add(kindHardState, hs); err != nil {
+			return err
+		}
+		l.hs = hs
 	}
 	return nil
 }
 
-func (l *Log) add(kind byte, m proto.Message) error {
+func (l *Log) add(kind byte, m proto.Message) (uint64, error) {
 	var err error
 	l.buf = append(l.buf[:0], kind)
 	if l.buf, err = (proto.MarshalOptions{}).MarshalAppend(l.buf, m); err != nil {
-		return fmt.Errorf("raftlog: encode: %w", err)
+		return 0, fmt.Errorf("raftlog: encode: %w", err)
 	}
-	if _, err := l.l.Append(l.buf); err != nil {
+	at, err := l.l.Append(l.buf)
+	if err != nil {
+		return 0, fmt.Errorf("raftlog: %w", err)
+	}
+	return at, nil
+}
+
+// Compact drops the entries up to snap's index (which the log must hold)
+// for snap: durable when it returns (it syncs what was appended first).
+// The caller guarantees that the state machine holds those entries
+// durably.
+func (l *Log) Compact(snap *raftpb.Snapshot) error {
+	base, i := l.snapIndex(), snap.GetMetadata().GetIndex()
+	if i <= base || i > base+uint64(len(l.pos)) {
+		return fmt.Errorf("raftlog: compact to %d: the log holds %d to %d", i, base+1, base+uint64(len(l.pos)))
+	}
+	start := l.l.NextIndex()
+	if k := i - base; k < uint64(len(l.pos)) {
+		start = l.pos[k]
+	}
+	if err := l.cut(snap, start); err != nil {
+		return err
+	}
+	l.pos = slices.Clone(l.pos[i-base:])
+	return nil
+}
+
+// ApplySnapshot replaces the whole log by snap (a snapshot the member
+// received and installed): durable when it returns. Entries and the hard
+// state of the same Ready are appended after it.
+func (l *Log) ApplySnapshot(snap *raftpb.Snapshot) error {
+	if i := snap.GetMetadata().GetIndex(); i <= l.snapIndex() {
+		return fmt.Errorf("raftlog: snapshot at %d is not past the log's at %d", i, l.snapIndex())
+	}
+	if err := l.cut(snap, l.l.NextIndex()); err != nil {
+		return err
+	}
+	l.pos = nil
+	return nil
+}
+
+// cut makes snap the log's snapshot with replay starting at record start,
+// then drops the segments below start.
+func (l *Log) cut(snap *raftpb.Snapshot, start uint64) error {
+	// Every record below start must be durable before the file says
+	// replay starts there: a crash must not take back records that a
+	// replay would skip while later appends reuse their indexes.
+	if err := l.l.Sync(); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
+	}
+	sb, err := proto.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("raftlog: encode snapshot: %w", err)
+	}
+	// The hard state replayed with the snapshot commits at least its
+	// index (Raft refuses to start with a commit below its snapshot): a
+	// snapshot received from the leader is written before the hard state
+	// of its Ready, which a crash may lose.
+	hs := &raftpb.HardState{Term: new(snap.GetMetadata().GetTerm())}
+	if l.hs != nil {
+		hs = proto.Clone(l.hs).(*raftpb.HardState)
+	}
+	if hs.GetCommit() < snap.GetMetadata().GetIndex() {
+		hs.Commit = new(snap.GetMetadata().GetIndex())
+	}
+	hb, err := proto.Marshal(hs)
+	if err != nil {
+		return fmt.Errorf("raftlog: encode hard state: %w", err)
+	}
+	if err := eventlog.WriteSnapshot(l.fs, path.Join(l.dir, snapshotFile), [][]byte{binary.AppendUvarint(nil, start), sb, hb}); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
+	}
+	l.snap, l.hs = snap, hs
+	if err := l.l.TruncateFront(start); err != nil {
 		return fmt.Errorf("raftlog: %w", err)
 	}
 	return nil
+}
+
+// Stats returns the log's size.
+func (l *Log) Stats() Stats {
+	return Stats{FirstIndex: l.snapIndex() + 1, Entries: uint64(len(l.pos)),
+		Records: l.l.NextIndex() - l.l.FirstIndex(), Bytes: l.l.Size()}
 }
 
 // Sync makes everything appended durable (one fsync: group commit of a

@@ -4,39 +4,61 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/raftphb"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
-// state is what a Raft log holds at one moment.
+// state is what a Raft log holds at one moment: the entries from index 1
+// (those up to snap were compacted away) and the hard state.
 type state struct {
 	hs   *raftpb.HardState
 	ents []*raftpb.Entry
+	snap uint64
 }
 
 func (s state) String() string {
-	out := fmt.Sprintf("hs=%v [", s.hs.GetCommit())
-	for _, e := range s.ents {
+	out := fmt.Sprintf("hs=%v snap=%d [", s.hs.GetCommit(), s.snap)
+	for _, e := range s.ents[s.snap:] {
 		out += fmt.Sprintf(" %d/%d", e.GetTerm(), e.GetIndex())
 	}
 	return out + " ]"
 }
 
+// recovered is what Open restored, as a state whose compacted entries
+// are taken from like (the state it is compared with).
+func recovered(st raftphb.Restored, like state) state {
+	snap := st.Snapshot.GetMetadata().GetIndex()
+	ents := slices.Clone(like.ents[:min(snap, uint64(len(like.ents)))])
+	return state{hs: st.HardState, ents: append(ents, st.Entries...), snap: snap}
+}
+
 func equal(a, b state) bool {
-	if !proto.Equal(a.hs, b.hs) || len(a.ents) != len(b.ents) {
+	if a.snap != b.snap || !proto.Equal(a.hs, b.hs) || len(a.ents) != len(b.ents) {
 		return false
 	}
-	for i := range a.ents {
+	for i := a.snap; i < uint64(len(a.ents)); i++ {
 		if !proto.Equal(a.ents[i], b.ents[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// matches returns the state of history that Open's st is, if any.
+func matches(st raftphb.Restored, history []state) (state, bool) {
+	for _, h := range history {
+		if got := recovered(st, h); equal(got, h) {
+			return got, true
+		}
+	}
+	return state{}, false
 }
 
 func entry(term, index uint64, data string) *raftpb.Entry {
@@ -52,11 +74,23 @@ func entry(term, index uint64, data string) *raftpb.Entry {
 // survive as a prefix: entries before the hard state).
 func TestCrashKeepsSyncedReadies(t *testing.T) {
 	for seed := uint64(1); seed <= 200; seed++ {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { crashRun(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { crashRun(t, seed, false) })
 	}
 }
 
-func crashRun(t *testing.T, seed uint64) {
+// TestCompactionSurvivesCrashes is TestCrashKeepsSyncedReadies with
+// compactions (to a committed index) and snapshots received from a leader
+// (ApplySnapshot, past the log's end) between Readies, in small segments
+// so that compaction removes some: a compaction is durable when it
+// returns, and the recovered log never holds an entry at or below its
+// snapshot, nor loses one above it.
+func TestCompactionSurvivesCrashes(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { crashRun(t, seed, true) })
+	}
+}
+
+func crashRun(t *testing.T, seed uint64, compact bool) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	fs := vfs.NewMem()
 	opts := eventlog.Options{SegmentBytes: 512}
@@ -65,6 +99,7 @@ func crashRun(t *testing.T, seed uint64) {
 		t.Fatal(err)
 	}
 	cur := state{hs: st.HardState, ents: st.Entries}
+	compactions, installs := 0, 0
 	// history holds the state after each record written since the last
 	// successful sync; history[0] is the synced state.
 	history := []state{cur}
@@ -80,18 +115,45 @@ func crashRun(t *testing.T, seed uint64) {
 			if err != nil {
 				t.Fatalf("step %d: reopen: %v", step, err)
 			}
-			got := state{hs: st.HardState, ents: st.Entries}
-			ok := false
-			for _, h := range history {
-				ok = ok || equal(got, h)
-			}
+			got, ok := matches(st, history)
 			if !ok {
-				t.Fatalf("step %d: recovered %v, want one of %v", step, got, history)
+				t.Fatalf("step %d: recovered %v, want one of %v", step, recovered(st, history[0]), history)
 			}
 			cur, history = got, []state{got}
 			if cur.hs != nil {
 				term, commit = max(term, cur.hs.GetTerm()), cur.hs.GetCommit()
 			}
+		case compact && rng.IntN(8) == 0 && commit > cur.snap:
+			// Compact to a committed index (the state machine holds it).
+			i := cur.snap + 1 + uint64(rng.IntN(int(commit-cur.snap)))
+			snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(i), Term: new(cur.ents[i-1].GetTerm())}, Data: []byte("ref")}
+			if err := l.Compact(snap); err != nil {
+				t.Fatalf("step %d: compact to %d: %v", step, i, err)
+			}
+			cur.snap = i
+			history = []state{cur}
+			compactions++
+		case compact && rng.IntN(40) == 0:
+			// A snapshot from the leader, past the log's end: the log is
+			// replaced; its hard state commits at least the snapshot.
+			i := uint64(len(cur.ents)) + 1 + uint64(rng.IntN(5))
+			term++
+			snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(i), Term: new(term)}, Data: []byte("ref")}
+			if err := l.ApplySnapshot(snap); err != nil {
+				t.Fatalf("step %d: apply snapshot at %d: %v", step, i, err)
+			}
+			cur.ents = cur.ents[:0:0]
+			for k := uint64(1); k <= i; k++ {
+				cur.ents = append(cur.ents, entry(term, k, "snapshot"))
+			}
+			hs := &raftpb.HardState{Term: new(term)}
+			if cur.hs != nil {
+				hs = proto.CloneOf(cur.hs)
+			}
+			hs.Commit = new(max(hs.GetCommit(), i))
+			cur.hs, cur.snap, commit = hs, i, i
+			history = []state{cur}
+			installs++
 		default:
 			// One Ready: maybe a new term that overwrites part of the
 			// uncommitted suffix, some entries, a hard state.
@@ -121,6 +183,9 @@ func crashRun(t *testing.T, seed uint64) {
 			}
 			for _, e := range ents {
 				cur.ents = append(cur.ents[:e.GetIndex()-1:e.GetIndex()-1], e)
+				if e.GetIndex() <= cur.snap {
+					t.Fatalf("step %d: the model overwrote compacted entry %d", step, e.GetIndex())
+				}
 				history = append(history, cur)
 			}
 			if hs != nil {
@@ -139,13 +204,9 @@ func crashRun(t *testing.T, seed uint64) {
 				if err != nil {
 					t.Fatalf("step %d: reopen after failed fsync: %v", step, err)
 				}
-				got := state{hs: st.HardState, ents: st.Entries}
-				ok := false
-				for _, h := range history {
-					ok = ok || equal(got, h)
-				}
+				got, ok := matches(st, history)
 				if !ok {
-					t.Fatalf("step %d: recovered %v after a failed fsync, want one of %v", step, got, history)
+					t.Fatalf("step %d: recovered %v after a failed fsync, want one of %v", step, recovered(st, history[0]), history)
 				}
 				cur, history = got, []state{got}
 				if cur.hs != nil {
@@ -162,6 +223,9 @@ func crashRun(t *testing.T, seed uint64) {
 	if crashes == 0 {
 		t.Fatalf("seed %d crashed nothing", seed)
 	}
+	if compact && compactions == 0 {
+		t.Fatalf("seed %d compacted nothing", seed)
+	}
 }
 
 // TestGapIsCorruption: entries that skip an index are refused, not
@@ -172,7 +236,15 @@ func TestGapIsCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Append([]*raftpb.Entry{entry(1, 1, "a"), entry(1, 3, "c")}, nil); err != nil {
+	if err := l.Append([]*raftpb.Entry{entry(1, 1, "a"), entry(1, 3, "c")}, nil); err == nil {
+		t.Fatal("Append took an entry after a gap")
+	}
+	// Write the gap behind Append's back, as a bug or a bad disk would.
+	b, err := proto.Marshal(entry(1, 3, "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.l.Append(append([]byte{kindEntry}, b...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Sync(); err != nil {

@@ -1,0 +1,118 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/vfs"
+)
+
+// Image is a store's content as it is on disk: the payloads of its
+// snapshot and of its log's records from index First. A replicated PHB
+// member that needs entries its leader's Raft log compacted installs the
+// leader's store image (internal/raftphb/node).
+type Image struct {
+	Snapshot [][]byte
+	First    uint64
+	Records  [][]byte
+}
+
+// ErrBadImage reports an encoded image that does not decode.
+var ErrBadImage = errors.New("storage: bad store image")
+
+// Image reads the store's content back. It reads the log's files: Sync
+// first, or the records appended since are missing.
+func (s *Store) Image() (Image, error) {
+	snap, err := eventlog.ReadSnapshot(s.fs, s.snapPath)
+	if err != nil {
+		return Image{}, fmt.Errorf("storage: image: %w", err)
+	}
+	img := Image{Snapshot: snap, First: s.log.FirstIndex()}
+	err = s.log.Replay(img.First, func(_ uint64, p []byte) error {
+		img.Records = append(img.Records, append([]byte(nil), p...))
+		return nil
+	})
+	if err != nil {
+		return Image{}, fmt.Errorf("storage: image: %w", err)
+	}
+	return img, nil
+}
+
+// Next is the index after the image's last record.
+func (img Image) Next() uint64 { return img.First + uint64(len(img.Records)) }
+
+// Encode appends the image's encoding to dst:
+//
+//	first uvarint | n uvarint | (len uvarint | payload)*n | m uvarint | (len uvarint | payload)*m
+//
+// the n snapshot payloads, then the m log records.
+func (img Image) Encode(dst []byte) []byte {
+	dst = binary.AppendUvarint(dst, img.First)
+	for _, ps := range [][][]byte{img.Snapshot, img.Records} {
+		dst = binary.AppendUvarint(dst, uint64(len(ps)))
+		for _, p := range ps {
+			dst = binary.AppendUvarint(dst, uint64(len(p)))
+			dst = append(dst, p...)
+		}
+	}
+	return dst
+}
+
+// DecodeImage decodes Image.Encode's encoding; the payloads alias b.
+func DecodeImage(b []byte) (Image, error) {
+	var img Image
+	first, k := binary.Uvarint(b)
+	if k <= 0 {
+		return img, fmt.Errorf("%w: first index", ErrBadImage)
+	}
+	img.First, b = first, b[k:]
+	for _, ps := range []*[][]byte{&img.Snapshot, &img.Records} {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)) {
+			return img, fmt.Errorf("%w: count", ErrBadImage)
+		}
+		b = b[k:]
+		for i := uint64(0); i < n; i++ {
+			l, k := binary.Uvarint(b)
+			if k <= 0 || l > uint64(len(b)-k) {
+				return img, fmt.Errorf("%w: payload %d length", ErrBadImage, i)
+			}
+			*ps = append(*ps, b[k:k+int(l)])
+			b = b[k+int(l):]
+		}
+	}
+	if len(b) != 0 {
+		return img, fmt.Errorf("%w: %d trailing bytes", ErrBadImage, len(b))
+	}
+	return img, nil
+}
+
+// Install creates a store in dir (which must hold no log) with snapPath
+// as its snapshot, holding img, and syncs it: durable when it returns.
+func Install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, img Image) (*Store, error) {
+	if err := eventlog.WriteSnapshot(fsys, snapPath, img.Snapshot); err != nil {
+		return nil, fmt.Errorf("storage: install: %w", err)
+	}
+	opts.Base = img.First
+	l, _, err := eventlog.Open(fsys, dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("storage: install: %w", err)
+	}
+	if l.FirstIndex() != img.First || l.NextIndex() != img.First {
+		l.Close()
+		return nil, fmt.Errorf("storage: install into %s: it holds records %d to %d", dir, l.FirstIndex(), l.NextIndex())
+	}
+	for _, p := range img.Records {
+		if _, err := l.Append(p); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("storage: install: %w", err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("storage: install: %w", err)
+	}
+	return &Store{fs: fsys, snapPath: snapPath, log: l}, nil
+}
