@@ -111,6 +111,7 @@ func (e *Engine) tickRegulator(ps *pstream) {
 			c.admit = nil // let the backing array go after a burst
 		}
 	}
+	c.reg.Observe(c.position, ps.in.AckPrefix)
 	// m_pubend is the latest assigned tick (§3.1): an idle pubend's
 	// position stays put, so its SHBs, whose horizons have passed it, are
 	// not taken to lag while silence makes its way down.
