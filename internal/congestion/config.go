@@ -125,7 +125,7 @@ type Config struct {
 
 	// DeliveryFloor: a rate decrease goes no lower than this fraction of
 	// the rate at which the pubend's tree acknowledged events over the last
-	// DCQ interval, and no higher than that rate (Regulator.OnUCA). Default
+	// two seconds, and no higher than that rate (Regulator.OnUCA). Default
 	// 0.5 (our addition): the queue ahead of the bottleneck drains at half
 	// its rate while it stays busy. 0 decreases by eq. 2 and 3 alone, down
 	// to r_min, as Table 1 does.

@@ -1,6 +1,10 @@
 package congestion
 
-import "github.com/aerie-mq/aerie/internal/tick"
+import (
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/tick"
+)
 
 // delivery estimates the rate, in events per second, at which a pubend's
 // tree takes its events: how fast the pubend's ack prefix (the lowest tick
@@ -16,11 +20,21 @@ import "github.com/aerie-mq/aerie/internal/tick"
 type delivery struct {
 	hist  []countAt // ascending position; the first is at or below the ack prefix
 	taken uint64    // events below the ack prefix (a lower bound)
-	// Over the last DCQ interval: the count taken at its start, and the
-	// rate measured at its end.
-	takenAtMeasure uint64
-	rate           float64
+	// marks are (time, taken) at each measurement over the last
+	// deliveryWindow and one before it; rate is measured across them.
+	marks []takenAt
+	rate  float64
 }
+
+type takenAt struct {
+	at    tick.Time
+	taken uint64
+}
+
+// deliveryWindow is what the delivery rate is measured over: acks move the
+// pubend's ack prefix in steps (every AckInterval, 200 ms, at each hop), so
+// a shorter window would often see no step at all and read a stalled tree.
+const deliveryWindow = 2 * time.Second
 
 type countAt struct {
 	pos   tick.Tick
@@ -53,10 +67,14 @@ func (d *delivery) observe(position tick.Tick, count uint64, acked tick.Tick) {
 	}
 }
 
-// measure closes a measurement interval of el seconds.
-func (d *delivery) measure(el float64) {
-	if el > 0 {
-		d.rate = float64(d.taken-d.takenAtMeasure) / el
+// measure updates the rate at now, over the last deliveryWindow (or what
+// there is of it).
+func (d *delivery) measure(now tick.Time) {
+	d.marks = append(d.marks, takenAt{now, d.taken})
+	for len(d.marks) > 2 && now.Sub(d.marks[1].at) >= deliveryWindow {
+		d.marks = d.marks[1:]
 	}
-	d.takenAtMeasure = d.taken
+	if first := d.marks[0]; now > first.at {
+		d.rate = float64(d.taken-first.taken) / now.Sub(first.at).Seconds()
+	}
 }

@@ -49,7 +49,7 @@ type Regulator struct {
 
 	total   uint64   // publishes let in since start
 	del     delivery // how fast the tree takes them (delivery.go)
-	capRate float64  // the tree's delivery rate at the last decrease
+	capRate float64  // the most the tree delivered at a decrease since the limit was set
 }
 
 // NewRegulator returns a pubend's regulator with an unlimited rate.
@@ -63,7 +63,7 @@ func (r *Regulator) Limit() float64 { return r.limit }
 func (r *Regulator) Measured() float64 { return r.measured }
 
 // Delivered is the rate, in events per second, at which the pubend's tree
-// acknowledged its events over the last DCQ interval (Observe).
+// acknowledged its events over the last two seconds (Observe).
 func (r *Regulator) Delivered() float64 { return r.del.rate }
 
 // Observe tells the regulator the pubend's position (its latest assigned
@@ -90,8 +90,8 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 		if r.throttled {
 			r.limit = Increase(r.cfg, r.limit, r.rDecr)
 			if r.capRate > r.limit {
-				// Our addition: half way back to what the tree delivered
-				// when it last alerted, the way BIC-TCP searches, so that
+				// Our addition: half way back to the most the tree
+				// delivered when it alerted, the way BIC-TCP searches, so that
 				// a limit the delivery floor held low returns to the
 				// bottleneck's rate in a few t_noUCA rather than by r_min
 				// steps (eq. 1 alone: +2 events/s every 2 s).
@@ -102,7 +102,7 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 			// alerted: the limit no longer says anything about the network
 			// (our choice; §3.1 raises only a throttled rate). The next
 			// alert starts again from the rate publishers achieve.
-			r.limit = 0
+			r.limit, r.capRate = 0, 0
 		}
 		// An increase starts a new probe: the next alert answers it, and
 		// comparing it with an alert from before would hide the overshoot.
@@ -114,7 +114,7 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 	if el := now.Sub(r.measuredAt); el > 0 {
 		r.measured = float64(r.acked) / el.Seconds()
 		r.acked, r.measuredAt = 0, now
-		r.del.measure(el.Seconds())
+		r.del.measure(now)
 	}
 	r.seq++
 	r.nextDCQ = now.Add(r.cfg.DCQInterval)
@@ -170,7 +170,9 @@ func (r *Regulator) OnUCA(now tick.Time, u msg.UCA) (Decision, error) {
 		// (the queue must shrink) and no lower than DeliveryFloor of it
 		// (the bottleneck stays busy while it does).
 		next = max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease)
-		r.capRate = d
+		// The most the tree delivered while congested is the bottleneck's
+		// rate: one two-second window may catch the acks' steps badly.
+		r.capRate = max(r.capRate, d)
 	}
 	r.limit = next
 	r.rDecr = r.limit

@@ -62,13 +62,14 @@ var (
 	dhRateDesc  = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
 	recDesc     = desc("congestion_recovering", "1 while a subscriber broker is recovering the stream.", "pubend")
 	nwndDesc    = desc("congestion_nack_window_ms", "The NACK window of a recovering stream, in milliseconds of pubend time.", "pubend")
+	delivDesc   = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, delivDesc} {
 		ch <- d
 	}
 }
@@ -123,6 +124,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			p := string(cc.Pubend)
 			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, cc.Limit, s.ID, p)
 			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(cc.Held), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(delivDesc, prometheus.GaugeValue, cc.Delivered, s.ID, p)
 			ch <- prometheus.MustNewConstMetric(dhRateDesc, prometheus.GaugeValue, cc.Rate, s.ID, p)
 			rec := 0.0
 			if cc.Recovering {
