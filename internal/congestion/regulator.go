@@ -166,7 +166,7 @@ func (r *Regulator) OnUCA(now tick.Time, u msg.UCA) (Decision, error) {
 		// the queue's delay, not one DCQ interval; by then repeated
 		// halving would have taken the rate to r_min and left the
 		// bottleneck idle (a collapse of throughput). So a decrease goes
-		// no higher than what the tree delivered over the last interval
+		// no higher than what the tree delivered over the last two seconds
 		// (the queue must shrink) and no lower than DeliveryFloor of it
 		// (the bottleneck stays busy while it does).
 		next = max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease)
