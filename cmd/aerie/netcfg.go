@@ -8,6 +8,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
@@ -44,6 +45,9 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	}
 	cfg := gd.DefaultConfig()
 	cfg.MaxRetain = b.Retain() // the PHB's early-release bound (Gryphon DS, DSN 2003 §3)
+	// Gryphon CC in every broker alike (config.Network.CongestionOn).
+	cfg.CongestionControl = n.CongestionOn()
+	cfg.Congestion = congestion.BrokerConfig()
 	opts := broker.Options{
 		Monkey: monkey,
 		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: cfg, Listen: b.Listen, Clients: b.Clients, MQTT: b.MQTT,

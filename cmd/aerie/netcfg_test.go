@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
@@ -31,5 +32,40 @@ func TestReplicatedCellOptions(t *testing.T) {
 	}
 	if _, dials := opts.Upstreams["p3"]; !dials || len(opts.Upstreams) != 1 {
 		t.Fatalf("p2 dials %v, want p3 only", opts.Upstreams)
+	}
+}
+
+// A capped link turns congestion control on in every broker of the network,
+// with the broker profile; congestion_control = false turns it off.
+func TestCongestionControlOptions(t *testing.T) {
+	const net = "[[broker]]\nid = \"p1\"\nlisten = \"127.0.0.1:1\"\npubends = [\"P1\"]\n" +
+		"[[broker]]\nid = \"b1\"\nlisten = \"127.0.0.1:2\"\n[[broker]]\nid = \"s1\"\nlisten = \"127.0.0.1:3\"\n" +
+		"[[link]]\nup = \"p1\"\ndown = \"b1\"\n[[link]]\nup = \"b1\"\ndown = \"s1\"\nbandwidth = \"500KB/s\"\n"
+	for _, c := range []struct {
+		top  string
+		want bool
+	}{{"", true}, {"congestion_control = false\n", false}} {
+		n, err := config.Parse([]byte(c.top+net), "net.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{"p1", "b1", "s1"} {
+			opts, err := brokerOptions(n, id, t.TempDir(), slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opts.GD.CongestionControl != c.want {
+				t.Errorf("%q: %s runs congestion control %v, want %v", c.top, id, opts.GD.CongestionControl, c.want)
+			}
+			if opts.GD.Congestion != congestion.BrokerConfig() {
+				t.Errorf("%s: congestion config %+v, want the broker profile", id, opts.GD.Congestion)
+			}
+			if err := opts.GD.Validate(); err != nil {
+				t.Errorf("%s: %v", id, err)
+			}
+		}
+		if opts, _ := brokerOptions(n, "b1", t.TempDir(), slog.New(slog.DiscardHandler)); opts.Bandwidth["s1"] != 500_000 {
+			t.Errorf("b1 paces its link to s1 at %d B/s, want 500000", opts.Bandwidth["s1"])
+		}
 	}
 }

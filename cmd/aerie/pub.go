@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
@@ -93,7 +95,14 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		payload[i] = 'a' + byte(i%26)
 	}
 	began := time.Now()
-	results := make([]<-chan client.Result, 0, *count)
+	// Acks are read in publish order by a goroutine of their own, so that
+	// progress (sent, acked, the ack rate) can be told while publishing: a
+	// pubend under congestion control acks more slowly (Gryphon CC §4),
+	// and this is where a publisher sees it.
+	acks := newAckReader(*count, *timeout)
+	go acks.run()
+	stopProgress := acks.progress(stderr, time.Second)
+	defer stopProgress()
 	for i := 1; i <= *count; i++ {
 		if *rate > 0 {
 			if d := time.Until(began.Add(time.Duration(float64(i-1) / *rate * float64(time.Second)))); d > 0 {
@@ -107,34 +116,22 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		p["seq"] = int64(i)
 		ch, err := c.PublishAsync(client.Message{Topic: *topic, Props: p, Payload: payload})
 		if err != nil {
+			acks.allSent() // the reader ends with what is in flight
 			fmt.Fprintf(stderr, "aerie pub: %v\n", err)
 			return 1
 		}
-		results = append(results, ch)
-		if i%10000 == 0 {
-			fmt.Fprintf(stderr, "pub: %d sent\n", i)
-		}
+		acks.add(ch)
 	}
-	acked, dups := 0, 0
-	var last client.Ack
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout) // from the last publish on
-	defer cancel()
-	for _, ch := range results {
-		select {
-		case r := <-ch:
-			if r.Err != nil {
-				fmt.Fprintf(stderr, "aerie pub: %v\n", r.Err)
-				continue
-			}
-			acked++
-			if r.Ack.Duplicate {
-				dups++
-			}
-			last = r.Ack
-		case <-ctx.Done():
-			fmt.Fprintf(stdout, "published %d acked %d (timed out after %v)\n", *count, acked, *timeout)
-			return 1
-		}
+	acks.allSent()
+	<-acks.done
+	stopProgress()
+	acked, dups, last := int(acks.acked.Load()), acks.dups, acks.last
+	for _, err := range acks.errs {
+		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
+	}
+	if acks.timedOut {
+		fmt.Fprintf(stdout, "published %d acked %d (timed out after %v)\n", *count, acked, *timeout)
+		return 1
 	}
 	el := time.Since(began)
 	fmt.Fprintf(stdout, "published %d acked %d duplicates %d pubend %s last_tick %d in %v (%.0f/s)\n", *count, acked, dups,
@@ -146,4 +143,96 @@ func runPub(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// ackReader reads one publisher's acks in publish order while it publishes,
+// and reports progress.
+type ackReader struct {
+	pending chan (<-chan client.Result)
+	sentAll chan struct{}
+	done    chan struct{}
+	timeout time.Duration
+
+	sent, acked atomic.Int64
+	// Set by run, read after done.
+	dups     int
+	last     client.Ack
+	errs     []error
+	timedOut bool
+}
+
+func newAckReader(count int, timeout time.Duration) *ackReader {
+	// Room for every publish the client can have unacknowledged
+	// (client.Options.MaxInflight, 10 000) and more, so that this queue is
+	// never what holds the publisher back.
+	return &ackReader{pending: make(chan (<-chan client.Result), min(max(count, 1), 1<<15)),
+		sentAll: make(chan struct{}), done: make(chan struct{}), timeout: timeout}
+}
+
+func (a *ackReader) add(ch <-chan client.Result) {
+	a.sent.Add(1)
+	a.pending <- ch
+}
+
+// allSent says the last publish is sent: the timeout runs from here.
+func (a *ackReader) allSent() {
+	close(a.pending)
+	close(a.sentAll)
+}
+
+func (a *ackReader) run() {
+	defer close(a.done)
+	var deadline <-chan time.Time
+	sentAll := a.sentAll
+	for ch := range a.pending {
+		for waiting := true; waiting; {
+			select {
+			case r := <-ch:
+				waiting = false
+				if r.Err != nil {
+					a.errs = append(a.errs, r.Err)
+					continue
+				}
+				if r.Ack.Duplicate {
+					a.dups++
+				}
+				a.last = r.Ack
+				a.acked.Add(1)
+			case <-sentAll:
+				sentAll, deadline = nil, time.After(a.timeout)
+			case <-deadline:
+				a.timedOut = true
+				return
+			}
+		}
+	}
+}
+
+// progress writes a line to w every interval while acks come in: what was
+// sent and acknowledged, and the ack rate over the interval. It returns
+// the function that stops it (idempotent).
+func (a *ackReader) progress(w io.Writer, every time.Duration) func() {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		prev := int64(0)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-a.done:
+				return
+			case <-t.C:
+				n := a.acked.Load()
+				fmt.Fprintf(w, "pub: %d sent %d acked, %.0f/s acked\n", a.sent.Load(), n, float64(n-prev)/every.Seconds())
+				prev = n
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); wg.Wait() }) }
 }

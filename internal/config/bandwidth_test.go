@@ -70,3 +70,57 @@ bandwidth = "500KB/s"
 		}
 	}
 }
+
+// congestion_control: absent, congestion control runs where a link has a
+// bandwidth; true or false say so everywhere, and survive Marshal; any
+// other value is an error with its position.
+func TestCongestionControlKey(t *testing.T) {
+	const brokers = `
+[[broker]]
+id = "p1"
+listen = "127.0.0.1:7001"
+pubends = ["P1"]
+[[broker]]
+id = "s1"
+listen = "127.0.0.1:7002"
+clients = "127.0.0.1:7102"
+[[link]]
+up = "p1"
+down = "s1"
+`
+	for _, c := range []struct {
+		top, link string
+		want      bool
+	}{
+		{"", "", false},
+		{"", `bandwidth = "500KB/s"`, true},
+		{"congestion_control = true", "", true},
+		{"congestion_control = false", `bandwidth = "500KB/s"`, false},
+	} {
+		src := c.top + "\n" + brokers + c.link + "\n"
+		n, err := Parse([]byte(src), "net.toml")
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if n.CongestionOn() != c.want {
+			t.Errorf("%s / %s: CongestionOn %v, want %v", c.top, c.link, n.CongestionOn(), c.want)
+		}
+		out, err := n.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(out, "again.toml")
+		if err != nil || again.CongestionOn() != c.want || (again.CongestionControl == nil) != (n.CongestionControl == nil) {
+			t.Errorf("%s / %s: marshalled config reads back %v, %v:\n%s", c.top, c.link, again.CongestionControl, err, out)
+		}
+	}
+	for _, bad := range []string{`congestion_control = "off"`, "congestion_control = 0"} {
+		_, err := Parse([]byte(bad+"\n"+brokers), "net.toml")
+		if err == nil || !strings.Contains(err.Error(), "net.toml:1:") || !strings.Contains(err.Error(), "congestion_control must be true or false") {
+			t.Errorf("%s: %v, want a clear error at line 1", bad, err)
+		}
+	}
+	if _, err := Parse([]byte(brokers+"congestion_control = true\n"), "net.toml"); err == nil || !strings.Contains(err.Error(), "top-level key") {
+		t.Errorf("congestion_control inside [[link]]: %v, want the top-level hint", err)
+	}
+}

@@ -17,6 +17,11 @@
 //	up   = "phb"
 //	down = "b1"
 //
+// A link may carry bandwidth = "500KB/s": what the upstream cell sends on
+// it, per connection, is paced to that (DESIGN.md §6b). A top-level
+// congestion_control = true | false switches Gryphon CC on or off in every
+// broker; absent, it runs when some link has a bandwidth (CongestionOn).
+//
 // A top-level seeds = ["p1", "b1"] (before the first table) names the
 // brokers whose gossip address a broker joins the membership through; by
 // default every broker with a gossip address is a seed. Brokers without a
@@ -74,6 +79,30 @@ type Network struct {
 	// Users are the [[user]] tables; when there is one, every client must
 	// authenticate.
 	Users []User
+	// CongestionControl is the top-level congestion_control key: nil when
+	// absent (CongestionOn decides), else what it says. Switching it off is
+	// for experiments that watch a network collapse under overload
+	// (Gryphon CC §2).
+	CongestionControl *bool
+}
+
+// CongestionOn reports whether the brokers of the network run congestion
+// control (Gryphon CC, Middleware 2003; gd.Config.CongestionControl): what
+// congestion_control says, and when it is absent, whether any link has a
+// bandwidth. Every broker of a network decides alike: a broker without it
+// passes no DCQ on and answers none, so its subtree would go unregulated.
+//
+// Off by default on networks without a capped link because there a pubend
+// slowing down after a subscriber broker's outage (Gryphon CC §5 E1) is a
+// change of behaviour the operator did not ask for, and the swarm of the
+// simulator with congestion control everywhere is not clean yet
+// (docs/known-issues/congestion-swarm.md); congestion_control = true turns
+// it on there.
+func (n *Network) CongestionOn() bool {
+	if n.CongestionControl != nil {
+		return *n.CongestionControl
+	}
+	return len(n.Bandwidth) > 0
 }
 
 // Chaos is the [chaos] table: what the chaos monkey may do.
@@ -136,7 +165,7 @@ type Link struct {
 
 // Keys of the format, in the order Marshal writes them.
 var (
-	topKeys    = []string{"seeds", "broker", "link", "chaos"}
+	topKeys    = []string{"seeds", "congestion_control", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
 	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt"}
 	linkKeys   = []string{"up", "down", "bandwidth"}

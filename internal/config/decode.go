@@ -13,12 +13,14 @@ import (
 // decoder's first-and-only error. Undecoded keys are still tracked: a field
 // of type any counts as decoded.
 type rawNetwork struct {
-	Seeds  any         `toml:"seeds"`
-	Broker []rawBroker `toml:"broker"`
-	Link   []rawLink   `toml:"link"`
-	Chaos  *rawChaos   `toml:"chaos"`
-	TLS    *rawTLS     `toml:"tls"`
-	User   []rawUser   `toml:"user"`
+	Seeds any `toml:"seeds"`
+	// CongestionControl is congestion_control (Network.CongestionControl).
+	CongestionControl any         `toml:"congestion_control"`
+	Broker            []rawBroker `toml:"broker"`
+	Link              []rawLink   `toml:"link"`
+	Chaos             *rawChaos   `toml:"chaos"`
+	TLS               *rawTLS     `toml:"tls"`
+	User              []rawUser   `toml:"user"`
 }
 
 type rawChaos struct {
@@ -139,6 +141,13 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		n.Brokers = append(n.Brokers, b)
 	}
 	n.Seeds = p.seeds(raw.Seeds)
+	if raw.CongestionControl != nil {
+		if on, ok := raw.CongestionControl.(bool); ok {
+			n.CongestionControl = &on
+		} else {
+			p.top("congestion_control", "congestion_control must be true or false (absent: on when a link has a bandwidth), not %s", typeName(raw.CongestionControl))
+		}
+	}
 	if raw.Chaos != nil {
 		n.Chaos = &Chaos{}
 		if raw.Chaos.Spare != nil {

@@ -25,6 +25,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "seeds = [%s]\n", strings.Join(q, ", "))
 	}
+	if n.CongestionControl != nil {
+		fmt.Fprintf(&b, "congestion_control = %v\n", *n.CongestionControl)
+	}
 	if n.TLS != nil {
 		fmt.Fprintf(&b, "\n[tls]\nca = %s\n", quote(n.TLS.CA))
 	}

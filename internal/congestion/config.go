@@ -112,6 +112,24 @@ type Config struct {
 	// NackBeta (β_NACK): the recovery rate must fall by this fraction for
 	// the NACK window to close (§3.2). Default 0.3 (Table 1).
 	NackBeta float64
+
+	// QueueLag: an SHB whose doubt horizon is more than this behind the
+	// pubend's position at the last DCQ is behind a queue, and its rate
+	// samples count as measured even when it has all it has heard of
+	// (Monitor.Observe). Default 1.5s (our addition; KeepUpLag's value,
+	// which it was before it had a name of its own). Lower detects an
+	// overloaded link sooner, before the queue holds much: every second
+	// of detection lets the publishers fill the queue with (offered −
+	// capacity) events. It must exceed the path's delay and jitter.
+	QueueLag time.Duration
+
+	// DeliveryFloor: a rate decrease goes no lower than this fraction of
+	// the rate at which the pubend's tree acknowledged events over the last
+	// two seconds, and no higher than that rate (Regulator.OnUCA). Default
+	// 0.5 (our addition): the queue ahead of the bottleneck drains at half
+	// its rate while it stays busy. 0 decreases by eq. 2 and 3 alone, down
+	// to r_min, as Table 1 does.
+	DeliveryFloor float64
 }
 
 // DefaultConfig returns Table 1 of Gryphon CC and our choices (see each field).
@@ -135,7 +153,27 @@ func DefaultConfig() Config {
 		NackWindowInitial: 100 * time.Millisecond,
 		NackAlpha:         0.1,
 		NackBeta:          0.3,
+		DeliveryFloor:     0.5,
+		QueueLag:          1500 * time.Millisecond,
 	}
+}
+
+// BrokerConfig is DefaultConfig for brokers on real networks: Table 1 but
+// for two values chosen for links whose delay is milliseconds (the
+// simulator keeps DefaultConfig, so its figures stay those of Table 1).
+//
+//   - DCQInterval 250ms: an SHB learns where the pubend is four times a
+//     second, so a queue building on an overloaded link is seen, and the
+//     rate lowered, before it holds seconds of events. A DCQ is a few
+//     dozen bytes per pubend and link.
+//   - QueueLag 500ms: half a second behind the pubend's position is a
+//     queue, not the path's delay, on a LAN (a broker's own fsync and
+//     batching add tens of milliseconds).
+func BrokerConfig() Config {
+	c := DefaultConfig()
+	c.DCQInterval = 250 * time.Millisecond
+	c.QueueLag = 500 * time.Millisecond
+	return c
 }
 
 // ErrConfig reports an invalid configuration.
@@ -147,7 +185,7 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"DCQInterval", c.DCQInterval}, {"NoUCAInterval", c.NoUCAInterval}, {"SampleInterval", c.SampleInterval},
-		{"LagThreshold", c.LagThreshold}, {"KeepUpLag", c.KeepUpLag}, {"ReceiveWindow", c.ReceiveWindow},
+		{"LagThreshold", c.LagThreshold}, {"KeepUpLag", c.KeepUpLag}, {"QueueLag", c.QueueLag}, {"ReceiveWindow", c.ReceiveWindow},
 		{"NackSize", c.NackSize}, {"NackWindowInitial", c.NackWindowInitial}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%w: %s must be positive, got %v", ErrConfig, d.name, d.v)
@@ -160,7 +198,8 @@ func (c Config) Validate() error {
 	}{{"RateMinIncrease", c.RateMinIncrease, 1e-9, 1e9}, {"IncreaseFactor", c.IncreaseFactor, 0, 10},
 		{"DecreaseFactor1", c.DecreaseFactor1, 1e-9, 1 - 1e-9}, {"DecreaseFactor2", c.DecreaseFactor2, 0, 1},
 		{"Smoothing", c.Smoothing, 1e-9, 1}, {"SampleMax", c.SampleMax, 1, 1e6}, {"NonRecThreshold", c.NonRecThreshold, 0, 1},
-		{"RecThreshold", c.RecThreshold, -1, 100}, {"NackAlpha", c.NackAlpha, 0, 10}, {"NackBeta", c.NackBeta, 0, 1}} {
+		{"RecThreshold", c.RecThreshold, -1, 100}, {"NackAlpha", c.NackAlpha, 0, 10}, {"NackBeta", c.NackBeta, 0, 1},
+		{"DeliveryFloor", c.DeliveryFloor, 0, 1}} {
 		if !(f.v >= f.lo && f.v <= f.hi) { // also refuses NaN
 			return fmt.Errorf("%w: %s must be in [%g, %g], got %g", ErrConfig, f.name, f.lo, f.hi, f.v)
 		}

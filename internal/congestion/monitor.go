@@ -99,10 +99,15 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 	// silence of an outage arriving at once) must not hide later
 	// congestion for long.
 	t = min(t, m.cfg.SampleMax)
-	if dh >= m.position || ms(knownHi, dh) <= m.cfg.KeepUpLag {
+	if dh >= m.position || (ms(knownHi, dh) <= m.cfg.KeepUpLag && ms(m.position, dh) <= m.cfg.QueueLag) {
 		// Keeping up: the SHB has everything the pubend had published, or
 		// all it has heard of but a moment. An idle pubend's silence comes
-		// in steps of t_silence, so a pause is not a fall in rate.
+		// in steps of t_silence, so a pause is not a fall in rate. But
+		// behind a queue (a link slower than the stream) the SHB hears of
+		// ticks only as they arrive and so has "all it has heard of" all
+		// the time: there the last DCQ, which jumps the queue, says how far
+		// behind the pubend it is, and more than QueueLag is not keeping
+		// up.
 		t = max(t, 1)
 	}
 	m.smoothed = (1-m.cfg.Smoothing)*m.smoothed + m.cfg.Smoothing*t

@@ -46,6 +46,10 @@ type Regulator struct {
 	acked      int // publish acks released since measuredAt
 	measuredAt tick.Time
 	measured   float64 // acks/s over the last DCQ interval
+
+	total   uint64   // publishes let in since start
+	del     delivery // how fast the tree takes them (delivery.go)
+	capRate float64  // the most the tree delivered at a decrease since the limit was set
 }
 
 // NewRegulator returns a pubend's regulator with an unlimited rate.
@@ -57,6 +61,18 @@ func (r *Regulator) Limit() float64 { return r.limit }
 // Measured is the rate publish acks were released at over the last DCQ
 // interval, in events per second.
 func (r *Regulator) Measured() float64 { return r.measured }
+
+// Delivered is the rate, in events per second, at which the pubend's tree
+// acknowledged its events over the last two seconds (Observe).
+func (r *Regulator) Delivered() float64 { return r.del.rate }
+
+// Observe tells the regulator the pubend's position (its latest assigned
+// tick) and its ack prefix (everything at or below it is acknowledged by
+// every downstream broker), once per tick after the publishes let in have
+// their ticks. From them it measures the tree's delivery rate.
+func (r *Regulator) Observe(position, acked tick.Tick) {
+	r.del.observe(position, r.total, acked)
+}
 
 // Tick advances the regulator to now: it returns the DCQ to send when one is
 // due (position is the pubend's latest assigned tick, m_pubend), and applies
@@ -73,12 +89,20 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 	if r.limit > 0 && now.Sub(r.quietAt) >= r.cfg.NoUCAInterval {
 		if r.throttled {
 			r.limit = Increase(r.cfg, r.limit, r.rDecr)
+			if r.capRate > r.limit {
+				// Our addition: half way back to the most the tree
+				// delivered when it alerted, the way BIC-TCP searches, so that
+				// a limit the delivery floor held low returns to the
+				// bottleneck's rate in a few t_noUCA rather than by r_min
+				// steps (eq. 1 alone: +2 events/s every 2 s).
+				r.limit = max(r.limit, (r.limit+r.capRate)/2)
+			}
 		} else {
 			// Publishers did not reach the limit for t_noUCA and nobody
 			// alerted: the limit no longer says anything about the network
 			// (our choice; §3.1 raises only a throttled rate). The next
 			// alert starts again from the rate publishers achieve.
-			r.limit = 0
+			r.limit, r.capRate = 0, 0
 		}
 		// An increase starts a new probe: the next alert answers it, and
 		// comparing it with an alert from before would hide the overshoot.
@@ -90,6 +114,7 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 	if el := now.Sub(r.measuredAt); el > 0 {
 		r.measured = float64(r.acked) / el.Seconds()
 		r.acked, r.measuredAt = 0, now
+		r.del.measure(now)
 	}
 	r.seq++
 	r.nextDCQ = now.Add(r.cfg.DCQInterval)
@@ -133,7 +158,23 @@ func (r *Regulator) OnUCA(now tick.Time, u msg.UCA) (Decision, error) {
 		old = max(r.measured, r.cfg.RateMinIncrease)
 		r.rDecr = old
 	}
-	r.limit = max(Decrease(r.cfg, old, r.rDecr), r.cfg.RateMinIncrease)
+	next := max(Decrease(r.cfg, old, r.rDecr), r.cfg.RateMinIncrease)
+	if d := r.del.rate; d > 0 && r.cfg.DeliveryFloor > 0 {
+		// Our addition: eq. 2 and 3 lower the rate by fixed factors once
+		// per DCQ, but an SHB behind a queue keeps alerting until it has
+		// drained the events published before the decrease, which takes
+		// the queue's delay, not one DCQ interval; by then repeated
+		// halving would have taken the rate to r_min and left the
+		// bottleneck idle (a collapse of throughput). So a decrease goes
+		// no higher than what the tree delivered over the last two seconds
+		// (the queue must shrink) and no lower than DeliveryFloor of it
+		// (the bottleneck stays busy while it does).
+		next = max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease)
+		// The most the tree delivered while congested is the bottleneck's
+		// rate: one two-second window may catch the acks' steps badly.
+		r.capRate = max(r.capRate, d)
+	}
+	r.limit = next
 	r.rDecr = r.limit
 	r.holdSeq = r.seq + 1
 	r.tokens = min(r.tokens, r.burst())
@@ -149,6 +190,7 @@ func (r *Regulator) Release(now tick.Time, waiting int) int {
 	}
 	if r.limit == 0 {
 		r.acked += waiting
+		r.total += uint64(waiting)
 		return waiting
 	}
 	if el := now.Sub(r.tokensAt); el > 0 {
@@ -158,6 +200,7 @@ func (r *Regulator) Release(now tick.Time, waiting int) int {
 	n := min(int(r.tokens), waiting)
 	r.tokens -= float64(n)
 	r.acked += n
+	r.total += uint64(n)
 	if n < waiting {
 		r.throttled = true
 	}

@@ -111,6 +111,7 @@ func (e *Engine) tickRegulator(ps *pstream) {
 			c.admit = nil // let the backing array go after a burst
 		}
 	}
+	c.reg.Observe(c.position, ps.in.AckPrefix)
 	// m_pubend is the latest assigned tick (§3.1): an idle pubend's
 	// position stays put, so its SHBs, whose horizons have passed it, are
 	// not taken to lag while silence makes its way down.
@@ -226,6 +227,9 @@ type CCState struct {
 	// publishes waiting for it.
 	Limit float64 `json:"limit"`
 	Held  int     `json:"held"`
+	// Delivered is how fast the pubend's tree acknowledged its events
+	// lately, in events/s (congestion.Regulator.Delivered).
+	Delivered float64 `json:"delivered"`
 	// SHB side: smoothed doubt-horizon rate (tick-s/s), recovering, and
 	// the NACK window in milliseconds of ticks (0 when not recovering).
 	Rate       float64 `json:"rate"`
@@ -244,7 +248,7 @@ func (e *Engine) CCStates() []CCState {
 		s := CCState{Pubend: ps.id}
 		switch {
 		case ps.cc.reg != nil:
-			s.Limit, s.Held = ps.cc.reg.Limit(), len(ps.cc.admit)
+			s.Limit, s.Held, s.Delivered = ps.cc.reg.Limit(), len(ps.cc.admit), ps.cc.reg.Delivered()
 		case ps.isSubend():
 			s.Rate, s.Recovering = ps.cc.mon.Rate(), ps.cc.mon.Recovering()
 			if s.Recovering {

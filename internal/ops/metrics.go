@@ -66,13 +66,14 @@ var (
 	raftByDesc  = desc("raft_log_bytes", "Bytes of this replicated PHB member's Raft log files.")
 	raftCmpDesc = desc("raft_log_compactions_total", "Compactions of this replicated PHB member's Raft log since it started.")
 	raftSnDesc  = desc("raft_snapshots_installed_total", "Snapshots (the leader's store image) this replicated PHB member installed to catch up.")
+	delivDesc   = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, delivDesc} {
 		ch <- d
 	}
 }
@@ -133,6 +134,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			p := string(cc.Pubend)
 			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, cc.Limit, s.ID, p)
 			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(cc.Held), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(delivDesc, prometheus.GaugeValue, cc.Delivered, s.ID, p)
 			ch <- prometheus.MustNewConstMetric(dhRateDesc, prometheus.GaugeValue, cc.Rate, s.ID, p)
 			rec := 0.0
 			if cc.Recovering {

@@ -250,6 +250,15 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 	buf = buf[:0]
 	write := func() bool {
 		if c.opts.Bandwidth > 0 {
+			// A paced batch takes seconds to write when the link is
+			// congested: a DCQ or UCA queued meanwhile goes ahead of the
+			// rest of it, between two whole frames, rather than after it
+			// (Gryphon CC §3.1). The SHB learns from the DCQ how far behind
+			// the pubend it is; behind the backlog it would not.
+			buf = c.takeUrgent(buf)
+			if c.dropping() {
+				return false // closed meanwhile: the rest of a paced backlog is dropped like the queue
+			}
 			time.Sleep(c.pace.wait(time.Now(), len(buf), c.opts.Bandwidth))
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.opts.DeadAfter))
@@ -277,6 +286,28 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 		buf = nil // do not keep a one-off peak for the connection's life
 	}
 	return buf
+}
+
+// takeUrgent returns buf (whole frames) with the urgent frames queued
+// meanwhile encoded in front of it.
+func (c *Conn) takeUrgent(buf []byte) []byte {
+	c.mu.Lock()
+	if len(c.urgent) == 0 {
+		c.mu.Unlock()
+		return buf
+	}
+	urgent := append([]msg.Msg(nil), c.urgent...)
+	clear(c.urgent)
+	c.urgent = c.urgent[:0]
+	c.mu.Unlock()
+	var front []byte
+	for _, m := range urgent {
+		var err error
+		if front, err = wire.AppendFrame(front, m); err != nil {
+			continue // a DCQ or UCA always encodes; a lost one costs one round (§3.1)
+		}
+	}
+	return append(front, buf...)
 }
 
 // finish sends the Goodbye (after every byte already written, never
@@ -362,6 +393,14 @@ func (c *Conn) CloseFlush(reason string) {
 // Close closes the connection cleanly.
 func (c *Conn) Close() { c.CloseWith(errors.New("transport: closed"), "") }
 
+// dropping reports whether the connection is closed without a flush: what
+// is not yet written is dropped.
+func (c *Conn) dropping() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed && !c.flush
+}
+
 func (c *Conn) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -385,14 +424,20 @@ func (c *Conn) RemoteAddr() string { return c.nc.RemoteAddr().String() }
 // of n bytes waits until the previous ones have had their share of time.
 type pacer struct{ next time.Time }
 
+// pacerSlack is how late a write may come and still use its slot.
+const pacerSlack = 25 * time.Millisecond
+
 // wait returns how long to wait at now before writing n bytes at bw bytes
 // per second, and books the write. Idle time is not saved up: a link that
-// was quiet gets no burst above the cap.
+// was quiet gets no burst above the cap. But a late wake-up is: the OS
+// sleeps longer than asked (milliseconds on a loaded host), and a write up
+// to pacerSlack after its slot is booked from the slot, else every
+// oversleep would take its share off the link's rate.
 func (p *pacer) wait(now time.Time, n int, bw int64) time.Duration {
 	start := now
-	if p.next.After(now) {
+	if !p.next.IsZero() && now.Sub(p.next) <= pacerSlack {
 		start = p.next
 	}
 	p.next = start.Add(time.Duration(float64(n) / float64(bw) * float64(time.Second)))
-	return start.Sub(now)
+	return max(start.Sub(now), 0)
 }

@@ -210,6 +210,54 @@ func TestControlMessagesJumpTheQueue(t *testing.T) {
 	<-done
 }
 
+// On a paced link the writer takes a whole backlog as one batch and needs
+// seconds for it; a DCQ queued meanwhile still goes out within a chunk or
+// two, not after the backlog (Gryphon CC §3.1).
+func TestControlMessagesJumpAPacedBacklog(t *testing.T) {
+	// 40 KB/s: chunks of 4 KiB, about 100 ms each; 100 events of 1 KB
+	// take 2.5 s.
+	a, ra, b := pair(t, Options{Heartbeat: time.Hour, Bandwidth: 40_000})
+	const n = 100
+	for i := range n {
+		ev := &msg.Event{Pubend: "P1", Tick: tick.Tick(i + 1), Publisher: "p", Seq: uint64(i + 1), Topic: "t", Payload: make([]byte, 1000)}
+		if !a.Send(msg.Knowledge{Pubend: "P1", Start: ev.Tick, End: ev.Tick, Event: ev}) {
+			t.Fatal("send refused")
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background(), ra, func(msg.Msg) {}) }()
+	r := wire.NewReader(b, 0)
+	if m, err := r.Next(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(msg.Hello); !ok {
+		t.Fatalf("first frame %v, want a's Hello", m)
+	}
+	// The first event read means the writer holds the whole backlog.
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Send(msg.DCQ{Pubend: "P1", Seq: 7, Position: 9}) {
+		t.Fatal("send refused")
+	}
+	events := 1
+	for {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.(msg.DCQ); ok {
+			break
+		}
+		events++
+	}
+	// Two chunks of 4 KiB hold at most 8 events, plus the first one.
+	if events > 10 {
+		t.Fatalf("the DCQ came after %d of the %d events, want within two chunks", events, n)
+	}
+	a.Close()
+	<-done
+}
+
 // The pacer holds writes to the bandwidth: 10 KB at 100 KB/s books 100 ms,
 // so the next write waits for what is left of it; idle time is not saved.
 func TestPacerSpacesWrites(t *testing.T) {
@@ -228,5 +276,15 @@ func TestPacerSpacesWrites(t *testing.T) {
 	}
 	if d := p.wait(t0.Add(time.Second), 1, 100_000); d != 100*time.Millisecond {
 		t.Fatalf("next write waits %v, want 100ms", d)
+	}
+	// Slept 10 ms too long (booked up to t0+1.1s and 10 µs, the byte
+	// above): the late write keeps
+	// its slot, so the one after it waits the full 100 ms from the slot.
+	late := t0.Add(1110 * time.Millisecond)
+	if d := p.wait(late, 10_000, 100_000); d != 0 {
+		t.Fatalf("late write waits %v", d)
+	}
+	if d := p.wait(late, 1, 100_000); d != 90*time.Millisecond+10*time.Microsecond {
+		t.Fatalf("write after a late one waits %v, want 90.01ms (the oversleep made up)", d)
 	}
 }
