@@ -17,9 +17,16 @@ import (
 // said the session was present.
 func persistentPaho(t *testing.T, addr, id string, in *inbox) (paho.Client, bool) {
 	t.Helper()
+	// The message is acknowledged before the test sees it: the PUBACK is
+	// then queued ahead of any DISCONNECT the test sends next, so the
+	// session's checkpoint covers every message the test counted. With
+	// paho's automatic ack the PUBACK follows the handler, and a prompt
+	// disconnect could overtake it on a loaded machine (an unacknowledged
+	// QoS 1 message is rightly delivered again).
 	opts := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(id).
 		SetCleanSession(false).SetAutoReconnect(false).SetConnectTimeout(10 * time.Second).
-		SetDefaultPublishHandler(in.handle)
+		SetAutoAckDisabled(true).
+		SetDefaultPublishHandler(func(c paho.Client, m paho.Message) { m.Ack(); in.handle(c, m) })
 	c := paho.NewClient(opts)
 	tok := c.Connect()
 	if !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
