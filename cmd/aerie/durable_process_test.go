@@ -21,6 +21,15 @@ import (
 // subscriptions. It returns the client addresses.
 func durableNet(t *testing.T, f *procFixture, maxRetain string) map[string]string {
 	t.Helper()
+	return devNetWithData(t, f, fmt.Sprintf("pubends = [\"P1\"]\nmax_retain = %q\n", maxRetain))
+}
+
+// devNetWithData starts the dev topology p1 → b1 → s1, s2 as broker
+// processes, every broker but b1 with a client address and a data
+// directory; p1Extra is the rest of p1's table (its pubends). It returns
+// the client addresses.
+func devNetWithData(t *testing.T, f *procFixture, p1Extra string) map[string]string {
+	t.Helper()
 	addrs := map[string]string{}
 	cfg := ""
 	for _, id := range []string{"p1", "b1", "s1", "s2"} {
@@ -30,7 +39,7 @@ func durableNet(t *testing.T, f *procFixture, maxRetain string) map[string]strin
 			cfg += fmt.Sprintf("clients = %q\ndata = \"data/%s\"\n", addrs[id], id)
 		}
 		if id == "p1" {
-			cfg += fmt.Sprintf("pubends = [\"P1\"]\nmax_retain = %q\n", maxRetain)
+			cfg += p1Extra
 		}
 		cfg += "\n"
 	}

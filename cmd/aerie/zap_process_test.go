@@ -22,25 +22,7 @@ import (
 // returns the client addresses.
 func zapNet(t *testing.T, f *procFixture) map[string]string {
 	t.Helper()
-	addrs := map[string]string{}
-	cfg := ""
-	for _, id := range []string{"p1", "b1", "s1", "s2"} {
-		cfg += fmt.Sprintf("[[broker]]\nid = %q\nlisten = %q\n", id, f.addr())
-		if id != "b1" {
-			addrs[id] = f.addr()
-			cfg += fmt.Sprintf("clients = %q\ndata = \"data/%s\"\n", addrs[id], id)
-		}
-		if id == "p1" {
-			cfg += "pubends = [\"P1\", \"P2\"]\n"
-		}
-		cfg += "\n"
-	}
-	cfg += "[[link]]\nup = \"p1\"\ndown = \"b1\"\n[[link]]\nup = \"b1\"\ndown = \"s1\"\n[[link]]\nup = \"b1\"\ndown = \"s2\"\n"
-	f.writeConfig(cfg)
-	for _, id := range []string{"p1", "b1", "s1", "s2"} {
-		f.start(id)
-	}
-	return addrs
+	return devNetWithData(t, f, "pubends = [\"P1\", \"P2\"]\n")
 }
 
 // zapViewProc is a running `aerie zap view --json`: its reports and its

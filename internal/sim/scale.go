@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -189,30 +190,30 @@ func (w *world) scaleProgress() {
 
 // phbNacks sums the nacks received at the PHBs.
 func (w *world) phbNacks() uint64 {
-	var n uint64
+	var phbs []msg.NodeID
 	for _, id := range w.order {
-		if nd := w.nodes[id]; nd.broker.Role == PHB && nd.up {
-			n += nd.eng.Stats().NacksReceived
+		if w.nodes[id].broker.Role == PHB {
+			phbs = append(phbs, id)
 		}
 	}
-	return n
+	return w.nacksReceived(phbs)
 }
 
+// nacksReceived and nacksOf sum the nacks the brokers ids that are up
+// received and sent.
 func (w *world) nacksReceived(ids []msg.NodeID) uint64 {
-	var n uint64
-	for _, id := range ids {
-		if nd := w.nodes[id]; nd.up {
-			n += nd.eng.Stats().NacksReceived
-		}
-	}
-	return n
+	return w.sumStats(ids, func(st gd.Stats) uint64 { return st.NacksReceived })
 }
 
 func (w *world) nacksOf(ids []msg.NodeID) uint64 {
+	return w.sumStats(ids, func(st gd.Stats) uint64 { return st.NacksSent })
+}
+
+func (w *world) sumStats(ids []msg.NodeID, f func(gd.Stats) uint64) uint64 {
 	var n uint64
 	for _, id := range ids {
 		if nd := w.nodes[id]; nd.up {
-			n += nd.eng.Stats().NacksSent
+			n += f(nd.eng.Stats())
 		}
 	}
 	return n
