@@ -173,8 +173,8 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 		}
 		if verbose {
 			fmt.Fprintf(stdout, "seed %d\n%s\n", seeds[i], o.res.Plan)
-			fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps, %d torn log tails repaired, %d log records trimmed, %d failed fsyncs, %d payloads read back, %d refetched from upstream, %d sideways relays, %d link-status messages\n",
-				o.res.Published, o.res.Delivered, o.res.Sessions, o.res.Steps, o.res.TornTails, o.res.Trimmed, o.res.FsyncFailures, o.res.Fetches, o.res.Refetches, o.res.Relays, o.res.LinkStatuses)
+			fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps, %d torn log tails repaired, %d log records trimmed, %d failed fsyncs, %d payloads read back, %d refetched from upstream, %d sideways relays, %d link-status messages, %d requests moved to the next upstream member\n",
+				o.res.Published, o.res.Delivered, o.res.Sessions, o.res.Steps, o.res.TornTails, o.res.Trimmed, o.res.FsyncFailures, o.res.Fetches, o.res.Refetches, o.res.Relays, o.res.LinkStatuses, o.res.AsksMoved)
 			fmt.Fprintf(stdout, "membership: %d views installed, %d connections closed by a view (%d to a hung broker), %d brokers hung, %d left gracefully (%d members reported as left by installed views)\n",
 				o.res.Views, o.res.ViewDrops, o.res.RoutedAround, o.res.Hangs, o.res.Leaves, o.res.LeftInViews)
 			if o.res.LeaderServes > 0 {

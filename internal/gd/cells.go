@@ -191,13 +191,69 @@ func (e *Engine) sendAnswer(ps *pstream, o *stream.Ostream, m msg.Msg) {
 }
 
 // sendUp sends m (a nack or subscription request) towards ps's upstream
-// cell: to the member that last sent knowledge of ps, if its link is up.
+// cell: to the member that last sent knowledge of ps or answered a request
+// for it, if its link is up, else to the hash choice. A request that
+// expects an answer (askUp) may move the choice to the next member.
 func (e *Engine) sendUp(ps *pstream, m msg.Msg) {
-	if ps.lastFrom != "" && e.live[ps.lastFrom] {
-		e.send(ps.lastFrom, m)
+	to := ps.lastFrom
+	if to == "" || !e.live[to] {
+		to = e.pick(ps.up, ps.id)
+	}
+	switch m.(type) {
+	case msg.SubReq, msg.Replay, msg.Refetch:
+		to = e.askUp(ps, to)
+	}
+	e.send(to, m)
+}
+
+// askUp notes a request (SubReq, Replay, Refetch) about to go to member to
+// of ps's upstream cell, and returns the member to send it to. A member
+// that left an earlier request unanswered for NackRepetitionMin, while the
+// requests kept coming, is passed over for the next member of the cell: not
+// every member of an upstream cell can answer. A member of a replicated PHB
+// cell that does not serve has no pubends and drops what it gets (simulator
+// seeds 7069 and 7321: a durable catch-up repeated to such a member forever
+// never ended), and a member of an IB cell may have lost the pubend's
+// stream in a restart. The first answer fixes the choice (answeredUp).
+func (e *Engine) askUp(ps *pstream, to msg.NodeID) msg.NodeID {
+	ms := e.membersOf(ps.up)
+	if len(ms) == 1 {
+		return to
+	}
+	a := &ps.ask
+	switch {
+	case !a.open || a.to != to:
+		*a = upAsk{to: to, at: e.now, open: true}
+	case e.now.Sub(a.at) >= e.cfg.NackRepetitionMin:
+		next := nextMember(ms, to, e.live)
+		e.stats.AsksMoved++
+		ps.lastFrom = next
+		*a = upAsk{to: next, at: e.now, open: true}
+	}
+	return a.to
+}
+
+// answeredUp notes that member from of ps's upstream cell sent knowledge of
+// ps or answered a request for it: it serves ps, so later requests and
+// nacks go to it.
+func (e *Engine) answeredUp(ps *pstream, from msg.NodeID) {
+	if ps.pub != nil || e.cellOfNode(from) != ps.up {
 		return
 	}
-	e.send(e.pick(ps.up, ps.id), m)
+	ps.lastFrom = from
+	ps.ask.open = false
+}
+
+// nextMember returns the member after m in the sorted members ms whose
+// link is up, or the one after m when none is.
+func nextMember(ms []msg.NodeID, m msg.NodeID, live map[msg.NodeID]bool) msg.NodeID {
+	i := slices.Index(ms, m)
+	for k := 1; k < len(ms); k++ {
+		if n := ms[(i+k)%len(ms)]; live[n] {
+			return n
+		}
+	}
+	return ms[(i+1)%len(ms)]
 }
 
 // sendUpAll sends m (an ack) to every member of ps's upstream cell.

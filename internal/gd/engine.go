@@ -146,13 +146,23 @@ type Engine struct {
 	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
 }
 
+// upAsk is the oldest request for a pubend that this broker sent up to one
+// member of the upstream cell and has not seen answered (cells.go askUp).
+type upAsk struct {
+	to   msg.NodeID
+	at   tick.Time
+	open bool
+}
+
 // pstream is everything this broker holds for one pubend.
 type pstream struct {
 	id msg.PubendID
 	up msg.NodeID // upstream cell ("" when hosted here)
 	// lastFrom is the upstream member that last sent knowledge of this
-	// pubend: nacks go to it (seed 000 §3.1).
+	// pubend or answered a request for it: nacks and requests go to it
+	// (seed 000 §3.1; cells.go askUp).
 	lastFrom msg.NodeID
+	ask      upAsk // the request to lastFrom not yet answered
 	pub      *stream.Pubend // non-nil when hosted here
 	in       stream.Istream
 	outs     []*stream.Ostream

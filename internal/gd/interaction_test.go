@@ -28,6 +28,8 @@ package gd_test
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
 //	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
+//	    A line "standby m ..." makes those members of a PHB cell standbys
+//	    (no routes), as the members of a replicated cell that do not serve.
 //	linkup a b              LinkUp on both ends, with each node's incarnation
 //	                        (1 at first, bumped by restart).
 //	linkdown a b            LinkDown on both ends (a connection lost).
@@ -51,6 +53,9 @@ package gd_test
 //	cut a->b / heal a->b    while cut, a link loses everything sent on it.
 //	restart node            fresh engine (a PHB restores its log); in-flight
 //	                        messages to and from it are lost.
+//	failover a b            replicated PHB cell: a (serving) becomes a standby
+//	                        and b serves from a copy of a's log (what Raft
+//	                        replicated); both restart as with restart.
 //	fsync node hold|auto    hold: persist batches wait for `fsync node`.
 //	fsync node              complete the held fsync.
 //	queue                   list in-flight messages.
@@ -112,6 +117,7 @@ type node struct {
 	eng      *gd.Engine
 	sh       *shell.Broker
 	routes   []gd.Route
+	standby  bool         // a member of a replicated PHB cell that does not serve: no routes
 	inc      uint64       // incarnation, bumped by restart
 	log      []msg.Record // durable records, for Restore after a restart
 	hold     bool         // fsyncs wait for an explicit `fsync node`
@@ -185,7 +191,11 @@ func (n *node) Trim(uint64, []msg.Record) { n.h.fatalf("%s: the harness does not
 // newShell gives n a fresh engine in a fresh shell, restored from its log,
 // with the commands' client connected.
 func (h *harness) newShell(n *node) {
-	e, err := gd.NewWithCells(n.id, h.cfg, n.routes, h.cells)
+	routes := n.routes
+	if n.standby {
+		routes = nil
+	}
+	e, err := gd.NewWithCells(n.id, h.cfg, routes, h.cells)
 	if err != nil {
 		h.fatalf("%v", err)
 	}
@@ -338,6 +348,8 @@ func (h *harness) run(td *datadriven.TestData) {
 		h.input(b, 0, func(sh *shell.Broker) { sh.PeerDown(a) })
 	case "restart":
 		h.restart(msg.NodeID(arg(0)))
+	case "failover":
+		h.failover(msg.NodeID(arg(0)), msg.NodeID(arg(1)))
 	case "publish":
 		pub := cmp(args["pub"], "pub")
 		seq := h.seqs[pub] + 1
@@ -504,6 +516,7 @@ func (h *harness) network(args map[string]string, input string) {
 	parent := map[msg.NodeID]msg.NodeID{}
 	hosts := map[msg.PubendID]msg.NodeID{}
 	all := map[msg.NodeID]bool{}
+	standby := map[msg.NodeID]bool{}
 	h.cells = nil
 	for _, line := range strings.Split(input, "\n") {
 		if f := strings.Fields(line); len(f) > 3 && f[0] == "cell" && f[2] == "=" {
@@ -512,6 +525,12 @@ func (h *harness) network(args map[string]string, input string) {
 			}
 			for _, m := range f[3:] {
 				h.cells[msg.NodeID(f[1])] = append(h.cells[msg.NodeID(f[1])], msg.NodeID(m))
+			}
+			continue
+		}
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "standby" {
+			for _, m := range f[1:] {
+				standby[msg.NodeID(m)] = true
 			}
 			continue
 		}
@@ -562,7 +581,7 @@ func (h *harness) network(args map[string]string, input string) {
 	for id := range all {
 		rs := slices.Clone(routes[id])
 		slices.SortFunc(rs, func(a, b gd.Route) int { return strings.Compare(string(a.Pubend), string(b.Pubend)) })
-		n := &node{h: h, id: id, routes: rs, inc: 1}
+		n := &node{h: h, id: id, routes: rs, inc: 1, standby: standby[id]}
 		h.newShell(n)
 		h.nodes[id] = n
 		h.ids = append(h.ids, id)
@@ -587,6 +606,19 @@ func (h *harness) restart(id msg.NodeID) {
 	h.newShell(n)
 	n.inc++
 	h.printf(0, "%s restarted (incarnation %d)", id, n.inc)
+}
+
+// failover hands a replicated PHB cell's pubends from member a to member b:
+// b serves from what a logged (Raft replicated it), a becomes a standby.
+func (h *harness) failover(a, b msg.NodeID) {
+	na, nb := h.node(string(a)), h.node(string(b))
+	if na.standby || !nb.standby {
+		h.fatalf("failover %s %s: %s must serve and %s be a standby", a, b, a, b)
+	}
+	nb.log = slices.Clone(na.log)
+	na.standby, nb.standby = true, false
+	h.restart(a)
+	h.restart(b)
 }
 
 // advance moves the clock, optionally ticking (and delivering) on the way.

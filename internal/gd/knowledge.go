@@ -17,7 +17,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 		e.stats.Stale++
 		return
 	}
-	ps.lastFrom = from
+	e.answeredUp(ps, from)
 	if ps.isSubend() && !ps.sub.FloorSet {
 		// A fresh stream starts needing ticks where the first message it sees
 		// starts (MODEL.md P6); subscriptions started earlier bound it.

@@ -159,6 +159,7 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 		e.stats.Stale++
 		return
 	}
+	e.answeredUp(ps, from)
 	for _, ev := range m.Events {
 		if ev == nil || ev.Pubend != ps.id {
 			continue

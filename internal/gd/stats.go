@@ -24,6 +24,9 @@ type Stats struct {
 	Refetches, RefetchTimeouts uint64
 	// Relayed counts messages sent sideways through a cell peer (cells.go).
 	Relayed uint64
+	// AsksMoved counts requests sent to the next member of an upstream cell
+	// because the member asked before left a request unanswered (askUp).
+	AsksMoved uint64
 	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (MODEL.md P1).
 	Contradictions int
 	// FirstContradiction describes the first one, for diagnosis.

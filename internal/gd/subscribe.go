@@ -183,6 +183,9 @@ func (e *Engine) onSubReq(from msg.NodeID, m msg.SubReq) {
 // onSubReply walks a reply back down its path; at the subscriber's broker the
 // subscription starts at max(pubend's tick, what is already delivered here).
 func (e *Engine) onSubReply(from msg.NodeID, m msg.SubReply) {
+	if ps := e.byPubend[m.Pubend]; ps != nil {
+		e.answeredUp(ps, from)
+	}
 	if last := len(m.Path) - 1; last >= 0 {
 		e.send(m.Path[last], msg.SubReply{Pubend: m.Pubend, Sub: m.Sub, Start: m.Start, Path: slices.Clone(m.Path[:last])})
 		return

@@ -33,6 +33,9 @@ type Result struct {
 	Refetches, LinkStatuses int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
+	// AsksMoved: requests sent to the next member of an upstream cell
+	// because the member asked before left one unanswered (gd askUp).
+	AsksMoved int
 	// Views: membership views installed, summed over members; ViewDrops:
 	// connections closed because a view removed the peer; Hangs: brokers
 	// that stopped answering (fault "hang").
@@ -155,6 +158,7 @@ func Run(o Options) (Result, error) {
 	if w.scale != nil {
 		res.Scale = w.scale.result(w)
 	}
+	res.AsksMoved = w.asksMoved
 	res.QueueResets = w.queueResets
 	res.CCPhases = w.ccPhases
 	for _, l := range w.links {
@@ -164,6 +168,7 @@ func Run(o Options) (Result, error) {
 		st := w.nodes[id].eng.Stats()
 		res.DCQs += int(st.DCQsSent)
 		res.RateDecreases += int(st.RateDecreases)
+		res.AsksMoved += int(st.AsksMoved)
 	}
 	for _, s := range w.orc.Sessions() {
 		if s.Durable {

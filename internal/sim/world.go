@@ -56,6 +56,8 @@ type world struct {
 	ccPhases    []CCPhase // Gryphon CC E2 (congestion.go)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
+	// asksMoved sums gd.Stats.AsksMoved over ended engine incarnations.
+	asksMoved int
 	// rrng is the randomness of replicated PHB cells (raft.go);
 	// leaderServes counts Raft members that started to serve.
 	rrng         *rand.Rand
@@ -182,6 +184,9 @@ func (w *world) newEngine(n *node, standby bool) {
 		// brokers refetch from upstream (gd/refetch.go).
 		cfg.PubendCacheBytes = w.plan.cacheBytes
 		cfg.RelayCacheBytes = w.plan.cacheBytes
+	}
+	if n.eng != nil {
+		w.asksMoved += int(n.eng.Stats().AsksMoved)
 	}
 	routes := n.routes
 	if standby {
