@@ -49,7 +49,7 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
-	compactions, snapshots uint64
+	compactions, snapshots, rejoins uint64
 	maxBytes               int64
 	maxEntries             uint64
 	maxSnapshot            int
@@ -216,7 +216,7 @@ func (w *world) transmitRaft(from *node, inc int, m *raftpb.Message) {
 	if !from.up || from.inc != inc {
 		return
 	}
-	to := w.nodes[from.raft.members[m.GetTo()-1]]
+	to := w.nodes[from.raft.members[raftphb.Slot(m.GetTo())-1]]
 	l := w.byPair[pairKey(from.id, to.id)]
 	if l == nil || !l.up || l.stalled {
 		return
@@ -288,6 +288,10 @@ func (w *world) raftWork(n *node) {
 			case raftnode.EventLost:
 				w.watchf("%s lost the leadership of term %d", n.id, ev.Lost.Term)
 				w.standby(n)
+			case raftnode.EventRejoin:
+				w.watchf("%s rejoins its cell as Raft member %d: %s", n.id,
+					raftphb.MemberID(raftphb.Slot(ev.Rejoin.ID), ev.Rejoin.Gen), ev.Rejoin.Reason)
+				w.raftStats.rejoins++
 			}
 		}
 		if err := rn.RunJobs(); err != nil {

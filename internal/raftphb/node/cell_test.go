@@ -127,7 +127,9 @@ func (c *cell) at(d int, fn func()) {
 	c.queue = append(c.queue, event{at: c.now + d, seq: c.seq, fn: fn})
 }
 
-func (c *cell) member(id uint64) *member { return c.ms[id-1] }
+// member returns the member in the slot of Raft id id (transports route
+// by slot: a rejoined member keeps its address).
+func (c *cell) member(id uint64) *member { return c.ms[raftphb.Slot(id)-1] }
 
 func (c *cell) peers() []uint64 {
 	out := make([]uint64, len(c.ms))
@@ -211,7 +213,14 @@ func (c *cell) work(m *member) {
 	nd, inc := m.node, m.inc
 	ok, err := nd.Write()
 	if err != nil {
-		c.failf("member %d: write: %v", m.id, err)
+		if errors.Is(err, eventlog.ErrCorrupt) || !c.f.fsyncFail {
+			c.failf("member %d: write: %v", m.id, err)
+			return
+		}
+		// An injected fsync failure (installing a snapshot syncs the
+		// store): crash-only, as for Sync.
+		c.crash(m)
+		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
 		return
 	}
 	if !ok {
@@ -510,8 +519,8 @@ func (c *cell) report() string {
 	for _, s := range c.serves {
 		terms[s.term] = true
 	}
-	return fmt.Sprintf("%d acked batches, %d leaders served, %d crashes, %d leaderships lost, %d fsync failures",
-		len(c.acks), len(terms), c.crashes, c.lost, c.fsyncFails)
+	return fmt.Sprintf("%d acked batches, %d leaders served, %d crashes, %d leaderships lost, %d fsync failures, %d rejoins",
+		len(c.acks), len(terms), c.crashes, c.lost, c.fsyncFails, c.stats.Rejoins)
 }
 
 var swarm = faults{loss: 0.05, maxDelay: 8, diskMs: 3, crashes: true, partition: true, fsyncFail: true}
