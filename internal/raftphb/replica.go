@@ -162,10 +162,10 @@ type Status struct {
 	Serving        bool
 	// Conf is the configuration as applied; Joining says that this
 	// member waits to be admitted (it rejoins under a new id).
-	Conf           *raftpb.ConfState
-	Joining        bool
-	Applied        uint64 // Raft index
-	Next           uint64 // pubend log's next index, as applied
+	Conf    *raftpb.ConfState
+	Joining bool
+	Applied uint64 // Raft index
+	Next    uint64 // pubend log's next index, as applied
 	// FirstIndex is the first Raft index still in the log (after the
 	// snapshot it was compacted to).
 	FirstIndex uint64

@@ -174,9 +174,9 @@ type Node struct {
 	// slot and gen make the member's Raft id; rejoining, once set, is the
 	// state loss the replica reported: the member steps and ticks nothing
 	// until Write replaces its Raft log and replica (rejoin).
-	slot, gen  uint64
-	rejoining  *raftphb.LostState
-	rejoins    uint64
+	slot, gen uint64
+	rejoining *raftphb.LostState
+	rejoins   uint64
 
 	// durableTerm and durableVote are the hard state's, as last synced.
 	durableTerm, durableVote uint64
