@@ -47,6 +47,9 @@ type faults struct {
 	crashes   bool
 	partition bool
 	fsyncFail bool
+	// wipes: now and then a member loses its disk (it restarts with an
+	// empty data directory), while no replacement is under way.
+	wipes bool
 }
 
 type event struct {
@@ -102,6 +105,11 @@ type cell struct {
 	// serveHook, when set, replaces the publisher stand-in at a new
 	// serving leader.
 	serveHook func(m *member, ev Event)
+	// sendHook, when set, sees every message a member sends.
+	sendHook func(from *member, m *raftpb.Message)
+	wiped    int
+	// rejoinLog says why and when members rejoined.
+	rejoinLog []string
 }
 
 type serveAt struct {
@@ -186,6 +194,9 @@ func (c *cell) crash(m *member) {
 func (c *cell) send(from *member, inc int, m *raftpb.Message) {
 	if from.inc != inc {
 		return
+	}
+	if c.sendHook != nil {
+		c.sendHook(from, m)
 	}
 	if c.rng.Float64() < c.f.loss {
 		return
@@ -281,6 +292,8 @@ func (c *cell) handle(m *member) {
 		case EventLost:
 			c.lost++
 			m.sh, m.sh2 = nil, nil
+		case EventRejoin:
+			c.rejoinLog = append(c.rejoinLog, fmt.Sprintf("t=%dms: member %d: %v", c.now, m.id, &ev.Rejoin))
 		}
 	}
 }
@@ -390,6 +403,11 @@ func (c *cell) run(ms, settle int) {
 			c.at(t, c.fault)
 		}
 	}
+	if c.f.wipes {
+		for t := 700; t < ms-1500; t += 800 + c.rng.IntN(1200) {
+			c.at(t, c.wipeOne)
+		}
+	}
 	c.at(ms, c.heal)
 	c.at(ms+settle-1000, func() { c.quiet = true })
 	c.loop(ms + settle)
@@ -425,7 +443,7 @@ func (c *cell) fault() {
 
 func (c *cell) heal() {
 	clear(c.cut)
-	c.f = faults{maxDelay: c.f.maxDelay, diskMs: c.f.diskMs}
+	c.f = faults{maxDelay: c.f.maxDelay, diskMs: c.f.diskMs, wipes: c.f.wipes}
 	for _, m := range c.ms {
 		c.restart(m)
 	}
