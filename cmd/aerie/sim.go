@@ -178,8 +178,8 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			fmt.Fprintf(stdout, "membership: %d views installed, %d connections closed by a view (%d to a hung broker), %d brokers hung, %d left gracefully (%d members reported as left by installed views)\n",
 				o.res.Views, o.res.ViewDrops, o.res.RoutedAround, o.res.Hangs, o.res.Leaves, o.res.LeftInViews)
 			if o.res.LeaderServes > 0 {
-				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve, %d Raft log compactions, %d snapshots installed (largest %d bytes), largest Raft log %d bytes (%d entries)\n",
-					o.res.LeaderServes, o.res.RaftCompactions, o.res.RaftSnapshots, o.res.RaftSnapshotMaxBytes, o.res.RaftLogMaxBytes, o.res.RaftLogMaxEntries)
+				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve, %d Raft log compactions, %d snapshots installed (largest %d bytes), largest Raft log %d bytes (%d entries), %d disks wiped, %d members rejoined as new members\n",
+					o.res.LeaderServes, o.res.RaftCompactions, o.res.RaftSnapshots, o.res.RaftSnapshotMaxBytes, o.res.RaftLogMaxBytes, o.res.RaftLogMaxEntries, o.res.RaftWipes, o.res.RaftRejoins)
 			}
 			if o.res.DCQs > 0 {
 				fmt.Fprintf(stdout, "congestion control: %d DCQs, %d rate decreases, %d queue resets, at most %d bytes queued on a capped link\n",

@@ -49,7 +49,7 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
-	compactions, snapshots, rejoins uint64
+	compactions, snapshots, rejoins, wipes uint64
 	maxBytes                        int64
 	maxEntries                      uint64
 	maxSnapshot                     int
@@ -464,4 +464,34 @@ func (s *raftShell) Fetched(f gd.Fetched) {
 
 func (s *raftShell) Trimmed(first, dropped uint64, err error) {
 	s.later(func(b *shell.Broker) { b.Trimmed(first, dropped, err) })
+}
+
+// cellSettled reports whether replicated cell c has no replacement under
+// way: a serving leader whose configuration has no learner and every
+// member up, as a voter under its current Raft id.
+func (w *world) cellSettled(c msg.NodeID) bool {
+	l := w.serving(c)
+	if l == nil || l.raft.rn == nil {
+		return false
+	}
+	conf := l.raft.rn.Replica().Status().Conf
+	if len(conf.GetLearners()) > 0 {
+		return false
+	}
+	for _, id := range w.plan.topo.members(c) {
+		m := w.nodes[id]
+		if !m.up || m.raft == nil || m.raft.rn == nil || !slices.Contains(conf.GetVoters(), m.raft.rn.ID()) {
+			return false
+		}
+	}
+	return true
+}
+
+// wipe empties the disk of n, a replicated member that just crashed: it
+// restarts with an empty data directory and rejoins its cell as a new
+// member.
+func (w *world) wipe(n *node) {
+	n.raft.fs = vfs.NewMem()
+	w.raftStats.wipes++
+	w.watchf("%s's disk is wiped", n.id)
 }

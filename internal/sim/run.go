@@ -70,6 +70,9 @@ type Result struct {
 	RaftSnapshotMaxBytes           int
 	RaftLogMaxBytes                int64
 	RaftLogMaxEntries              uint64
+	// RaftWipes: members whose disk was wiped (FaultWipe); RaftRejoins:
+	// members that rejoined their cell as a new member.
+	RaftWipes, RaftRejoins uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -101,6 +104,7 @@ func Run(o Options) (Result, error) {
 		hrng:  rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
 		lrng:  rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
 		rrng:  rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
+		wrng:  rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
 	if o.Trace != nil {
 		w.trace = newTracer(o.Trace)
@@ -150,6 +154,7 @@ func Run(o Options) (Result, error) {
 	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
+	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
