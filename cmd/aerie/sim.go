@@ -166,7 +166,11 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	close(jobs)
 	wg.Wait()
 	violations := 0
+	var wipes, rejoins uint64
 	for i, o := range results {
+		if o.err == nil {
+			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
+		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
 			return 2
@@ -197,6 +201,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				fmt.Fprintf(stdout, "state when it stopped:\n%s", o.res.State)
 			}
 		}
+	}
+	if wipes+rejoins > 0 {
+		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d disks wiped, %d members rejoined their cell as new members\n", wipes, rejoins)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {

@@ -81,3 +81,28 @@ func TestOracleBitesReplicated(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicatedCellsWipes: crashes of replicated members wipe their disk
+// (FaultWipe); the wiped members rejoin their cells as new members while
+// the cells publish on, with no violation.
+func TestReplicatedCellsWipes(t *testing.T) {
+	var wipes, rejoins uint64
+	// About one seed in ten wipes a disk (the faults are drawn, a crash
+	// must hit a replicated member while its cell is settled).
+	for s := uint64(1); s <= 100 && wipes < 4; s++ {
+		o := DefaultOptions(s)
+		o.Faults = []string{FaultReplicas, FaultCrash, FaultWipe}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		wipes, rejoins = wipes+res.RaftWipes, rejoins+res.RaftRejoins
+	}
+	t.Logf("%d disks wiped, %d members rejoined", wipes, rejoins)
+	if wipes == 0 || rejoins < wipes {
+		t.Fatalf("%d disks wiped, %d members rejoined: want wipes, each followed by a rejoin", wipes, rejoins)
+	}
+}
