@@ -166,11 +166,26 @@ func (r *Replica) reconfigure() {
 		return
 	}
 	st := r.rn.Status()
+	commit := st.HardState.GetCommit()
 	for _, l := range r.conf.GetLearners() {
-		if pr, ok := st.Progress[l]; ok && pr.Match >= st.HardState.GetCommit() {
+		pr, ok := st.Progress[l]
+		if !ok {
+			continue
+		}
+		// Promoted once its log reaches the commit index — the current
+		// one, or the one of the last tick: a cell that commits a batch
+		// between every two ticks must not hold a learner forever (Raft
+		// thesis §4.2.1 promotes after a round of replication that ends
+		// close to the leader's log).
+		if target, seen := r.catchUp[l]; pr.Match >= commit || (seen && pr.Match >= target) {
+			delete(r.catchUp, l)
 			r.proposeConf(confChange(raftpb.ConfChangeType_ConfChangeAddNode, l))
 			return
 		}
+		if r.catchUp == nil {
+			r.catchUp = map[uint64]uint64{}
+		}
+		r.catchUp[l] = commit
 	}
 }
 

@@ -225,6 +225,9 @@ type Replica struct {
 	joins     map[uint64]uint64
 	ccPending bool
 	ccAt      uint64
+	// catchUp is, per learner, the commit index at the leader's last
+	// tick: the learner is promoted once its log reaches it.
+	catchUp map[uint64]uint64
 	// snapNeeded is the index of the last applied admission of a learner:
 	// the log is compacted past it (node.maybeCompact), so that the new
 	// member catches up from a snapshot that carries a configuration
@@ -503,8 +506,11 @@ func (r *Replica) Ready() Ready {
 	r.outstanding = true
 	rd := r.rn.Ready()
 	r.last = rd
-	out := Ready{Entries: rd.Entries, MustSync: rd.MustSync, Messages: append(rd.Messages, r.extra...)}
-	r.extra = nil
+	out := Ready{Entries: rd.Entries, MustSync: rd.MustSync, Messages: rd.Messages}
+	if len(r.extra) > 0 {
+		out.Messages = slices.Concat(rd.Messages, r.extra)
+		r.extra = nil
+	}
 	if !raft.IsEmptyHardState(rd.HardState) {
 		out.HardState = rd.HardState
 	}
@@ -537,7 +543,7 @@ func (r *Replica) Ready() Ready {
 	if r.leaderTerm != 0 && (!leads || st.GetTerm() != r.leaderTerm) {
 		out.Lost = &Lost{Term: r.leaderTerm, Pending: r.pending}
 		r.leaderTerm, r.serving, r.pending = 0, false, nil
-		r.joins, r.ccPending = nil, false
+		r.joins, r.ccPending, r.catchUp = nil, false, nil
 	}
 	if leads && r.leaderTerm == 0 {
 		r.leaderTerm = st.GetTerm()
