@@ -108,13 +108,23 @@ func (c *cell) follower() *member {
 // and elects one that holds every acknowledged batch — with the rejoined
 // member's vote, in a cell of 3.
 func TestWipedFollowerRejoins(t *testing.T) {
+	testWipedRejoins(t, (*cell).follower)
+}
+
+// TestWipedLeaderRejoins: the same with the leader's disk wiped: the
+// others elect a leader, and the old one rejoins as a new member.
+func TestWipedLeaderRejoins(t *testing.T) {
+	testWipedRejoins(t, (*cell).leader)
+}
+
+func testWipedRejoins(t *testing.T, pick func(*cell) *member) {
 	for _, n := range []int{3, 5} {
 		for seed := uint64(1); seed <= 10; seed++ {
 			c := newCell(t, n, seed, faults{maxDelay: 4, diskMs: 2})
 			var w, gone *member
 			var acksAtWipe, acksAtLoss int
 			c.at(1000, func() {
-				w = c.follower()
+				w = pick(c)
 				acksAtWipe = len(c.acks)
 				c.wipe(w)
 				c.at(100, func() { c.restart(w) })
@@ -127,8 +137,18 @@ func TestWipedFollowerRejoins(t *testing.T) {
 				if len(c.acks) == acksAtWipe {
 					c.failf("nothing acked while member %d rejoined", w.id)
 				}
+				// Another original member: the leader, unless the rejoined
+				// member leads by now.
 				gone, acksAtLoss = c.leader(), len(c.acks)
-				c.crash(gone) // an original member: the rejoined one never serves here
+				if gone == w {
+					for _, m := range c.ms {
+						if m != w {
+							gone = m
+							break
+						}
+					}
+				}
+				c.crash(gone)
 			})
 			c.at(5000, func() {
 				newer := 0
