@@ -73,6 +73,33 @@ func (r *Replica) lostEvidence(m *raftpb.Message) string {
 	return ""
 }
 
+// notYetAdmitted returns why m, to a member that waits to be admitted (no
+// configuration yet), shows that its id is not new: a vote request (only
+// voters are asked); a snapshot that has it as a voter (an admitted member
+// is a learner until its log holds everything committed, which it cannot
+// before its first snapshot); an append from index 1 (the leader compacts
+// past every admission, snapNeeded, so an admitted member gets a snapshot
+// first, whose configuration it needs: entries alone would leave it
+// believing a configuration without the cell's voters). A member that lost
+// its disk twice and saw only a message to an earlier generation first
+// may have picked an id the cell still uses; it must not answer for that
+// id's votes and log, and moves on to the next generation.
+func (r *Replica) notYetAdmitted(m *raftpb.Message) string {
+	switch m.GetType() {
+	case raftpb.MessageType_MsgApp:
+		if m.GetIndex() == 0 {
+			return fmt.Sprintf("an append from index 1 reached it before its admission: member %d is known to the cell", r.cfg.ID)
+		}
+	case raftpb.MessageType_MsgVote, raftpb.MessageType_MsgPreVote:
+		return fmt.Sprintf("a %s reached it before its admission: member %d is a voter of the cell", m.GetType(), r.cfg.ID)
+	case raftpb.MessageType_MsgSnap:
+		if isVoter(m.GetSnapshot().GetMetadata().GetConfState(), r.cfg.ID) {
+			return fmt.Sprintf("a snapshot reached it before its admission with member %d as a voter", r.cfg.ID)
+		}
+	}
+	return ""
+}
+
 // loseState latches the loss of state shown by m: from now on the replica
 // steps and ticks nothing, and its caller rejoins under generation gen.
 func (r *Replica) loseState(m *raftpb.Message, gen uint64, reason string) error {

@@ -432,12 +432,10 @@ func (r *Replica) Step(m *raftpb.Message) error {
 	if reason := r.lostEvidence(m); reason != "" {
 		return r.loseState(m, Gen(r.cfg.ID)+1, reason)
 	}
-	if r.joining() && m.GetType() == raftpb.MessageType_MsgApp && m.GetIndex() == 0 {
-		// A rejoining member takes the log from index 1 only with a
-		// configuration, which comes with a snapshot (the leader compacts
-		// past its admission: snapNeeded); entries alone would leave it
-		// believing a configuration without the cell's voters.
-		return nil
+	if r.joining() {
+		if reason := r.notYetAdmitted(m); reason != "" {
+			return r.loseState(m, Gen(r.cfg.ID)+1, reason)
+		}
 	}
 	switch m.GetType() {
 	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
