@@ -18,6 +18,11 @@
 // (Persisted with ErrLostLeadership: the shell stops, crash-only) and the
 // shell is detached; the member goes on as a follower.
 //
+// A member that lost its Raft state (a wiped data directory) never steps
+// the cell's messages under its old id: its replica reports the loss
+// (raftphb.LostState) and the node rejoins the cell as the next
+// generation of its slot (rejoin.go; EventRejoin tells the caller).
+//
 // A Node is single-threaded and driven by its caller: Tick and Step feed
 // the replica; Write and Sync carry out a Ready in two steps, so that a
 // caller can put disk latency (and crashes) between writing and fsync, as
@@ -72,8 +77,10 @@ type Config struct {
 	// index in the cell's sorted member list plus one): Open adds the
 	// generation the data directory records (raftphb.MemberID).
 	Replica raftphb.Config
-	// FS and Dir hold the member's data: the Raft log in Dir/raft, the
-	// pubend store in Dir/pubends with its snapshot Dir/pubends.snapshot.
+	// FS and Dir hold the member's data: the Raft log in Dir/raft
+	// (Dir/raft.N once it rejoined as generation N, recorded in
+	// Dir/raft.gen), the pubend store in Dir/pubends with its snapshot
+	// Dir/pubends.snapshot.
 	FS  vfs.FS
 	Dir string
 	// LogOptions configures both logs.
