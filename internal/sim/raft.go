@@ -468,7 +468,9 @@ func (s *raftShell) Trimmed(first, dropped uint64, err error) {
 
 // cellSettled reports whether replicated cell c has no replacement under
 // way: a serving leader whose configuration has no learner and every
-// member up, as a voter under its current Raft id.
+// member up, holding some of the log, as a voter under its current Raft
+// id (a member that never held an entry counts as one that lost its
+// disk: wiping another then loses a majority in a cell of 3).
 func (w *world) cellSettled(c msg.NodeID) bool {
 	l := w.serving(c)
 	if l == nil || l.raft.rn == nil {
@@ -480,7 +482,8 @@ func (w *world) cellSettled(c msg.NodeID) bool {
 	}
 	for _, id := range w.plan.topo.members(c) {
 		m := w.nodes[id]
-		if !m.up || m.raft == nil || m.raft.rn == nil || !slices.Contains(conf.GetVoters(), m.raft.rn.ID()) {
+		if !m.up || m.raft == nil || m.raft.rn == nil || m.raft.rn.Replica().Status().Applied == 0 ||
+			!slices.Contains(conf.GetVoters(), m.raft.rn.ID()) {
 			return false
 		}
 	}
