@@ -81,3 +81,31 @@ func TestOracleBitesReplicated(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleBitesAskSameMember: with requests repeated forever to a member
+// of an upstream cell that does not answer (gd askUp switched off), seed
+// 350 leaves a durable catch-up behind a replicated PHB cell waiting on a
+// member that no longer serves, and the oracle reports the events it never
+// got (I11); with the rule, the same seed passes.
+func TestOracleBitesAskSameMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a whole swarm run twice")
+	}
+	o := DefaultOptions(350)
+	o.Mutation = gd.MutAskSameMember
+	res, err := Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) == 0 || res.Violations[0].Invariant != "I11" {
+		t.Fatalf("violations %v: the oracle does not catch a request repeated to a member that never answers", res.Violations)
+	}
+	t.Logf("caught: %v", res.Violations[0])
+	res, err = Run(DefaultOptions(350))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 || res.AsksMoved == 0 {
+		t.Fatalf("with requests moved on: %d moved, violations %v", res.AsksMoved, res.Violations)
+	}
+}
