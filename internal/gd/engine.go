@@ -162,7 +162,7 @@ type pstream struct {
 	// pubend or answered a request for it: nacks and requests go to it
 	// (seed 000 §3.1; cells.go askUp).
 	lastFrom msg.NodeID
-	ask      upAsk // the request to lastFrom not yet answered
+	ask      upAsk          // the request to lastFrom not yet answered
 	pub      *stream.Pubend // non-nil when hosted here
 	in       stream.Istream
 	outs     []*stream.Ostream
@@ -175,6 +175,7 @@ type pstream struct {
 	cache     payloadCache // pubend: payloads in memory (cache.go)
 	// versionSeq numbers the filter versions a pubend logs (cells.go).
 	versionSeq uint64
+	snapMemo   map[versionKey]*msg.FilterVersion // Snapshot's records (snapshot.go)
 	ackSent    tick.Tick
 	ackSentAt  tick.Time
 	aeNext     tick.Time // pubend: next AckExpected allowed
