@@ -209,7 +209,11 @@ func (w *world) build() {
 			n.raft = &raftMember{members: ms, fs: vfs.NewMem()}
 		case b.Role == PHB || b.Role == SHB:
 			// A PHB logs its events, an SHB its durable subscriptions.
-			n.disk = newDisk()
+			opts := diskOpts
+			if w.scale != nil {
+				opts = scaleDiskOpts
+			}
+			n.disk = newDisk(opts)
 		}
 		if w.plan.faults[FaultDrift] {
 			n.offset = time.Duration(w.rng.IntN(100)-50) * time.Millisecond
