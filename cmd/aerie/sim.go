@@ -26,13 +26,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
 	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but overload, \"none\" for none")
-	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2)")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2; cc-e3 the five-SHB network of E3 with limits and a failure in several places; cc-e4 E1's failure for each Δt_rec of --dt-rec, E4)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
-	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2); false shows the collapse of Gryphon CC §2")
+	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2, cc-e3, cc-e4); false shows the collapse of Gryphon CC §2")
+	linkQueue := fs.Int("link-queue", 0, "bytes one direction of a capped link queues before the connection resets (default 256 KiB; --topology cc-e3 1 MiB)")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
 	fs.Usage = func() {
@@ -70,7 +71,13 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *topology == "cc-e2" {
 			o = sim.CCE2Options(s)
 		}
+		if *topology == "cc-e3" {
+			o = sim.CCE3Options(s)
+		}
 		o.NoCongestionControl = !*cc
+		if *linkQueue > 0 {
+			o.LinkQueueBytes = *linkQueue
+		}
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -185,6 +192,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				fmt.Fprintf(stdout, "congestion control: %d DCQs, %d rate decreases, %d queue resets, at most %d bytes queued on a capped link\n",
 					o.res.DCQs, o.res.RateDecreases, o.res.QueueResets, o.res.MaxLinkQueue)
 			}
+			printCCE3(stdout, o.res.CCE3Phases)
 			for _, ph := range o.res.CCPhases {
 				fmt.Fprintf(stdout, "  b1–s2 capped at %.0f KB/s: %.1f events/s published (second half of the phase), at most %d KB queued on b1→s2\n",
 					ph.Cap/1000, ph.Rate, ph.MaxQueue/1000)
@@ -203,4 +211,13 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 		return 1
 	}
 	return 0
+}
+
+// printCCE3 prints the phases of Gryphon CC §5 E3 (--topology cc-e3): what
+// the pubend published and each SHB received in the second half of each.
+func printCCE3(out io.Writer, phases []sim.CCE3Phase) {
+	for i, ph := range phases {
+		fmt.Fprintf(out, "  phase %d, %s: %.1f events/s published; received at s1–s5 %.1f %.1f %.1f %.1f %.1f (second half of the phase); at most %d KB queued on a link, %d queue resets\n",
+			i+1, ph.Name, ph.Published, ph.Delivered[0], ph.Delivered[1], ph.Delivered[2], ph.Delivered[3], ph.Delivered[4], ph.MaxQueue/1000, ph.Resets)
+	}
 }

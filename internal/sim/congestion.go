@@ -30,9 +30,9 @@ func (w *world) queueOn(l *link, dir int, m msg.Msg, size int, earliest tick.Tim
 		start := max(w.now, l.busy[dir])
 		queued := start.Sub(w.now).Seconds() * l.bw
 		l.maxQueued[dir] = max(l.maxQueued[dir], queued)
-		if queued+float64(size) > linkQueueBytes {
+		if limit := w.linkQueueLimit(); queued+float64(size) > float64(limit) {
 			w.queueResets++
-			w.watchf("queue of %s-%s over %d B: reset", l.a, l.b, linkQueueBytes)
+			w.watchf("queue of %s-%s over %d B: reset", l.a, l.b, limit)
 			w.cut(l)
 			w.after(time.Duration(10+w.rng.IntN(190))*time.Millisecond, func() {
 				if !w.healed {
@@ -47,6 +47,21 @@ func (w *world) queueOn(l *link, dir int, m msg.Msg, size int, earliest tick.Tim
 	at = max(at, l.lastAt[dir])
 	l.lastAt[dir] = at
 	return at, true
+}
+
+// resetQueueMax starts a new measurement of l's queue for a phase, keeping
+// the run's maximum for Result.MaxLinkQueue.
+func (w *world) resetQueueMax(l *link) {
+	w.maxQueueSeen = max(w.maxQueueSeen, l.maxQueued[0], l.maxQueued[1])
+	l.maxQueued = [2]float64{}
+}
+
+// linkQueueLimit is the most a capped link queues (Options.LinkQueueBytes).
+func (w *world) linkQueueLimit() int {
+	if w.opts.LinkQueueBytes > 0 {
+		return w.opts.LinkQueueBytes
+	}
+	return linkQueueBytes
 }
 
 // injectOverload caps one link's bandwidth for a while, below what the
@@ -182,7 +197,8 @@ func (w *world) scheduleCCE2(shbs []msg.NodeID) {
 		at := ccE2Start + time.Duration(i)*ccE2Phase
 		var mid uint64
 		w.after(at, func() {
-			l.bw, l.maxQueued = c, [2]float64{}
+			l.bw = c
+			w.resetQueueMax(l)
 			w.watchf("b1–s2 capped at %.0f B/s", c)
 		})
 		w.after(at+ccE2Phase/2, func() { mid = delivered() })

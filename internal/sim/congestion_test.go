@@ -113,3 +113,58 @@ func TestCCE2Runs(t *testing.T) {
 	}
 	t.Logf("queue resets %d, rate decreases %d", res.QueueResets, res.RateDecreases)
 }
+
+// Gryphon CC §5 E3 at simulation scale (scheduleCCE3): with congestion in
+// several places the publication rate follows the worst one ("the PDCC
+// scheme drives the publication rate by the worst congestion point").
+// Capping p1–b1 lowers it below the offer, and to about p1–b1's rate; s5's
+// recovery behind b3–s5 lowers it further; when s5 has recovered it climbs
+// back to p1–b1's rate, and when that cap lifts, to b3–s5's. Nothing is
+// lost, repeated or reordered, and no queue overflows.
+func TestCCE3WorstPointDrives(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		res, err := Run(CCE3Options(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("seed %d: %v", seed, v)
+		}
+		if len(res.CCE3Phases) != len(ccE3Script) {
+			t.Fatalf("seed %d: %d phases measured, want %d", seed, len(res.CCE3Phases), len(ccE3Script))
+		}
+		pub := make([]float64, len(res.CCE3Phases))
+		for i, ph := range res.CCE3Phases {
+			pub[i] = ph.Published
+			t.Logf("seed %d phase %d %s: published %.1f/s, delivered %.1f/s, at most %d B queued, %d resets",
+				seed, i+1, ph.Name, ph.Published, ph.Delivered, ph.MaxQueue, ph.Resets)
+		}
+		checkCCE3(t, seed, pub, res.QueueResets)
+	}
+}
+
+// checkCCE3 asserts the order of E3's phase rates (events/s published).
+// Bounds are loose (±15 % of a link's rate in events) so that a protocol
+// change that keeps the claim passes and one that breaks it does not.
+func checkCCE3(t *testing.T, seed uint64, pub []float64, resets int) {
+	t.Helper()
+	const perEvent = 1050.0 // bytes of a 1 KB event with its headers on a link
+	offer, trunk, edge := 2.0*ccE3Offer, ccE3Trunk/perEvent, ccE3Edge/perEvent
+	for _, c := range []struct {
+		ok   bool
+		what string
+	}{
+		{pub[0] > 0.95*offer, "phase 1: b1–s1's cap is above the offer, the rate is the offer"},
+		{pub[1] < pub[0] && pub[1] < 1.15*trunk && pub[1] > 0.7*trunk, "phase 2: p1–b1's cap holds the rate near it"},
+		{pub[2] < 0.7*pub[1], "phase 3: s5's recovery is the worst point, the rate drops below p1–b1's"},
+		{pub[3] > 1.5*pub[2] && pub[3] > 0.7*trunk && pub[3] < 1.15*trunk, "phase 4: s5 recovered, the rate is back at p1–b1's"},
+		{pub[4] > 1.2*pub[3] && pub[4] < 1.1*edge, "phase 5: p1–b1 lifted, the rate climbs to b3–s5's"},
+	} {
+		if !c.ok {
+			t.Errorf("seed %d: %s: published %.1f events/s by phase (offer %.0f, p1–b1 %.0f, b3–s5 %.0f)", seed, c.what, pub, offer, trunk, edge)
+		}
+	}
+	if resets > 0 {
+		t.Errorf("seed %d: %d queue resets: congestion control let a 1 MiB queue overflow", seed, resets)
+	}
+}
