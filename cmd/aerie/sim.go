@@ -34,6 +34,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
 	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2, cc-e3, cc-e4); false shows the collapse of Gryphon CC §2")
 	linkQueue := fs.Int("link-queue", 0, "bytes one direction of a capped link queues before the connection resets (default 256 KiB; --topology cc-e3 1 MiB)")
+	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
+	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
 	fs.Usage = func() {
@@ -53,6 +55,29 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if *topology == "scale" {
 		return runScale(sc, *seed, *faultPhase, *converge, stdout, stderr)
+	}
+	if *topology == "cc-e4" {
+		vals, err := ccE4Values(*dtRec)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie sim: %v\n", err)
+			return 2
+		}
+		if len(vals) > 1 { // the sweep of Gryphon CC §5 E4, as a table
+			if *trace || *traceFile != "" {
+				fmt.Fprintln(stderr, "aerie sim: --trace with --topology cc-e4 needs one --dt-rec value")
+				return 2
+			}
+			tweak := func(o *sim.Options) {
+				if *nrtMin > 0 {
+					o.Config.NackRepetitionMin = *nrtMin
+				}
+			}
+			flags := ""
+			if *nrtMin > 0 {
+				flags = " --nack-repetition-min " + nrtMin.String()
+			}
+			return runCCE4(vals, *seed, *workers, tweak, flags, stdout, stderr)
+		}
 	}
 	if sc.set(fs) {
 		fmt.Fprintln(stderr, "aerie sim: --brokers, --subscriptions, --depth, --fanout, --pubends and --rate need --topology scale")
@@ -74,7 +99,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *topology == "cc-e3" {
 			o = sim.CCE3Options(s)
 		}
+		if *topology == "cc-e4" {
+			vals, _ := ccE4Values(*dtRec) // one value, checked above
+			o = sim.CCE4Options(s, vals[0])
+		}
 		o.NoCongestionControl = !*cc
+		if *nrtMin > 0 {
+			o.Config.NackRepetitionMin = *nrtMin
+		}
 		if *linkQueue > 0 {
 			o.LinkQueueBytes = *linkQueue
 		}
@@ -106,6 +138,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if !*cc {
 			b.WriteString(" --congestion-control=false")
+		}
+		if *dtRec != "" {
+			fmt.Fprintf(&b, " --dt-rec %s", *dtRec)
+		}
+		if *nrtMin > 0 {
+			fmt.Fprintf(&b, " --nack-repetition-min %s", *nrtMin)
+		}
+		if *linkQueue > 0 {
+			fmt.Fprintf(&b, " --link-queue %d", *linkQueue)
 		}
 		return b.String()
 	}
@@ -193,6 +234,11 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 					o.res.DCQs, o.res.RateDecreases, o.res.QueueResets, o.res.MaxLinkQueue)
 			}
 			printCCE3(stdout, o.res.CCE3Phases)
+			if o.res.CCRecovery > 0 {
+				fmt.Fprintf(stdout, "  s2 back within 2 s of the present %.1f s after b1–s2 returned\n", o.res.CCRecovery.Seconds())
+			} else if o.res.CCRecovery < 0 {
+				fmt.Fprintln(stdout, "  s2 did not come back within 2 s of the present while it was watched")
+			}
 			for _, ph := range o.res.CCPhases {
 				fmt.Fprintf(stdout, "  b1–s2 capped at %.0f KB/s: %.1f events/s published (second half of the phase), at most %d KB queued on b1→s2\n",
 					ph.Cap/1000, ph.Rate, ph.MaxQueue/1000)

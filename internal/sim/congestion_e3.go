@@ -34,14 +34,14 @@ type CCE3Phase struct {
 
 // CCSample is one second of a congestion run, for the plots: what the
 // pubend acknowledged in the second, its rate limit at the end of it (0:
-// unlimited), what each SHB received and how far s5's doubt horizon lags
-// the present.
+// unlimited), what each SHB received and how far the SHB that fails and
+// recovers (s5 in E3, s2 in E4) lags the present.
 type CCSample struct {
 	At        time.Duration
 	Published float64
 	Limit     float64
 	Delivered [5]float64
-	Lag       time.Duration // s5's doubt horizon behind its clock
+	Lag       time.Duration // the recovering SHB's doubt horizon behind its clock
 }
 
 // E3's bandwidths, at simulation scale. The publishers offer about 190 KB/s
@@ -110,7 +110,7 @@ type ccCounts struct {
 func (w *world) ccCount() ccCounts {
 	c := ccCounts{published: w.orc.Acked()}
 	for i, id := range ccE3SHBs {
-		if n := w.nodes[id]; n.up {
+		if n := w.nodes[id]; n != nil && n.up { // "cc" has s1 and s2 only
 			c.delivered[i] = n.eng.Stats().Delivered
 		}
 	}
@@ -129,6 +129,7 @@ func (c ccCounts) rates(from ccCounts, d time.Duration) (pub float64, del [5]flo
 // measuring each phase's second half, and samples the run every second.
 func (w *world) scheduleCCE3(shbs []msg.NodeID) {
 	w.ccClients(shbs, ccE3Offer, 1000)
+	w.ccLagOf = "s5"
 	for i, st := range ccE3Script {
 		at := ccE3Start + time.Duration(i)*ccE3Phase
 		var mid ccCounts
@@ -167,7 +168,7 @@ func (w *world) ccSample(prev ccCounts) {
 	if cc := w.nodes["p1"].eng.CCStates(); len(cc) > 0 && w.nodes["p1"].up {
 		s.Limit = cc[0].Limit
 	}
-	if n := w.nodes["s5"]; n.up {
+	if n := w.nodes[w.ccLagOf]; n != nil && n.up {
 		if st := n.eng.Inspect(); len(st) > 0 {
 			s.Lag = time.Duration(w.localNow(n).Millis()-st[0].DoubtHorizon.Millis()) * time.Millisecond
 		}

@@ -59,6 +59,8 @@ type world struct {
 	// maxQueueSeen: the most queued on a link before a phase of a
 	// congestion scenario reset the link's maximum (resetQueueMax).
 	maxQueueSeen float64
+	ccLagOf      msg.NodeID    // the SHB whose lag CCSample records
+	ccRecovery   time.Duration // E4: link return to s2 within 2 s (-1: not yet)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
 	// asksMoved sums gd.Stats.AsksMoved over ended engine incarnations.
