@@ -22,7 +22,8 @@ import (
 // are measured over the second half of the phase, once the pubend has had
 // time to adapt (as E2's CCPhase).
 type CCE3Phase struct {
-	Name string
+	Name     string
+	From, To time.Duration // since the start of the run
 	// Published: events/s the pubend acknowledged to its publishers.
 	Published float64
 	// Delivered: events/s received at each SHB, s1 to s5.
@@ -143,7 +144,11 @@ func (w *world) scheduleCCE3(shbs []msg.NodeID) {
 			resets = w.queueResets
 		})
 		w.after(at+ccE3Phase/2, func() { mid = w.ccCount() })
-		w.after(at+ccE3Phase, func() { w.ccE3Phases = append(w.ccE3Phases, w.ccE3Measure(st.name, mid, resets)) })
+		w.after(at+ccE3Phase, func() {
+			ph := w.ccE3Measure(st.name, mid, resets)
+			ph.From, ph.To = at, at+ccE3Phase
+			w.ccE3Phases = append(w.ccE3Phases, ph)
+		})
 	}
 	w.after(time.Second, func() { w.ccSample(w.ccCount()) })
 }
