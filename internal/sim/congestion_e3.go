@@ -189,6 +189,7 @@ func CCE3Options(seed uint64) Options {
 	o := DefaultOptions(seed)
 	o.Topology, o.Scenario = "cc-e3", "cc-e3"
 	o.LinkQueueBytes = ccE3Queue
+	o.Config.Congestion.RecThreshold = 0.5 // "The value of Δt_rec in this experiment is 0.5 ticksec/s"
 	o.FaultPhase = ccE3Start + time.Duration(len(ccE3Script))*ccE3Phase + time.Second
 	return o
 }
