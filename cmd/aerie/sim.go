@@ -41,6 +41,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
 		fmt.Fprintln(stderr, "       aerie sim --topology scale --brokers N --subscriptions M [--depth D] [--fanout F] [--pubends P] [--seed S]")
+		fmt.Fprintln(stderr, "       aerie sim --topology cc-e4 [--dt-rec LIST] [--nack-repetition-min D] [--seed S]   (Gryphon CC §5 E4: a table of recovery times)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
