@@ -19,7 +19,7 @@ import (
 func runExperiment(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie experiment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated)")
+	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e3, cc-e4 (congestion control, simulated)")
 	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
@@ -31,6 +31,8 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nCases ds-churn and ds-crash reproduce Gryphon DS (DSN 2003) §5.1.1 and §5.3 in the simulator (simulated")
 		fmt.Fprintln(stderr, "time, one PHB with four pubends × 200 events/s, one SHB): durable subscribers away 5 s every 30 s, or")
 		fmt.Fprintln(stderr, "40 of them kept away by a 25 s crash of their SHB; plots ds_churn.png, ds_crash.png.")
+		fmt.Fprintln(stderr, "\nCases cc-e3 and cc-e4 reproduce Gryphon CC (Middleware 2003) §5 E3 and E4 in the simulator: limits and a")
+		fmt.Fprintln(stderr, "failure in several places of a five-SHB network, and recovery time against Δt_rec; plots cc_e3.png, cc_e4.png.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -53,6 +55,13 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	failed := false
 	for _, c := range strings.Split(*cases, ",") {
 		c = strings.TrimSpace(c)
+		if isCCCase(c) {
+			if err := runCCCase(c, *out, stdout); err != nil {
+				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)
+				failed = true
+			}
+			continue
+		}
 		if isDSCase(c) {
 			if err := runDSCase(c, *out, stdout); err != nil {
 				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)

@@ -26,18 +26,22 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
 	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but overload, \"none\" for none")
-	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2)")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2; cc-e3 the five-SHB network of E3 with limits and a failure in several places; cc-e4 E1's failure for each Δt_rec of --dt-rec, E4)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
-	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2); false shows the collapse of Gryphon CC §2")
+	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2, cc-e3, cc-e4); false shows the collapse of Gryphon CC §2")
+	linkQueue := fs.Int("link-queue", 0, "bytes one direction of a capped link queues before the connection resets (default 256 KiB; --topology cc-e3 1 MiB)")
+	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
+	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
 		fmt.Fprintln(stderr, "       aerie sim --topology scale --brokers N --subscriptions M [--depth D] [--fanout F] [--pubends P] [--seed S]")
+		fmt.Fprintln(stderr, "       aerie sim --topology cc-e4 [--dt-rec LIST] [--nack-repetition-min D] [--seed S]   (Gryphon CC §5 E4: a table of recovery times)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +56,29 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	if *topology == "scale" {
 		return runScale(sc, *seed, *faultPhase, *converge, stdout, stderr)
+	}
+	if *topology == "cc-e4" {
+		vals, err := ccE4Values(*dtRec)
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie sim: %v\n", err)
+			return 2
+		}
+		if len(vals) > 1 { // the sweep of Gryphon CC §5 E4, as a table
+			if *trace || *traceFile != "" {
+				fmt.Fprintln(stderr, "aerie sim: --trace with --topology cc-e4 needs one --dt-rec value")
+				return 2
+			}
+			tweak := func(o *sim.Options) {
+				if *nrtMin > 0 {
+					o.Config.NackRepetitionMin = *nrtMin
+				}
+			}
+			flags := ""
+			if *nrtMin > 0 {
+				flags = " --nack-repetition-min " + nrtMin.String()
+			}
+			return runCCE4(vals, *seed, *workers, tweak, flags, stdout, stderr)
+		}
 	}
 	if sc.set(fs) {
 		fmt.Fprintln(stderr, "aerie sim: --brokers, --subscriptions, --depth, --fanout, --pubends and --rate need --topology scale")
@@ -70,7 +97,20 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *topology == "cc-e2" {
 			o = sim.CCE2Options(s)
 		}
+		if *topology == "cc-e3" {
+			o = sim.CCE3Options(s)
+		}
+		if *topology == "cc-e4" {
+			vals, _ := ccE4Values(*dtRec) // one value, checked above
+			o = sim.CCE4Options(s, vals[0])
+		}
 		o.NoCongestionControl = !*cc
+		if *nrtMin > 0 {
+			o.Config.NackRepetitionMin = *nrtMin
+		}
+		if *linkQueue > 0 {
+			o.LinkQueueBytes = *linkQueue
+		}
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -99,6 +139,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if !*cc {
 			b.WriteString(" --congestion-control=false")
+		}
+		if *dtRec != "" {
+			fmt.Fprintf(&b, " --dt-rec %s", *dtRec)
+		}
+		if *nrtMin > 0 {
+			fmt.Fprintf(&b, " --nack-repetition-min %s", *nrtMin)
+		}
+		if *linkQueue > 0 {
+			fmt.Fprintf(&b, " --link-queue %d", *linkQueue)
 		}
 		return b.String()
 	}
@@ -189,6 +238,12 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				fmt.Fprintf(stdout, "congestion control: %d DCQs, %d rate decreases, %d queue resets, at most %d bytes queued on a capped link\n",
 					o.res.DCQs, o.res.RateDecreases, o.res.QueueResets, o.res.MaxLinkQueue)
 			}
+			printCCE3(stdout, o.res.CCE3Phases)
+			if o.res.CCRecovery > 0 {
+				fmt.Fprintf(stdout, "  s2 back within 2 s of the present %.1f s after b1–s2 returned\n", o.res.CCRecovery.Seconds())
+			} else if o.res.CCRecovery < 0 {
+				fmt.Fprintln(stdout, "  s2 did not come back within 2 s of the present while it was watched")
+			}
 			for _, ph := range o.res.CCPhases {
 				fmt.Fprintf(stdout, "  b1–s2 capped at %.0f KB/s: %.1f events/s published (second half of the phase), at most %d KB queued on b1→s2\n",
 					ph.Cap/1000, ph.Rate, ph.MaxQueue/1000)
@@ -210,4 +265,13 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 		return 1
 	}
 	return 0
+}
+
+// printCCE3 prints the phases of Gryphon CC §5 E3 (--topology cc-e3): what
+// the pubend published and each SHB received in the second half of each.
+func printCCE3(out io.Writer, phases []sim.CCE3Phase) {
+	for i, ph := range phases {
+		fmt.Fprintf(out, "  phase %d, %s: %.1f events/s published; received at s1–s5 %.1f %.1f %.1f %.1f %.1f (second half of the phase); at most %d KB queued on a link, %d queue resets\n",
+			i+1, ph.Name, ph.Published, ph.Delivered[0], ph.Delivered[1], ph.Delivered[2], ph.Delivered[3], ph.Delivered[4], ph.MaxQueue/1000, ph.Resets)
+	}
 }

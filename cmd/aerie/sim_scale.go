@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -79,6 +80,11 @@ func runScale(o scaleOpts, seed int64, faultPhase, converge time.Duration, stdou
 	}
 	if total := physicalMemory(); total > 0 {
 		opts.Scale.MemLimit = total * 7 / 10
+		// The run was admitted against this bound: have the garbage
+		// collector keep the heap under it rather than let it grow to
+		// twice the live data (GOGC's default headroom), which is what
+		// made a million subscriptions look twice as large as they are.
+		debug.SetMemoryLimit(opts.Scale.MemLimit)
 	}
 	if *o.cpuProfile != "" {
 		f, err := os.Create(*o.cpuProfile)

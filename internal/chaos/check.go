@@ -45,6 +45,7 @@ type pubKey struct {
 type checker struct {
 	mu         sync.Mutex
 	acked      map[pubKey]published
+	ackOrder   []pubKey // acked's keys in the order acknowledged (missing's cursor)
 	subs       []*watch
 	delivered  int
 	violations []string
@@ -59,6 +60,10 @@ type watch struct {
 	last   map[string]uint64
 	gaps   []client.Gap
 	got    map[pubKey]uint64 // what arrived, at which tick
+	// scanned is how much of checker.ackOrder missing has looked at;
+	// pending, what it found this subscription should get and had not got.
+	scanned int
+	pending map[pubKey]bool
 	client *client.Client
 	// durable: a durable subscription (Gryphon DS, DSN 2003): it must miss
 	// nothing across its reconnections, and a gap notice is a violation,
@@ -108,30 +113,63 @@ func (c *checker) receive(w *watch, ev client.Event) {
 	w.last[ev.Pubend] = max(w.last[ev.Pubend], ev.Tick)
 }
 
-// missing lists, for each subscription, the acknowledged publishes its
+// missing counts, for each subscription, the acknowledged publishes its
 // filter selects, of the pubends its broker routes (its start token names
-// them), after its start and outside its gap notices, that have
-// not arrived (c.mu held). It also checks what arrived against what was
-// acknowledged later (I1).
+// them), after its start and outside its gap notices, that have not
+// arrived (c.mu held), with a few examples.
+//
+// It is called every 200 ms while the run waits for deliveries, holding the
+// lock the subscribers need, so it works incrementally: each subscription
+// looks only at the publishes acknowledged since its last call, and keeps
+// those it still waits for. That is exact because what decides whether a
+// publish is owed never turns it back into owed: the start token is fixed,
+// deliveries and gap notices only accumulate.
 func (c *checker) missing() (n int, sample []string) {
 	for _, w := range c.subs {
-		for k, p := range c.acked {
-			st, routed := w.start[k.pubend]
-			if !routed {
-				continue // no route from that pubend to this subscription's broker
+		if w.pending == nil {
+			w.pending = map[pubKey]bool{}
+		}
+		for _, k := range c.ackOrder[w.scanned:] {
+			if c.owed(w, k) {
+				w.pending[k] = true
 			}
-			if p.tick <= st || !w.f.match(p.topic, p.qty) || inGap(w.gaps, k.pubend, p.tick) {
+		}
+		w.scanned = len(c.ackOrder)
+		for k := range w.pending {
+			if !c.owed(w, k) {
+				delete(w.pending, k)
 				continue
 			}
-			if _, ok := w.got[k]; !ok {
-				n++
-				if len(sample) < 5 {
-					sample = append(sample, fmt.Sprintf("%s: %s seq %d at tick %d", w.where, k.pubend, k.seq, p.tick))
-				}
+			n++
+			if len(sample) < 5 {
+				sample = append(sample, fmt.Sprintf("%s: %s seq %d at tick %d", w.where, k.pubend, k.seq, c.acked[k].tick))
 			}
 		}
 	}
 	return n, sample
+}
+
+// recordAck notes an acknowledged publish (c.mu held).
+func (c *checker) recordAck(k pubKey, p published) {
+	if _, again := c.acked[k]; !again {
+		c.ackOrder = append(c.ackOrder, k)
+	}
+	c.acked[k] = p
+}
+
+// owed reports whether subscription w should have received acknowledged
+// publish k and has not (c.mu held).
+func (c *checker) owed(w *watch, k pubKey) bool {
+	p := c.acked[k]
+	st, routed := w.start[k.pubend]
+	if !routed {
+		return false // no route from that pubend to this subscription's broker
+	}
+	if p.tick <= st || !w.f.match(p.topic, p.qty) || inGap(w.gaps, k.pubend, p.tick) {
+		return false
+	}
+	_, got := w.got[k]
+	return !got
 }
 
 func inGap(gaps []client.Gap, pubend string, t uint64) bool {
@@ -271,7 +309,7 @@ func (c *checker) publisher(ctx context.Context, addr, pubend string, rate int, 
 				return
 			}
 			c.mu.Lock()
-			c.acked[pubKey{pubend, seq}] = published{tick: r.Ack.Tick, topic: topic, qty: qty}
+			c.recordAck(pubKey{pubend, seq}, published{tick: r.Ack.Tick, topic: topic, qty: qty})
 			c.mu.Unlock()
 		}(seq)
 	}

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +43,10 @@ func TestCheckerBites(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &checker{acked: acked, report: func(string) {}}
+			c := &checker{acked: map[pubKey]published{}, report: func(string) {}}
+			for _, k := range slices.SortedFunc(maps.Keys(acked), func(a, b pubKey) int { return int(a.seq - b.seq) }) {
+				c.recordAck(k, acked[k])
+			}
 			w := &watch{where: "s1/orders", f: tc.f, start: map[string]uint64{"P1": 0}, last: map[string]uint64{"P1": 0}, got: map[pubKey]uint64{}, durable: tc.durable}
 			c.subs = []*watch{w}
 			for _, e := range tc.feed {
@@ -56,5 +61,48 @@ func TestCheckerBites(t *testing.T) {
 				t.Fatalf("want a violation saying %q, got:\n%s", tc.wants, got)
 			}
 		})
+	}
+}
+
+// TestMissingIncremental: missing, called while deliveries, gap notices and
+// acknowledgements keep arriving, counts what is owed at each call, the
+// same as a fresh count over everything would.
+func TestMissingIncremental(t *testing.T) {
+	c := &checker{acked: map[pubKey]published{}, report: func(string) {}}
+	w := &watch{where: "s1/all", f: filters[0], start: map[string]uint64{"P1": 5}, last: map[string]uint64{"P1": 5}, got: map[pubKey]uint64{}}
+	c.subs = []*watch{w}
+	ev := func(tk uint64, seq int64) client.Event {
+		return client.Event{Pubend: "P1", Tick: tk, Topic: "orders.eu", Props: map[string]any{"seq": seq, "qty": int64(1)}}
+	}
+	fresh := func() int { // the count from scratch
+		n := 0
+		for k := range c.acked {
+			if c.owed(w, k) {
+				n++
+			}
+		}
+		return n
+	}
+	check := func(want int) {
+		t.Helper()
+		if n, _ := c.missing(); n != want || n != fresh() {
+			t.Fatalf("missing = %d, from scratch %d, want %d", n, fresh(), want)
+		}
+	}
+	c.recordAck(pubKey{"P1", 1}, published{tick: 5, topic: "orders.eu", qty: 1}) // at the start token: not owed
+	c.recordAck(pubKey{"P1", 2}, published{tick: 10, topic: "orders.eu", qty: 1})
+	c.recordAck(pubKey{"P1", 3}, published{tick: 20, topic: "orders.eu", qty: 1})
+	check(2)
+	c.receive(w, ev(10, 2))
+	check(1)
+	c.recordAck(pubKey{"P1", 4}, published{tick: 30, topic: "orders.eu", qty: 1})
+	c.recordAck(pubKey{"P1", 5}, published{tick: 40, topic: "orders.eu", qty: 1})
+	check(3)
+	c.receive(w, client.Event{Pubend: "P1", Gap: &client.Gap{Pubend: "P1", From: 10, To: 30}})
+	check(1)
+	c.receive(w, ev(40, 5))
+	check(0)
+	if len(c.violations) != 0 {
+		t.Fatalf("violations: %v", c.violations)
 	}
 }

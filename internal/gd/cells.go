@@ -206,6 +206,10 @@ func (e *Engine) sendUp(ps *pstream, m msg.Msg) {
 	e.send(to, m)
 }
 
+// MutAskSameMember: a request unanswered by one member of an upstream cell
+// is repeated to the same member forever (askUp switched off).
+const MutAskSameMember Mutation = 1 << 20
+
 // askUp notes a request (SubReq, Replay, Refetch) about to go to member to
 // of ps's upstream cell, and returns the member to send it to. A member
 // that left an earlier request unanswered for NackRepetitionMin, while the
@@ -217,7 +221,7 @@ func (e *Engine) sendUp(ps *pstream, m msg.Msg) {
 // stream in a restart. The first answer fixes the choice (answeredUp).
 func (e *Engine) askUp(ps *pstream, to msg.NodeID) msg.NodeID {
 	ms := e.membersOf(ps.up)
-	if len(ms) == 1 {
+	if len(ms) == 1 || e.mut&MutAskSameMember != 0 {
 		return to
 	}
 	a := &ps.ask

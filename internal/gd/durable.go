@@ -106,7 +106,12 @@ type durableEngine struct {
 	// Replays of a pubend hosted here, answered in turn (askReplay).
 	local   []msg.Replay
 	inLocal bool
-	stats   DurableStats
+	joining bool // subscriptions are starting together (startTogether)
+	// durables counts the durable subscriptions here, so that a broker
+	// with none (most, and every one of a large simulated network) does
+	// not walk all its subscriptions at every tick (tickDurable).
+	durables int
+	stats    DurableStats
 }
 
 // DurableStats counts the work of durable subscriptions at this broker.
@@ -132,6 +137,9 @@ func (e *Engine) initDurable(s *subscription, m msg.Subscribe) {
 		return
 	}
 	s.dur = &durableState{durable: m.Durable, from: m.From, cu: map[msg.PubendID]*catchup{}}
+	if m.Durable {
+		e.dur.durables++
+	}
 }
 
 // startDurable runs as the subscription comes into force: it applies the
@@ -272,6 +280,9 @@ func (e *Engine) applyChunk(cu *catchup, m msg.ReplayData) bool {
 // tickDurable repeats lost Replays and sends Progress.
 func (e *Engine) tickDurable() {
 	e.repeatReplays()
+	if e.dur.durables == 0 {
+		return
+	}
 	for _, s := range e.subs {
 		if s == nil || s.dur == nil || !s.started {
 			continue
@@ -320,6 +331,9 @@ func (e *Engine) progress(s *subscription) {
 func (e *Engine) dropDurable(s *subscription) {
 	if s.dur == nil {
 		return
+	}
+	if s.dur.durable {
+		e.dur.durables--
 	}
 	for _, cu := range s.dur.cu {
 		e.leaveGroup(cu)

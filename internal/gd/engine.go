@@ -113,11 +113,7 @@ type Engine struct {
 	// leaves a nil hole (subHoles of them), compacted once they are half
 	// the list, so that ending 100 000 subscriptions is not quadratic.
 	subs []*subscription
-	// pendingSubs are the subscriptions that had SubReqs out when they
-	// were made, in e.subs order: the timer repeats their SubReqs without
-	// walking every subscription (a million at a large SHB) every tick.
-	pendingSubs []*subscription
-	subHoles    int
+	subHoles int
 	subByID     map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
@@ -162,7 +158,7 @@ type pstream struct {
 	// pubend or answered a request for it: nacks and requests go to it
 	// (seed 000 §3.1; cells.go askUp).
 	lastFrom msg.NodeID
-	ask      upAsk // the request to lastFrom not yet answered
+	ask      upAsk          // the request to lastFrom not yet answered
 	pub      *stream.Pubend // non-nil when hosted here
 	in       stream.Istream
 	outs     []*stream.Ostream
@@ -175,8 +171,10 @@ type pstream struct {
 	cache     payloadCache // pubend: payloads in memory (cache.go)
 	// versionSeq numbers the filter versions a pubend logs (cells.go).
 	versionSeq uint64
+	snapMemo   map[versionKey]*msg.FilterVersion // Snapshot's records (snapshot.go)
 	ackSent    tick.Tick
 	ackSentAt  tick.Time
+	subAsk     subAsk // local subscriptions asking this pubend for their start (subscribe.go)
 	aeNext     tick.Time // pubend: next AckExpected allowed
 	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
 	rel        release   // release protocol (release.go)

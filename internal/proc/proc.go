@@ -40,8 +40,8 @@ func New(bin, dir string) *Group {
 // LogPath is where process id writes (every incarnation appends).
 func (g *Group) LogPath(id string) string { return filepath.Join(g.dir, id+".log") }
 
-// Start runs bin with args as process id. Its own process group keeps a
-// terminal's Ctrl-C from reaching it: the harness stops it.
+// Start runs bin with args as process id, in its own process group and,
+// on Linux, killed with the harness (sysProcAttr).
 func (g *Group) Start(id string, args ...string) error {
 	logf, err := os.OpenFile(g.LogPath(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -51,7 +51,7 @@ func (g *Group) Start(id string, args ...string) error {
 	fmt.Fprintf(logf, "--- start %s at %s: %s\n", id, time.Now().Format(time.RFC3339Nano), strings.Join(args, " "))
 	cmd := exec.Command(g.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("proc: start %s: %w", id, err)
 	}

@@ -30,9 +30,9 @@ func (w *world) queueOn(l *link, dir int, m msg.Msg, size int, earliest tick.Tim
 		start := max(w.now, l.busy[dir])
 		queued := start.Sub(w.now).Seconds() * l.bw
 		l.maxQueued[dir] = max(l.maxQueued[dir], queued)
-		if queued+float64(size) > linkQueueBytes {
+		if limit := w.linkQueueLimit(); queued+float64(size) > float64(limit) {
 			w.queueResets++
-			w.watchf("queue of %s-%s over %d B: reset", l.a, l.b, linkQueueBytes)
+			w.watchf("queue of %s-%s over %d B: reset", l.a, l.b, limit)
 			w.cut(l)
 			w.after(time.Duration(10+w.rng.IntN(190))*time.Millisecond, func() {
 				if !w.healed {
@@ -47,6 +47,21 @@ func (w *world) queueOn(l *link, dir int, m msg.Msg, size int, earliest tick.Tim
 	at = max(at, l.lastAt[dir])
 	l.lastAt[dir] = at
 	return at, true
+}
+
+// resetQueueMax starts a new measurement of l's queue for a phase, keeping
+// the run's maximum for Result.MaxLinkQueue.
+func (w *world) resetQueueMax(l *link) {
+	w.maxQueueSeen = max(w.maxQueueSeen, l.maxQueued[0], l.maxQueued[1])
+	l.maxQueued = [2]float64{}
+}
+
+// linkQueueLimit is the most a capped link queues (Options.LinkQueueBytes).
+func (w *world) linkQueueLimit() int {
+	if w.opts.LinkQueueBytes > 0 {
+		return w.opts.LinkQueueBytes
+	}
+	return linkQueueBytes
 }
 
 // injectOverload caps one link's bandwidth for a while, below what the
@@ -86,19 +101,28 @@ func (w *world) ccRecovered() {
 // The oracle states the bound: by 2·outage/Δt_rec + 10 s after the link
 // returns, s2's doubt horizon is within 2 s of the pubend's present (CC2).
 func (w *world) scheduleCCE1(shbs []msg.NodeID) {
-	const (
-		rate    = 20 // events/s per publisher
-		pad     = 1000
-		outage  = 15 * time.Second
-		cutAt   = 5 * time.Second
-		linkBps = 48_000
-	)
-	w.ccClients(shbs, rate, pad)
+	w.ccE1Failure(shbs, 20, ccE1Outage)
+	w.ccE1Bound()
+}
+
+// ccE1Failure is E1's script with publishers offering rate events/s each:
+// b1–s2 capped at ccE1Link, down from ccE1CutAt for outage.
+func (w *world) ccE1Failure(shbs []msg.NodeID, rate float64, outage time.Duration) {
+	w.ccClients(shbs, rate, 1000)
 	l := w.byPair[pairKey("b1", "s2")]
-	l.bw = linkBps
-	w.after(cutAt, func() { w.cut(l) })
-	w.after(cutAt+outage, func() { w.heal(l) })
+	l.bw = ccE1Link
+	w.after(ccE1CutAt, func() { w.cut(l) })
+	w.after(ccE1CutAt+outage, func() { w.heal(l) })
+}
+
+// ccE1Bound schedules the oracle's check of E1 (CC2): s2 has recovered by
+// 2·outage/Δt_rec + 10 s after b1–s2 returns.
+func (w *world) ccE1Bound() {
+	const outage, cutAt = ccE1Outage, ccE1CutAt
 	dtRec := w.opts.Config.Congestion.RecThreshold
+	if dtRec <= 0 {
+		return // no bound: recovery may never end (Gryphon CC §5 E4)
+	}
 	bound := time.Duration(2*outage.Seconds()/dtRec*float64(time.Second)) + 10*time.Second
 	w.after(cutAt+outage+bound, func() {
 		n := w.nodes["s2"]
@@ -111,6 +135,13 @@ func (w *world) scheduleCCE1(shbs []msg.NodeID) {
 		}
 	})
 }
+
+// E1's failure: b1–s2 fails at ccE1CutAt for ccE1Outage.
+const (
+	ccE1CutAt  = 5 * time.Second
+	ccE1Outage = 15 * time.Second
+	ccE1Link   = 48_000 // bytes/s on b1–s2
+)
 
 // ccClients starts the congestion scenarios' clients: two steady
 // publishers of P1 at p1, each offering rate events/s of pad-byte payloads,
@@ -182,7 +213,8 @@ func (w *world) scheduleCCE2(shbs []msg.NodeID) {
 		at := ccE2Start + time.Duration(i)*ccE2Phase
 		var mid uint64
 		w.after(at, func() {
-			l.bw, l.maxQueued = c, [2]float64{}
+			l.bw = c
+			w.resetQueueMax(l)
 			w.watchf("b1–s2 capped at %.0f B/s", c)
 		})
 		w.after(at+ccE2Phase/2, func() { mid = delivered() })

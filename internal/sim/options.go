@@ -99,6 +99,10 @@ type Options struct {
 	// NoCongestionControl keeps congestion control off even where the
 	// plan would run it: to watch the collapse of Gryphon CC §2.
 	NoCongestionControl bool
+	// LinkQueueBytes is how many bytes one direction of a capped link
+	// queues before the connection resets (congestion.go); 0 is
+	// linkQueueBytes.
+	LinkQueueBytes int
 	// Watch, when set with WatchLog, logs every message, delivery and
 	// subscription event that concerns one tick of one pubend (diagnosis).
 	WatchPubend msg.PubendID
@@ -258,7 +262,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetain = 0 // Gryphon DS §5 "disabled early-release in these experiments"
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
-	p.cc = (p.faults[FaultOverload] || o.Scenario == "cc" || o.Scenario == "cc-e2") && !o.NoCongestionControl
+	p.cc = (p.faults[FaultOverload] || isCCScenario(o.Scenario)) && !o.NoCongestionControl
 	return p, nil
 }
 
@@ -276,3 +280,7 @@ func makeScalePlan(o Options, rng *rand.Rand) (plan, error) {
 	p.diskLatency = time.Duration(100+rng.IntN(3000)) * time.Microsecond
 	return p, nil
 }
+
+// isCCScenario: the scripted congestion control experiments of Gryphon CC
+// §5 (congestion*.go), which run with congestion control on.
+func isCCScenario(s string) bool { return s == "cc" || s == "cc-e2" || s == "cc-e3" || s == "cc-e4" }

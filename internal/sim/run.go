@@ -82,6 +82,13 @@ type Result struct {
 	MaxLinkQueue int
 	// CCPhases: the phases of Gryphon CC §5 E2 (scenario "cc-e2").
 	CCPhases []CCPhase
+	// CCE3Phases: the phases of Gryphon CC §5 E3 (scenario "cc-e3");
+	// CCSeries: one sample a second of scenarios "cc-e3" and "cc-e4".
+	CCE3Phases []CCE3Phase
+	CCSeries   []CCSample
+	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
+	// of the present after b1–s2 returned; -1 when it did not.
+	CCRecovery time.Duration
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -166,6 +173,8 @@ func Run(o Options) (Result, error) {
 	res.AsksMoved = w.asksMoved
 	res.QueueResets = w.queueResets
 	res.CCPhases = w.ccPhases
+	res.CCE3Phases, res.CCSeries, res.CCRecovery = w.ccE3Phases, w.ccSeries, w.ccRecovery
+	res.MaxLinkQueue = int(w.maxQueueSeen)
 	for _, l := range w.links {
 		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
 	}
@@ -214,7 +223,11 @@ func (w *world) build() {
 			n.raft = &raftMember{members: ms, fs: vfs.NewMem()}
 		case b.Role == PHB || b.Role == SHB:
 			// A PHB logs its events, an SHB its durable subscriptions.
-			n.disk = newDisk()
+			opts := diskOpts
+			if w.scale != nil {
+				opts = scaleDiskOpts
+			}
+			n.disk = newDisk(opts)
 		}
 		if w.plan.faults[FaultDrift] {
 			n.offset = time.Duration(w.rng.IntN(100)-50) * time.Millisecond
@@ -302,6 +315,14 @@ func (w *world) schedule() {
 	}
 	if w.opts.Scenario == "cc-e2" {
 		w.scheduleCCE2(shbs)
+		return
+	}
+	if w.opts.Scenario == "cc-e4" {
+		w.scheduleCCE4(shbs)
+		return
+	}
+	if w.opts.Scenario == "cc-e3" {
+		w.scheduleCCE3(shbs)
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {

@@ -53,7 +53,14 @@ type world struct {
 	// queueResets counts connections reset by a full link queue
 	// (congestion.go).
 	queueResets int
-	ccPhases    []CCPhase // Gryphon CC E2 (congestion.go)
+	ccPhases    []CCPhase   // Gryphon CC E2 (congestion.go)
+	ccE3Phases  []CCE3Phase // Gryphon CC E3 (congestion_e3.go)
+	ccSeries    []CCSample  // one sample a second of E3 and E4
+	// maxQueueSeen: the most queued on a link before a phase of a
+	// congestion scenario reset the link's maximum (resetQueueMax).
+	maxQueueSeen float64
+	ccLagOf      msg.NodeID    // the SHB whose lag CCSample records
+	ccRecovery   time.Duration // E4: link return to s2 within 2 s (-1: not yet)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
 	// asksMoved sums gd.Stats.AsksMoved over ended engine incarnations.
