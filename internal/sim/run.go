@@ -86,6 +86,9 @@ type Result struct {
 	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
 	// of the present after b1–s2 returned; -1 when it did not.
 	CCRecovery time.Duration
+	// Trace: every broker's row of every 100 ms window, with
+	// Options.KeepTrace.
+	Trace []TraceRow
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -109,8 +112,8 @@ func Run(o Options) (Result, error) {
 		lrng:  rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
 		rrng:  rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
-	if o.Trace != nil {
-		w.trace = newTracer(o.Trace)
+	if o.Trace != nil || o.KeepTrace {
+		w.trace = newTracer(o.Trace, o.KeepTrace)
 	}
 	if o.Topology == "scale" {
 		w.scale = &scaleRun{p: o.Scale, byCur: map[msg.SubID]*subscriber{}, res: ScaleResult{Shape: p.scaleShape,
@@ -170,6 +173,9 @@ func Run(o Options) (Result, error) {
 	res.CCPhases = w.ccPhases
 	res.CCE3Phases, res.CCSeries, res.CCRecovery = w.ccE3Phases, w.ccSeries, w.ccRecovery
 	res.MaxLinkQueue = int(w.maxQueueSeen)
+	if w.trace != nil {
+		res.Trace = w.trace.rows
+	}
 	for _, l := range w.links {
 		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
 	}
