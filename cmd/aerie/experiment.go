@@ -19,7 +19,7 @@ import (
 func runExperiment(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie experiment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e3, cc-e4 (congestion control, simulated)")
+	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e1, cc-e2, cc-e3, cc-e4 (congestion control, simulated)")
 	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
@@ -31,8 +31,10 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nCases ds-churn and ds-crash reproduce Gryphon DS (DSN 2003) §5.1.1 and §5.3 in the simulator (simulated")
 		fmt.Fprintln(stderr, "time, one PHB with four pubends × 200 events/s, one SHB): durable subscribers away 5 s every 30 s, or")
 		fmt.Fprintln(stderr, "40 of them kept away by a 25 s crash of their SHB; plots ds_churn.png, ds_crash.png.")
-		fmt.Fprintln(stderr, "\nCases cc-e3 and cc-e4 reproduce Gryphon CC (Middleware 2003) §5 E3 and E4 in the simulator: limits and a")
-		fmt.Fprintln(stderr, "failure in several places of a five-SHB network, and recovery time against Δt_rec; plots cc_e3.png, cc_e4.png.")
+		fmt.Fprintln(stderr, "\nCases cc-e1 to cc-e4 reproduce Gryphon CC (Middleware 2003) §5 E1 to E4 in the simulator: a capped link that")
+		fmt.Fprintln(stderr, "fails for 15 s, with and without congestion control; a cap that alternates; limits and a failure in several")
+		fmt.Fprintln(stderr, "places of a five-SHB network; recovery time against Δt_rec. Plots cc-e1-link-failure.png, cc_e2.png,")
+		fmt.Fprintln(stderr, "cc_e3.png, cc_e4.png.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -110,6 +110,8 @@ type Options struct {
 	WatchLog    interface{ Write([]byte) (int, error) }
 	// Trace, when set, receives per-broker time series as CSV.
 	Trace interface{ Write([]byte) (int, error) }
+	// KeepTrace keeps the same series in Result.Trace.
+	KeepTrace bool
 	// Scale shapes a run of the "scale" topology (scale.go).
 	Scale ScaleParams
 }

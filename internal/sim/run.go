@@ -89,6 +89,9 @@ type Result struct {
 	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
 	// of the present after b1–s2 returned; -1 when it did not.
 	CCRecovery time.Duration
+	// Trace: every broker's row of every 100 ms window, with
+	// Options.KeepTrace.
+	Trace []TraceRow
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -113,8 +116,8 @@ func Run(o Options) (Result, error) {
 		rrng:  rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
 		wrng:  rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
-	if o.Trace != nil {
-		w.trace = newTracer(o.Trace)
+	if o.Trace != nil || o.KeepTrace {
+		w.trace = newTracer(o.Trace, o.KeepTrace)
 	}
 	if o.Topology == "scale" {
 		w.scale = &scaleRun{p: o.Scale, byCur: map[msg.SubID]*subscriber{}, res: ScaleResult{Shape: p.scaleShape,
@@ -175,6 +178,9 @@ func Run(o Options) (Result, error) {
 	res.CCPhases = w.ccPhases
 	res.CCE3Phases, res.CCSeries, res.CCRecovery = w.ccE3Phases, w.ccSeries, w.ccRecovery
 	res.MaxLinkQueue = int(w.maxQueueSeen)
+	if w.trace != nil {
+		res.Trace = w.trace.rows
+	}
 	for _, l := range w.links {
 		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
 	}
