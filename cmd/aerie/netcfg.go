@@ -57,7 +57,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	}
 	if rs := n.Replicas(id); rs != nil {
 		// A replicated PHB cell: one Raft group for its pubends.
-		opts.Raft = &broker.RaftOptions{Cell: msg.NodeID(b.CellID())}
+		opts.Raft = &broker.RaftOptions{Cell: msg.NodeID(b.CellID()), Clients: broker.RaftClients(b.RaftClients)}
 		for _, m := range rs {
 			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
 		}

@@ -54,6 +54,16 @@ func (peerDown) apply(n *Node, src source) {
 		delete(n.peers, src.peer)
 		n.log.Info("link down", "peer", string(src.peer), "err", src.conn.Err())
 		n.sh.PeerDown(src.peer)
+		if n.raft != nil {
+			// The clients that member forwarded for are gone with it.
+			for k, cid := range n.raft.fwd.in {
+				if k.peer == src.peer {
+					delete(n.raft.fwd.in, k)
+					delete(n.clients, cid)
+					n.sh.ClientDown(cid)
+				}
+			}
+		}
 	}
 }
 
@@ -73,6 +83,10 @@ func (c clientUp) apply(n *Node, src source) {
 	}
 	n.sh.ClientUpAs(src.cid, c.perms)
 	if n.raft != nil && !n.raft.serving {
+		if n.forwards() {
+			n.forwardClientUp(src.cid, n.clients[src.cid], c.perms)
+			return
+		}
 		n.standbyClient(n.clients[src.cid])
 	}
 }
@@ -83,6 +97,9 @@ func (clientDown) apply(n *Node, src source) {
 	if _, ok := n.clients[src.cid]; ok {
 		n.sh.ClientDown(src.cid)
 		delete(n.clients, src.cid)
+	}
+	if n.raft != nil {
+		n.forwardClientDown(src.cid)
 	}
 }
 
@@ -98,6 +115,13 @@ func (n *Node) handle(ev event) {
 		if n.peers[ev.src.peer] != ev.src.conn {
 			return // a replaced connection's leftovers
 		}
+		if f, ok := ev.m.(msg.Forward); ok && n.raft != nil {
+			if err := n.forwardMsg(ev.src.peer, f); err != nil {
+				n.log.Warn("closing link after protocol error", "peer", string(ev.src.peer), "err", err)
+				ev.src.conn.CloseWith(err, "protocol error: "+err.Error())
+			}
+			return
+		}
 		if r, ok := ev.m.(msg.Raft); ok && n.raft != nil {
 			if err := n.stepRaft(ev.src.peer, r); err != nil {
 				n.log.Warn("closing link after protocol error", "peer", string(ev.src.peer), "err", err)
@@ -111,8 +135,12 @@ func (n *Node) handle(ev event) {
 			ev.src.conn.CloseWith(err, "protocol error: "+err.Error())
 		}
 	case n.raft != nil && !n.raft.serving:
-		// A standby member serves no client: the connection is closing,
-		// and the client resends to the member it reaches next.
+		// A standby member forwards a client's publishes to the serving
+		// leader; redirected, the connection is closing and the client
+		// resends to the member it reaches next.
+		if n.forwards() {
+			n.forwardRequest(ev.src.cid, ev.m)
+		}
 	default:
 		n.sh.ClientRequest(ev.src.cid, ev.m)
 	}
@@ -146,6 +174,7 @@ func (n *Node) loop(ctx context.Context) error {
 		select {
 		case <-raftTick:
 			n.raft.rn.Tick()
+			n.forwardCheck(true)
 		case err := <-raftSynced:
 			if err := n.raftSynced(err); err != nil {
 				n.closeAll("broker storage failed")
@@ -186,6 +215,7 @@ func (n *Node) loop(ctx context.Context) error {
 				n.closeAll("broker storage failed")
 				return fmt.Errorf("%w, stopping (crash-only)", err)
 			}
+			n.forwardCheck(false)
 		}
 	}
 }

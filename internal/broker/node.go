@@ -263,7 +263,17 @@ func (n *Node) initRaft() error {
 	if r.ElectionTicks <= 0 {
 		r.ElectionTicks = 10
 	}
-	n.raft = &raftState{opts: r, synced: make(chan error, 1)}
+	switch r.Clients {
+	case "":
+		r.Clients = DefaultRaftClients
+	case RaftClientsForward, RaftClientsRedirect:
+	default:
+		return fmt.Errorf("broker %s: raft clients %q: want %q or %q", n.opts.ID, r.Clients, RaftClientsForward, RaftClientsRedirect)
+	}
+	if r.ForwardTimeout <= 0 {
+		r.ForwardTimeout = 5 * time.Duration(r.ElectionTicks) * r.TickInterval
+	}
+	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwd: newForwarding()}
 	if n.raft.raftID(n.opts.ID) == 0 {
 		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)
 	}

@@ -26,8 +26,10 @@ import (
 // committed log when it starts to serve, with the Raft member as its
 // Durability: a publish is acked once its batch is committed (fsynced by
 // a majority) and applied here. The other members run a standby shell
-// without routes; a client that connects to one is told to go elsewhere
-// and its client library moves on to the next address of its list. The
+// without routes; a client that connects to one has its publishes
+// forwarded to the serving leader (forward.go), or, configured to
+// redirect, is told to go elsewhere and its client library moves on to
+// the next address of its list. The
 // member's fsyncs run on the loop: simple, and a Ready per loop turn is
 // the group commit.
 
@@ -47,6 +49,14 @@ type RaftOptions struct {
 	// Compaction says when the member compacts its Raft log (zero: every
 	// 1024 entries, keeping 512; see raftphb/node.Compaction).
 	Compaction raftnode.Compaction
+	// Clients is what the member does with a client while it does not
+	// serve: forward its publishes to the serving leader, or redirect it
+	// ("" : DefaultRaftClients; forward.go).
+	Clients RaftClients
+	// ForwardTimeout bounds how long a forwarded client's publishes wait
+	// for a serving leader before the client is closed (default: five
+	// election timeouts).
+	ForwardTimeout time.Duration
 }
 
 // raftState is the loop-owned state of a Raft member.
@@ -58,6 +68,7 @@ type raftState struct {
 	// syncing: a goroutine fsyncs the Raft log and reports on synced.
 	syncing bool
 	synced  chan error
+	fwd     *forwarding // one-hop forwarding of clients (forward.go)
 }
 
 func (r *raftState) raftID(id msg.NodeID) uint64 {
@@ -241,6 +252,7 @@ func (n *Node) completeRaft() error {
 // raftEvent swaps the shell when the leadership changes.
 func (n *Node) raftEvent(ev raftnode.Event) error {
 	r := n.raft
+	var kept map[shell.ClientID]bool
 	switch ev.Kind {
 	case raftnode.EventServe:
 		sh, eng, err := n.newRaftShell(true)
@@ -253,6 +265,8 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		r.serving = true
 		n.sh, n.eng = sh, eng
 		r.rn.Attach(raftReport{n})
+		// The clients this member forwarded for are its own now.
+		kept = n.forwardServe()
 		n.log.Info("leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Serve.Term, "records", ev.Serve.Next)
 	case raftnode.EventRejoin:
 		n.log.Warn("this member has lost the Raft state its cell relies on (a new or wiped data directory): "+
@@ -267,6 +281,9 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		}
 		r.serving = false
 		n.sh, n.eng = sh, eng
+		// Forwarded clients are told (fwdConn.CloseWith below): their
+		// members resend to the next leader.
+		r.fwd = newForwarding()
 		n.log.Info("no longer leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Lost.Term, "unacked_batches", len(ev.Lost.Pending))
 	}
 	// Clients go elsewhere (or come back: they reconnect to the list), and
@@ -274,6 +291,9 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 	// greet the new engine as a restarted upstream (resend summaries, acks
 	// and nacks). Links within the cell carry Raft and stay.
 	for cid, c := range n.clients {
+		if kept[cid] {
+			continue
+		}
 		c.CloseWith(errNotLeader, n.notLeaderReason())
 		delete(n.clients, cid)
 	}

@@ -125,6 +125,21 @@ func cpuTime() time.Duration {
 // P1 and an SHB below it, and returns the client address of the member
 // that serves P1, and the cell's members.
 func startCell(b *testing.B, ctx context.Context, k int) (string, []*broker.Node) {
+	c := startRaftCell(b, ctx, k, "")
+	return c.nodes[c.leader].ClientAddr(), c.nodes[:k]
+}
+
+// raftCell is a running PHB cell and its SHB s1 (the last of nodes).
+type raftCell struct {
+	nodes  []*broker.Node
+	stops  []func() // stop member i (graceful: its context ends)
+	leader int      // the member that served when startRaftCell returned
+}
+
+// startRaftCell starts a PHB cell of k members hosting P1, with clients
+// (a member that does not serve forwards or redirects; "" the default),
+// and an SHB s1 below it, and waits for a member to serve.
+func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.RaftClients) *raftCell {
 	cfg := gd.DefaultConfig()
 	var members []msg.NodeID
 	for i := 1; i <= k; i++ {
@@ -137,14 +152,14 @@ func startCell(b *testing.B, ctx context.Context, k int) (string, []*broker.Node
 	cells := gd.Cells{cell: members}
 	listen := map[msg.NodeID]string{}
 	for _, m := range members {
-		listen[m] = freeAddr(b)
+		listen[m] = freeAddr(t)
 	}
-	var nodes []*broker.Node
+	c := &raftCell{}
 	run := func(o broker.Options) *broker.Node {
 		o.Logger = quietLogger()
 		n, err := broker.New(o)
 		if err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
 		}
 		runCtx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -152,25 +167,27 @@ func startCell(b *testing.B, ctx context.Context, k int) (string, []*broker.Node
 			defer close(done)
 			n.Run(runCtx)
 		}()
-		b.Cleanup(func() {
+		stopWait := func() {
 			stop()
 			<-done
-		})
+		}
+		t.Cleanup(stopWait)
 		<-n.Listening()
-		nodes = append(nodes, n)
+		c.nodes = append(c.nodes, n)
+		c.stops = append(c.stops, stopWait)
 		return n
 	}
 	route := []gd.Route{{Pubend: "P1", Down: []msg.NodeID{"s1"}}}
 	for _, m := range members {
-		o := broker.Options{ID: m, Routes: route, Cells: cells, GD: cfg, Listen: listen[m], Clients: freeAddr(b),
-			DataDir: b.TempDir(), Upstreams: map[msg.NodeID]string{}}
+		o := broker.Options{ID: m, Routes: route, Cells: cells, GD: cfg, Listen: listen[m], Clients: freeAddr(t),
+			DataDir: t.TempDir(), Upstreams: map[msg.NodeID]string{}}
 		for _, p := range members {
 			if p > m {
 				o.Upstreams[p] = listen[p]
 			}
 		}
 		if k > 1 {
-			o.Raft = &broker.RaftOptions{Cell: cell, Members: members}
+			o.Raft = &broker.RaftOptions{Cell: cell, Members: members, Clients: clients}
 		}
 		run(o)
 	}
@@ -178,22 +195,32 @@ func startCell(b *testing.B, ctx context.Context, k int) (string, []*broker.Node
 	for _, m := range members {
 		ups[m] = listen[m]
 	}
-	run(broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: cell}}, Cells: cells, GD: cfg, Listen: freeAddr(b),
-		Clients: freeAddr(b), Upstreams: ups})
+	run(broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: cell}}, Cells: cells, GD: cfg, Listen: freeAddr(t),
+		Clients: freeAddr(t), Upstreams: ups})
 	if k == 1 {
-		return nodes[0].ClientAddr(), nodes[:1]
+		return c
 	}
-	for ctx.Err() == nil {
-		for _, n := range nodes[:k] {
+	c.leader = c.waitServing(t, ctx, -1)
+	return c
+}
+
+// waitServing waits until a member other than not serves, and returns it.
+func (c *raftCell) waitServing(t testing.TB, ctx context.Context, not int) int {
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		for i, n := range c.nodes[:len(c.nodes)-1] {
+			if i == not {
+				continue
+			}
 			if st, err := n.Status(ctx); err == nil && st.Raft != nil && st.Raft.Serving {
-				return n.ClientAddr(), nodes[:k]
+				return i
 			}
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
+			t.Fatal("no member of the cell serves")
+		case <-tk.C:
 		}
 	}
-	b.Fatal("no member of the cell serves")
-	return "", nil
 }

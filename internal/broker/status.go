@@ -77,6 +77,12 @@ type RaftStatus struct {
 	Compactions        uint64 `json:"compactions"`
 	SnapshotsSent      uint64 `json:"snapshots_sent"`
 	SnapshotsInstalled uint64 `json:"snapshots_installed"`
+	// Clients is what the member does with clients while it does not
+	// serve ("forward" or "redirect"); Forwarding counts the clients it
+	// forwards for now, Forwarded those forwarded to it (serving).
+	Clients    string `json:"clients"`
+	Forwarding int    `json:"forwarding,omitempty"`
+	Forwarded  int    `json:"forwarded,omitempty"`
 }
 
 // Status asks the loop for a snapshot.
@@ -119,7 +125,8 @@ func (n *Node) snapshot() Status {
 		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), ID: st.ID, Serving: r.serving, Term: st.Term, Leader: st.Lead,
 			Voters: st.Conf.GetVoters(), Learners: st.Conf.GetLearners(), Joining: st.Joining, Rejoins: ns.Rejoins,
 			LogFirstIndex: ns.Log.FirstIndex, LogEntries: ns.Log.Entries, LogRecords: ns.Log.Records, LogBytes: ns.Log.Bytes,
-			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled}
+			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled,
+			Clients: string(r.opts.Clients), Forwarding: len(r.fwd.clients), Forwarded: len(r.fwd.in)}
 		for _, m := range r.opts.Members {
 			s.Raft.Members = append(s.Raft.Members, string(m))
 		}

@@ -146,7 +146,19 @@ type Broker struct {
 	MaxRetain *time.Duration
 	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
 	MQTT string
+	// RaftClients is raft_clients, what a member of a replicated PHB cell
+	// does with a client while it does not serve: RaftClientsForward
+	// (forward its publishes to the serving leader and relay the acks) or
+	// RaftClientsRedirect (close it: "try another member"). "" when
+	// absent: the broker's default (forward; docs/ARCHITECTURE.md).
+	RaftClients string
 }
+
+// The values of raft_clients.
+const (
+	RaftClientsForward  = "forward"
+	RaftClientsRedirect = "redirect"
+)
 
 // Retain returns the broker's early-release bound: max_retain, or the
 // default (gd.DefaultConfig().MaxRetain, 168h) when absent.
@@ -167,7 +179,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "congestion_control", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt", "raft_clients"}
 	linkKeys   = []string{"up", "down", "bandwidth"}
 )
 

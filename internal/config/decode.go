@@ -43,6 +43,8 @@ type rawBroker struct {
 	// MaxRetain is max_retain (Broker.MaxRetain).
 	MaxRetain any `toml:"max_retain"`
 	MQTT      any `toml:"mqtt"`
+	// RaftClients is raft_clients (Broker.RaftClients).
+	RaftClients any `toml:"raft_clients"`
 }
 
 type rawLink struct {
@@ -115,6 +117,22 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			Clients: s("clients", rb.Clients), Data: s("data", rb.Data),
 			Gossip: s("gossip", rb.Gossip), HTTP: s("http", rb.HTTP),
 			MQTT: s("mqtt", rb.MQTT),
+		}
+		if rb.RaftClients != nil {
+			switch v := s("raft_clients", rb.RaftClients); v {
+			case RaftClientsForward, RaftClientsRedirect:
+				b.RaftClients = v
+			case "":
+				if !bad[fieldRef{"broker", i, "raft_clients"}] {
+					p.field("broker", i, "raft_clients", "%s: raft_clients must be %q or %q (leave it out for the default, %q), not an empty string",
+						p.who(b, i), RaftClientsForward, RaftClientsRedirect, RaftClientsForward)
+					bad[fieldRef{"broker", i, "raft_clients"}] = true
+				}
+			default:
+				p.field("broker", i, "raft_clients", "%s: raft_clients must be %q (a member that does not serve forwards a client's publishes to the leader) "+
+					"or %q (it closes the client, which tries another member), not %q", p.who(b, i), RaftClientsForward, RaftClientsRedirect, v)
+				bad[fieldRef{"broker", i, "raft_clients"}] = true
+			}
 		}
 		b.Cell = b.ID
 		if rb.Cell != nil {

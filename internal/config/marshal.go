@@ -66,6 +66,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.MQTT != "" {
 			kv(&b, "mqtt", br.MQTT)
 		}
+		if br.RaftClients != "" {
+			kv(&b, "raft_clients", br.RaftClients)
+		}
 	}
 	for _, l := range n.Links {
 		b.WriteString("\n[[link]]\n")

@@ -114,3 +114,57 @@ pubends = ["P1", "P2"]`, `data = "d/p2"`, 1),
 		}
 	}
 }
+
+// TestRaftClients: raft_clients is read, written back by Marshal, and
+// refused with a reason when it is not "forward" or "redirect", not a
+// string, or set on a broker outside a replicated PHB cell.
+func TestRaftClients(t *testing.T) {
+	withKey := func(id, line string) string {
+		return strings.Replace(replicatedNet, "id = \""+id+"\"\n", "id = \""+id+"\"\n"+line+"\n", 1)
+	}
+	n, err := Parse([]byte(withKey("p1", `raft_clients = "redirect"`)), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"p1": RaftClientsRedirect, "p2": ""} {
+		if b, _ := n.Broker(id); b.RaftClients != want {
+			t.Errorf("broker %s: raft_clients %q, want %q", id, b.RaftClients, want)
+		}
+	}
+	out, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(out, "marshalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := again.Broker("p1"); b.RaftClients != RaftClientsRedirect {
+		t.Errorf("after Marshal: raft_clients %q, want %q", b.RaftClients, RaftClientsRedirect)
+	}
+	if _, err := Parse([]byte(withKey("p2", `raft_clients = "forward"`)), "net.toml"); err != nil {
+		t.Errorf("forward: %v", err)
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"unknown value", withKey("p2", `raft_clients = "proxy"`),
+			`net.toml:17:1: broker "p2": raft_clients must be "forward" (a member that does not serve forwards a client's publishes to the leader) or "redirect" (it closes the client, which tries another member), not "proxy"`},
+		{"case matters", withKey("p2", `raft_clients = "Forward"`), `not "Forward"`},
+		{"empty", withKey("p2", `raft_clients = ""`), `broker "p2": raft_clients must be "forward" or "redirect" (leave it out for the default, "forward"), not an empty string`},
+		{"not a string", withKey("p2", `raft_clients = true`), `raft_clients must be a string, not a boolean`},
+		{"not a member", withKey("s1", `raft_clients = "forward"`),
+			`broker "s1": raft_clients applies to the members of a replicated PHB cell (a cell of 3, 5 or 7 brokers that host pubends), and this broker is not one`},
+	} {
+		_, err := Parse([]byte(c.src), "net.toml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want error containing\n  %s\ngot\n  %v", c.name, c.want, err)
+		}
+		if err != nil && strings.Count(err.Error(), "raft_clients") != 1 {
+			t.Errorf("%s: reported more than once:\n%v", c.name, err)
+		}
+	}
+	// A Network built in code is checked too.
+	n.Brokers[0].RaftClients = "sometimes"
+	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), `raft_clients must be "forward" or "redirect", not "sometimes"`) {
+		t.Errorf("Validate with raft_clients \"sometimes\": %v", err)
+	}
+}

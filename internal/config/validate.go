@@ -20,6 +20,28 @@ func (n *Network) check(p *problems, bad map[fieldRef]bool) {
 	n.checkLinks(p, bad, cells)
 	n.checkTrees(p)
 	n.checkSecurity(p, bad)
+	n.checkRaftClients(p, bad)
+}
+
+// checkRaftClients: raft_clients is forward or redirect, and only on a
+// member of a replicated PHB cell (elsewhere it would silently do nothing).
+func (n *Network) checkRaftClients(p *problems, bad map[fieldRef]bool) {
+	size := map[string]map[string]bool{}
+	for _, b := range n.Brokers {
+		if size[b.cell()] == nil {
+			size[b.cell()] = map[string]bool{}
+		}
+		size[b.cell()][b.ID] = true
+	}
+	for i, b := range n.Brokers {
+		switch {
+		case b.RaftClients == "" || bad[fieldRef{"broker", i, "raft_clients"}]:
+		case b.RaftClients != RaftClientsForward && b.RaftClients != RaftClientsRedirect:
+			p.field("broker", i, "raft_clients", "%s: raft_clients must be %q or %q, not %q", p.who(b, i), RaftClientsForward, RaftClientsRedirect, b.RaftClients)
+		case len(size[b.cell()]) < 2 || !n.hostsPubends(b.cell()):
+			p.field("broker", i, "raft_clients", "%s: raft_clients applies to the members of a replicated PHB cell (a cell of 3, 5 or 7 brokers that host pubends), and this broker is not one", p.who(b, i))
+		}
+	}
 }
 
 // checkChaos: every spared broker exists.

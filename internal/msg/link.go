@@ -53,3 +53,21 @@ func (m Goodbye) String() string { return fmt.Sprintf("Goodbye{%s}", m.Reason) }
 func (Hello) isMsg()             {}
 func (Heartbeat) isMsg()         {}
 func (Goodbye) isMsg()           {}
+
+// Forward carries a publishing client's traffic between two members of a
+// replicated PHB cell (seed 001's "one hop, ack client"; P2S, DEBS 2014 §3,
+// has a replica hand a client's request to the leader the same way): a
+// member that does not serve keeps the client's connection, forwards each
+// Publish to the serving leader over the cell's link, and relays the
+// leader's answer back. Client is the client connection at the forwarding
+// member; Msg is a Publish (to the leader), a PubAck or PubReject (back),
+// or a Goodbye: to the leader, the client is gone; back, the leader does
+// not (or no longer) serve the client (its Reason), and the forwarding
+// member resends the client's unanswered publishes once a leader serves.
+type Forward struct {
+	Client uint64
+	Msg    Msg
+}
+
+func (m Forward) String() string { return fmt.Sprintf("Forward{client %d: %v}", m.Client, m.Msg) }
+func (Forward) isMsg()           {}

@@ -697,3 +697,11 @@ func (quiet) Fatalf(f string, v ...any) {
 }
 func (quiet) Panic(v ...any)            { panic(fmt.Sprint(v...)) }
 func (quiet) Panicf(f string, v ...any) { panic(fmt.Sprintf(f, v...)) }
+
+// Leader returns the Raft id of the leader this replica knows (0: none)
+// and the current term, without the copies Status makes: the broker asks
+// on every loop turn whether the leader it forwards clients to changed.
+func (r *Replica) Leader() (lead, term uint64) {
+	st := r.rn.BasicStatus()
+	return st.Lead, st.GetTerm()
+}

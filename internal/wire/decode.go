@@ -57,6 +57,30 @@ func Decode(frame []byte) (msg.Msg, error) {
 			m = msg.Relay{To: to, Msg: im}
 		}
 
+	case TypeForward:
+		client := d.uvarint()
+		if d.err == nil {
+			inner := d.b[d.off:]
+			if len(inner) == 0 {
+				d.failf("forwarded message missing")
+				break
+			}
+			switch Type(inner[0]) {
+			case TypePublish, TypePubAck, TypePubReject, TypeGoodbye:
+			default:
+				d.failf("forwarded message must be a Publish, PubAck, PubReject or Goodbye, not %v", Type(inner[0]))
+			}
+			if d.err != nil {
+				break
+			}
+			im, err := Decode(inner)
+			if err != nil {
+				return nil, fmt.Errorf("%w (inside Forward for client %d, from offset %d)", err, client, d.off)
+			}
+			d.off = len(d.b)
+			m = msg.Forward{Client: client, Msg: im}
+		}
+
 	case TypeKnowledge:
 		m = d.knowledge()
 	case TypeNack:

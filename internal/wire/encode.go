@@ -71,6 +71,16 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.To))
 		return appendBody(b, v.Msg)
 
+	case msg.Forward:
+		switch v.Msg.(type) {
+		case msg.Publish, msg.PubAck, msg.PubReject, msg.Goodbye:
+		default:
+			return nil, fmt.Errorf("wire: Forward may carry only a Publish, PubAck, PubReject or Goodbye, not %T", v.Msg)
+		}
+		b = append(b, byte(TypeForward))
+		b = binary.AppendUvarint(b, v.Client)
+		return appendBody(b, v.Msg)
+
 	case msg.Knowledge:
 		return appendKnowledge(b, &v), nil
 	case *msg.Knowledge: // the engine's and Decode's form; nil is refused below

@@ -38,8 +38,11 @@ import (
 // PHB's Raft message); SummaryDelta (0x40): a large summary changes by its
 // clauses added and removed instead of being sent whole (clients are not
 // concerned). 7 — a Replay carries a list of clauses: the catch-ups of one
-// pubend at an SHB ask together (clients are not concerned).
-const Version uint16 = 7
+// pubend at an SHB ask together (clients are not concerned). 8 — Forward
+// (0x41): a member of a replicated PHB cell that does not serve forwards a
+// client's publishes to the serving leader and relays its answers (clients
+// are not concerned).
+const Version uint16 = 8
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
@@ -102,6 +105,7 @@ const (
 	TypeDCQ          Type = 0x1e // congestion query, down from a pubend (Gryphon CC §3.1)
 	TypeUCA          Type = 0x1f // congestion alert, up towards the pubend, folded on the way
 	TypeSummaryDelta Type = 0x40 // what changed in the summary last sent on the link
+	TypeForward      Type = 0x41 // a client's publish and its answer between members of a replicated PHB cell
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -129,6 +133,7 @@ var typeNames = map[Type]string{
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 	TypeDCQ: "DCQ", TypeUCA: "UCA", TypeSummaryDelta: "SummaryDelta",
+	TypeForward: "Forward",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

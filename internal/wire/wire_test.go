@@ -68,6 +68,10 @@ var cases = []struct {
 	{"LinkStatus", msg.LinkStatus{Unreachable: []msg.NodeID{"s1", "shb-cell"}}},
 	{"LinkStatusHealthy", msg.LinkStatus{}},
 	{"Raft", msg.Raft{Data: []byte{0x08, 0x03, 0x10, 0x01}}},
+	{"ForwardPublish", msg.Forward{Client: 300, Msg: msg.Publish{Pubend: "P1", Publisher: "pub-1", Seq: 99, Topic: "a.b", Props: testEvent().Props, Payload: []byte("x")}}},
+	{"ForwardPubAck", msg.Forward{Client: 1, Msg: msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 1, Duplicate: true}}},
+	{"ForwardPubReject", msg.Forward{Client: 2, Msg: msg.PubReject{Publisher: "pub-1", Seq: 3, Reason: "no"}}},
+	{"ForwardGoodbye", msg.Forward{Client: 0, Msg: msg.Goodbye{Reason: "p1 does not lead replicated PHB cell phb now"}}},
 	{"Refetch", msg.Refetch{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 5}, {Lo: 9, Hi: 1 << 40}}, Path: []msg.NodeID{"s1", "b2"}}},
 	{"Payloads", msg.Payloads{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 9}}, Events: []*msg.Event{testEvent(), {Pubend: "P1", Tick: 9, Topic: "x"}}, Path: []msg.NodeID{"s1"}}},
 	{"PayloadsNone", msg.Payloads{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 9}}}},
@@ -445,6 +449,11 @@ func TestMalformed(t *testing.T) {
 		{"replay data reversed gap", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 0, 1, 5, 4, 0}, "gap lo 5 above hi 4"},
 		{"replay data too many events", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 100, 0}, "100 events cannot fit"},
 		{"UCA rate absurd", []byte{byte(TypeUCA), 1, 'P', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, "UCA rate"},
+{"forward of nothing", []byte{byte(TypeForward), 1}, "forwarded message missing"},
+		{"forward of a subscribe", []byte{byte(TypeForward), 1, byte(TypeSubscribe), 1, 's', 1, 'a', 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
+		{"forward of a forward", []byte{byte(TypeForward), 1, byte(TypeForward), 1, byte(TypeGoodbye), 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
+		{"forward of a bad goodbye", []byte{byte(TypeForward), 7, byte(TypeGoodbye), 5}, "inside Forward for client 7, from offset 2"},
+		{"forward with a truncated client", []byte{byte(TypeForward), 0x80}, "truncated varint"},
 		{"relay of a replay", []byte{byte(TypeRelay), 1, 's', byte(TypeReplay), 1, 'P', 1, 's', 0, 9, 0, 0, 0}, "must be a broker-to-broker GD message"},
 	} {
 		m, err := Decode(c.frame)

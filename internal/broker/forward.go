@@ -1,0 +1,325 @@
+package broker
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/auth"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/shell"
+)
+
+// One-hop forwarding (seed 001's "one hop, ack client"; docs/ARCHITECTURE.md
+// "Replicated PHB", "Clients"): a member of a replicated PHB cell that does
+// not serve keeps a publishing client's connection, forwards each of its
+// publishes to the serving leader in a msg.Forward over the cell's link,
+// and relays the leader's PubAck or PubReject back. The forwarding member
+// keeps every publish until it is answered: when the leader changes, its
+// link drops or it answers that it does not serve, the member resends the
+// client's unanswered publishes, in the order the client sent them, to the
+// leader it knows next (the pubend's deduplication table, restored from
+// the committed log, makes a publish the old leader committed an
+// acknowledged duplicate). A client whose publishes find no serving leader
+// for ForwardTimeout is closed with the reason, as under redirect. All of
+// it runs on the loop; the engine never sees it.
+
+// RaftClients says what a member that does not serve does with a client.
+type RaftClients string
+
+const (
+	// RaftClientsForward keeps a publishing client and forwards its
+	// publishes to the serving leader (a subscribing client is closed).
+	RaftClientsForward RaftClients = "forward"
+	// RaftClientsRedirect closes every client with "try another member";
+	// the client library moves on to the next address of its list.
+	RaftClientsRedirect RaftClients = "redirect"
+	// DefaultRaftClients is the mode when none is configured
+	// (docs/ARCHITECTURE.md, "Clients": why).
+	DefaultRaftClients = RaftClientsForward
+)
+
+// pubKey names one publish: the pubend's deduplication key.
+type pubKey struct {
+	publisher string
+	seq       uint64
+}
+
+// fwdPub is an unanswered publish, numbered in the order it arrived.
+type fwdPub struct {
+	n uint64
+	p msg.Publish
+}
+
+// fwdClient is a client a standby member forwards for.
+type fwdClient struct {
+	conn    clientConn
+	perms   *auth.Perms
+	pending map[pubKey]fwdPub
+	next    uint64
+	// parked: its unanswered publishes wait for a serving leader (none is
+	// known, or the one asked does not serve); new ones queue behind them.
+	parked bool
+	// stalled is when the client's publishes last found no serving
+	// leader, with nothing answered since (zero: not stalled).
+	stalled time.Time
+}
+
+// fwdKey names a forwarded client at the serving leader: the member that
+// forwards for it and its connection there.
+type fwdKey struct {
+	peer   msg.NodeID
+	client uint64
+}
+
+// forwarding is the loop-owned state of one-hop forwarding.
+type forwarding struct {
+	// At a standby member: the clients it forwards for, and the member
+	// their publishes go to ("" while no serving leader is known) under
+	// the term it leads.
+	clients map[shell.ClientID]*fwdClient
+	target  msg.NodeID
+	term    uint64
+	// At the serving leader: the forwarded clients, each a client session
+	// of the shell answered through fwdConn.
+	in map[fwdKey]shell.ClientID
+}
+
+func newForwarding() *forwarding {
+	return &forwarding{clients: map[shell.ClientID]*fwdClient{}, in: map[fwdKey]shell.ClientID{}}
+}
+
+// fwdConn answers a forwarded client at the serving leader: through the
+// link to the member that forwards for it.
+type fwdConn struct {
+	n    *Node
+	peer msg.NodeID
+	cid  uint64
+}
+
+func (c fwdConn) Send(m msg.Msg) bool {
+	if l := c.n.peers[c.peer]; l != nil {
+		return l.Send(msg.Forward{Client: c.cid, Msg: m})
+	}
+	return false
+}
+
+// CloseWith tells the forwarding member the leader no longer serves this
+// client: it resends the client's unanswered publishes elsewhere.
+func (c fwdConn) CloseWith(_ error, reason string) { c.Send(msg.Goodbye{Reason: reason}) }
+func (c fwdConn) CloseFlush(reason string)        { c.Send(msg.Goodbye{Reason: reason}) }
+
+var errNoServingLeader = errors.New("broker: no serving leader to forward to")
+
+func (n *Node) forwards() bool {
+	return n.raft != nil && n.raft.opts.Clients == RaftClientsForward
+}
+
+// forwardClientUp: a client connected to this standby member.
+func (n *Node) forwardClientUp(cid shell.ClientID, conn clientConn, perms *auth.Perms) {
+	n.raft.fwd.clients[cid] = &fwdClient{conn: conn, perms: perms, pending: map[pubKey]fwdPub{}, parked: n.raft.fwd.target == ""}
+}
+
+// forwardClientDown: a client of this standby member is gone; the leader
+// frees its session there.
+func (n *Node) forwardClientDown(cid shell.ClientID) {
+	f := n.raft.fwd
+	if _, ok := f.clients[cid]; !ok {
+		return
+	}
+	delete(f.clients, cid)
+	if l := n.peers[f.target]; l != nil && f.target != "" {
+		l.Send(msg.Forward{Client: uint64(cid), Msg: msg.Goodbye{Reason: "client gone"}})
+	}
+}
+
+// forwardRequest: a request of a client of this standby member. A publish
+// the client's user may make is forwarded (or queued behind those that
+// wait for a leader); anything else closes the client, as under redirect.
+func (n *Node) forwardRequest(cid shell.ClientID, m msg.Msg) {
+	fc := n.raft.fwd.clients[cid]
+	if fc == nil {
+		return // closing
+	}
+	p, ok := m.(msg.Publish)
+	if !ok {
+		delete(n.raft.fwd.clients, cid)
+		n.standbyClient(fc.conn)
+		return
+	}
+	// Checked here, where the client is connected (shell/session.go): the
+	// leader trusts the cell's member.
+	if !fc.perms.MayPublish(p.Topic) {
+		fc.conn.Send(msg.PubReject{Publisher: p.Publisher, Seq: p.Seq, Reason: "not authorized to publish to " + p.Topic})
+		return
+	}
+	k := pubKey{p.Publisher, p.Seq}
+	if _, dup := fc.pending[k]; dup {
+		return // a retry of one still unanswered
+	}
+	fc.next++
+	fc.pending[k] = fwdPub{n: fc.next, p: p}
+	if fc.parked {
+		return
+	}
+	if l := n.peers[n.raft.fwd.target]; l != nil {
+		l.Send(msg.Forward{Client: uint64(cid), Msg: p})
+	}
+}
+
+// forwardMsg handles a Forward from cell member from: a forwarded publish
+// (at the serving leader), an answer for a client of this member, or a
+// Goodbye (a client gone, or a leader that does not serve it).
+func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
+	r := n.raft
+	if r.raftID(from) == 0 {
+		return fmt.Errorf("broker %s: a forwarded client message from %s, which is not a member of cell %s", n.opts.ID, from, r.opts.Cell)
+	}
+	key := fwdKey{from, f.Client}
+	switch m := f.Msg.(type) {
+	case msg.Publish:
+		if !r.serving {
+			n.peers[from].Send(msg.Forward{Client: f.Client, Msg: msg.Goodbye{Reason: n.notLeaderReason()}})
+			return nil
+		}
+		cid, ok := r.fwd.in[key]
+		if !ok {
+			cid = n.newClientID()
+			r.fwd.in[key] = cid
+			n.clients[cid] = fwdConn{n: n, peer: from, cid: f.Client}
+			n.sh.ClientUpAs(cid, nil) // the forwarding member checked the user's permissions
+		}
+		n.sh.ClientRequest(cid, m)
+	case msg.PubAck:
+		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
+	case msg.PubReject:
+		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
+	case msg.Goodbye:
+		if cid, ok := r.fwd.in[key]; ok {
+			// The forwarding member's client is gone.
+			delete(r.fwd.in, key)
+			delete(n.clients, cid)
+			n.sh.ClientDown(cid)
+			return nil
+		}
+		if fc := r.fwd.clients[shell.ClientID(f.Client)]; fc != nil && from == r.fwd.target {
+			// The leader does not serve (yet, or any more): resend on the
+			// next tick, or to the next leader.
+			fc.parked = true
+			if fc.stalled.IsZero() {
+				fc.stalled = time.Now()
+			}
+		}
+	default:
+		return fmt.Errorf("broker %s: a Forward from %s carries %T", n.opts.ID, from, f.Msg)
+	}
+	return nil
+}
+
+func (n *Node) forwardAnswer(cid shell.ClientID, k pubKey, m msg.Msg) {
+	fc := n.raft.fwd.clients[cid]
+	if fc == nil {
+		return
+	}
+	if _, ok := fc.pending[k]; !ok {
+		return // answered before (a resend's duplicate answer)
+	}
+	delete(fc.pending, k)
+	fc.stalled = time.Time{}
+	fc.conn.Send(m)
+}
+
+// forwardTarget is the member this one forwards to: the Raft leader it
+// knows, if another member, linked.
+func (n *Node) forwardTarget() (msg.NodeID, uint64) {
+	r := n.raft
+	lead, term := r.rn.Replica().Leader()
+	i := int(raftphb.Slot(lead)) - 1
+	if lead == 0 || i < 0 || i >= len(r.opts.Members) || r.opts.Members[i] == n.opts.ID {
+		return "", term
+	}
+	to := r.opts.Members[i]
+	if n.peers[to] == nil {
+		return "", term
+	}
+	return to, term
+}
+
+// forwardCheck follows the leader: when it changes (or its link), every
+// client's unanswered publishes go to the new one. On a tick (retry) the
+// parked clients are resent too, and those stalled for longer than
+// ForwardTimeout are closed.
+func (n *Node) forwardCheck(retry bool) {
+	r := n.raft
+	f := r.fwd
+	if r.serving || len(f.clients) == 0 {
+		f.target, f.term = "", 0
+		return
+	}
+	to, term := n.forwardTarget()
+	changed := to != f.target || term != f.term
+	f.target, f.term = to, term
+	now := time.Now()
+	for cid, fc := range f.clients {
+		if len(fc.pending) == 0 {
+			fc.parked, fc.stalled = to == "", time.Time{}
+			continue
+		}
+		if to == "" {
+			fc.parked = true
+			if fc.stalled.IsZero() {
+				fc.stalled = now
+			}
+			if retry && now.Sub(fc.stalled) > r.opts.ForwardTimeout {
+				n.log.Info("closing a forwarded client: no serving leader", "client", uint64(cid), "unanswered", len(fc.pending))
+				delete(f.clients, cid)
+				delete(n.clients, cid)
+				n.sh.ClientDown(cid)
+				fc.conn.CloseWith(errNoServingLeader, fmt.Sprintf("%s forwards to the leader of replicated PHB cell %s, which has had no serving leader for %v: try another member",
+					n.opts.ID, r.opts.Cell, r.opts.ForwardTimeout))
+			}
+			continue
+		}
+		if changed || (retry && fc.parked) {
+			n.resend(cid, fc, n.peers[to])
+		}
+	}
+}
+
+// resend sends a client's unanswered publishes, in the order they came.
+func (n *Node) resend(cid shell.ClientID, fc *fwdClient, l interface{ Send(msg.Msg) bool }) {
+	fc.parked = false
+	ps := make([]fwdPub, 0, len(fc.pending))
+	for _, p := range fc.pending {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b fwdPub) int { return cmp.Compare(a.n, b.n) })
+	for _, p := range ps {
+		l.Send(msg.Forward{Client: uint64(cid), Msg: p.p})
+	}
+}
+
+// forwardServe: this member now serves. The clients it forwarded for
+// become its own clients: their unanswered publishes go to the new
+// engine, in order (deduplicated if the old leader committed them).
+func (n *Node) forwardServe() map[shell.ClientID]bool {
+	f := n.raft.fwd
+	kept := map[shell.ClientID]bool{}
+	for cid, fc := range f.clients {
+		n.sh.ClientUpAs(cid, fc.perms)
+		ps := make([]fwdPub, 0, len(fc.pending))
+		for _, p := range fc.pending {
+			ps = append(ps, p)
+		}
+		slices.SortFunc(ps, func(a, b fwdPub) int { return cmp.Compare(a.n, b.n) })
+		for _, p := range ps {
+			n.sh.ClientRequest(cid, p.p)
+		}
+		kept[cid] = true
+	}
+	n.raft.fwd = newForwarding()
+	return kept
+}

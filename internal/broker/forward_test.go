@@ -1,0 +1,131 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+)
+
+// TestForwardedPublisher: a publisher connected only to a member that does
+// not serve (forward mode) gets every publish acked through that member,
+// which forwards to the serving leader (seed 001's "one hop, ack
+// client"); the leader then stops, and the member forwards the rest to
+// the new leader (or, elected itself, serves them): the subscriber at the
+// SHB gets every event once, in publish order.
+func TestForwardedPublisher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c := startRaftCell(t, ctx, 3, broker.RaftClientsForward)
+	follower := (c.leader + 1) % 3
+	shb := c.nodes[3]
+
+	subc, err := client.Dial(ctx, shb.ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subc.Close()
+	sub, err := subc.Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := client.Dial(ctx, c.nodes[follower].ClientAddr(), client.Options{ID: "fwd-pub", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+
+	const half = 300
+	var acks []<-chan client.Result
+	publish := func(from, to int) {
+		for i := from; i <= to; i++ {
+			ch, err := pub.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acks = append(acks, ch)
+		}
+	}
+	waitAcks := func() {
+		for i, ch := range acks {
+			select {
+			case r := <-ch:
+				if r.Err != nil {
+					t.Fatalf("publish %d: %v", i+1, r.Err)
+				}
+			case <-ctx.Done():
+				t.Fatalf("publish %d never acked: %v", i+1, ctx.Err())
+			}
+		}
+		acks = acks[:0]
+	}
+	publish(1, half)
+	waitAcks()
+	st, err := c.nodes[follower].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Raft.Serving || st.Raft.Forwarding != 1 || st.Raft.Clients != "forward" {
+		t.Fatalf("member %s: serving %v, clients %q, forwarding %d: want a standby forwarding for one client",
+			st.ID, st.Raft.Serving, st.Raft.Clients, st.Raft.Forwarding)
+	}
+	lst, err := c.nodes[c.leader].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lst.Raft.Forwarded != 1 {
+		t.Fatalf("leader %s: %d forwarded clients, want 1", lst.ID, lst.Raft.Forwarded)
+	}
+
+	// The leader stops while publishes are in flight through the follower.
+	publish(half+1, half+half/2)
+	c.stops[c.leader]()
+	publish(half+half/2+1, 2*half)
+	next := c.waitServing(t, ctx, c.leader)
+	t.Logf("p%d led, p%d leads after it stopped; the publisher is at p%d", c.leader+1, next+1, follower+1)
+	waitAcks()
+
+	var last uint64
+	for want := int64(1); want <= 2*half; want++ {
+		select {
+		case ev := <-sub.Events():
+			if got := ev.Props["seq"].(int64); got != want {
+				t.Fatalf("event with seq %d where %d was due: want every event once, in publish order", got, want)
+			}
+			if ev.Tick <= last {
+				t.Fatalf("tick %d after %d", ev.Tick, last)
+			}
+			last = ev.Tick
+		case <-ctx.Done():
+			t.Fatalf("the subscriber got %d of %d events", want-1, 2*half)
+		}
+	}
+}
+
+// TestForwardedSubscriberClosed: a member that does not serve closes a
+// subscribing client (as under redirect), with the reason.
+func TestForwardedSubscriberClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startRaftCell(t, ctx, 3, broker.RaftClientsForward)
+	follower := (c.leader + 1) % 3
+	subc, err := client.Dial(ctx, c.nodes[follower].ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subc.Close()
+	_, err = subc.Subscribe(ctx, ">")
+	if !errors.Is(err, client.ErrDisconnected) || !strings.Contains(err.Error(), "does not lead replicated PHB cell phb") {
+		t.Fatalf("subscribing at a member that does not serve: %v, want the connection closed with the reason", err)
+	}
+}
