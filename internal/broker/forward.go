@@ -110,7 +110,7 @@ func (c fwdConn) Send(m msg.Msg) bool {
 // CloseWith tells the forwarding member the leader no longer serves this
 // client: it resends the client's unanswered publishes elsewhere.
 func (c fwdConn) CloseWith(_ error, reason string) { c.Send(msg.Goodbye{Reason: reason}) }
-func (c fwdConn) CloseFlush(reason string)        { c.Send(msg.Goodbye{Reason: reason}) }
+func (c fwdConn) CloseFlush(reason string)         { c.Send(msg.Goodbye{Reason: reason}) }
 
 var errNoServingLeader = errors.New("broker: no serving leader to forward to")
 

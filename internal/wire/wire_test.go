@@ -449,7 +449,7 @@ func TestMalformed(t *testing.T) {
 		{"replay data reversed gap", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 0, 1, 5, 4, 0}, "gap lo 5 above hi 4"},
 		{"replay data too many events", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 100, 0}, "100 events cannot fit"},
 		{"UCA rate absurd", []byte{byte(TypeUCA), 1, 'P', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, "UCA rate"},
-{"forward of nothing", []byte{byte(TypeForward), 1}, "forwarded message missing"},
+		{"forward of nothing", []byte{byte(TypeForward), 1}, "forwarded message missing"},
 		{"forward of a subscribe", []byte{byte(TypeForward), 1, byte(TypeSubscribe), 1, 's', 1, 'a', 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
 		{"forward of a forward", []byte{byte(TypeForward), 1, byte(TypeForward), 1, byte(TypeGoodbye), 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
 		{"forward of a bad goodbye", []byte{byte(TypeForward), 7, byte(TypeGoodbye), 5}, "inside Forward for client 7, from offset 2"},
