@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,9 @@ import (
 // `aerie broker` processes (one Raft group for P1, DESIGN.md §6b) feeding
 // an SHB. A publisher given all three client addresses publishes a stream;
 // mid-stream the cell's leader is killed with SIGKILL, and restarted later.
-// The publisher carries on through the failover (a member that does not
-// lead sends it on to the next address), every publish is acknowledged,
+// The publisher carries on through the failover (its members redirect: a
+// member that does not lead sends it on to the next address; the forward
+// mode is TestKill9ReplicatedPHBLeaderForwarded), every publish is acknowledged,
 // and the subscriber gets every acknowledged event exactly once, in order.
 // Then two of the three members are killed: the last one stops serving
 // and acks nothing; when one of the others returns, the waiting publish
@@ -34,7 +36,7 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 	cfg := ""
 	for _, id := range ids {
 		clients[id], https[id] = f.addr(), f.addr()
-		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\n\n",
+		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\nraft_clients = \"redirect\"\n\n",
 			id, f.addr(), clients[id], https[id], id)
 	}
 	shbClients := f.addr()
@@ -153,6 +155,121 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 	if orderErr != nil || got[total] != total+1 {
 		t.Fatalf("after the recovery: %v, event %d has seq %d", orderErr, total+1, got[total])
 	}
+}
+
+// TestKill9ReplicatedPHBLeaderForwarded: the cell's members forward
+// (raft_clients = "forward"; seed 001's "one hop, ack client"). A
+// publisher given only the address of a member that does not lead
+// publishes a stream; every publish is forwarded to the leader and acked
+// through that member. Mid-stream the leader is killed with SIGKILL: the
+// member resends what was not answered to the new leader (or serves it,
+// elected itself), and later the old leader is restarted. Every publish is
+// acknowledged, and the subscriber gets every event exactly once, in order.
+func TestKill9ReplicatedPHBLeaderForwarded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	f := newProcFixture(t)
+	ids := []string{"p1", "p2", "p3"}
+	clients, https := map[string]string{}, map[string]string{}
+	cfg := ""
+	for _, id := range ids {
+		clients[id], https[id] = f.addr(), f.addr()
+		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\nraft_clients = \"forward\"\n\n",
+			id, f.addr(), clients[id], https[id], id)
+	}
+	shbClients := f.addr()
+	cfg += fmt.Sprintf("[[broker]]\nid = \"s1\"\nlisten = %q\nclients = %q\n\n[[link]]\nup = \"phb\"\ndown = \"s1\"\n", f.addr(), shbClients)
+	f.writeConfig(cfg)
+	for _, id := range ids {
+		f.start(id)
+	}
+	f.start("s1")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	leader := waitLeader(t, ctx, https, "")
+	at := ids[0]
+	for at == leader {
+		at = ids[(slices.Index(ids, at)+1)%len(ids)]
+	}
+
+	sub, err := f.dial(ctx, shbClients, "sub").Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 1500
+	type result struct {
+		seqs []int64
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		var r result
+		var last uint64
+		for ev := range sub.Events() {
+			if ev.Tick <= last && r.err == nil {
+				r.err = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, last)
+			}
+			last = ev.Tick
+			if r.seqs = append(r.seqs, ev.Props["seq"].(int64)); len(r.seqs) == total {
+				got <- r
+				return
+			}
+		}
+	}()
+
+	pub := f.dial(ctx, clients[at], "pub")
+	var acks []<-chan client.Result
+	for i := 1; i <= total; i++ {
+		ch, err := pub.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, ch)
+		switch i {
+		case 500:
+			waitAcked(t, ctx, acks)
+			if st := memberStatus(t, ctx, https[at]); st.Raft.Serving || st.Raft.Forwarding != 1 {
+				t.Fatalf("%s: serving %v, forwarding for %d clients: want a member that forwards for the publisher", at, st.Raft.Serving, st.Raft.Forwarding)
+			}
+			f.kill(leader)
+			t.Logf("killed the leader %s; the publisher is at %s", leader, at)
+		case 1000:
+			next := waitLeader(t, ctx, https, leader)
+			t.Logf("%s leads after the kill", next)
+			f.start(leader)
+		}
+	}
+	waitAcked(t, ctx, acks)
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for i, seq := range r.seqs {
+			if seq != int64(i+1) {
+				t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
+			}
+		}
+	case <-ctx.Done():
+		t.Fatalf("the subscriber did not get all %d events", total)
+	}
+}
+
+// memberStatus reads a member's /status.
+func memberStatus(t *testing.T, ctx context.Context, addr string) broker.Status {
+	t.Helper()
+	var sts []broker.Status
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&sts); err != nil || len(sts) != 1 || sts[0].Raft == nil {
+		t.Fatalf("status of %s: %v (%d entries)", addr, err, len(sts))
+	}
+	return sts[0]
 }
 
 // waitNotServing polls a member's /status until it answers and does not

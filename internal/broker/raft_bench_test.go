@@ -224,3 +224,112 @@ func (c *raftCell) waitServing(t testing.TB, ctx context.Context, not int) int {
 		}
 	}
 }
+
+// BenchmarkRaftClients measures what a publisher pays for connecting to a
+// member of a 3-member cell that does not serve (docs/BENCHMARKS.md §10):
+// at the leader itself; at a follower that forwards its publishes to the
+// leader (raft_clients = "forward", one more hop each way); at a follower
+// that redirects it (raft_clients = "redirect": the follower closes the
+// connection after 200 ms and the client moves on to the leader, its
+// second address). first_ack_ms is the median, over 5 new clients, of the
+// time from Dial to the first publish's ack; then one client publishes
+// 200 events one at a time (p50_seq_us) and b.N events with at most 1024
+// unacknowledged (msgs/s, p50_us, p99_us), as BenchmarkReplicationCost.
+func BenchmarkRaftClients(b *testing.B) {
+	for _, mode := range []string{"leader", "forward", "redirect"} {
+		b.Run(mode, func(b *testing.B) { benchRaftClients(b, mode) })
+	}
+}
+
+func benchRaftClients(b *testing.B, mode string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	clients := broker.RaftClientsForward
+	if mode == "redirect" {
+		clients = broker.RaftClientsRedirect
+	}
+	c := startRaftCell(b, ctx, 3, clients)
+	leader := c.nodes[c.leader].ClientAddr()
+	addr := leader
+	switch mode {
+	case "forward":
+		addr = c.nodes[(c.leader+1)%3].ClientAddr()
+	case "redirect":
+		addr = c.nodes[(c.leader+1)%3].ClientAddr() + "," + leader
+	}
+	payload := make([]byte, 256)
+	msgOf := func(i int) client.Message {
+		return client.Message{Topic: "bench.t", Props: map[string]any{"seq": int64(i)}, Payload: payload}
+	}
+	var first []time.Duration
+	for i := range 5 {
+		at := time.Now()
+		pc, err := client.Dial(ctx, addr, client.Options{ID: fmt.Sprintf("first-%d", i), Pubend: "P1", Logger: quietLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pc.Publish(ctx, msgOf(1)); err != nil {
+			b.Fatal(err)
+		}
+		first = append(first, time.Since(at))
+		pc.Close()
+	}
+	pub, err := client.Dial(ctx, addr, client.Options{ID: "bench", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	seq := make([]time.Duration, 0, 200)
+	for i := 1; i <= 200; i++ {
+		at := time.Now()
+		if _, err := pub.Publish(ctx, msgOf(i)); err != nil {
+			b.Fatal(err)
+		}
+		seq = append(seq, time.Since(at))
+	}
+	const window = 1024
+	type sent struct {
+		at time.Time
+		ch <-chan client.Result
+	}
+	inflight := make(chan sent, window)
+	lat := make([]time.Duration, 0, b.N)
+	done := make(chan error, 1)
+	go func() {
+		for s := range inflight {
+			if r := <-s.ch; r.Err != nil {
+				done <- r.Err
+				return
+			}
+			lat = append(lat, time.Since(s.at))
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(len(payload)))
+	b.ResetTimer()
+	began := time.Now()
+	for i := 1; i <= b.N; i++ {
+		at := time.Now()
+		ch, err := pub.PublishAsync(msgOf(200 + i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		inflight <- sent{at, ch}
+	}
+	close(inflight)
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	el := time.Since(began)
+	b.StopTimer()
+	pct := func(l []time.Duration, p float64) float64 {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		return float64(l[int(p*float64(len(l)-1))].Microseconds())
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(pct(lat, 0.50), "p50_us")
+	b.ReportMetric(pct(lat, 0.99), "p99_us")
+	b.ReportMetric(pct(seq, 0.50), "p50_seq_us")
+	b.ReportMetric(pct(seq, 0.99), "p99_seq_us")
+	b.ReportMetric(pct(first, 0.5)/1000, "first_ack_ms")
+}
