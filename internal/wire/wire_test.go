@@ -282,6 +282,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: "b1", Incarnation: 300}, "08000000" + "01" + "01" + "01" + "026231" + "ac02"},
 		{msg.Heartbeat{}, "01000000" + "02"},
+		{msg.Forward{Client: 300, Msg: msg.Goodbye{Reason: "x"}}, "06000000" + "41" + "ac02" + "03" + "0178"},
 		{msg.SummaryDelta{Seq: 2, Add: []msg.Clause{{Pattern: "a", Selector: "k = 1"}}, Remove: []msg.Clause{{Pattern: "b", Selector: ""}}}, "10000000" + "40" + "02" + "00" + "01" + "0161" + "056b203d2031" + "01" + "0162" + "00"},
 		{msg.Ack{Pubend: "P1", T: 5, Released: 5, Delivered: 5}, "05000000" + "12" + "025031" + "05"},
 		{msg.Ack{Pubend: "P1", T: 5, Released: 2, Delivered: 4}, "07000000" + "12" + "025031" + "05" + "01" + "02"},
