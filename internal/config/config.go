@@ -12,6 +12,8 @@
 //	gossip  = "127.0.0.1:7301"    # membership (memberlist UDP+TCP); optional
 //	http    = "127.0.0.1:7401"    # /metrics, /healthz, /readyz, dashboard; optional
 //	max_retain = "168h"           # early-release bound of its pubends; optional
+//	raft_clients = "forward"      # a replicated PHB member's clients while another leads:
+//	                              # "forward" (default) or "redirect"; optional
 //
 //	[[link]]                      # from an upstream cell to a downstream cell
 //	up   = "phb"
