@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"syscall"
 	"testing"
@@ -332,4 +333,65 @@ func benchRaftClients(b *testing.B, mode string) {
 	b.ReportMetric(pct(seq, 0.50), "p50_seq_us")
 	b.ReportMetric(pct(seq, 0.99), "p99_seq_us")
 	b.ReportMetric(pct(first, 0.5)/1000, "first_ack_ms")
+}
+
+// BenchmarkRaftClientsFailover measures a publisher's outage when the
+// leader of a 3-member cell stops (gracefully: its connections close at
+// once; the members elect a new leader after an election timeout, 1–2 s):
+// the time from the stop to the publisher's next ack, median over b.N
+// cells (-benchtime 5x). The publisher publishes one event at a time.
+// redirect and forward: it is at the leader and has every member's
+// address (leader first), so it moves to the next one, which redirects or
+// forwards; forward-follower: it is at a follower and has only its
+// address.
+func BenchmarkRaftClientsFailover(b *testing.B) {
+	for _, mode := range []string{"redirect", "forward", "forward-follower"} {
+		b.Run(mode, func(b *testing.B) { benchFailover(b, mode) })
+	}
+}
+
+func benchFailover(b *testing.B, mode string) {
+	var outages []time.Duration
+	for i := 0; i < b.N; i++ {
+		func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			clients := broker.RaftClientsForward
+			if mode == "redirect" {
+				clients = broker.RaftClientsRedirect
+			}
+			c := startRaftCell(b, ctx, 3, clients)
+			addr := c.nodes[c.leader].ClientAddr()
+			for j := 1; j < 3; j++ {
+				addr += "," + c.nodes[(c.leader+j)%3].ClientAddr()
+			}
+			if mode == "forward-follower" {
+				addr = c.nodes[(c.leader+1)%3].ClientAddr()
+			}
+			pub, err := client.Dial(ctx, addr, client.Options{ID: "fail", Pubend: "P1", Logger: quietLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pub.Close()
+			msgOf := func(i int) client.Message { return client.Message{Topic: "t", Props: map[string]any{"seq": int64(i)}} }
+			for k := 1; k <= 20; k++ {
+				if _, err := pub.Publish(ctx, msgOf(k)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			stopped := time.Now()
+			c.stops[c.leader]()
+			if _, err := pub.Publish(ctx, msgOf(21)); err != nil {
+				b.Fatal(err)
+			}
+			outages = append(outages, time.Since(stopped))
+			for _, stop := range c.stops {
+				stop() // before the next cell starts: two cells would share the cores
+			}
+		}()
+	}
+	slices.Sort(outages)
+	b.ReportMetric(float64(outages[len(outages)/2].Milliseconds()), "outage_ms")
+	b.ReportMetric(float64(outages[0].Milliseconds()), "min_ms")
+	b.ReportMetric(float64(outages[len(outages)-1].Milliseconds()), "max_ms")
 }
