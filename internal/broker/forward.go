@@ -262,6 +262,9 @@ func (n *Node) forwardCheck(retry bool) {
 	to, term := n.forwardTarget()
 	changed := to != f.target || term != f.term
 	f.target, f.term = to, term
+	if !changed && !retry {
+		return // the common case, on every turn of the loop
+	}
 	now := time.Now()
 	for cid, fc := range f.clients {
 		if len(fc.pending) == 0 {
