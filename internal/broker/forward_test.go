@@ -1,14 +1,18 @@
 package broker_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // TestForwardedPublisher: a publisher connected only to a member that does
@@ -127,5 +131,62 @@ func TestForwardedSubscriberClosed(t *testing.T) {
 	_, err = subc.Subscribe(ctx, ">")
 	if !errors.Is(err, client.ErrDisconnected) || !strings.Contains(err.Error(), "does not lead replicated PHB cell phb") {
 		t.Fatalf("subscribing at a member that does not serve: %v, want the connection closed with the reason", err)
+	}
+}
+
+// TestForwardedClientClosedWithoutLeader: when the cell has no serving
+// leader (two of three members stopped), a forwarding member holds a
+// client's publish for ForwardTimeout, then closes the client with the
+// reason; the publish is never acked.
+func TestForwardedClientClosedWithoutLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startRaftCell(t, ctx, 3, broker.RaftClientsForward, func(o *broker.RaftOptions) { o.ForwardTimeout = time.Second })
+	follower := (c.leader + 1) % 3
+	nc, err := net.Dial("tcp", c.nodes[follower].ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	buf, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: "raw"})
+	buf, _ = wire.AppendFrame(buf, msg.Auth{})
+	buf, _ = wire.AppendFrame(buf, msg.Publish{Publisher: "raw", Seq: 1, Topic: "t"})
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	r := wire.NewReader(bufio.NewReader(nc), wire.DefaultMaxFrame)
+	next := func() msg.Msg {
+		for {
+			m, err := r.Next()
+			if err != nil {
+				t.Fatalf("reading from the forwarding member: %v", err)
+			}
+			switch m.(type) {
+			case msg.Hello, msg.AuthOK, msg.Heartbeat:
+				continue
+			}
+			return m
+		}
+	}
+	if m, ok := next().(msg.PubAck); !ok {
+		t.Fatalf("got %v, want the forwarded publish acked", m)
+	}
+	for i := range 3 {
+		if i != follower {
+			c.stops[i]()
+		}
+	}
+	buf, _ = wire.AppendFrame(nil, msg.Publish{Publisher: "raw", Seq: 2, Topic: "t"})
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	m := next()
+	bye, ok := m.(msg.Goodbye)
+	if !ok || !strings.Contains(bye.Reason, "forwards to the leader of replicated PHB cell phb, which has had no serving leader for 1s: try another member") {
+		t.Fatalf("got %v, want a goodbye that says the cell has no serving leader", m)
 	}
 }

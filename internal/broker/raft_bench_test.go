@@ -140,7 +140,7 @@ type raftCell struct {
 // startRaftCell starts a PHB cell of k members hosting P1, with clients
 // (a member that does not serve forwards or redirects; "" the default),
 // and an SHB s1 below it, and waits for a member to serve.
-func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.RaftClients) *raftCell {
+func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.RaftClients, mods ...func(*broker.RaftOptions)) *raftCell {
 	cfg := gd.DefaultConfig()
 	var members []msg.NodeID
 	for i := 1; i <= k; i++ {
@@ -189,6 +189,9 @@ func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.Raft
 		}
 		if k > 1 {
 			o.Raft = &broker.RaftOptions{Cell: cell, Members: members, Clients: clients}
+			for _, mod := range mods {
+				mod(o.Raft)
+			}
 		}
 		run(o)
 	}
