@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -32,6 +33,20 @@ func TestReplicatedCellOptions(t *testing.T) {
 	}
 	if _, dials := opts.Upstreams["p3"]; !dials || len(opts.Upstreams) != 1 {
 		t.Fatalf("p2 dials %v, want p3 only", opts.Upstreams)
+	}
+	if opts.Raft.Clients != "" {
+		t.Fatalf("raft_clients absent: Clients %q, want the broker's default", opts.Raft.Clients)
+	}
+	// raft_clients reaches the broker.
+	n, err = config.Parse([]byte(strings.Replace(src.String(), "id = \"p2\"\n", "id = \"p2\"\nraft_clients = \"redirect\"\n", 1)), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err = brokerOptions(n, "p2", t.TempDir(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Raft.Clients != broker.RaftClientsRedirect {
+		t.Fatalf("raft_clients = \"redirect\": Clients %q", opts.Raft.Clients)
 	}
 }
 

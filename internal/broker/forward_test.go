@@ -190,3 +190,13 @@ func TestForwardedClientClosedWithoutLeader(t *testing.T) {
 		t.Fatalf("got %v, want a goodbye that says the cell has no serving leader", m)
 	}
 }
+
+// TestRaftClientsRefused: a mode other than forward or redirect is refused
+// with the reason when the broker is built.
+func TestRaftClientsRefused(t *testing.T) {
+	_, err := broker.New(broker.Options{ID: "p1", DataDir: t.TempDir(), Logger: quietLogger(),
+		Raft: &broker.RaftOptions{Cell: "phb", Members: []msg.NodeID{"p1", "p2", "p3"}, Clients: "proxy"}})
+	if err == nil || !strings.Contains(err.Error(), `broker p1: raft clients "proxy": want "forward" or "redirect"`) {
+		t.Fatalf("raft clients \"proxy\": %v", err)
+	}
+}
