@@ -29,9 +29,8 @@ import (
 // without routes; a client that connects to one has its publishes
 // forwarded to the serving leader (forward.go), or, configured to
 // redirect, is told to go elsewhere and its client library moves on to
-// the next address of its list. The
-// member's fsyncs run on the loop: simple, and a Ready per loop turn is
-// the group commit.
+// the next address of its list. The member's fsyncs run on the loop:
+// simple, and a Ready per loop turn is the group commit.
 
 // RaftOptions make the broker a member of a replicated PHB cell.
 type RaftOptions struct {
