@@ -263,6 +263,9 @@ func (w *world) transmit(env msg.Envelope, size int) {
 	if !ok {
 		return
 	}
+	if w.scale != nil {
+		w.scale.meter.count(l, env.Msg, size)
+	}
 	ep := l.epoch
 	w.watchMsg("send", env)
 	w.at(at, func() {
