@@ -25,10 +25,14 @@ const (
 	controlConverge   = 10 * time.Second
 )
 
-// ControlDepths and ControlFanouts are the two series' trees.
+// ControlDepths and ControlFanouts are the two series' trees;
+// ControlPubends a third series on the depth-2 tree of the first: the
+// control traffic per link grows with the pubends (each link carries every
+// pubend's stream), which is where the law stops being acceptable.
 var (
 	ControlDepths  = []int{1, 2, 3, 4}
 	ControlFanouts = []int{1, 2, 4, 8}
+	ControlPubends = []int{1, 4, 16, 64}
 )
 
 const (
@@ -39,20 +43,30 @@ const (
 // RunControl runs both series: points labelled "depth D" then "fan-out F".
 func RunControl(seed uint64, progress io.Writer) (Sweep, error) {
 	s := Sweep{Case: "scale-control"}
-	add := func(x float64, label string, d, f, shbs int) error {
-		o := options(seed, brokersShape(d, f, shbs), shbs*controlSubsPerSHB, controlT, controlConverge)
+	add := func(x float64, label string, d, f, shbs int, pubends int) error {
+		shape := brokersShape(d, f, shbs)
+		if pubends > 0 {
+			shape.Pubends = pubends
+			shape.Brokers += (pubends+24)/25 - 1 // one PHB per 25 pubends
+		}
+		o := options(seed, shape, shbs*controlSubsPerSHB, controlT, controlConverge)
 		o.Scale.NoFaults = true
 		p, err := run(x, label, o, progress)
 		s.Points = append(s.Points, p)
 		return err
 	}
 	for _, d := range ControlDepths {
-		if err := add(float64(d), fmt.Sprintf("depth %d", d), d, controlDepthFanout, controlDepthSHBs); err != nil {
+		if err := add(float64(d), fmt.Sprintf("depth %d", d), d, controlDepthFanout, controlDepthSHBs, 0); err != nil {
 			return s, err
 		}
 	}
 	for _, f := range ControlFanouts {
-		if err := add(float64(f), fmt.Sprintf("fan-out %d", f), controlFanoutD, f, controlFanoutSHBs); err != nil {
+		if err := add(float64(f), fmt.Sprintf("fan-out %d", f), controlFanoutD, f, controlFanoutSHBs, 0); err != nil {
+			return s, err
+		}
+	}
+	for _, p := range ControlPubends {
+		if err := add(float64(p), fmt.Sprintf("pubends %d", p), 2, controlDepthFanout, controlDepthSHBs, p); err != nil {
 			return s, err
 		}
 	}
@@ -73,8 +87,8 @@ var controlGroups = []struct {
 
 // ControlRow is one point's control traffic in the steady window.
 type ControlRow struct {
-	Depth, Fanout, Brokers, SHBs, Links int
-	Logged, Delivered                   int
+	Depth, Fanout, Pubends, Brokers, SHBs, Links int
+	Logged, Delivered                            int
 	// PerDelivered and PerLogged: control messages per delivered event and
 	// per event the pubends logged; BytesPerDelivered the same in bytes.
 	PerDelivered, PerLogged, BytesPerDelivered float64
@@ -91,7 +105,7 @@ func Control(p Point) ControlRow {
 	r := p.Res
 	st := r.Steady
 	msgs, bytes := st.Control()
-	row := ControlRow{Depth: r.Shape.Depth, Fanout: r.Shape.Fanout, Brokers: r.Shape.Brokers, SHBs: r.SHBs,
+	row := ControlRow{Depth: r.Shape.Depth, Fanout: r.Shape.Fanout, Pubends: r.Shape.Pubends, Brokers: r.Shape.Brokers, SHBs: r.SHBs,
 		Logged: r.SteadyLogged, Delivered: r.SteadyDelivered}
 	secs := (r.SteadyTo - r.SteadyFrom).Seconds()
 	for _, lv := range r.SteadyLevels {
@@ -130,7 +144,7 @@ func SummaryControl(s Sweep) string {
 	b.WriteString("---:|---:|---:|\n")
 	for _, p := range s.Points {
 		r := Control(p)
-		fmt.Fprintf(&b, "| D %d, F %d, %d SHBs | %d | %d | %d | %d | %.1f | %.1f | %.0f |", r.Depth, r.Fanout, r.SHBs, r.Brokers, r.Links,
+		fmt.Fprintf(&b, "| D %d, F %d, %d SHBs, %d pubends | %d | %d | %d | %d | %.1f | %.1f | %.0f |", r.Depth, r.Fanout, r.SHBs, r.Pubends, r.Brokers, r.Links,
 			r.Logged, r.Delivered, r.PerDelivered, r.PerLogged, r.BytesPerDelivered)
 		for _, g := range r.Groups {
 			fmt.Fprintf(&b, " %.2f |", g)
@@ -174,19 +188,30 @@ func PlotControl(s Sweep, path string) error {
 	}
 	var dl, fl line
 	dl.name, fl.name = fmt.Sprintf("depth 1–4, fan-out %d, %d SHBs", controlDepthFanout, controlDepthSHBs), fmt.Sprintf("fan-out 1–8, depth %d, %d SHBs", controlFanoutD, controlFanoutSHBs)
+	var pl, pe line
+	pl.name, pe.name = "control messages / link / s", "control messages / delivered event"
 	for _, p := range s.Points {
 		r := Control(p)
 		xy := plotter.XY{X: float64(r.Links), Y: r.PerLinkSec}
-		if strings.HasPrefix(p.Label, "depth") {
+		switch {
+		case strings.HasPrefix(p.Label, "depth"):
 			dl.xys = append(dl.xys, xy)
-		} else {
+		case strings.HasPrefix(p.Label, "fan-out"):
 			fl.xys = append(fl.xys, xy)
+		default:
+			pl.xys = append(pl.xys, plotter.XY{X: p.X, Y: r.PerLinkSec})
+			pe.xys = append(pe.xys, plotter.XY{X: p.X, Y: r.PerDelivered})
 		}
 	}
-	lp, err := panel("Control messages per link and second: flat, so the total grows with the links, not the events", "links (connections, cell bundles counted per member)",
+	lp, err := panel("Control messages per link and second: flat in the tree's shape, so the total grows with the links", "links (connections, cell bundles counted per member)",
 		"messages / link / s", false, false, dl, fl)
 	if err != nil {
 		return err
 	}
-	return save(path, dp, fp, lp)
+	pp, err := panel(fmt.Sprintf("… and with the pubends, each 10 events/s (depth 2, fan-out %d, %d SHBs)", controlDepthFanout, controlDepthSHBs), "pubends",
+		"", true, true, pl, pe)
+	if err != nil {
+		return err
+	}
+	return save(path, dp, fp, lp, pp)
 }

@@ -5,11 +5,13 @@
 package scaleexp
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -144,6 +146,13 @@ func panel(title, xlabel, ylabel string, logX, logY bool, ls ...line) (*plot.Plo
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text, p.Y.Label.Text = xlabel, ylabel
+	n := 0
+	for _, s := range ls {
+		n += len(positive(s.xys, logX, logY))
+	}
+	if n == 0 {
+		logX, logY = false, false // an empty panel: a log axis cannot draw it
+	}
 	if logX {
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	}
@@ -193,6 +202,8 @@ func panel(title, xlabel, ylabel string, logX, logY bool, ls ...line) (*plot.Plo
 	return p, nil
 }
 
+// positive is xys in order of X, without the points a log axis cannot
+// draw.
 func positive(xys plotter.XYs, logX, logY bool) plotter.XYs {
 	var out plotter.XYs
 	for _, xy := range xys {
@@ -201,6 +212,7 @@ func positive(xys plotter.XYs, logX, logY bool) plotter.XYs {
 		}
 		out = append(out, xy)
 	}
+	slices.SortStableFunc(out, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
 	return out
 }
 

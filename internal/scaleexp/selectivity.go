@@ -137,7 +137,7 @@ func union(f, k float64) float64 { return 1 - math.Pow(1-f, k) }
 func SummarySelectivity(s Sweep) string {
 	var b strings.Builder
 	fl := flood(s)
-	b.WriteString("| selectivity | data B / link / s into level 1 (PHB → IB) | of flood (expected) | level 2 (IB → IB) | of flood (expected) | SHB links | of flood (expected) | all bytes, all links / s | of flood | data share of bytes | CPU |\n")
+	b.WriteString("| selectivity | data B / link / s into level 1 (PHB → cell) | of flood (expected) | level 2 (cell → IB) | of flood (expected) | SHB links | of flood (expected) | all bytes, all links / s | of flood | data share of bytes | CPU |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range s.Points {
 		r := Sel(p, fl)
