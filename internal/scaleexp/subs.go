@@ -58,6 +58,9 @@ type SubsRow struct {
 	FilterVersionBytes             int64
 	Heap                           uint64
 	SummaryBytesPerSub, HeapPerSub float64
+	// Held: clauses held per broker (reported by its downstreams, and its
+	// union), by level: 0 the PHB, last the SHBs.
+	Held, Behind []float64
 }
 
 // Subs computes a point's row.
@@ -70,6 +73,10 @@ func Subs(p Point) SubsRow {
 		SubReqMsgs:     t.Msgs[sim.KindSubReq] + t.Msgs[sim.KindSubReply],
 		SubReqBytes:    t.Bytes[sim.KindSubReq] + t.Bytes[sim.KindSubReply],
 		FilterVersions: r.FilterVersions, FilterVersionBytes: r.FilterVersionBytes, Heap: r.HeapBytes}
+	for _, l := range r.FilterState {
+		row.Held = append(row.Held, l.Downstream+l.Union)
+		row.Behind = append(row.Behind, l.SubsBehind)
+	}
 	row.SummaryBytesPerSub = per(float64(row.SummaryBytes), float64(row.Subs))
 	row.HeapPerSub = per(float64(row.Heap), float64(row.Subs))
 	return row
@@ -80,16 +87,25 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // SummarySubs is the sweep as a Markdown table.
 func SummarySubs(s Sweep) string {
 	var b strings.Builder
-	b.WriteString("| subscriptions | started | Subscribe → SubStarted p50 | p99 | max | summary msgs | summary bytes | per subscription | SubReq+SubReply msgs | filter versions logged | their clause text | live heap | heap / subscription | CPU |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| subscriptions | started | Subscribe → SubStarted p50 | p99 | max | summary msgs | summary bytes | per subscription | SubReq+SubReply msgs | filter versions logged | their clause text | clauses held: PHB | a first-level IB | an SHB | live heap | heap / subscription | CPU |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range s.Points {
 		r := Subs(p)
-		fmt.Fprintf(&b, "| %d | %d | %.1f ms | %.1f ms | %.1f ms | %d | %s | %.0f B | %d | %d | %s | %s | %.1f KiB | %.1f s |\n",
+		fmt.Fprintf(&b, "| %d | %d | %.1f ms | %.1f ms | %.1f ms | %d | %s | %.0f B | %d | %d | %s | %s | %s | %.1f KiB | %.1f s |\n",
 			r.Subs, r.Latency.N, ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max), r.SummaryMsgs, mib(float64(r.SummaryBytes)),
-			r.SummaryBytesPerSub, r.SubReqMsgs, r.FilterVersions, mib(float64(r.FilterVersionBytes)), mib(float64(r.Heap)), r.HeapPerSub/1024, p.CPU.Seconds())
+			r.SummaryBytesPerSub, r.SubReqMsgs, r.FilterVersions, mib(float64(r.FilterVersionBytes)), held(r), mib(float64(r.Heap)), r.HeapPerSub/1024, p.CPU.Seconds())
 	}
 	b.WriteString(cpuLine(s))
 	return b.String()
+}
+
+// held is the table's clauses-held columns: the PHB, a first-level IB,
+// an SHB.
+func held(r SubsRow) string {
+	if len(r.Held) < 3 {
+		return "– | – | –"
+	}
+	return fmt.Sprintf("%.0f | %.0f | %.0f", r.Held[0], r.Held[1], r.Held[len(r.Held)-1])
 }
 
 func mib(b float64) string {
@@ -128,6 +144,28 @@ func PlotSubs(s Sweep, path string) error {
 	if err != nil {
 		return err
 	}
+	var levels []line
+	for _, p := range s.Points {
+		r := Subs(p)
+		for lv := range r.Held {
+			if len(levels) <= lv {
+				name := fmt.Sprintf("IBs of level %d", lv)
+				switch lv {
+				case 0:
+					name = "the PHB"
+				case len(r.Held) - 1:
+					name = "SHBs"
+				}
+				levels = append(levels, line{name: name})
+			}
+			levels[lv].xys = append(levels[lv].xys, plotter.XY{X: r.Behind[lv], Y: r.Held[lv]})
+		}
+	}
+	cl, err := panel("Filter state per broker: clauses its downstreams reported plus its union, vs subscriptions behind it", "subscriptions behind the broker",
+		"clauses held", true, true, levels...)
+	if err != nil {
+		return err
+	}
 	hp, err := panel("Live heap of the simulated network (oracle included) per subscription", x, "KiB", true, false,
 		line{name: "live heap / subscriptions", xys: heap})
 	if err != nil {
@@ -138,5 +176,5 @@ func PlotSubs(s Sweep, path string) error {
 	if err != nil {
 		return err
 	}
-	return save(path, lat, by, hp, cp)
+	return save(path, lat, by, cl, hp, cp)
 }

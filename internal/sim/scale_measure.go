@@ -42,6 +42,18 @@ type ScaleMeasures struct {
 	// -1 if that did not happen before the run ended.
 	DeepRecovery, RegionRecovery time.Duration
 	RegionSHBs                   int
+	// Filter state at the end of the steady window, per level of the tree
+	// (0: the PHBs; Depth+1: the SHBs).
+	FilterState []LevelFilterState
+}
+
+// LevelFilterState is the mean filter state of the brokers of one level:
+// the subscriptions behind each, the clauses its downstream neighbours
+// reported to it, and the distinct clauses of the union it reports
+// upstream (gd.Engine.ClausesHeld).
+type LevelFilterState struct {
+	Level, Brokers                int
+	SubsBehind, Downstream, Union float64
 }
 
 // Latencies summarise a set of durations.
@@ -85,6 +97,7 @@ func (w *world) scheduleSteadyWindow() {
 		if sr.p.MeasureHeap {
 			sr.res.HeapBytes = liveHeap()
 		}
+		sr.res.FilterState = w.filterState()
 	})
 }
 
@@ -191,4 +204,44 @@ func selectiveSubscription(r interface{ IntN(int) int }, f float64) (pattern, se
 // prices of the benchmark's events fall in it with probability (hi-lo)/1000.
 func priceBand(lo, hi int) string {
 	return fmt.Sprintf("price >= %d AND price < %d", lo, hi)
+}
+
+// filterState averages the brokers' filter state per level.
+func (w *world) filterState() []LevelFilterState {
+	depth := w.scale.res.Shape.Depth
+	subsAt := map[msg.NodeID]int{}
+	for _, s := range w.subs {
+		subsAt[s.node]++
+	}
+	out := make([]LevelFilterState, depth+2)
+	for _, id := range w.order {
+		n := w.nodes[id]
+		lv := w.levelOf(id, depth)
+		st := &out[lv]
+		st.Level = lv
+		st.Brokers++
+		behind := subsAt[id]
+		switch n.broker.Role {
+		case PHB:
+			behind = len(w.subs)
+		case IB:
+			for _, shb := range w.shbsBelow(w.plan.topo.CellOf(id)) {
+				behind += subsAt[shb]
+			}
+		}
+		st.SubsBehind += float64(behind)
+		if n.up {
+			d, u := n.eng.ClausesHeld()
+			st.Downstream += float64(d)
+			st.Union += float64(u)
+		}
+	}
+	for i := range out {
+		if b := float64(out[i].Brokers); b > 0 {
+			out[i].SubsBehind /= b
+			out[i].Downstream /= b
+			out[i].Union /= b
+		}
+	}
+	return out
 }

@@ -151,3 +151,33 @@ func TestScaleRecoveryMeasured(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleFilterState: every level holds filter state in proportion to
+// the subscriptions behind it — an SHB's union is at most its own
+// subscriptions, an IB's at most what is behind it, and a level closer to
+// the PHB holds at least as many clauses as one further down.
+func TestScaleFilterState(t *testing.T) {
+	_, r := runScale(t, quietScale(600, nil))
+	fs := r.FilterState
+	if len(fs) != r.Shape.Depth+2 {
+		t.Fatalf("%d levels, want %d", len(fs), r.Shape.Depth+2)
+	}
+	for _, l := range fs {
+		t.Logf("level %d: %d brokers, %.0f subscriptions behind, %.0f downstream clauses, union %.0f", l.Level, l.Brokers, l.SubsBehind, l.Downstream, l.Union)
+		if l.Union > l.SubsBehind || l.Brokers == 0 {
+			t.Errorf("level %d: union of %.0f clauses over %.0f subscriptions behind", l.Level, l.Union, l.SubsBehind)
+		}
+	}
+	if phb := fs[0]; phb.SubsBehind != 600 || phb.Downstream < fs[1].Union {
+		t.Errorf("PHB: %.0f subscriptions behind, %.0f clauses; the first level reports %.0f", phb.SubsBehind, phb.Downstream, fs[1].Union)
+	}
+	for lv := 1; lv < len(fs)-1; lv++ {
+		if fs[lv].Union < fs[lv+1].Union {
+			t.Errorf("level %d reports %.0f clauses, fewer than level %d's %.0f", lv, fs[lv].Union, lv+1, fs[lv+1].Union)
+		}
+	}
+	shb := fs[len(fs)-1]
+	if want := 600.0 / float64(r.SHBs); shb.SubsBehind != want || shb.Union == 0 {
+		t.Errorf("SHBs: %.1f subscriptions each (want %.1f), union %.0f", shb.SubsBehind, want, shb.Union)
+	}
+}
