@@ -161,7 +161,12 @@ func (w *world) levelOf(id msg.NodeID, depth int) int {
 	return lv
 }
 
+// count notes one message put on link l; before the meter exists (the
+// world being built) nothing is counted.
 func (m *trafficMeter) count(l *link, mm msg.Msg, size int) {
+	if m == nil {
+		return
+	}
 	k := kindOf(mm)
 	m.all.add(k, size)
 	m.byLevel[m.levelOf[l]].add(k, size)
