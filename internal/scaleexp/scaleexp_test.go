@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aerie-mq/aerie/internal/sim"
 )
 
 // checkPlot draws the sweep and checks the PNG and the table exist.
@@ -114,6 +116,18 @@ func TestRecoverySweep(t *testing.T) {
 	// A faster silence interval lets 10 SHBs learn of their gap sooner.
 	if slow, fast := s.Points[0].Res.DeepRecovery, s.Points[2].Res.DeepRecovery; fast >= slow {
 		t.Errorf("10 SHBs recover in %v with silence every %v, %v with the default", fast, FastSilence, slow)
+	}
+	// Partitions on one tree (100 brokers, depth 1, fan-out 10, 79 SHBs):
+	// one SHB link, and a first-level cell with its 8 SHBs.
+	s, err = runFixed(s, 1, 100, []sim.ScalePartition{{Level: 2, Cells: 1}, {Level: 1, Cells: 1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1, 8} {
+		p := s.Points[3+i]
+		if r := p.Res; r.PartitionSHBs != want || r.PartitionRecovery <= 0 {
+			t.Errorf("%s: %d SHBs cut off (want %d), recovered in %v", p.Label, r.PartitionSHBs, want, r.PartitionRecovery)
+		}
 	}
 	checkPlot(t, s)
 }

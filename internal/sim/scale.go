@@ -42,6 +42,9 @@ type ScaleParams struct {
 	// MeasureHeap reads the live heap (after a collection) at the end of
 	// the steady window: a measurement only, it decides nothing.
 	MeasureHeap bool
+	// Partition, when Cells > 0, replaces the fault schedule with one
+	// partition (scale_partition.go).
+	Partition ScalePartition
 }
 
 const (
@@ -164,7 +167,10 @@ func (w *world) scheduleScale(shbs []msg.NodeID) {
 	}
 	sr.meter = newTrafficMeter(w, sr.res.Shape.Depth)
 	w.scheduleSteadyWindow()
-	if !sr.p.NoFaults {
+	switch {
+	case sr.p.Partition.Cells > 0:
+		w.schedulePartition()
+	case !sr.p.NoFaults:
 		w.scheduleScaleFaults()
 	}
 }

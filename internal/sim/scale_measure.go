@@ -42,6 +42,10 @@ type ScaleMeasures struct {
 	// -1 if that did not happen before the run ended.
 	DeepRecovery, RegionRecovery time.Duration
 	RegionSHBs                   int
+	// PartitionRecovery is the same after ScaleParams.Partition heals,
+	// for the PartitionSHBs it cut off.
+	PartitionRecovery time.Duration
+	PartitionSHBs     int
 	// Filter state at the end of the steady window, per level of the tree
 	// (0: the PHBs; Depth+1: the SHBs).
 	FilterState []LevelFilterState
