@@ -18,8 +18,8 @@ import (
 // Selectivity); f = 1 has no selector, so every event crosses every link:
 // the flood baseline, measured in the same way. No faults; the steady
 // window (8–20 s of 20 s). A filter edge passes the union of the
-// subscriptions behind it (Gryphon GD §4: content-based filtering inside
-// the network), so a link above k subscriptions carries about
+// subscriptions behind it (Gryphon GD §3: filter edges inside the
+// network), so a link above k subscriptions carries about
 // 1-(1-f)^k of the flood.
 const (
 	selBrokers, selFanout, selDepth = 100, 3, 2

@@ -16,7 +16,7 @@ import (
 // the benchmark's mix all made in the first 2 s of a 10 s run (so the
 // subscription rate grows with M), no faults. Each subscription widens the
 // filter edge of every broker on its path (a SummaryDelta per hop, a
-// logged filter version at the PHB: Gryphon GD §4.1) and sends a SubReq
+// logged filter version at the PHB: Gryphon GD §3.1) and sends a SubReq
 // per pubend up to the pubend, answered by a SubReply.
 const (
 	subsBrokers  = 100

@@ -29,8 +29,9 @@ type ScaleMeasures struct {
 	// SubReq answered by every pubend (MODEL.md P6).
 	SubLatency Latencies
 	// FilterVersions and FilterVersionBytes are the filter versions the
-	// PHBs logged and the text of their clauses (Gryphon GD §4.1: a pubend
-	// renders every tick with the filter it had then).
+	// PHBs logged and the text of their clauses (a D tick filtered out
+	// becomes silence, Gryphon GD §3.1, so a pubend must render every tick
+	// with the filter it had then, also after a restart).
 	FilterVersions     int
 	FilterVersionBytes int64
 	// HeapBytes is the live heap at the end of the steady window
