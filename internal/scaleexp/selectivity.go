@@ -164,7 +164,7 @@ func PlotSelectivity(s Sweep, path string) error {
 		return fmt.Errorf("scaleexp: selectivity sweep without its flood point")
 	}
 	names := []string{"PHB → first IB cells (k = %.0f subscriptions behind)", "cell → IB (k = %.0f; a cell of two filters nothing itself)", "IB → SHB (k = %.0f)"}
-	var ls, exp []line
+	var ls, exp, abs []line
 	var all line
 	all.name = "all bytes on all links, every kind"
 	for _, p := range s.Points {
@@ -177,7 +177,11 @@ func PlotSelectivity(s Sweep, path string) error {
 				ls = append(ls, line{name: fmt.Sprintf(names[min(i, len(names)-1)], r.Behind[i])})
 				exp = append(exp, line{name: "expected: 1-(1-f)^k, k behind the link", dashed: true, noDots: true, color: palette[i%len(palette)]})
 			}
+			if len(abs) <= i {
+				abs = append(abs, line{name: ls[i].name})
+			}
 			ls[i].xys = append(ls[i].xys, plotter.XY{X: r.F, Y: r.OfFlood[i]})
+			abs[i].xys = append(abs[i].xys, plotter.XY{X: r.F, Y: r.BytesSec[i]})
 			exp[i].xys = append(exp[i].xys, plotter.XY{X: r.F, Y: union(r.F, r.Behind[i])})
 		}
 		all.xys = append(all.xys, plotter.XY{X: r.F, Y: r.TotalOf})
@@ -192,5 +196,10 @@ func PlotSelectivity(s Sweep, path string) error {
 	if err != nil {
 		return err
 	}
-	return save(path, pl)
+	ab, err := panel("Data bytes per link and second (4 pubends × 10 events/s; the flood is the point at f = 1)",
+		"selectivity f", "bytes / link / s", true, true, abs...)
+	if err != nil {
+		return err
+	}
+	return save(path, pl, ab)
 }
