@@ -144,7 +144,7 @@ func SummaryControl(s Sweep) string {
 	b.WriteString("---:|---:|---:|\n")
 	for _, p := range s.Points {
 		r := Control(p)
-		fmt.Fprintf(&b, "| D %d, F %d, %d SHBs, %d pubends | %d | %d | %d | %d | %.1f | %.1f | %.0f |", r.Depth, r.Fanout, r.SHBs, r.Pubends, r.Brokers, r.Links,
+		fmt.Fprintf(&b, "| D %d, F %d, %d SHBs, %s | %d | %d | %d | %d | %.1f | %.1f | %.0f |", r.Depth, r.Fanout, r.SHBs, pubends(r.Pubends), r.Brokers, r.Links,
 			r.Logged, r.Delivered, r.PerDelivered, r.PerLogged, r.BytesPerDelivered)
 		for _, g := range r.Groups {
 			fmt.Fprintf(&b, " %.2f |", g)
@@ -214,4 +214,11 @@ func PlotControl(s Sweep, path string) error {
 		return err
 	}
 	return save(path, dp, fp, lp, pp)
+}
+
+func pubends(n int) string {
+	if n == 1 {
+		return "1 pubend"
+	}
+	return fmt.Sprintf("%d pubends", n)
 }
