@@ -9,14 +9,36 @@ import (
 	"github.com/aerie-mq/aerie/internal/ccexp"
 )
 
-// isCCCase: Gryphon CC, Middleware 2003 §5 E3 and E4, run in the simulator.
-func isCCCase(c string) bool { return c == "cc-e3" || c == "cc-e4" }
+// ccPlots: Gryphon CC, Middleware 2003 §5 E1 to E4, run in the simulator,
+// and the plot each case draws.
+var ccPlots = map[string]string{"cc-e1": "cc-e1-link-failure.png", "cc-e2": "cc_e2.png", "cc-e3": "cc_e3.png", "cc-e4": "cc_e4.png"}
 
-// runCCCase simulates E3 or E4 (seed 1), plots it to out/cc_e3.png or
-// out/cc_e4.png and prints its summary.
+func isCCCase(c string) bool { return ccPlots[c] != "" }
+
+// runCCCase simulates E1, E2, E3 or E4 (seed 1), plots it to out (ccPlots)
+// and prints its summary.
 func runCCCase(c, out string, stdout io.Writer) error {
-	png := filepath.Join(out, map[string]string{"cc-e3": "cc_e3.png", "cc-e4": "cc_e4.png"}[c])
-	if c == "cc-e3" {
+	png := filepath.Join(out, ccPlots[c])
+	switch c {
+	case "cc-e1":
+		cc, nocc, err := ccexp.RunE1(1)
+		if err != nil {
+			return err
+		}
+		if err := ccexp.PlotE1(cc, nocc, png); err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, ccexp.SummaryE1(cc, nocc))
+	case "cc-e2":
+		res, err := ccexp.RunE2(1)
+		if err != nil {
+			return err
+		}
+		if err := ccexp.PlotE2(res, png); err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, ccexp.SummaryE2(res))
+	case "cc-e3":
 		res, err := ccexp.RunE3(1)
 		if err != nil {
 			return err
@@ -25,7 +47,7 @@ func runCCCase(c, out string, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprint(stdout, ccexp.SummaryE3(res))
-	} else {
+	default:
 		def, slow, err := ccexp.RunE4(1, runtime.GOMAXPROCS(0))
 		if err != nil {
 			return err

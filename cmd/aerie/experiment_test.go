@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"image/png"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +48,33 @@ func TestExperimentSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(failover.Summary(res))
+}
+
+// TestExperimentCCE1 runs `aerie experiment --case cc-e1` into a temporary
+// directory: the plot of Gryphon CC §5 E1 is a PNG of three panels and
+// the summary says the oracle held with congestion control and not
+// without.
+func TestExperimentCCE1(t *testing.T) {
+	dir := t.TempDir()
+	var out, errs bytes.Buffer
+	if code := runExperiment([]string{"--case", "cc-e1", "--out", dir}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	f, err := os.Open(filepath.Join(dir, "cc-e1-link-failure.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Width < 600 || cfg.Height < cfg.Width {
+		t.Errorf("plot is %d×%d pixels: want three panels stacked, at least 600 wide", cfg.Width, cfg.Height)
+	}
+	for _, want := range []string{"no violation (CC2 holds)", "CC2: s2 has not recovered", "s2 back within 2 s of the present at"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
 }

@@ -215,7 +215,11 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	close(jobs)
 	wg.Wait()
 	violations := 0
+	var wipes, rejoins uint64
 	for i, o := range results {
+		if o.err == nil {
+			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
+		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
 			return 2
@@ -227,8 +231,8 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			fmt.Fprintf(stdout, "membership: %d views installed, %d connections closed by a view (%d to a hung broker), %d brokers hung, %d left gracefully (%d members reported as left by installed views)\n",
 				o.res.Views, o.res.ViewDrops, o.res.RoutedAround, o.res.Hangs, o.res.Leaves, o.res.LeftInViews)
 			if o.res.LeaderServes > 0 {
-				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve, %d Raft log compactions, %d snapshots installed (largest %d bytes), largest Raft log %d bytes (%d entries)\n",
-					o.res.LeaderServes, o.res.RaftCompactions, o.res.RaftSnapshots, o.res.RaftSnapshotMaxBytes, o.res.RaftLogMaxBytes, o.res.RaftLogMaxEntries)
+				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve, %d Raft log compactions, %d snapshots installed (largest %d bytes), largest Raft log %d bytes (%d entries), %d disks wiped, %d members rejoined as new members\n",
+					o.res.LeaderServes, o.res.RaftCompactions, o.res.RaftSnapshots, o.res.RaftSnapshotMaxBytes, o.res.RaftLogMaxBytes, o.res.RaftLogMaxEntries, o.res.RaftWipes, o.res.RaftRejoins)
 			}
 			if o.res.DCQs > 0 {
 				fmt.Fprintf(stdout, "congestion control: %d DCQs, %d rate decreases, %d queue resets, at most %d bytes queued on a capped link\n",
@@ -252,6 +256,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				fmt.Fprintf(stdout, "state when it stopped:\n%s", o.res.State)
 			}
 		}
+	}
+	if wipes+rejoins > 0 {
+		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d disks wiped, %d members rejoined their cell as new members\n", wipes, rejoins)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {

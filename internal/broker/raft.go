@@ -33,8 +33,10 @@ import (
 
 // RaftOptions make the broker a member of a replicated PHB cell.
 type RaftOptions struct {
-	// Cell is the cell's id; Members its brokers, sorted: a member's Raft
-	// id is its index plus one (config.Network.RaftID).
+	// Cell is the cell's id; Members its brokers, sorted: a member's slot
+	// is its index plus one (config.Network.RaftID), its Raft id the slot
+	// and the generation its data directory records (raftphb.MemberID: 0,
+	// the slot alone, until the member rejoins after losing its state).
 	Cell    msg.NodeID
 	Members []msg.NodeID
 	// TickInterval is Raft's timer (default 100 ms); ElectionTicks the
@@ -130,14 +132,15 @@ func (n *Node) openRaft() error {
 	}
 	r.rn = rn
 	rn.Attach(raftReport{n})
-	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
+	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", rn.ID(), "slot", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
 	return nil
 }
 
-// sendRaft hands a Raft message to the link to its member, if connected;
-// Raft retransmits what a broken link loses.
+// sendRaft hands a Raft message to the link to its member (by slot: a
+// rejoined member keeps its broker), if connected; Raft retransmits what
+// a broken link loses.
 func (n *Node) sendRaft(m *raftpb.Message) {
-	i := int(m.GetTo()) - 1
+	i := int(raftphb.Slot(m.GetTo())) - 1
 	if i < 0 || i >= len(n.raft.opts.Members) {
 		return
 	}
@@ -155,12 +158,16 @@ func (n *Node) sendRaft(m *raftpb.Message) {
 
 // stepRaft hands the member a Raft message from a cell peer.
 func (n *Node) stepRaft(from msg.NodeID, m msg.Raft) error {
-	if n.raft.raftID(from) == 0 {
+	slot := n.raft.raftID(from)
+	if slot == 0 {
 		return fmt.Errorf("broker %s: a Raft message from %s, which is not a member of cell %s", n.opts.ID, from, n.raft.opts.Cell)
 	}
 	rm := &raftpb.Message{}
 	if err := proto.Unmarshal(m.Data, rm); err != nil {
 		return fmt.Errorf("broker %s: a malformed Raft message from %s: %w", n.opts.ID, from, err)
+	}
+	if raftphb.Slot(rm.GetFrom()) != slot {
+		return fmt.Errorf("broker %s: a Raft message from %s signed by Raft member %d, of another slot", n.opts.ID, from, rm.GetFrom())
 	}
 	if err := n.raft.rn.Step(rm); err != nil {
 		n.log.Debug("Raft message refused", "from", string(from), "err", err)
@@ -247,6 +254,12 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		n.sh, n.eng = sh, eng
 		r.rn.Attach(raftReport{n})
 		n.log.Info("leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Serve.Term, "records", ev.Serve.Next)
+	case raftnode.EventRejoin:
+		n.log.Warn("this member has lost the Raft state its cell relies on (a new or wiped data directory): "+
+			"it rejoins the cell as a new member, first without a vote, and catches up from the leader",
+			"cell", string(r.opts.Cell), "old_raft_id", ev.Rejoin.ID,
+			"new_raft_id", raftphb.MemberID(raftphb.Slot(ev.Rejoin.ID), ev.Rejoin.Gen), "reason", ev.Rejoin.Reason)
+		return nil
 	case raftnode.EventLost:
 		sh, eng, err := n.newRaftShell(false)
 		if err != nil {

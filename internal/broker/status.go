@@ -48,13 +48,24 @@ type Status struct {
 
 // RaftStatus is a replicated PHB member's view: whether it serves the
 // cell's pubends (its leader, with its term's first entry applied), the
-// term and the leader it knows of (Raft ids: index in Members plus one).
+// term and the leader it knows of, and the configuration it applied. Raft
+// ids are a member's slot (its index in Members plus one) in the low 8
+// bits and its generation above them (raftphb.MemberID): a member that
+// lost its data directory rejoins under the next generation.
 type RaftStatus struct {
 	Cell    string   `json:"cell"`
 	Members []string `json:"members"`
+	ID      uint64   `json:"id"`
 	Serving bool     `json:"serving"`
 	Term    uint64   `json:"term"`
 	Leader  uint64   `json:"leader"`
+	// Voters and Learners are the configuration this member applied;
+	// Joining says it waits to be admitted (it rejoins as a new member).
+	Voters   []uint64 `json:"voters"`
+	Learners []uint64 `json:"learners,omitempty"`
+	Joining  bool     `json:"joining,omitempty"`
+	// Rejoins counts the times this member rejoined since it started.
+	Rejoins uint64 `json:"rejoins,omitempty"`
 	// Log is this member's Raft log: its first Raft index (after the
 	// snapshot it was compacted to), entries, eventlog records and bytes.
 	LogFirstIndex uint64 `json:"log_first_index"`
@@ -105,7 +116,8 @@ func (n *Node) snapshot() Status {
 	if r := n.raft; r != nil && r.rn != nil {
 		st := r.rn.Replica().Status()
 		ns := r.rn.Stats()
-		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), Serving: r.serving, Term: st.Term, Leader: st.Lead,
+		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), ID: st.ID, Serving: r.serving, Term: st.Term, Leader: st.Lead,
+			Voters: st.Conf.GetVoters(), Learners: st.Conf.GetLearners(), Joining: st.Joining, Rejoins: ns.Rejoins,
 			LogFirstIndex: ns.Log.FirstIndex, LogEntries: ns.Log.Entries, LogRecords: ns.Log.Records, LogBytes: ns.Log.Bytes,
 			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled}
 		for _, m := range r.opts.Members {

@@ -1,12 +1,13 @@
 // Package ccexp plots and summarises the simulated congestion control
-// experiments of Gryphon CC, Middleware 2003 §5 E3 and E4 (scenarios
-// "cc-e3" and "cc-e4" of internal/sim), for `aerie experiment --case
-// cc-e3,cc-e4` and docs/BENCHMARKS.md.
+// experiments of Gryphon CC, Middleware 2003 §5 E1 to E4 (scenarios "cc",
+// "cc-e2", "cc-e3" and "cc-e4" of internal/sim), for `aerie experiment
+// --case cc-e1,cc-e2,cc-e3,cc-e4` and docs/BENCHMARKS.md.
 package ccexp
 
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -43,7 +44,18 @@ type line struct {
 }
 
 func newPanel(title, xlabel, ylabel string, ls ...line) (*plot.Plot, error) {
+	return newPanelOver(nil, title, xlabel, ylabel, ls...)
+}
+
+// newPanelOver is newPanel with plotters drawn first, under the lines.
+// A line's NaN values are gaps in it.
+func newPanelOver(under []plot.Plotter, title, xlabel, ylabel string, ls ...line) (*plot.Plot, error) {
 	p := plot.New()
+	for _, u := range under {
+		if u != nil {
+			p.Add(u)
+		}
+	}
 	p.Title.Text = title
 	p.X.Label.Text, p.Y.Label.Text = xlabel, ylabel
 	p.Y.Min = 0
@@ -61,13 +73,17 @@ func newPanel(title, xlabel, ylabel string, ls ...line) (*plot.Plot, error) {
 			p.Legend.Add(s.name, sc)
 			continue
 		}
-		l, err := plotter.NewLine(s.xys)
-		if err != nil {
-			return nil, fmt.Errorf("ccexp: plot: %w", err)
+		for i, seg := range segments(s.xys) {
+			l, err := plotter.NewLine(seg)
+			if err != nil {
+				return nil, fmt.Errorf("ccexp: plot: %w", err)
+			}
+			l.Color = s.color
+			p.Add(l)
+			if i == 0 {
+				p.Legend.Add(s.name, l)
+			}
 		}
-		l.Color = s.color
-		p.Add(l)
-		p.Legend.Add(s.name, l)
 		if s.dots {
 			sc, err := plotter.NewScatter(s.xys)
 			if err != nil {
@@ -79,6 +95,26 @@ func newPanel(title, xlabel, ylabel string, ls ...line) (*plot.Plot, error) {
 	}
 	p.Legend.Top = true
 	return p, nil
+}
+
+// segments splits xys at its NaN values.
+func segments(xys plotter.XYs) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	for _, p := range xys {
+		if math.IsNaN(p.Y) {
+			if len(cur) > 0 {
+				out = append(out, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, p)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // save stacks the panels vertically into a PNG at path.
@@ -106,13 +142,18 @@ func save(path string, panels ...*plot.Plot) error {
 	return f.Close()
 }
 
+var (
+	dashed = []vg.Length{vg.Points(3), vg.Points(3)}
+	dotted = []vg.Length{vg.Points(1), vg.Points(2)}
+)
+
 // mark draws a dashed vertical line at x from 0 to ymax.
 func mark(p *plot.Plot, x, ymax float64) {
 	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: ymax}})
 	if err != nil {
 		return
 	}
-	l.Color, l.Dashes = grey, []vg.Length{vg.Points(3), vg.Points(3)}
+	l.Color, l.Dashes = grey, dashed
 	p.Add(l)
 }
 
@@ -160,7 +201,9 @@ func PlotE3(res sim.Result, path string) error {
 func maxY(xys plotter.XYs) float64 {
 	m := 1.0
 	for _, p := range xys {
-		m = max(m, p.Y)
+		if !math.IsNaN(p.Y) {
+			m = max(m, p.Y)
+		}
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package gd
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/match"
@@ -58,7 +59,28 @@ func (e *Engine) joinGroup(cu *catchup) {
 		e.dur.groups[cu.ps.id] = g
 	}
 	g.members = append(g.members, cu)
-	if !g.inflight {
+	if !g.inflight && !e.dur.joining {
+		g.backoff = e.cfg.NackRepetitionMin
+		e.askGroup(g)
+	}
+}
+
+// startTogether runs fn, which starts several subscriptions at once (one
+// SubReply answers them all), then asks once for every group they joined
+// with no request out: their catch-ups share the first Replay instead of
+// the first subscription asking alone and the others waiting for the next.
+func (e *Engine) startTogether(fn func()) {
+	e.dur.joining = true
+	fn()
+	e.dur.joining = false
+	var idle []*replayGroup
+	for _, g := range e.dur.groups {
+		if !g.inflight && len(g.members) > 0 {
+			idle = append(idle, g)
+		}
+	}
+	slices.SortFunc(idle, func(a, b *replayGroup) int { return strings.Compare(string(a.ps.id), string(b.ps.id)) })
+	for _, g := range idle {
 		g.backoff = e.cfg.NackRepetitionMin
 		e.askGroup(g)
 	}

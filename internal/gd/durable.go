@@ -106,6 +106,7 @@ type durableEngine struct {
 	// Replays of a pubend hosted here, answered in turn (askReplay).
 	local   []msg.Replay
 	inLocal bool
+	joining bool // subscriptions are starting together (startTogether)
 	// durables counts the durable subscriptions here, so that a broker
 	// with none (most, and every one of a large simulated network) does
 	// not walk all its subscriptions at every tick (tickDurable).

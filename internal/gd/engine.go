@@ -113,11 +113,7 @@ type Engine struct {
 	// leaves a nil hole (subHoles of them), compacted once they are half
 	// the list, so that ending 100 000 subscriptions is not quadratic.
 	subs []*subscription
-	// pendingSubs are the subscriptions that had SubReqs out when they
-	// were made, in e.subs order: the timer repeats their SubReqs without
-	// walking every subscription (a million at a large SHB) every tick.
-	pendingSubs []*subscription
-	subHoles    int
+	subHoles int
 	subByID     map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
@@ -178,6 +174,7 @@ type pstream struct {
 	snapMemo   map[versionKey]*msg.FilterVersion // Snapshot's records (snapshot.go)
 	ackSent    tick.Tick
 	ackSentAt  tick.Time
+	subAsk     subAsk // local subscriptions asking this pubend for their start (subscribe.go)
 	aeNext     tick.Time // pubend: next AckExpected allowed
 	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
 	rel        release   // release protocol (release.go)

@@ -58,15 +58,11 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 	if e.up.started {
 		e.sendSummary(peer)
 	}
-	for _, s := range e.subs {
-		if s == nil {
-			continue
-		}
-		for _, ps := range e.streams {
-			if _, ok := s.pending[ps.id]; ok && ps.up == e.cellOfNode(peer) {
-				s.pending[ps.id] = e.now
-				e.send(peer, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
-			}
+	for _, ps := range e.streams {
+		// A SubReq sent while the link was down is lost: ask again now.
+		if a := &ps.subAsk; a.id != "" && ps.up == e.cellOfNode(peer) {
+			a.at = e.now
+			e.send(peer, msg.SubReq{Pubend: ps.id, Sub: a.id, Path: []msg.NodeID{e.id}})
 		}
 	}
 }

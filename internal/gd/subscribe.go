@@ -106,12 +106,67 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 			continue
 		}
 		s.pending[ps.id] = e.now
-		e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
-	}
-	if len(s.pending) > 0 {
-		e.pendingSubs = append(e.pendingSubs, s)
+		e.askStart(ps, s)
 	}
 	e.maybeStarted(s)
+}
+
+// subAsk is the SubReq for one pubend that this broker has out for its
+// local subscriptions. Subscriptions made together share one request
+// (simulator: a million subscriptions made a hundred million SubReq and
+// SubReply hops, most of a large run's steps): the answer is the pubend's
+// tick when the request reached it, and a request covers every
+// subscription whose summary left before it, since both travel the same
+// FIFO links. A subscription made while a request is out waits for the
+// next one, sent when the answer comes: the answer to the request out may
+// have been decided before its clause reached the pubend.
+type subAsk struct {
+	id      msg.SubID       // names the request: its first member's id
+	members []*subscription // the subscriptions it asks for
+	waiting []*subscription // made since it left: the next request's
+	at      tick.Time       // when it was last sent (repeated after NRT)
+}
+
+// askStart asks ps's pubend for s's start: with the request out if none is
+// out yet, else with the next one.
+func (e *Engine) askStart(ps *pstream, s *subscription) {
+	a := &ps.subAsk
+	if a.id != "" {
+		a.waiting = append(a.waiting, s)
+		return
+	}
+	e.sendSubAsk(ps, []*subscription{s})
+}
+
+// sendSubAsk sends one SubReq for the subscriptions ss that still wait for
+// ps's start, if any.
+func (e *Engine) sendSubAsk(ps *pstream, ss []*subscription) {
+	live := ss[:0]
+	for _, s := range ss {
+		if _, ok := s.pending[ps.id]; ok && e.subByID[s.id] == s {
+			live = append(live, s)
+		}
+	}
+	clear(ss[len(live):])
+	ps.subAsk = subAsk{}
+	if len(live) == 0 {
+		return
+	}
+	ps.subAsk = subAsk{id: live[0].id, members: live, at: e.now}
+	e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: live[0].id, Path: []msg.NodeID{e.id}})
+}
+
+// repeatSubAsks sends again, after NRT, the SubReqs not answered yet (a
+// lost message, an upstream restarted or a member that does not serve).
+func (e *Engine) repeatSubAsks() {
+	for _, ps := range e.streams {
+		a := &ps.subAsk
+		if a.id == "" || e.now.Sub(a.at) < e.cfg.NackRepetitionMin {
+			continue
+		}
+		a.at = e.now
+		e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: a.id, Path: []msg.NodeID{e.id}})
+	}
 }
 
 func (e *Engine) maybeStarted(s *subscription) {
@@ -190,17 +245,22 @@ func (e *Engine) onSubReply(from msg.NodeID, m msg.SubReply) {
 		e.send(m.Path[last], msg.SubReply{Pubend: m.Pubend, Sub: m.Sub, Start: m.Start, Path: slices.Clone(m.Path[:last])})
 		return
 	}
-	s := e.subByID[m.Sub]
 	ps := e.byPubend[m.Pubend]
-	if s == nil || ps == nil {
-		return
+	if ps == nil || ps.subAsk.id == "" || ps.subAsk.id != m.Sub {
+		return // a repeat's second answer, or a request from before a restart
 	}
-	if _, ok := s.pending[m.Pubend]; !ok {
-		return
-	}
-	delete(s.pending, m.Pubend)
-	s.start[m.Pubend] = max(m.Start, ps.delivered, ps.in.K.Final())
-	e.maybeStarted(s)
+	a := ps.subAsk
+	e.startTogether(func() {
+		for _, s := range a.members {
+			if _, ok := s.pending[m.Pubend]; !ok || e.subByID[s.id] != s {
+				continue // ended meanwhile
+			}
+			delete(s.pending, m.Pubend)
+			s.start[m.Pubend] = max(m.Start, ps.delivered, ps.in.K.Final())
+			e.maybeStarted(s)
+		}
+	})
+	e.sendSubAsk(ps, a.waiting)
 }
 
 // matches reports whether ev is for this subscription: its topic matches

@@ -28,23 +28,7 @@ func (e *Engine) tick() {
 			}
 		}
 	}
-	// Only subscriptions made with SubReqs out can have some (no other
-	// code adds to pending); those answered or dropped leave the list.
-	keep := e.pendingSubs[:0]
-	for _, s := range e.pendingSubs {
-		if len(s.pending) == 0 || s.pos >= len(e.subs) || e.subs[s.pos] != s {
-			continue
-		}
-		keep = append(keep, s)
-		for _, ps := range e.streams {
-			if at, ok := s.pending[ps.id]; ok && e.now.Sub(at) >= e.cfg.NackRepetitionMin {
-				s.pending[ps.id] = e.now
-				e.sendUp(ps, msg.SubReq{Pubend: ps.id, Sub: s.id, Path: []msg.NodeID{e.id}})
-			}
-		}
-	}
-	clear(e.pendingSubs[len(keep):])
-	e.pendingSubs = keep
+	e.repeatSubAsks()
 }
 
 func (e *Engine) tickPubend(ps *pstream) {

@@ -66,6 +66,7 @@ var (
 	raftByDesc  = desc("raft_log_bytes", "Bytes of this replicated PHB member's Raft log files.")
 	raftCmpDesc = desc("raft_log_compactions_total", "Compactions of this replicated PHB member's Raft log since it started.")
 	raftSnDesc  = desc("raft_snapshots_installed_total", "Snapshots (the leader's store image) this replicated PHB member installed to catch up.")
+	raftRjDesc  = desc("raft_rejoins_total", "Times this replicated PHB member found its Raft state lost (a new or wiped data directory) and rejoined its cell as a new member, since it started.")
 	delivDesc   = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
 )
 
@@ -73,7 +74,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, delivDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftRjDesc, delivDesc} {
 		ch <- d
 	}
 }
@@ -93,6 +94,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(raftByDesc, prometheus.GaugeValue, float64(r.LogBytes), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftCmpDesc, prometheus.CounterValue, float64(r.Compactions), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftSnDesc, prometheus.CounterValue, float64(r.SnapshotsInstalled), s.ID)
+			ch <- prometheus.MustNewConstMetric(raftRjDesc, prometheus.CounterValue, float64(r.Rejoins), s.ID)
 		}
 		for action, n := range s.Chaos {
 			ch <- prometheus.MustNewConstMetric(chaosDesc, prometheus.CounterValue, float64(n), s.ID, action)

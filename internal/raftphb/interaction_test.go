@@ -22,6 +22,7 @@ package raftphb
 //	crash ID              the replica loses its memory and its queued
 //	                      messages; restart rebuilds it from its disk
 //	restart ID
+//	wipe ID               crash ID, empty its disk and restart it
 //	status                every replica's view
 //	log ID                the pubend log the replica applied
 
@@ -236,6 +237,19 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, b *strings.Builder) 
 				if l[0] == id || l[1] == id {
 					delete(h.queue, l)
 				}
+			}
+		}
+	case "wipe":
+		for _, id := range ids(d) {
+			h.reps[id] = nil
+			for l := range h.queue {
+				if l[0] == id || l[1] == id {
+					delete(h.queue, l)
+				}
+			}
+			h.disks[id] = &disk{}
+			if err := h.start(id); err != nil {
+				return err
 			}
 		}
 	case "restart":

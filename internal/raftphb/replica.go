@@ -57,8 +57,13 @@ var ErrNotServing = errors.New("raftphb: not the serving leader")
 
 // Config configures one replica.
 type Config struct {
-	// ID is this member's Raft id (non-zero); Peers lists every voting
-	// member of the cell, this one included. Membership is static for now.
+	// ID is this member's Raft id: its slot (its index in the cell's
+	// sorted member list plus one) and its generation (MemberID). Peers
+	// lists the cell's slots, this member's included: generation 0 of
+	// each is the cell's first configuration. A member of a later
+	// generation rejoined the cell after losing its state and starts
+	// with no configuration: it asks to be admitted (join requests) and
+	// learns the configuration from the leader's snapshot.
 	ID    uint64
 	Peers []uint64
 	// ElectionTicks is Raft's election timeout in ticks (default 10);
@@ -155,8 +160,12 @@ type Status struct {
 	ID, Term, Lead uint64
 	State          raft.StateType
 	Serving        bool
-	Applied        uint64 // Raft index
-	Next           uint64 // pubend log's next index, as applied
+	// Conf is the configuration as applied; Joining says that this
+	// member waits to be admitted (it rejoins under a new id).
+	Conf    *raftpb.ConfState
+	Joining bool
+	Applied uint64 // Raft index
+	Next    uint64 // pubend log's next index, as applied
 	// FirstIndex is the first Raft index still in the log (after the
 	// snapshot it was compacted to).
 	FirstIndex uint64
@@ -199,7 +208,42 @@ type Replica struct {
 	proposed   uint64
 	pending    []Proposal
 
+	// The configuration as applied (conf), at the snapshot (snapConf),
+	// and after each configuration change applied since (confs), so that
+	// a snapshot at any applied index carries the configuration there.
+	conf, snapConf *raftpb.ConfState
+	confs          []confMark
+	// blank: this member bootstrapped as a voter of the cell's first
+	// configuration from an empty Raft log and has held no entry since;
+	// see lostEvidence. lost, once set, is the state loss it showed: the
+	// replica steps and ticks nothing more.
+	blank bool
+	lost  *LostState
+	// Replacing members (serving leader only): joins are the admissions
+	// asked for, by slot; a configuration change was proposed at tick
+	// ccAt and is not applied yet (ccPending).
+	joins     map[uint64]uint64
+	ccPending bool
+	ccAt      uint64
+	// catchUp is, per learner, the commit index at the leader's last
+	// tick: the learner is promoted once its log reaches it.
+	catchUp map[uint64]uint64
+	// snapNeeded is the index of the last applied admission of a learner:
+	// the log is compacted past it (node.maybeCompact), so that the new
+	// member catches up from a snapshot that carries a configuration
+	// holding it, never from index 1 of a log that does not.
+	snapNeeded uint64
+	// extra are messages of the replica's own (join requests) for the
+	// next Ready.
+	extra []*raftpb.Message
+
 	buf []byte
+}
+
+// confMark: the configuration after the change applied at index.
+type confMark struct {
+	index uint64
+	conf  *raftpb.ConfState
 }
 
 // mark: after the batch at Raft index index, the pubend log's next index
@@ -209,8 +253,11 @@ type mark struct{ index, next uint64 }
 // New returns a replica holding what its durable log restored (empty for
 // a new cell).
 func New(cfg Config, st Restored) (*Replica, error) {
-	if cfg.ID == 0 || !slices.Contains(cfg.Peers, cfg.ID) {
-		return nil, fmt.Errorf("raftphb: member %d is not among the peers %v", cfg.ID, cfg.Peers)
+	if cfg.ID == 0 || !slices.Contains(cfg.Peers, Slot(cfg.ID)) {
+		return nil, fmt.Errorf("raftphb: member %d (slot %d) is not among the peers %v", cfg.ID, Slot(cfg.ID), cfg.Peers)
+	}
+	if slices.ContainsFunc(cfg.Peers, func(p uint64) bool { return p == 0 || p > MaxSlots }) {
+		return nil, fmt.Errorf("raftphb: peers %v: slots are 1 to %d", cfg.Peers, MaxSlots)
 	}
 	if cfg.Jitter == nil {
 		return nil, errors.New("raftphb: Config.Jitter is required (election timeouts are randomized)")
@@ -239,6 +286,8 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	voters := slices.Clone(cfg.Peers)
 	slices.Sort(voters)
 	var snapIndex, snapNext uint64
+	conf := &raftpb.ConfState{}
+	blank := false
 	if st.Snapshot != nil && st.Snapshot.GetMetadata().GetIndex() > 0 {
 		// A compacted log starts after its snapshot.
 		next, store, err := DecodeSnapshot(st.Snapshot.GetData())
@@ -249,11 +298,17 @@ func New(cfg Config, st Restored) (*Replica, error) {
 			return nil, fmt.Errorf("raftphb: restore snapshot: %w", err)
 		}
 		snapIndex, snapNext = st.Snapshot.GetMetadata().GetIndex(), next
-	} else if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{
-		ConfState: &raftpb.ConfState{Voters: voters},
-	}}); err != nil {
-		return nil, fmt.Errorf("raftphb: bootstrap: %w", err)
+		conf = proto.CloneOf(st.Snapshot.GetMetadata().GetConfState())
+	} else if Gen(cfg.ID) == 0 {
+		conf = &raftpb.ConfState{Voters: voters}
+		if err := ms.ApplySnapshot(&raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{ConfState: conf}}); err != nil {
+			return nil, fmt.Errorf("raftphb: bootstrap: %w", err)
+		}
+		blank = len(st.Entries) == 0
 	}
+	// A later generation without a snapshot bootstraps with no
+	// configuration: it is no voter, so it neither campaigns nor counts,
+	// until the leader's snapshot tells it the cell's configuration.
 	if len(st.Entries) > 0 {
 		if err := ms.Append(st.Entries); err != nil {
 			return nil, fmt.Errorf("raftphb: restore entries: %w", err)
@@ -286,7 +341,8 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftphb: %w", err)
 	}
-	r := &Replica{cfg: cfg, rn: rn, ms: ms, applied: snapIndex, next: snapNext, snapNext: snapNext}
+	r := &Replica{cfg: cfg, rn: rn, ms: ms, applied: snapIndex, next: snapNext, snapNext: snapNext,
+		conf: conf, snapConf: conf, blank: blank}
 	r.term = r.rn.BasicStatus().GetTerm()
 	r.resetTimer()
 	return r, nil
@@ -299,13 +355,18 @@ func (r *Replica) resetTimer() {
 
 // Tick advances the replica's logical clock by one tick.
 func (r *Replica) Tick() {
+	if r.lost != nil {
+		return // it must not campaign under an id whose state it lost
+	}
 	r.ticks++
 	st := r.rn.BasicStatus()
 	if st.RaftState == raft.StateLeader {
 		r.rn.Tick()
 		r.retrySnapshots()
+		r.reconfigure()
 		return
 	}
+	r.askToJoin()
 	clear(r.snapsSent)
 	r.elapsed++
 	if r.elapsed == r.cfg.ElectionTicks && st.Lead != raft.None {
@@ -348,8 +409,34 @@ func (r *Replica) Campaign() {
 	r.noteTerm()
 }
 
-// Step hands the replica a Raft message from a peer.
+// Step hands the replica a Raft message from a peer. It answers
+// *LostState, without stepping the message, when the message shows that
+// this member lost state the cell relies on (see lostEvidence), and
+// ErrStale for a message to an earlier generation of its slot.
 func (r *Replica) Step(m *raftpb.Message) error {
+	if r.lost != nil {
+		return r.lost
+	}
+	if m.GetType() == raftpb.MessageType_MsgProp {
+		return r.stepJoin(m)
+	}
+	if Slot(m.GetTo()) != Slot(r.cfg.ID) {
+		return fmt.Errorf("raftphb: member %d got a message for member %d", r.cfg.ID, m.GetTo())
+	}
+	if to := m.GetTo(); to != r.cfg.ID {
+		if Gen(to) > Gen(r.cfg.ID) {
+			return r.loseState(m, Gen(to)+1, fmt.Sprintf("the cell knows this slot as member %d, a later generation", to))
+		}
+		return ErrStale
+	}
+	if reason := r.lostEvidence(m); reason != "" {
+		return r.loseState(m, Gen(r.cfg.ID)+1, reason)
+	}
+	if r.joining() {
+		if reason := r.notYetAdmitted(m); reason != "" {
+			return r.loseState(m, Gen(r.cfg.ID)+1, reason)
+		}
+	}
 	switch m.GetType() {
 	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
 		// A leader of our term or a later one is alive.
@@ -399,7 +486,7 @@ func (r *Replica) HasReady() bool {
 	if r.outstanding {
 		return false
 	}
-	return r.rn.HasReady() || r.leadershipChanged()
+	return r.rn.HasReady() || r.leadershipChanged() || len(r.extra) > 0
 }
 
 func (r *Replica) leadershipChanged() bool {
@@ -418,6 +505,10 @@ func (r *Replica) Ready() Ready {
 	rd := r.rn.Ready()
 	r.last = rd
 	out := Ready{Entries: rd.Entries, MustSync: rd.MustSync, Messages: rd.Messages}
+	if len(r.extra) > 0 {
+		out.Messages = slices.Concat(rd.Messages, r.extra)
+		r.extra = nil
+	}
 	if !raft.IsEmptyHardState(rd.HardState) {
 		out.HardState = rd.HardState
 	}
@@ -429,6 +520,8 @@ func (r *Replica) Ready() Ready {
 		out.Snapshot = rd.Snapshot
 		r.applied, r.next = rd.Snapshot.GetMetadata().GetIndex(), next
 		r.snapNext, r.marks = next, nil
+		r.conf = proto.CloneOf(rd.Snapshot.GetMetadata().GetConfState())
+		r.snapConf, r.confs = r.conf, nil
 	}
 	for _, m := range rd.Messages {
 		if m.GetType() == raftpb.MsgSnap {
@@ -448,6 +541,7 @@ func (r *Replica) Ready() Ready {
 	if r.leaderTerm != 0 && (!leads || st.GetTerm() != r.leaderTerm) {
 		out.Lost = &Lost{Term: r.leaderTerm, Pending: r.pending}
 		r.leaderTerm, r.serving, r.pending = 0, false, nil
+		r.joins, r.ccPending, r.catchUp = nil, false, nil
 	}
 	if leads && r.leaderTerm == 0 {
 		r.leaderTerm = st.GetTerm()
@@ -473,7 +567,11 @@ func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {
 		panic(fmt.Sprintf("raftphb: member %d: applying entry %d after %d", r.cfg.ID, e.GetIndex(), r.applied))
 	}
 	r.applied = e.GetIndex()
-	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+	if e.GetType() != raftpb.EntryNormal {
+		r.applyConfChange(e)
+		return Batch{}, false
+	}
+	if len(e.GetData()) == 0 {
 		return Batch{}, false // a leader's first entry of its term
 	}
 	first, recs, err := DecodeBatch(e.GetData())
@@ -533,7 +631,8 @@ func (r *Replica) Status() Status {
 	st := r.rn.BasicStatus()
 	first, _ := r.ms.FirstIndex()
 	return Status{ID: r.cfg.ID, Term: st.GetTerm(), Lead: st.Lead, State: st.RaftState,
-		Serving: r.serving, Applied: r.applied, Next: r.next, FirstIndex: first}
+		Serving: r.serving, Conf: proto.CloneOf(r.conf), Joining: r.joining(),
+		Applied: r.applied, Next: r.next, FirstIndex: first}
 }
 
 // SnapshotRef returns the reference form of snapshot data (a transfer
@@ -560,16 +659,16 @@ func (r *Replica) Compact(i uint64) (*raftpb.Snapshot, error) {
 	if i < first || i > r.applied || i > last {
 		return nil, fmt.Errorf("raftphb: compact to %d: log holds %d to %d, applied %d", i, first, last, r.applied)
 	}
-	cur, err := r.ms.Snapshot()
-	if err != nil {
-		return nil, fmt.Errorf("raftphb: compact: %w", err)
-	}
 	next := r.snapNext
 	k := 0
 	for ; k < len(r.marks) && r.marks[k].index <= i; k++ {
 		next = r.marks[k].next
 	}
-	snap, err := r.ms.CreateSnapshot(i, cur.GetMetadata().GetConfState(), EncodeSnapshot(next, nil))
+	conf, j := r.snapConf, 0
+	for ; j < len(r.confs) && r.confs[j].index <= i; j++ {
+		conf = r.confs[j].conf
+	}
+	snap, err := r.ms.CreateSnapshot(i, conf, EncodeSnapshot(next, nil))
 	if err != nil {
 		return nil, fmt.Errorf("raftphb: compact to %d: %w", i, err)
 	}
@@ -577,6 +676,7 @@ func (r *Replica) Compact(i uint64) (*raftpb.Snapshot, error) {
 		return nil, fmt.Errorf("raftphb: compact to %d: %w", i, err)
 	}
 	r.snapNext, r.marks = next, slices.Clone(r.marks[k:])
+	r.snapConf, r.confs = conf, slices.Clone(r.confs[j:])
 	return snap, nil
 }
 

@@ -41,7 +41,11 @@ func (w *world) inject(kind string) {
 		if l := w.leaderToCrash(); l != nil {
 			n = l
 		}
+		wipe := w.plan.faults[FaultWipe] && n.raft != nil && w.wrng.IntN(2) == 0 && w.cellSettled(n.cell)
 		w.crash(n)
+		if wipe {
+			w.wipe(n)
+		}
 		w.after(ms(300, 5000), func() {
 			if !w.healed {
 				w.restart(n)

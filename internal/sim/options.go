@@ -48,10 +48,17 @@ const (
 	// FaultOverload caps a link's bandwidth below what the publishers may
 	// offer for 2–10 s (Gryphon CC §2); runs with it run congestion control.
 	FaultOverload = "overload"
+	// FaultWipe turns some crashes of a replicated PHB cell's member into
+	// a lost disk: its data directory is empty when it restarts (an
+	// operator replaced the disk), so it rejoins its cell as a new member
+	// (Raft thesis §4). Only while its cell has no replacement under way
+	// and every member up: a second lost disk before the first member is
+	// back would be a majority's state lost in a cell of 3.
+	FaultWipe = "wipe"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
 // every kind but overload, which is asked for by name (--faults …,overload)
@@ -103,6 +110,8 @@ type Options struct {
 	WatchLog    interface{ Write([]byte) (int, error) }
 	// Trace, when set, receives per-broker time series as CSV.
 	Trace interface{ Write([]byte) (int, error) }
+	// KeepTrace keeps the same series in Result.Trace.
+	KeepTrace bool
 	// Scale shapes a run of the "scale" topology (scale.go).
 	Scale ScaleParams
 }
@@ -189,6 +198,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	leaveRng := rand.New(rand.NewPCG(o.Seed, 0x6c65617665)) // "leave"
 	replRng := rand.New(rand.NewPCG(o.Seed, 0x7265706c))    // "repl"
 	overRng := rand.New(rand.NewPCG(o.Seed, 0x6f766572))    // "over"
+	wipeRng := rand.New(rand.NewPCG(o.Seed, 0x77697065))    // "wipe"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -207,6 +217,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = replRng
 		case FaultOverload:
 			r = overRng
+		case FaultWipe:
+			r = wipeRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

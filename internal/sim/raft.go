@@ -49,10 +49,10 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
-	compactions, snapshots uint64
-	maxBytes               int64
-	maxEntries             uint64
-	maxSnapshot            int
+	compactions, snapshots, rejoins, wipes uint64
+	maxBytes                               int64
+	maxEntries                             uint64
+	maxSnapshot                            int
 }
 
 // sample notes the size of rn's Raft log.
@@ -216,7 +216,7 @@ func (w *world) transmitRaft(from *node, inc int, m *raftpb.Message) {
 	if !from.up || from.inc != inc {
 		return
 	}
-	to := w.nodes[from.raft.members[m.GetTo()-1]]
+	to := w.nodes[from.raft.members[raftphb.Slot(m.GetTo())-1]]
 	l := w.byPair[pairKey(from.id, to.id)]
 	if l == nil || !l.up || l.stalled {
 		return
@@ -288,6 +288,10 @@ func (w *world) raftWork(n *node) {
 			case raftnode.EventLost:
 				w.watchf("%s lost the leadership of term %d", n.id, ev.Lost.Term)
 				w.standby(n)
+			case raftnode.EventRejoin:
+				w.watchf("%s rejoins its cell as Raft member %d: %s", n.id,
+					raftphb.MemberID(raftphb.Slot(ev.Rejoin.ID), ev.Rejoin.Gen), ev.Rejoin.Reason)
+				w.raftStats.rejoins++
 			}
 		}
 		if err := rn.RunJobs(); err != nil {
@@ -460,4 +464,37 @@ func (s *raftShell) Fetched(f gd.Fetched) {
 
 func (s *raftShell) Trimmed(first, dropped uint64, err error) {
 	s.later(func(b *shell.Broker) { b.Trimmed(first, dropped, err) })
+}
+
+// cellSettled reports whether replicated cell c has no replacement under
+// way: a serving leader whose configuration has no learner and every
+// member up, holding some of the log, as a voter under its current Raft
+// id (a member that never held an entry counts as one that lost its
+// disk: wiping another then loses a majority in a cell of 3).
+func (w *world) cellSettled(c msg.NodeID) bool {
+	l := w.serving(c)
+	if l == nil || l.raft.rn == nil {
+		return false
+	}
+	conf := l.raft.rn.Replica().Status().Conf
+	if len(conf.GetLearners()) > 0 {
+		return false
+	}
+	for _, id := range w.plan.topo.members(c) {
+		m := w.nodes[id]
+		if !m.up || m.raft == nil || m.raft.rn == nil || m.raft.rn.Replica().Status().Applied == 0 ||
+			!slices.Contains(conf.GetVoters(), m.raft.rn.ID()) {
+			return false
+		}
+	}
+	return true
+}
+
+// wipe empties the disk of n, a replicated member that just crashed: it
+// restarts with an empty data directory and rejoins its cell as a new
+// member.
+func (w *world) wipe(n *node) {
+	n.raft.fs = vfs.NewMem()
+	w.raftStats.wipes++
+	w.watchf("%s's disk is wiped", n.id)
 }

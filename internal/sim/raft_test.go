@@ -82,30 +82,66 @@ func TestOracleBitesReplicated(t *testing.T) {
 	}
 }
 
+// TestReplicatedCellsWipes: crashes of replicated members wipe their disk
+// (FaultWipe); the wiped members rejoin their cells as new members while
+// the cells publish on, with no violation.
+func TestReplicatedCellsWipes(t *testing.T) {
+	var wipes, rejoins uint64
+	// About one seed in ten wipes a disk (the faults are drawn, a crash
+	// must hit a replicated member while its cell is settled).
+	for s := uint64(1); s <= 100 && wipes < 4; s++ {
+		o := DefaultOptions(s)
+		o.Faults = []string{FaultReplicas, FaultCrash, FaultWipe}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		wipes, rejoins = wipes+res.RaftWipes, rejoins+res.RaftRejoins
+	}
+	t.Logf("%d disks wiped, %d members rejoined", wipes, rejoins)
+	if wipes == 0 || rejoins < wipes {
+		t.Fatalf("%d disks wiped, %d members rejoined: want wipes, each followed by a rejoin", wipes, rejoins)
+	}
+}
+
 // TestOracleBitesAskSameMember: with requests repeated forever to a member
-// of an upstream cell that does not answer (gd askUp switched off), seed
-// 350 leaves a durable catch-up behind a replicated PHB cell waiting on a
-// member that no longer serves, and the oracle reports the events it never
-// got (I11); with the rule, the same seed passes.
+// of an upstream cell that does not answer (gd askUp switched off), a
+// durable catch-up behind a replicated PHB cell can wait forever on a
+// member that no longer serves, and the oracle must report the events it
+// never got (I11); with the rule, the same seed passes. Seed 277 shows it
+// today (350 did before SubReqs were shared); the test tries those first
+// and then scans, so that a change of timing finds another seed instead of
+// failing.
 func TestOracleBitesAskSameMember(t *testing.T) {
 	if testing.Short() {
-		t.Skip("simulates a whole swarm run twice")
+		t.Skip("simulates swarm runs until one shows the fault")
 	}
-	o := DefaultOptions(350)
-	o.Mutation = gd.MutAskSameMember
-	res, err := Run(o)
-	if err != nil {
-		t.Fatal(err)
+	seeds := []uint64{277, 350}
+	for s := uint64(1); s <= 600; s++ {
+		seeds = append(seeds, s)
 	}
-	if len(res.Violations) == 0 || res.Violations[0].Invariant != "I11" {
-		t.Fatalf("violations %v: the oracle does not catch a request repeated to a member that never answers", res.Violations)
+	for _, seed := range seeds {
+		o := DefaultOptions(seed)
+		o.Mutation = gd.MutAskSameMember
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) == 0 || res.Violations[0].Invariant != "I11" {
+			continue
+		}
+		t.Logf("seed %d caught: %v", seed, res.Violations[0])
+		res, err = Run(DefaultOptions(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 || res.AsksMoved == 0 {
+			t.Fatalf("seed %d with requests moved on: %d moved, violations %v", seed, res.AsksMoved, res.Violations)
+		}
+		return
 	}
-	t.Logf("caught: %v", res.Violations[0])
-	res, err = Run(DefaultOptions(350))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Violations) > 0 || res.AsksMoved == 0 {
-		t.Fatalf("with requests moved on: %d moved, violations %v", res.AsksMoved, res.Violations)
-	}
+	t.Fatal("no I11 in 600 seeds: the oracle does not catch a request repeated to a member that never answers")
 }

@@ -70,6 +70,9 @@ type Result struct {
 	RaftSnapshotMaxBytes           int
 	RaftLogMaxBytes                int64
 	RaftLogMaxEntries              uint64
+	// RaftWipes: members whose disk was wiped (FaultWipe); RaftRejoins:
+	// members that rejoined their cell as a new member.
+	RaftWipes, RaftRejoins uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -86,6 +89,9 @@ type Result struct {
 	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
 	// of the present after b1–s2 returned; -1 when it did not.
 	CCRecovery time.Duration
+	// Trace: every broker's row of every 100 ms window, with
+	// Options.KeepTrace.
+	Trace []TraceRow
 	// State describes every broker when the run stopped with a violation.
 	State string
 }
@@ -108,9 +114,10 @@ func Run(o Options) (Result, error) {
 		hrng:  rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
 		lrng:  rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
 		rrng:  rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
+		wrng:  rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
 		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
-	if o.Trace != nil {
-		w.trace = newTracer(o.Trace)
+	if o.Trace != nil || o.KeepTrace {
+		w.trace = newTracer(o.Trace, o.KeepTrace)
 	}
 	if o.Topology == "scale" {
 		w.scale = &scaleRun{p: o.Scale, byCur: map[msg.SubID]*subscriber{}, res: ScaleResult{Shape: p.scaleShape,
@@ -157,6 +164,7 @@ func Run(o Options) (Result, error) {
 	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
+	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
@@ -170,6 +178,9 @@ func Run(o Options) (Result, error) {
 	res.CCPhases = w.ccPhases
 	res.CCE3Phases, res.CCSeries, res.CCRecovery = w.ccE3Phases, w.ccSeries, w.ccRecovery
 	res.MaxLinkQueue = int(w.maxQueueSeen)
+	if w.trace != nil {
+		res.Trace = w.trace.rows
+	}
 	for _, l := range w.links {
 		res.MaxLinkQueue = max(res.MaxLinkQueue, int(max(l.maxQueued[0], l.maxQueued[1])))
 	}

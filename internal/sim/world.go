@@ -67,7 +67,9 @@ type world struct {
 	asksMoved int
 	// rrng is the randomness of replicated PHB cells (raft.go);
 	// leaderServes counts Raft members that started to serve.
-	rrng         *rand.Rand
+	rrng *rand.Rand
+	// wrng decides which crashes of replicated members wipe their disk.
+	wrng         *rand.Rand
 	leaderServes int
 	raftStats    raftStats
 	// floors drives the release floors of SHBs (release.go).

@@ -47,6 +47,9 @@ type faults struct {
 	crashes   bool
 	partition bool
 	fsyncFail bool
+	// wipes: now and then a member loses its disk (it restarts with an
+	// empty data directory), while no replacement is under way.
+	wipes bool
 }
 
 type event struct {
@@ -102,6 +105,11 @@ type cell struct {
 	// serveHook, when set, replaces the publisher stand-in at a new
 	// serving leader.
 	serveHook func(m *member, ev Event)
+	// sendHook, when set, sees every message a member sends.
+	sendHook func(from *member, m *raftpb.Message)
+	wiped    int
+	// rejoinLog says why and when members rejoined.
+	rejoinLog []string
 }
 
 type serveAt struct {
@@ -127,7 +135,9 @@ func (c *cell) at(d int, fn func()) {
 	c.queue = append(c.queue, event{at: c.now + d, seq: c.seq, fn: fn})
 }
 
-func (c *cell) member(id uint64) *member { return c.ms[id-1] }
+// member returns the member in the slot of Raft id id (transports route
+// by slot: a rejoined member keeps its address).
+func (c *cell) member(id uint64) *member { return c.ms[raftphb.Slot(id)-1] }
 
 func (c *cell) peers() []uint64 {
 	out := make([]uint64, len(c.ms))
@@ -185,6 +195,9 @@ func (c *cell) send(from *member, inc int, m *raftpb.Message) {
 	if from.inc != inc {
 		return
 	}
+	if c.sendHook != nil {
+		c.sendHook(from, m)
+	}
 	if c.rng.Float64() < c.f.loss {
 		return
 	}
@@ -211,7 +224,14 @@ func (c *cell) work(m *member) {
 	nd, inc := m.node, m.inc
 	ok, err := nd.Write()
 	if err != nil {
-		c.failf("member %d: write: %v", m.id, err)
+		if errors.Is(err, eventlog.ErrCorrupt) || !c.f.fsyncFail {
+			c.failf("member %d: write: %v", m.id, err)
+			return
+		}
+		// An injected fsync failure (installing a snapshot syncs the
+		// store): crash-only, as for Sync.
+		c.crash(m)
+		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
 		return
 	}
 	if !ok {
@@ -272,6 +292,8 @@ func (c *cell) handle(m *member) {
 		case EventLost:
 			c.lost++
 			m.sh, m.sh2 = nil, nil
+		case EventRejoin:
+			c.rejoinLog = append(c.rejoinLog, fmt.Sprintf("t=%dms: member %d: %v", c.now, m.id, &ev.Rejoin))
 		}
 	}
 }
@@ -381,6 +403,11 @@ func (c *cell) run(ms, settle int) {
 			c.at(t, c.fault)
 		}
 	}
+	if c.f.wipes {
+		for t := 700; t < ms-1500; t += 800 + c.rng.IntN(1200) {
+			c.at(t, c.wipeOne)
+		}
+	}
 	c.at(ms, c.heal)
 	c.at(ms+settle-1000, func() { c.quiet = true })
 	c.loop(ms + settle)
@@ -416,7 +443,7 @@ func (c *cell) fault() {
 
 func (c *cell) heal() {
 	clear(c.cut)
-	c.f = faults{maxDelay: c.f.maxDelay, diskMs: c.f.diskMs}
+	c.f = faults{maxDelay: c.f.maxDelay, diskMs: c.f.diskMs, wipes: c.f.wipes}
 	for _, m := range c.ms {
 		c.restart(m)
 	}
@@ -510,8 +537,8 @@ func (c *cell) report() string {
 	for _, s := range c.serves {
 		terms[s.term] = true
 	}
-	return fmt.Sprintf("%d acked batches, %d leaders served, %d crashes, %d leaderships lost, %d fsync failures",
-		len(c.acks), len(terms), c.crashes, c.lost, c.fsyncFails)
+	return fmt.Sprintf("%d acked batches, %d leaders served, %d crashes, %d leaderships lost, %d fsync failures, %d rejoins",
+		len(c.acks), len(terms), c.crashes, c.lost, c.fsyncFails, c.stats.Rejoins)
 }
 
 var swarm = faults{loss: 0.05, maxDelay: 8, diskMs: 3, crashes: true, partition: true, fsyncFail: true}

@@ -32,11 +32,12 @@ func (c *cell) tally(nd *Node) {
 	c.stats.SnapshotsSent += st.SnapshotsSent
 	c.stats.SnapshotsInstalled += st.SnapshotsInstalled
 	c.stats.MaxSnapshotBytes = max(c.stats.MaxSnapshotBytes, st.MaxSnapshotBytes)
+	c.stats.Rejoins += st.Rejoins
 }
 
 func (c *cell) statsReport() string {
-	return fmt.Sprintf("%d compactions, %d snapshots sent (largest %d bytes), %d installed",
-		c.stats.Compactions, c.stats.SnapshotsSent, c.stats.MaxSnapshotBytes, c.stats.SnapshotsInstalled)
+	return fmt.Sprintf("%d compactions, %d snapshots sent (largest %d bytes), %d installed, %d rejoins",
+		c.stats.Compactions, c.stats.SnapshotsSent, c.stats.MaxSnapshotBytes, c.stats.SnapshotsInstalled, c.stats.Rejoins)
 }
 
 // TestCellSwarmCompacting is TestCellSwarm with frequent compaction: the

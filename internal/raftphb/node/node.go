@@ -18,6 +18,11 @@
 // (Persisted with ErrLostLeadership: the shell stops, crash-only) and the
 // shell is detached; the member goes on as a follower.
 //
+// A member that lost its Raft state (a wiped data directory) never steps
+// the cell's messages under its old id: its replica reports the loss
+// (raftphb.LostState) and the node rejoins the cell as the next
+// generation of its slot (rejoin.go; EventRejoin tells the caller).
+//
 // A Node is single-threaded and driven by its caller: Tick and Step feed
 // the replica; Write and Sync carry out a Ready in two steps, so that a
 // caller can put disk latency (and crashes) between writing and fsync, as
@@ -68,9 +73,14 @@ var (
 
 // Config configures a node.
 type Config struct {
+	// Replica configures the replica; its ID is the member's slot (its
+	// index in the cell's sorted member list plus one): Open adds the
+	// generation the data directory records (raftphb.MemberID).
 	Replica raftphb.Config
-	// FS and Dir hold the member's data: the Raft log in Dir/raft, the
-	// pubend store in Dir/pubends with its snapshot Dir/pubends.snapshot.
+	// FS and Dir hold the member's data: the Raft log in Dir/raft
+	// (Dir/raft.N once it rejoined as generation N, recorded in
+	// Dir/raft.gen), the pubend store in Dir/pubends with its snapshot
+	// Dir/pubends.snapshot.
 	FS  vfs.FS
 	Dir string
 	// LogOptions configures both logs.
@@ -135,6 +145,10 @@ const (
 	// EventLost: the member's leadership ended; the shell was detached and
 	// must stop (ShellErr is what it answered to the failed batch).
 	EventLost
+	// EventRejoin: the member lost Raft state the cell relies on (its
+	// data directory was wiped, most likely) and rejoins the cell as a new
+	// member, Rejoin.Gen of its slot: for the operator's log.
+	EventRejoin
 )
 
 // Event is a leadership change for the caller.
@@ -144,6 +158,7 @@ type Event struct {
 	Lost     raftphb.Lost
 	Loaded   retention.Loaded
 	ShellErr error
+	Rejoin   raftphb.LostState
 }
 
 // Node is one running member.
@@ -162,6 +177,13 @@ type Node struct {
 	events  []Event
 
 	ackEarly bool // mutation (tests only): ack on the leader's own fsync
+
+	// slot and gen make the member's Raft id; rejoining, once set, is the
+	// state loss the replica reported: the member steps and ticks nothing
+	// until Write replaces its Raft log and replica (rejoin).
+	slot, gen uint64
+	rejoining *raftphb.LostState
+	rejoins   uint64
 
 	// durableTerm and durableVote are the hard state's, as last synced.
 	durableTerm, durableVote uint64
@@ -206,11 +228,23 @@ type batch struct {
 // Open recovers the member's disks and starts its replica.
 func Open(cfg Config) (*Node, error) {
 	cfg.Compaction = cfg.Compaction.withDefaults()
-	rl, st, _, err := raftlog.Open(cfg.FS, path.Join(cfg.Dir, "raft"), cfg.LogOptions)
+	slot := cfg.Replica.ID
+	if slot == 0 || slot > raftphb.MaxSlots {
+		return nil, fmt.Errorf("raftphb: slot %d: slots are 1 to %d", slot, raftphb.MaxSlots)
+	}
+	gen, err := readRaftGen(cfg.FS, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync}
+	if err := removeOtherRaftLogs(cfg.FS, cfg.Dir, gen); err != nil {
+		return nil, err
+	}
+	cfg.Replica.ID = raftphb.MemberID(slot, gen)
+	rl, st, _, err := raftlog.Open(cfg.FS, raftDir(cfg.Dir, gen), cfg.LogOptions)
+	if err != nil {
+		return nil, err
+	}
+	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen}
 	if nd.storeGen, err = readStoreGen(cfg.FS, cfg.Dir); err != nil {
 		rl.Close()
 		return nil, err
@@ -263,11 +297,35 @@ func Open(cfg Config) (*Node, error) {
 // Replica returns the replica, for inspection.
 func (n *Node) Replica() *raftphb.Replica { return n.rep }
 
-// Tick advances the replica's clock by one tick.
-func (n *Node) Tick() { n.rep.Tick() }
+// ID returns the member's Raft id (its slot and generation).
+func (n *Node) ID() uint64 { return raftphb.MemberID(n.slot, n.gen) }
 
-// Step hands the replica a message from a peer.
-func (n *Node) Step(m *raftpb.Message) error { return n.rep.Step(m) }
+// Tick advances the replica's clock by one tick.
+func (n *Node) Tick() {
+	if n.rejoining == nil {
+		n.rep.Tick()
+	}
+}
+
+// Step hands the replica a message from a peer. A message showing that
+// the member lost its Raft state is not stepped: the member rejoins the
+// cell under a new id in the next Write (EventRejoin). A message for an
+// earlier id of the member is dropped.
+func (n *Node) Step(m *raftpb.Message) error {
+	if n.rejoining != nil {
+		return nil
+	}
+	err := n.rep.Step(m)
+	var lost *raftphb.LostState
+	switch {
+	case errors.As(err, &lost):
+		n.rejoining = lost
+		return nil
+	case errors.Is(err, raftphb.ErrStale):
+		return nil
+	}
+	return err
+}
 
 // Events returns and clears the leadership changes since the last call.
 func (n *Node) Events() []Event {
@@ -283,6 +341,11 @@ func (n *Node) Attach(sh Shell) { n.sh = sh }
 // and appends its entries and hard state to the Raft log (not durable
 // until Sync).
 func (n *Node) Write() (bool, error) {
+	if n.written == nil && n.rejoining != nil {
+		if err := n.rejoin(); err != nil {
+			return false, err
+		}
+	}
 	if n.written != nil || !n.rep.HasReady() {
 		return false, nil
 	}
@@ -768,6 +831,11 @@ func (n *Node) send(m *raftpb.Message) error {
 func (n *Node) maybeCompact() error {
 	c := n.cfg.Compaction
 	st := n.rep.Status()
+	if need := n.rep.SnapshotNeeded(); need > 0 && n.written == nil && n.inStore >= need {
+		// A learner was admitted: compact past its admission now, so that
+		// it catches up from a snapshot whose configuration holds it.
+		c.Every, c.Retain = 0, 0
+	}
 	if n.written != nil || n.inStore < st.FirstIndex+c.Every+c.Retain {
 		return nil
 	}
@@ -803,6 +871,8 @@ type Stats struct {
 	// compacted entries (and the largest, in bytes) and installed here.
 	Compactions, SnapshotsSent, SnapshotsInstalled uint64
 	MaxSnapshotBytes                               int
+	// Rejoins: times this member rejoined the cell as a new member.
+	Rejoins uint64
 }
 
 // Stats returns the member's Raft log size (as of the last completed
@@ -810,5 +880,5 @@ type Stats struct {
 // SyncLog runs.
 func (n *Node) Stats() Stats {
 	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
-		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes}
+		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins}
 }

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+)
+
+// TestKill9ReplicatedPHBWipedMember runs a replicated PHB cell of three
+// `aerie broker` processes feeding an SHB, as TestKill9ReplicatedPHBLeader
+// does. Mid-stream a follower is killed with SIGKILL, its data directory
+// deleted (a replaced disk) and the broker started again: it rejoins the
+// cell as a new member (the next generation of its Raft id, a learner
+// caught up from the leader's snapshot, then a voter) while publishing
+// goes on. Then the leader, another original member, is killed: the
+// rejoined member's vote elects a new leader, and the subscriber gets
+// every acknowledged event exactly once, in order.
+func TestKill9ReplicatedPHBWipedMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	f := newProcFixture(t)
+	ids := []string{"p1", "p2", "p3"}
+	clients, https := map[string]string{}, map[string]string{}
+	cfg := ""
+	for _, id := range ids {
+		clients[id], https[id] = f.addr(), f.addr()
+		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\n\n",
+			id, f.addr(), clients[id], https[id], id)
+	}
+	shbClients := f.addr()
+	cfg += fmt.Sprintf("[[broker]]\nid = \"s1\"\nlisten = %q\nclients = %q\n\n[[link]]\nup = \"phb\"\ndown = \"s1\"\n", f.addr(), shbClients)
+	f.writeConfig(cfg)
+	for _, id := range ids {
+		f.start(id)
+	}
+	f.start("s1")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	leader := waitLeader(t, ctx, https, "")
+
+	sub, err := f.dial(ctx, shbClients, "sub").Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []int64
+	var last uint64
+	var orderErr error
+	done := make(chan struct{})
+	const total = 1500
+	go func() {
+		for ev := range sub.Events() {
+			mu.Lock()
+			if ev.Tick <= last && orderErr == nil {
+				orderErr = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, last)
+			}
+			last = ev.Tick
+			got = append(got, ev.Props["seq"].(int64))
+			n := len(got)
+			mu.Unlock()
+			if n == total {
+				close(done)
+			}
+		}
+	}()
+
+	pub := f.dial(ctx, strings.Join([]string{clients["p1"], clients["p2"], clients["p3"]}, ","), "pub")
+	var acks []<-chan client.Result
+	wiped := ""
+	for i := 1; i <= total; i++ {
+		ch, err := pub.PublishAsync(client.Message{Topic: "orders.eu", Props: map[string]any{"seq": int64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, ch)
+		switch i {
+		case 500:
+			waitAcked(t, ctx, acks)
+			for _, id := range ids {
+				if id != leader {
+					wiped = id
+					break
+				}
+			}
+			f.kill(wiped)
+			if err := os.RemoveAll(filepath.Join(f.dir, "data", wiped)); err != nil {
+				t.Fatal(err)
+			}
+			f.start(wiped)
+			t.Logf("killed %s, deleted its data directory and started it again", wiped)
+		case 1000:
+			st := waitRejoined(t, ctx, https[wiped])
+			t.Logf("%s rejoined as Raft member %d; voters %v", wiped, st.ID, st.Voters)
+			waitAcked(t, ctx, acks)
+			leader = waitLeader(t, ctx, https, wiped)
+			f.kill(leader)
+			t.Logf("killed the leader %s", leader)
+		}
+	}
+	waitAcked(t, ctx, acks)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("subscriber got %d of %d events", len(got), total)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if orderErr != nil {
+		t.Fatal(orderErr)
+	}
+	for i, seq := range got {
+		if seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
+		}
+	}
+	if log, err := os.ReadFile(f.logPath(wiped)); err != nil || !strings.Contains(string(log), "rejoins the cell as a new member") {
+		t.Fatalf("%s's log does not say that it rejoins (%v)", wiped, err)
+	}
+}
+
+// waitRejoined polls a member's /status until it is a voter under a Raft
+// id of a later generation than the first (a rejoined member, promoted).
+func waitRejoined(t *testing.T, ctx context.Context, addr string) broker.RaftStatus {
+	t.Helper()
+	tk := time.NewTicker(20 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		var sts []broker.Status
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&sts)
+			resp.Body.Close()
+			if err == nil && len(sts) == 1 && sts[0].Raft != nil {
+				if r := sts[0].Raft; r.ID > 255 && slices.Contains(r.Voters, r.ID) {
+					return *r
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never rejoined as a voter: %v", addr, ctx.Err())
+		case <-tk.C:
+		}
+	}
+}
