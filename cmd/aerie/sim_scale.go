@@ -116,6 +116,7 @@ func runScale(o scaleOpts, seed int64, faultPhase, converge time.Duration, stdou
 			r.PHBs, r.IBs, r.SHBs, r.Shape.Depth, r.Shape.Fanout, r.Shape.Pubends, r.Subscriptions, r.FullSessions, humanBytes(r.EstimatedBytes))
 		fmt.Fprintf(stdout, "deep link %s with %d SHBs behind it: %d nacks sent by those SHBs, %d received above the link, %d received by the PHBs\n",
 			r.DeepLink, r.SHBsBehind, r.SHBNacks, r.UpstreamNacks, r.PubendNacks)
+		printScaleMeasures(stdout, r)
 	}
 	fmt.Fprintf(stdout, "published %d, delivered %d over %d sessions, %d steps\n", res.Published, res.Delivered, res.Sessions, res.Steps)
 	violations := 0

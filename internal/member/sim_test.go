@@ -101,6 +101,7 @@ type world struct {
 	metas          map[member.ID]member.Meta
 	changes        []string
 	faults         int
+	sent           int // view-layer messages sent, lost ones included (scale_test.go)
 	fenced         map[string]int // steps a broker ended with a view and not quorate
 }
 
@@ -258,6 +259,7 @@ func (w *world) fd(obs *simNode, in member.Input, delay [2]time.Duration) {
 }
 
 func (w *world) deliver(from, to member.ID, msg member.Message, reliable bool) {
+	w.sent++
 	if !reliable && w.cfg.Loss > 0 && w.rng.Float64() < w.cfg.Loss {
 		return
 	}

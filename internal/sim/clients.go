@@ -7,6 +7,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 var (
@@ -171,6 +172,7 @@ type subscriber struct {
 	cur      msg.SubID
 	active   bool
 	started  bool
+	asked    tick.Time // when the current session subscribed (scale runs: propagation time)
 	conn     clientConn
 	// connp, when set, is a connection shared with the other subscribers
 	// of its broker (scale runs: one client, many subscriptions).
@@ -197,6 +199,7 @@ func (s *subscriber) start(w *world) {
 	w.watchf("subscribe %s %s %s", s.cur, s.pattern, s.selector)
 	if w.scale != nil {
 		w.scale.byCur[s.cur] = s
+		s.asked = w.now
 	}
 	s.client().request(w, n, msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector})
 }
@@ -250,6 +253,9 @@ func (w *world) toClient(n *node, m msg.Msg) {
 		w.watchf("started %v", m)
 		if w.scale != nil {
 			if s := w.scale.byCur[m.Sub]; s != nil && s.active && s.node == n.id {
+				if !s.started {
+					w.scale.subLat = append(w.scale.subLat, w.now.Sub(s.asked))
+				}
 				s.started = true
 				w.orc.Started(m.Sub, n.id, s.pattern, s.selector, m.Token)
 			}

@@ -73,7 +73,32 @@ func (w *world) injectOverload() {
 	}
 	l.bw = float64(1000 + w.rng.IntN(6000))
 	w.watchf("overload %s-%s at %.0f B/s", l.a, l.b, l.bw)
-	w.after(time.Duration(2000+w.rng.IntN(8000))*time.Millisecond, func() { l.bw = 0 })
+	w.after(time.Duration(2000+w.rng.IntN(8000))*time.Millisecond, func() { w.uncap(l) })
+}
+
+// uncap lifts l's bandwidth cap. What the cap queued drains at once, as
+// from a real shaper: each message on its way arrives at the earlier of
+// the time the cap gave it and its propagation delay from now, in order.
+// (Without this, a link uncapped with a full queue stayed as slow as the
+// cap for as long as that queue took to drain at the capped rate, minutes
+// after the fault ended: seed 906 with overload.)
+func (w *world) uncap(l *link) {
+	l.bw = 0
+	for dir := range l.flights {
+		l.busy[dir] = w.now
+		var last tick.Time
+		for _, f := range l.flights[dir] {
+			if f.bypass {
+				continue
+			}
+			at := max(min(f.at, w.now.Add(f.delay)), last)
+			last = at
+			if at != f.at {
+				w.fly(l, dir, f, at)
+			}
+		}
+		l.lastAt[dir] = max(last, w.now)
+	}
 }
 
 // ccRecovered is the liveness check of congestion control: at the end of a

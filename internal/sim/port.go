@@ -101,6 +101,9 @@ func (w *world) viaWire(m msg.Msg) msg.Msg {
 // disk latency later, unless the broker crashed meanwhile.
 func (p *port) Append(recs []msg.Record) {
 	first := p.n.disk.append(recs)
+	if p.w.scale != nil {
+		p.w.scale.countRecords(recs)
+	}
 	p.w.after(p.w.plan.diskLatency, func() { p.synced(first, recs) })
 }
 

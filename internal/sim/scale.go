@@ -34,6 +34,17 @@ type ScaleParams struct {
 	Progress io.Writer
 	// NoFaults leaves out the fault schedule (scheduleScaleFaults).
 	NoFaults bool
+	// Selectivity, when positive, replaces the benchmark's selector mix
+	// with subscriptions to every topic whose selector is a price band
+	// matching about this fraction of the events (1: no selector, every
+	// event everywhere: the flood baseline of docs/SCALE.md).
+	Selectivity float64
+	// MeasureHeap reads the live heap (after a collection) at the end of
+	// the steady window: a measurement only, it decides nothing.
+	MeasureHeap bool
+	// Partition, when Cells > 0, replaces the fault schedule with one
+	// partition (scale_partition.go).
+	Partition ScalePartition
 }
 
 const (
@@ -54,6 +65,8 @@ type ScaleResult struct {
 	SHBNacks        uint64 // nacks the SHBs behind the link sent in that window
 	EstimatedBytes  int64
 	ProgressLines   int
+	// Measured by scale_measure.go.
+	ScaleMeasures
 }
 
 // scaleRun is the state of a scale run inside its world.
@@ -67,6 +80,8 @@ type scaleRun struct {
 	// upMembers are the brokers at the upper end of the deep link.
 	upMembers []msg.NodeID
 	wallAt    time.Time
+	meter     *trafficMeter
+	subLat    []time.Duration // Subscribe to SubStarted, per session
 }
 
 // scaleTopology builds the topology of a scale run and refuses sizes beyond
@@ -132,6 +147,9 @@ func (w *world) scheduleScale(shbs []msg.NodeID) {
 			conns[node] = &clientConn{}
 		}
 		pat, sel := match.WorkloadSubscription(r)
+		if f := sr.p.Selectivity; f > 0 {
+			pat, sel = selectiveSubscription(r, f)
+		}
 		s := &subscriber{name: fmt.Sprintf("c%d", i), node: node, pattern: pat, selector: sel, connp: conns[node]}
 		w.subs = append(w.subs, s)
 		perSHB[node] = append(perSHB[node], s)
@@ -147,7 +165,12 @@ func (w *world) scheduleScale(shbs []msg.NodeID) {
 		sr.wallAt = time.Now() // progress output only: never decides anything
 		w.after(time.Second, w.scaleProgress)
 	}
-	if !sr.p.NoFaults {
+	sr.meter = newTrafficMeter(w, sr.res.Shape.Depth)
+	w.scheduleSteadyWindow()
+	switch {
+	case sr.p.Partition.Cells > 0:
+		w.schedulePartition()
+	case !sr.p.NoFaults:
 		w.scheduleScaleFaults()
 	}
 }
@@ -251,5 +274,7 @@ func (sr *scaleRun) result(w *world) *ScaleResult {
 		}
 	}
 	r.FullSessions = w.orc.FullSessions()
+	r.Traffic = sr.meter.all
+	r.SubLatency = latencies(sr.subLat)
 	return &r
 }

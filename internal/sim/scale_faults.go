@@ -41,6 +41,7 @@ func (w *world) scheduleScaleFaults() {
 		for _, l := range deep {
 			w.heal(l)
 		}
+		w.watchCatchUp(sr.behind, &sr.res.DeepRecovery)
 	})
 	w.after(frac(0.55), func() {
 		sr.res.PubendNacks = w.phbNacks() - nacks0
@@ -70,10 +71,13 @@ func (w *world) scheduleScaleFaults() {
 			w.cut(l)
 		}
 	})
+	regionSHBs := w.shbsBelow(region)
+	sr.res.RegionSHBs = len(regionSHBs)
 	w.after(frac(0.85), func() {
 		for _, l := range cut {
 			w.heal(l)
 		}
+		w.watchCatchUp(regionSHBs, &sr.res.RegionRecovery)
 	})
 }
 

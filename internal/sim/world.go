@@ -146,6 +146,19 @@ type link struct {
 	bw        float64
 	busy      [2]tick.Time
 	maxQueued [2]float64
+	// flights are the messages on their way in each direction, in order,
+	// so that lifting a cap can move their arrivals up (congestion.go).
+	flights [2][]*flight
+}
+
+// flight is one message on a link: what is delivered when its current
+// arrival event fires (gen: an event of an older timing does nothing).
+type flight struct {
+	env    msg.Envelope
+	delay  time.Duration // the link's propagation delay for it
+	at     tick.Time
+	gen    uint64
+	bypass bool // DCQ, UCA: ahead of the queue, never retimed
 }
 
 type event struct {
@@ -265,9 +278,33 @@ func (w *world) transmit(env msg.Envelope, size int) {
 	if !ok {
 		return
 	}
-	ep := l.epoch
+	if w.scale != nil {
+		w.scale.meter.count(l, env.Msg, size)
+	}
 	w.watchMsg("send", env)
+	f := &flight{env: env, delay: d}
+	switch env.Msg.(type) {
+	case msg.DCQ, msg.UCA:
+		f.bypass = true
+	}
+	l.flights[dir] = append(l.flights[dir], f)
+	w.fly(l, dir, f, at)
+}
+
+// fly schedules f's arrival at at; an arrival scheduled before for f no
+// longer delivers it.
+func (w *world) fly(l *link, dir int, f *flight, at tick.Time) {
+	f.gen++
+	f.at = at
+	gen, ep := f.gen, l.epoch
+	env := f.env
 	w.at(at, func() {
+		if f.gen != gen {
+			return // retimed (uncap)
+		}
+		if i := slices.Index(l.flights[dir], f); i >= 0 {
+			l.flights[dir] = slices.Delete(l.flights[dir], i, i+1)
+		}
 		if l.epoch != ep || !l.up {
 			w.watchMsg("lost", env)
 			return
@@ -433,7 +470,12 @@ func (w *world) cut(l *link) {
 	w.watchf("cut %s-%s", l.a, l.b)
 	wasUp := l.up
 	l.up, l.stalled, l.reset = false, false, false
-	l.busy = [2]tick.Time{} // the queues go with the connection
+	// The queues go with the connection: a new one starts empty, so its
+	// first message does not wait behind the arrivals of the lost ones
+	// (seed 38 with overload: a backlog of a capped link kept delaying
+	// every message after the cut, for minutes).
+	l.busy, l.lastAt = [2]tick.Time{}, [2]tick.Time{}
+	l.flights = [2][]*flight{}
 	l.epoch++
 	if wasUp {
 		// Both ends see the connection drop (a reset, or the heartbeat
