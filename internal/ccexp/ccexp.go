@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -16,8 +15,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/aerie-mq/aerie/internal/plotpng"
 	"github.com/aerie-mq/aerie/internal/sim"
 )
 
@@ -119,27 +118,7 @@ func segments(xys plotter.XYs) []plotter.XYs {
 
 // save stacks the panels vertically into a PNG at path.
 func save(path string, panels ...*plot.Plot) error {
-	const w = 9 * vg.Inch
-	h := vg.Length(len(panels)) * 3 * vg.Inch
-	img := vgimg.New(w, h)
-	rows := make([][]*plot.Plot, len(panels))
-	for i, p := range panels {
-		rows[i] = []*plot.Plot{p}
-	}
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align(rows, tiles, draw.New(img))
-	for i := range rows {
-		rows[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("ccexp: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("ccexp: write %s: %w", path, err)
-	}
-	return f.Close()
+	return plotpng.Stack(path, 3*vg.Inch, panels...)
 }
 
 var (

@@ -54,17 +54,17 @@ type checker struct {
 
 // watch is one subscription under check.
 type watch struct {
-	where  string // "s1/orders"
-	f      filter
-	start  map[string]uint64
-	last   map[string]uint64
-	gaps   []client.Gap
-	got    map[pubKey]uint64 // what arrived, at which tick
+	where string // "s1/orders"
+	f     filter
+	start map[string]uint64
+	last  map[string]uint64
+	gaps  []client.Gap
+	got   map[pubKey]uint64 // what arrived, at which tick
 	// scanned is how much of checker.ackOrder missing has looked at;
 	// pending, what it found this subscription should get and had not got.
 	scanned int
 	pending map[pubKey]bool
-	client *client.Client
+	client  *client.Client
 	// durable: a durable subscription (Gryphon DS, DSN 2003): it must miss
 	// nothing across its reconnections, and a gap notice is a violation,
 	// since nothing in a run is old enough for early release (max_retain).

@@ -112,9 +112,9 @@ type Engine struct {
 	// subs: local subscriptions in arrival order; an unsubscribed one
 	// leaves a nil hole (subHoles of them), compacted once they are half
 	// the list, so that ending 100 000 subscriptions is not quadratic.
-	subs []*subscription
+	subs     []*subscription
 	subHoles int
-	subByID     map[msg.SubID]*subscription
+	subByID  map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
 	index    *match.Index
@@ -174,7 +174,7 @@ type pstream struct {
 	snapMemo   map[versionKey]*msg.FilterVersion // Snapshot's records (snapshot.go)
 	ackSent    tick.Tick
 	ackSentAt  tick.Time
-	subAsk     subAsk // local subscriptions asking this pubend for their start (subscribe.go)
+	subAsk     subAsk    // local subscriptions asking this pubend for their start (subscribe.go)
 	aeNext     tick.Time // pubend: next AckExpected allowed
 	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
 	rel        release   // release protocol (release.go)

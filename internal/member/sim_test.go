@@ -101,7 +101,7 @@ type world struct {
 	metas          map[member.ID]member.Meta
 	changes        []string
 	faults         int
-	sent           int // view-layer messages sent, lost ones included (scale_test.go)
+	sent           int            // view-layer messages sent, lost ones included (scale_test.go)
 	fenced         map[string]int // steps a broker ended with a view and not quorate
 }
 

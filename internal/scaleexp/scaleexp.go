@@ -10,7 +10,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"syscall"
 	"time"
@@ -19,8 +18,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/aerie-mq/aerie/internal/plotpng"
 	"github.com/aerie-mq/aerie/internal/sim"
 )
 
@@ -218,27 +217,7 @@ func positive(xys plotter.XYs, logX, logY bool) plotter.XYs {
 
 // save stacks the panels vertically into a PNG at path.
 func save(path string, panels ...*plot.Plot) error {
-	const w = 9 * vg.Inch
-	h := vg.Length(len(panels)) * 3 * vg.Inch
-	img := vgimg.New(w, h)
-	rows := make([][]*plot.Plot, len(panels))
-	for i, p := range panels {
-		rows[i] = []*plot.Plot{p}
-	}
-	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(8)}
-	canvases := plot.Align(rows, tiles, draw.New(img))
-	for i := range rows {
-		rows[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("scaleexp: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("scaleexp: write %s: %w", path, err)
-	}
-	return f.Close()
+	return plotpng.Stack(path, 3*vg.Inch, panels...)
 }
 
 // per is a/b, NaN when b is 0.
