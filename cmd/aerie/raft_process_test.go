@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,53 +29,18 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	f := newProcFixture(t)
-	ids := []string{"p1", "p2", "p3"}
-	clients, https := map[string]string{}, map[string]string{}
-	cfg := ""
-	for _, id := range ids {
-		clients[id], https[id] = f.addr(), f.addr()
-		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\nraft_clients = \"redirect\"\n\n",
-			id, f.addr(), clients[id], https[id], id)
-	}
-	shbClients := f.addr()
-	cfg += fmt.Sprintf("[[broker]]\nid = \"s1\"\nlisten = %q\nclients = %q\n\n[[link]]\nup = \"phb\"\ndown = \"s1\"\n", f.addr(), shbClients)
-	f.writeConfig(cfg)
-	for _, id := range ids {
-		f.start(id)
-	}
-	f.start("s1")
+	cell := startReplicatedCell(f, "redirect")
+	ids, clients, https := cell.ids, cell.clients, cell.https
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	leader := waitLeader(t, ctx, https, "")
 
-	sub, err := f.dial(ctx, shbClients, "sub").Subscribe(ctx, ">")
+	sub, err := f.dial(ctx, cell.shbClients, "sub").Subscribe(ctx, ">")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []int64
-	var last uint64
-	var orderErr error
-	done, extra := make(chan struct{}), make(chan struct{})
 	const total = 1500
-	go func() {
-		for ev := range sub.Events() {
-			mu.Lock()
-			if ev.Tick <= last && orderErr == nil {
-				orderErr = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, last)
-			}
-			last = ev.Tick
-			got = append(got, ev.Props["seq"].(int64))
-			n := len(got)
-			mu.Unlock()
-			switch n {
-			case total:
-				close(done)
-			case total + 1:
-				close(extra)
-			}
-		}
-	}()
+	got := collectSeqs(sub, total, total+1)
 
 	pub := f.dial(ctx, strings.Join([]string{clients["p1"], clients["p2"], clients["p3"]}, ","), "pub")
 	var acks []<-chan client.Result
@@ -103,23 +66,8 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 		}
 	}
 	waitAcked(t, ctx, acks)
-	select {
-	case <-done:
-	case <-ctx.Done():
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("subscriber got %d of %d events", len(got), total)
-	}
-	mu.Lock()
-	if orderErr != nil {
-		t.Fatal(orderErr)
-	}
-	for i, seq := range got {
-		if seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
-		}
-	}
-	mu.Unlock()
+	got.wait(t, ctx, total)
+	got.inOrder(t)
 
 	// A majority lost: the survivor stops serving (CheckQuorum) and acks
 	// nothing until a second member returns.
@@ -145,16 +93,8 @@ func TestKill9ReplicatedPHBLeader(t *testing.T) {
 	}
 	f.start(others[0])
 	waitAcked(t, ctx, []<-chan client.Result{ch})
-	select {
-	case <-extra:
-	case <-ctx.Done():
-		t.Fatal("the publish acked after the cell recovered was never delivered")
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if orderErr != nil || got[total] != total+1 {
-		t.Fatalf("after the recovery: %v, event %d has seq %d", orderErr, total+1, got[total])
-	}
+	got.wait(t, ctx, total+1) // the publish acked after the cell recovered is delivered
+	got.inOrder(t)
 }
 
 // TestKill9ReplicatedPHBLeaderForwarded: the cell's members forward
@@ -170,21 +110,8 @@ func TestKill9ReplicatedPHBLeaderForwarded(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	f := newProcFixture(t)
-	ids := []string{"p1", "p2", "p3"}
-	clients, https := map[string]string{}, map[string]string{}
-	cfg := ""
-	for _, id := range ids {
-		clients[id], https[id] = f.addr(), f.addr()
-		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\nraft_clients = \"forward\"\n\n",
-			id, f.addr(), clients[id], https[id], id)
-	}
-	shbClients := f.addr()
-	cfg += fmt.Sprintf("[[broker]]\nid = \"s1\"\nlisten = %q\nclients = %q\n\n[[link]]\nup = \"phb\"\ndown = \"s1\"\n", f.addr(), shbClients)
-	f.writeConfig(cfg)
-	for _, id := range ids {
-		f.start(id)
-	}
-	f.start("s1")
+	cell := startReplicatedCell(f, "forward")
+	ids, clients, https := cell.ids, cell.clients, cell.https
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	leader := waitLeader(t, ctx, https, "")
@@ -193,30 +120,12 @@ func TestKill9ReplicatedPHBLeaderForwarded(t *testing.T) {
 		at = ids[(slices.Index(ids, at)+1)%len(ids)]
 	}
 
-	sub, err := f.dial(ctx, shbClients, "sub").Subscribe(ctx, ">")
+	sub, err := f.dial(ctx, cell.shbClients, "sub").Subscribe(ctx, ">")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const total = 1500
-	type result struct {
-		seqs []int64
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		var r result
-		var last uint64
-		for ev := range sub.Events() {
-			if ev.Tick <= last && r.err == nil {
-				r.err = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, last)
-			}
-			last = ev.Tick
-			if r.seqs = append(r.seqs, ev.Props["seq"].(int64)); len(r.seqs) == total {
-				got <- r
-				return
-			}
-		}
-	}()
+	got := collectSeqs(sub, total)
 
 	pub := f.dial(ctx, clients[at], "pub")
 	var acks []<-chan client.Result
@@ -241,19 +150,8 @@ func TestKill9ReplicatedPHBLeaderForwarded(t *testing.T) {
 		}
 	}
 	waitAcked(t, ctx, acks)
-	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		for i, seq := range r.seqs {
-			if seq != int64(i+1) {
-				t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
-			}
-		}
-	case <-ctx.Done():
-		t.Fatalf("the subscriber did not get all %d events", total)
-	}
+	got.wait(t, ctx, total)
+	got.inOrder(t)
 }
 
 // memberStatus reads a member's /status.

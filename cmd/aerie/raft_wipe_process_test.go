@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,50 +29,18 @@ func TestKill9ReplicatedPHBWipedMember(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	f := newProcFixture(t)
-	ids := []string{"p1", "p2", "p3"}
-	clients, https := map[string]string{}, map[string]string{}
-	cfg := ""
-	for _, id := range ids {
-		clients[id], https[id] = f.addr(), f.addr()
-		cfg += fmt.Sprintf("[[broker]]\nid = %q\ncell = \"phb\"\nlisten = %q\nclients = %q\nhttp = %q\ndata = \"data/%s\"\npubends = [\"P1\"]\n\n",
-			id, f.addr(), clients[id], https[id], id)
-	}
-	shbClients := f.addr()
-	cfg += fmt.Sprintf("[[broker]]\nid = \"s1\"\nlisten = %q\nclients = %q\n\n[[link]]\nup = \"phb\"\ndown = \"s1\"\n", f.addr(), shbClients)
-	f.writeConfig(cfg)
-	for _, id := range ids {
-		f.start(id)
-	}
-	f.start("s1")
+	cell := startReplicatedCell(f, "")
+	ids, clients, https := cell.ids, cell.clients, cell.https
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	leader := waitLeader(t, ctx, https, "")
 
-	sub, err := f.dial(ctx, shbClients, "sub").Subscribe(ctx, ">")
+	sub, err := f.dial(ctx, cell.shbClients, "sub").Subscribe(ctx, ">")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var got []int64
-	var last uint64
-	var orderErr error
-	done := make(chan struct{})
 	const total = 1500
-	go func() {
-		for ev := range sub.Events() {
-			mu.Lock()
-			if ev.Tick <= last && orderErr == nil {
-				orderErr = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, last)
-			}
-			last = ev.Tick
-			got = append(got, ev.Props["seq"].(int64))
-			n := len(got)
-			mu.Unlock()
-			if n == total {
-				close(done)
-			}
-		}
-	}()
+	got := collectSeqs(sub, total)
 
 	pub := f.dial(ctx, strings.Join([]string{clients["p1"], clients["p2"], clients["p3"]}, ","), "pub")
 	var acks []<-chan client.Result
@@ -110,23 +76,8 @@ func TestKill9ReplicatedPHBWipedMember(t *testing.T) {
 		}
 	}
 	waitAcked(t, ctx, acks)
-	select {
-	case <-done:
-	case <-ctx.Done():
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("subscriber got %d of %d events", len(got), total)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if orderErr != nil {
-		t.Fatal(orderErr)
-	}
-	for i, seq := range got {
-		if seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
-		}
-	}
+	got.wait(t, ctx, total)
+	got.inOrder(t)
 	if log, err := os.ReadFile(f.logPath(wiped)); err != nil || !strings.Contains(string(log), "rejoins the cell as a new member") {
 		t.Fatalf("%s's log does not say that it rejoins (%v)", wiped, err)
 	}
