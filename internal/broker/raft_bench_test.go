@@ -39,18 +39,51 @@ func benchReplicas(b *testing.B, k int) {
 		b.Fatal(err)
 	}
 	defer pub.Close()
+	r := publishLoad(b, ctx, pub)
+	el, cpu, lat, seq := r.elapsed, r.cpu, r.lat, r.seq
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(percentileUS(lat, 0.50), "p50_us")
+	b.ReportMetric(percentileUS(lat, 0.99), "p99_us")
+	b.ReportMetric(percentileUS(seq, 0.50), "p50_seq_us")
+	// CPU of the whole process (every member, the SHB and the client):
+	// on a shared machine, throughput follows the CPU each event costs.
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/msg")
+	// The largest Raft log of a member at the end (compaction bounds it)
+	// and the compactions over the run.
+	var logBytes int64
+	var compactions uint64
+	for _, n := range members {
+		if st, err := n.Status(ctx); err == nil && st.Raft != nil {
+			logBytes, compactions = max(logBytes, st.Raft.LogBytes), compactions+st.Raft.Compactions
+		}
+	}
+	if k > 1 {
+		b.ReportMetric(float64(logBytes)/1024, "raft_log_KiB")
+		b.ReportMetric(float64(compactions), "compactions")
+	}
+}
+
+// loadResult is what publishLoad measured.
+type loadResult struct {
+	seq, lat     []time.Duration // publish→ack: one at a time, pipelined
+	elapsed, cpu time.Duration   // of the pipelined part (cpu: the whole process)
+}
+
+// publishLoad is the load of the replication benchmarks: 200 publishes of
+// 256 bytes one at a time (the commit latency alone), then b.N with at
+// most 1024 unacknowledged, timed.
+func publishLoad(b *testing.B, ctx context.Context, pub *client.Client) loadResult {
 	payload := make([]byte, 256)
 	msgOf := func(i int) client.Message {
 		return client.Message{Topic: "bench.t", Props: map[string]any{"seq": int64(i)}, Payload: payload}
 	}
-	// The commit latency alone: one publish at a time.
-	seq := make([]time.Duration, 0, 200)
+	var r loadResult
 	for i := 1; i <= 200; i++ {
 		at := time.Now()
 		if _, err := pub.Publish(ctx, msgOf(i)); err != nil {
 			b.Fatal(err)
 		}
-		seq = append(seq, time.Since(at))
+		r.seq = append(r.seq, time.Since(at))
 	}
 	const window = 1024
 	type sent struct {
@@ -58,15 +91,15 @@ func benchReplicas(b *testing.B, k int) {
 		ch <-chan client.Result
 	}
 	inflight := make(chan sent, window)
-	lat := make([]time.Duration, 0, b.N)
+	r.lat = make([]time.Duration, 0, b.N)
 	done := make(chan error, 1)
 	go func() {
 		for s := range inflight {
-			if r := <-s.ch; r.Err != nil {
-				done <- r.Err
+			if res := <-s.ch; res.Err != nil {
+				done <- res.Err
 				return
 			}
-			lat = append(lat, time.Since(s.at))
+			r.lat = append(r.lat, time.Since(s.at))
 		}
 		done <- nil
 	}()
@@ -85,32 +118,15 @@ func benchReplicas(b *testing.B, k int) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	el, cpu := time.Since(began), cpuTime()-cpu0
+	r.elapsed, r.cpu = time.Since(began), cpuTime()-cpu0
 	b.StopTimer()
-	pct := func(l []time.Duration, p float64) float64 {
-		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
-		return float64(l[int(p*float64(len(l)-1))].Microseconds())
-	}
-	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-	b.ReportMetric(pct(lat, 0.50), "p50_us")
-	b.ReportMetric(pct(lat, 0.99), "p99_us")
-	b.ReportMetric(pct(seq, 0.50), "p50_seq_us")
-	// CPU of the whole process (every member, the SHB and the client):
-	// on a shared machine, throughput follows the CPU each event costs.
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/msg")
-	// The largest Raft log of a member at the end (compaction bounds it)
-	// and the compactions over the run.
-	var logBytes int64
-	var compactions uint64
-	for _, n := range members {
-		if st, err := n.Status(ctx); err == nil && st.Raft != nil {
-			logBytes, compactions = max(logBytes, st.Raft.LogBytes), compactions+st.Raft.Compactions
-		}
-	}
-	if k > 1 {
-		b.ReportMetric(float64(logBytes)/1024, "raft_log_KiB")
-		b.ReportMetric(float64(compactions), "compactions")
-	}
+	return r
+}
+
+// percentileUS is the p-quantile of l in microseconds (l is sorted).
+func percentileUS(l []time.Duration, p float64) float64 {
+	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+	return float64(l[int(p*float64(len(l)-1))].Microseconds())
 }
 
 // cpuTime is the process's user and system CPU time so far.
@@ -283,59 +299,14 @@ func benchRaftClients(b *testing.B, mode string) {
 		b.Fatal(err)
 	}
 	defer pub.Close()
-	seq := make([]time.Duration, 0, 200)
-	for i := 1; i <= 200; i++ {
-		at := time.Now()
-		if _, err := pub.Publish(ctx, msgOf(i)); err != nil {
-			b.Fatal(err)
-		}
-		seq = append(seq, time.Since(at))
-	}
-	const window = 1024
-	type sent struct {
-		at time.Time
-		ch <-chan client.Result
-	}
-	inflight := make(chan sent, window)
-	lat := make([]time.Duration, 0, b.N)
-	done := make(chan error, 1)
-	go func() {
-		for s := range inflight {
-			if r := <-s.ch; r.Err != nil {
-				done <- r.Err
-				return
-			}
-			lat = append(lat, time.Since(s.at))
-		}
-		done <- nil
-	}()
-	b.SetBytes(int64(len(payload)))
-	b.ResetTimer()
-	began := time.Now()
-	for i := 1; i <= b.N; i++ {
-		at := time.Now()
-		ch, err := pub.PublishAsync(msgOf(200 + i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		inflight <- sent{at, ch}
-	}
-	close(inflight)
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	el := time.Since(began)
-	b.StopTimer()
-	pct := func(l []time.Duration, p float64) float64 {
-		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
-		return float64(l[int(p*float64(len(l)-1))].Microseconds())
-	}
+	r := publishLoad(b, ctx, pub)
+	el, lat, seq := r.elapsed, r.lat, r.seq
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-	b.ReportMetric(pct(lat, 0.50), "p50_us")
-	b.ReportMetric(pct(lat, 0.99), "p99_us")
-	b.ReportMetric(pct(seq, 0.50), "p50_seq_us")
-	b.ReportMetric(pct(seq, 0.99), "p99_seq_us")
-	b.ReportMetric(pct(first, 0.5)/1000, "first_ack_ms")
+	b.ReportMetric(percentileUS(lat, 0.50), "p50_us")
+	b.ReportMetric(percentileUS(lat, 0.99), "p99_us")
+	b.ReportMetric(percentileUS(seq, 0.50), "p50_seq_us")
+	b.ReportMetric(percentileUS(seq, 0.99), "p99_seq_us")
+	b.ReportMetric(percentileUS(first, 0.5)/1000, "first_ack_ms")
 }
 
 // BenchmarkRaftClientsFailover measures a publisher's outage when the

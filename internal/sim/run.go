@@ -303,32 +303,29 @@ func (w *world) schedule() {
 		}
 	}
 	w.scheduleDurables(shbs)
-	if w.scale != nil {
+	// A scripted scenario replaces the swarm's random subscribers and
+	// faults.
+	switch sc := w.opts.Scenario; {
+	case w.scale != nil:
 		w.scheduleScale(shbs)
 		return
-	}
-	if w.opts.Scenario == "fig6" {
+	case sc == "fig6":
 		w.scheduleFig6(shbs)
 		return
-	}
-	if isDSScenario(w.opts.Scenario) {
+	case isDSScenario(sc):
 		w.scheduleDS()
 		return
-	}
-	if w.opts.Scenario == "cc" {
+	case sc == "cc":
 		w.scheduleCCE1(shbs)
 		return
-	}
-	if w.opts.Scenario == "cc-e2" {
+	case sc == "cc-e2":
 		w.scheduleCCE2(shbs)
 		return
-	}
-	if w.opts.Scenario == "cc-e4" {
-		w.scheduleCCE4(shbs)
-		return
-	}
-	if w.opts.Scenario == "cc-e3" {
+	case sc == "cc-e3":
 		w.scheduleCCE3(shbs)
+		return
+	case sc == "cc-e4":
+		w.scheduleCCE4(shbs)
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {

@@ -232,7 +232,7 @@ func Open(cfg Config) (*Node, error) {
 	if slot == 0 || slot > raftphb.MaxSlots {
 		return nil, fmt.Errorf("raftphb: slot %d: slots are 1 to %d", slot, raftphb.MaxSlots)
 	}
-	gen, err := readRaftGen(cfg.FS, cfg.Dir)
+	gen, err := readGen(cfg.FS, cfg.Dir, raftGenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +245,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen}
-	if nd.storeGen, err = readStoreGen(cfg.FS, cfg.Dir); err != nil {
+	if nd.storeGen, err = readGen(cfg.FS, cfg.Dir, storeGenFile); err != nil {
 		rl.Close()
 		return nil, err
 	}
@@ -660,7 +660,7 @@ func storePaths(data string, gen uint64) (dir, snap string) {
 // of the member whose data is in dir (for tools and tests; the member
 // must be stopped).
 func StorePaths(fsys vfs.FS, dir string) (store, snap string, err error) {
-	gen, err := readStoreGen(fsys, dir)
+	gen, err := readGen(fsys, dir, storeGenFile)
 	if err != nil {
 		return "", "", err
 	}
@@ -668,8 +668,10 @@ func StorePaths(fsys vfs.FS, dir string) (store, snap string, err error) {
 	return store, snap, nil
 }
 
-func readStoreGen(fsys vfs.FS, dir string) (uint64, error) {
-	frames, err := eventlog.ReadSnapshot(fsys, path.Join(dir, storeGenFile))
+// readGen reads a generation file (storeGenFile, raftGenFile) of the
+// member whose data is in dir: 0 when it is absent.
+func readGen(fsys vfs.FS, dir, name string) (uint64, error) {
+	frames, err := eventlog.ReadSnapshot(fsys, path.Join(dir, name))
 	if err != nil {
 		return 0, fmt.Errorf("raftphb: %w", err)
 	}
@@ -678,9 +680,14 @@ func readStoreGen(fsys vfs.FS, dir string) (uint64, error) {
 	}
 	gen, k := binary.Uvarint(frames[0])
 	if len(frames) != 1 || k <= 0 || k != len(frames[0]) {
-		return 0, fmt.Errorf("%w: %s", eventlog.ErrCorrupt, path.Join(dir, storeGenFile))
+		return 0, fmt.Errorf("%w: %s", eventlog.ErrCorrupt, path.Join(dir, name))
 	}
 	return gen, nil
+}
+
+// writeGen replaces a generation file atomically.
+func writeGen(fsys vfs.FS, dir, name string, gen uint64) error {
+	return eventlog.WriteSnapshot(fsys, path.Join(dir, name), [][]byte{binary.AppendUvarint(nil, gen)})
 }
 
 // removeStore deletes generation gen's files, if any (a store replaced by
@@ -781,7 +788,7 @@ func (n *Node) replaceStore(img storage.Image) error {
 	if err != nil {
 		return err
 	}
-	if err := eventlog.WriteSnapshot(n.cfg.FS, path.Join(n.cfg.Dir, storeGenFile), [][]byte{binary.AppendUvarint(nil, gen)}); err != nil {
+	if err := writeGen(n.cfg.FS, n.cfg.Dir, storeGenFile, gen); err != nil {
 		store.Close()
 		return fmt.Errorf("raftphb: switch the store: %w", err)
 	}

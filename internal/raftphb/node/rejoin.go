@@ -1,7 +1,6 @@
 package node
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/raftphb"
 	"github.com/aerie-mq/aerie/internal/raftphb/raftlog"
 	"github.com/aerie-mq/aerie/internal/vfs"
@@ -33,21 +31,6 @@ func raftDir(data string, gen uint64) string {
 		return path.Join(data, "raft")
 	}
 	return path.Join(data, fmt.Sprintf("raft.%d", gen))
-}
-
-func readRaftGen(fsys vfs.FS, dir string) (uint64, error) {
-	frames, err := eventlog.ReadSnapshot(fsys, path.Join(dir, raftGenFile))
-	if err != nil {
-		return 0, fmt.Errorf("raftphb: %w", err)
-	}
-	if len(frames) == 0 {
-		return 0, nil
-	}
-	gen, k := binary.Uvarint(frames[0])
-	if len(frames) != 1 || k <= 0 || k != len(frames[0]) {
-		return 0, fmt.Errorf("%w: %s", eventlog.ErrCorrupt, path.Join(dir, raftGenFile))
-	}
-	return gen, nil
 }
 
 // removeOtherRaftLogs empties the Raft log directories of generations
@@ -113,7 +96,7 @@ func (n *Node) rejoin() error {
 	if err := emptyDir(n.cfg.FS, dir); err != nil {
 		return err
 	}
-	if err := eventlog.WriteSnapshot(n.cfg.FS, path.Join(n.cfg.Dir, raftGenFile), [][]byte{binary.AppendUvarint(nil, gen)}); err != nil {
+	if err := writeGen(n.cfg.FS, n.cfg.Dir, raftGenFile, gen); err != nil {
 		return fmt.Errorf("raftphb: rejoin: record generation %d: %w", gen, err)
 	}
 	if err := emptyDir(n.cfg.FS, raftDir(n.cfg.Dir, n.gen)); err != nil {
