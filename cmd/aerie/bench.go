@@ -38,6 +38,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	procs := fs.Bool("procs", false, "run aerie's brokers each in its own process and its subscribers in others, reporting each broker's CPU per event (overhead: GD ÷ best effort per broker; fanout: up to the open-file limit at the SHB); no catchup or selective-scale points")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -50,7 +51,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
-		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Progress: stderr}
+		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Procs: *procs, Progress: stderr}
 	var err error
 	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {
 		o.FanoutN, err = ints(*fanout)
@@ -144,4 +145,12 @@ func floats(s string) ([]float64, error) {
 		out = append(out, x)
 	}
 	return out, nil
+}
+
+// runBenchChild is the hidden `aerie bench-child`: one broker or a set of
+// subscribers of a `bench --procs` network, started by the harness.
+func runBenchChild(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return bench.ChildMain(ctx, args, os.Stdin, stdout, stderr)
 }

@@ -12,7 +12,7 @@ func TestBenchHelp(t *testing.T) {
 	if code := runBench([]string{"-h"}, &out, &errw); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, f := range []string{"-workload", "-peer", "-duration", "-runs", "-json", "-plots", "-quick"} {
+	for _, f := range []string{"-workload", "-peer", "-duration", "-runs", "-json", "-plots", "-quick", "-procs"} {
 		if !strings.Contains(errw.String(), f) {
 			t.Errorf("-h does not mention %s:\n%s", f, errw.String())
 		}

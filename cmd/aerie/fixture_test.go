@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/bench"
 	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/proc"
 )
@@ -32,6 +33,9 @@ var built struct {
 }
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == bench.ChildCommand { // a child of `bench --procs` run by a test
+		os.Exit(runBenchChild(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)

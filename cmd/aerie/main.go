@@ -9,6 +9,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/aerie-mq/aerie/internal/bench"
 )
 
 type command struct {
@@ -43,6 +45,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == bench.ChildCommand { // hidden: started by `aerie bench --procs`
+		return runBenchChild(args[1:], stdout, stderr)
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

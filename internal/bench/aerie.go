@@ -173,9 +173,7 @@ func (a *aerieNet) Publisher(ctx context.Context, idx int) (Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &aeriePub{c: c, idx: uint32(idx), acks: make(chan (<-chan client.Result), aerieWindow), done: make(chan struct{})}
-	go p.collectAcks()
-	return p, nil
+	return newAeriePub(c, idx), nil
 }
 
 func (a *aerieNet) Subscribe(ctx context.Context, f Filter, fn func(Delivery)) (Sub, error) {
@@ -361,6 +359,13 @@ type aeriePub struct {
 	acks chan (<-chan client.Result)
 	done chan struct{}
 	err  error // set by collectAcks before done closes
+}
+
+// newAeriePub publishes on c as publisher idx.
+func newAeriePub(c *client.Client, idx int) *aeriePub {
+	p := &aeriePub{c: c, idx: uint32(idx), acks: make(chan (<-chan client.Result), aerieWindow), done: make(chan struct{})}
+	go p.collectAcks()
+	return p
 }
 
 func (p *aeriePub) collectAcks() {

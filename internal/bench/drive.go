@@ -77,6 +77,13 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	if counted {
 		linkStart, counted = lc.LinkBytes()
 	}
+	pc, split := t.(procCPUer)
+	var cpu0 map[string]time.Duration
+	if split {
+		if cpu0, err = pc.ProcCPU(); err != nil {
+			return runResult{}, err
+		}
+	}
 	w := startWindow(ctx)
 	start := time.Now()
 	var interval time.Duration
@@ -164,6 +171,12 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	if waitErr != nil {
 		waitErr = fmt.Errorf("%w%s", waitErr, endedSubs(subs))
 	}
+	var cpu1 map[string]time.Duration
+	if split {
+		if cpu1, err = pc.ProcCPU(); err != nil && waitErr == nil {
+			waitErr = err
+		}
+	}
 	cpu, _, rss := w.stop()
 	coll.mu.Lock()
 	defer coll.mu.Unlock()
@@ -174,6 +187,9 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	}
 	if coll.delivered > 0 {
 		r.CPUPerMillion = cpu.Seconds() / float64(coll.delivered) * 1e6
+	}
+	if split && cpu1 != nil {
+		perProcessCPU(&r, cpu, cpu0, cpu1)
 	}
 	r.P50 = float64(coll.hist.ValueAtQuantile(50))
 	r.P99 = float64(coll.hist.ValueAtQuantile(99))
@@ -206,6 +222,30 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		return r, waitErr
 	}
 	return r, nil
+}
+
+// procCPUer is a target whose parts run in separate processes: the CPU
+// time so far of each, by role (phb, ib, shb or broker; subscribers).
+type procCPUer interface {
+	ProcCPU() (map[string]time.Duration, error)
+}
+
+// perProcessCPU sets r's CPU per million deliveries for each process
+// (extra "<role>_cpu_s_per_million", the harness's as "harness_…"), and
+// its CPUPerMillion to their sum, the whole system's as in one process.
+func perProcessCPU(r *runResult, harness time.Duration, cpu0, cpu1 map[string]time.Duration) {
+	if r.Delivered == 0 {
+		return
+	}
+	perM := func(d time.Duration) float64 { return d.Seconds() / float64(r.Delivered) * 1e6 }
+	total := harness
+	r.Extra["harness_cpu_s_per_million"] = perM(harness)
+	for role, c1 := range cpu1 {
+		d := c1 - cpu0[role]
+		total += d
+		r.Extra[role+"_cpu_s_per_million"] = perM(d)
+	}
+	r.CPUPerMillion = perM(total)
 }
 
 func caughtAt(c *collector, caught *int64) int64 {

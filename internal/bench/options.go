@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"time"
 )
@@ -30,7 +31,12 @@ type Options struct {
 	Outage         time.Duration // catch-up workload's outage
 	CatchRate      int           // catch-up workload's publish rate (msgs/s)
 	Dir            string        // scratch directory for data (default: a temporary one)
-	Progress       io.Writer     // progress lines (stderr); nil for none
+	// Procs runs aerie's brokers, each in its own child process, and its
+	// subscribers in others (Exe bench-child), reporting each broker's CPU
+	// time; the peers stay in the harness's process.
+	Procs    bool
+	Exe      string    // the aerie binary for Procs (default: this executable)
+	Progress io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.
@@ -95,6 +101,13 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CatchRate <= 0 {
 		o.CatchRate = 1000
+	}
+	if o.Procs && o.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("bench: --procs needs the aerie binary: %w", err)
+		}
+		o.Exe = exe
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

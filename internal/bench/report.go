@@ -87,6 +87,7 @@ func WriteTables(w io.Writer, rep *Report) {
 			fmt.Fprintf(w, "\n%s %s %s: the IB → SHB link carried %.1f bytes per published event\n", r.Workload, r.Point, r.System, v)
 		}
 	}
+	writeProcessCPU(w, rep)
 	for _, r := range rep.Results {
 		if r.Err != "" && r.Runs > 0 {
 			fmt.Fprintf(w, "\nnote: %s %s %s: some runs failed: %s\n", r.Workload, r.Point, r.System, r.Err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"time"
 )
 
@@ -26,13 +27,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	facts := []Factory{AerieFactory()}
+	aerie := []Factory{AerieFactory(), AerieBestEffortFactory()}
+	if o.Procs {
+		aerie = []Factory{AerieProcsFactory(o.Exe, false), AerieProcsFactory(o.Exe, true)}
+	}
+	facts := aerie[:1]
 	if o.Peer == "nats" {
 		nf, err := NATSFactories()
 		if err != nil {
 			return nil, err
 		}
-		facts = append(facts, nf...)
+		facts = append(facts, inProcessCap(nf, o.Procs)...)
 	}
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "aerie-bench-")
@@ -51,14 +56,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		wf := facts
 		switch w {
 		case "overhead":
-			wf = overheadSystems(facts)
+			wf = overheadSystems(aerie, facts)
 		case "mqtt":
 			wf = MQTTFactories()
 		}
 		for _, p := range points(w, o) {
-			for _, r := range runPoint(ctx, o, w, p, wf) {
-				rep.Results = append(rep.Results, r)
-			}
+			rs := runPoint(ctx, o, w, p, wf)
+			addGDRatios(rs)
+			rep.Results = append(rep.Results, rs...)
 			if err := ctx.Err(); err != nil {
 				return rep, err
 			}
@@ -136,12 +141,28 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 
 // overheadSystems: GD against aerie's own best-effort mode, with core
 // NATS (the best-effort peer) alongside when the peer runs.
-func overheadSystems(facts []Factory) []Factory {
-	out := []Factory{AerieFactory(), AerieBestEffortFactory()}
+func overheadSystems(aerie, facts []Factory) []Factory {
+	out := slices.Clone(aerie)
 	for _, f := range facts {
 		if f.System == SysNATSCore {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// inProcessCap: with aerie in separate processes the fan-out points are
+// not capped to what fits in one process, so the peers, which stay in
+// the harness's process, are capped here instead.
+func inProcessCap(facts []Factory, procs bool) []Factory {
+	if !procs {
+		return facts
+	}
+	fit := (fdLimit() - fdMargin) / 2
+	for i := range facts {
+		if facts[i].MaxSubs == 0 || facts[i].MaxSubs > fit {
+			facts[i].MaxSubs = fit
+		}
+	}
+	return facts
 }

@@ -40,13 +40,7 @@ func points(name string, o Options) []point {
 		limit := fdLimit()
 		seen := map[int]bool{}
 		for i, n := range o.FanoutN {
-			note := fmt.Sprintf("%d subscriber connections at one SHB, 2 msgs/s each", n)
-			// Each in-process subscriber costs two descriptors (its end and
-			// the broker's), plus fdMargin.
-			if fit := (limit - fdMargin) / 2; n > fit {
-				note = fmt.Sprintf("%d requested; the open-file limit (%d) fits %d connections with both ends in this process", n, limit, fit)
-				n = fit
-			}
+			note, n := fanoutFit(n, limit, o.Procs)
 			if seen[n] {
 				continue
 			}
@@ -71,7 +65,7 @@ func points(name string, o Options) []point {
 		return []point{
 			{label: fmt.Sprintf("rate=%d", o.Rates[len(o.Rates)-1]), topo: Topology{Hops3: true}, headline: true,
 				spec: loadSpec{subs: all, rate: o.Rates[len(o.Rates)-1], duration: o.Duration, size: o.Size, idle: idle},
-				note: "PHB → IB → SHB at a fixed rate: GD vs best effort, CPU per event of the whole process and latency"},
+				note: overheadNote(o.Procs)},
 			{label: "max", topo: Topology{Hops3: true}, spec: loadSpec{subs: all, duration: o.Duration, size: o.Size, idle: idle},
 				note: "PHB → IB → SHB as fast as a 1024-deep publish window allows"},
 		}
@@ -96,6 +90,13 @@ func points(name string, o Options) []point {
 			note: fmt.Sprintf("publishing %d msgs/s; the subscriber's path cut for %s", o.CatchRate, o.Outage)}}
 	}
 	return nil
+}
+
+func overheadNote(procs bool) string {
+	if procs {
+		return "PHB → IB → SHB at a fixed rate, each broker in its own process: GD vs best effort, CPU per event of each broker and latency"
+	}
+	return "PHB → IB → SHB at a fixed rate: GD vs best effort, CPU per event of the whole process and latency"
 }
 
 // scaleMeasured is how many of a scale point's subscriptions receive
@@ -124,6 +125,25 @@ func scalePoints(o Options, idle time.Duration) []point {
 			note: fmt.Sprintf("%d subscriptions k = i behind the IB; %d of them select published keys (k = seq mod %d: %.3g of events match)", o.SelectiveScale, m, keys, float64(m)/float64(keys))})
 	}
 	return ps
+}
+
+// fanoutFit caps a fan-out point to the open-file limit: each in-process
+// subscriber costs two descriptors (its end and the broker's), one with
+// the brokers and subscribers in separate processes (the SHB's end; the
+// subscribers' children hold subsPerChild each), plus fdMargin.
+func fanoutFit(n, limit int, procs bool) (string, int) {
+	note := fmt.Sprintf("%d subscriber connections at one SHB, 2 msgs/s each", n)
+	if procs {
+		note += "; brokers and subscribers in separate processes"
+		if fit := limit - fdMargin; n > fit {
+			return fmt.Sprintf("%d requested; the open-file limit (%d) fits %d connections at the SHB: raise it (ulimit -n %d) for all of them", n, limit, fit, n+fdMargin), fit
+		}
+		return note, n
+	}
+	if fit := (limit - fdMargin) / 2; n > fit {
+		return fmt.Sprintf("%d requested; the open-file limit (%d) fits %d connections with both ends in this process (--procs puts the subscribers in their own processes)", n, limit, fit), fit
+	}
+	return note, n
 }
 
 // fdMargin leaves descriptors for the brokers' logs and listeners, the

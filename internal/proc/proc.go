@@ -157,3 +157,8 @@ func (g *Group) Usage() (rssKiB, files int) {
 	}
 	return rssKiB, files
 }
+
+// Attr is the SysProcAttr of every child this package starts (own process
+// group; on Linux, killed with its parent), for harnesses that start
+// children with their own pipes.
+func Attr() *syscall.SysProcAttr { return sysProcAttr() }
