@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 )
@@ -19,6 +20,7 @@ type loadSpec struct {
 	series   bool
 	outage   *outageSpec
 	idle     time.Duration // give up when nothing is delivered for this long
+	progress io.Writer     // where a long subscription phase is reported (nil: nowhere)
 }
 
 // outageSpec cuts the subscribers' path after warm, for down, then
@@ -55,9 +57,14 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 			return runResult{}, err
 		}
 	}
+	subscribing := time.Now()
 	subs, err := subscribeAll(ctx, t, s.subs, s.keys, coll)
 	if err != nil {
 		return runResult{}, err
+	}
+	subscribeTime := time.Since(subscribing)
+	if len(s.subs) >= 100 && s.progress != nil {
+		fmt.Fprintf(s.progress, " %d subscribed in %s;", len(s.subs), subscribeTime.Round(100*time.Millisecond))
 	}
 	pub, err := t.Publisher(ctx, 0)
 	if err != nil {
@@ -197,6 +204,9 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 	if counted && seq > 0 {
 		n, _ := lc.LinkBytes()
 		r.Extra["link_bytes_per_event"] = float64(n-linkStart) / float64(seq)
+	}
+	if len(s.subs) >= 100 {
+		r.Extra["subscribe_s"] = subscribeTime.Seconds()
 	}
 	if s.rate > 0 && s.outage == nil {
 		r.Extra["scheduled"] = float64(int64(s.duration / interval))

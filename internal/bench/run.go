@@ -132,7 +132,9 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 	if err != nil {
 		return runResult{}, err
 	}
-	r, err := drive(ctx, t, p.spec)
+	spec := p.spec
+	spec.progress = o.Progress
+	r, err := drive(ctx, t, spec)
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("bench: closing %s: %w", f.System, cerr)
 	}
