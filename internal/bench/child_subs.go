@@ -29,7 +29,7 @@ import (
 type subsChild struct {
 	addr string
 	buf  int
-	out  chan string
+	out  *lineQueue
 	log  *slog.Logger
 
 	wg      sync.WaitGroup // the subscribers' goroutines
@@ -45,11 +45,11 @@ func runSubsChild(ctx context.Context, args []string, stdin io.Reader, stdout io
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c := &subsChild{addr: *addr, buf: *buf, out: make(chan string, 4096), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := &subsChild{addr: *addr, buf: *buf, out: newLineQueue(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	written := make(chan error, 1)
-	go func() { written <- writeLines(ctx, stdout, c.out) }()
+	go func() { written <- c.out.writeTo(ctx, stdout) }()
 	sc := bufio.NewScanner(stdin)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -72,7 +72,7 @@ func (c *subsChild) subscribe(ctx context.Context, idx int, f Filter) {
 	defer c.wg.Done()
 	cl, err := client.Dial(ctx, c.addr, client.Options{SubscriptionBuffer: c.buf, Logger: c.log})
 	if err != nil {
-		c.send(ctx, fmt.Sprintf("err %d dial %s: %v", idx, c.addr, oneLine(err)))
+		c.send(fmt.Sprintf("err %d dial %s: %v", idx, c.addr, oneLine(err)))
 		return
 	}
 	c.mu.Lock()
@@ -91,28 +91,26 @@ func (c *subsChild) subscribe(ctx context.Context, idx int, f Filter) {
 	}
 	s, err := cl.SubscribeSelector(ctx, "bench.>", sel)
 	if err != nil {
-		c.send(ctx, fmt.Sprintf("err %d subscribe: %v", idx, oneLine(err)))
+		c.send(fmt.Sprintf("err %d subscribe: %v", idx, oneLine(err)))
 		return
 	}
-	c.send(ctx, fmt.Sprintf("ok %d", idx))
+	c.send(fmt.Sprintf("ok %d", idx))
 	for ev := range s.Events() {
 		d, err := decodePayload(ev.Payload, time.Now().UnixNano())
 		if err != nil {
 			continue // not ours
 		}
-		c.send(ctx, fmt.Sprintf("d %d %d %d %d %d", idx, d.Publisher, d.Seq, d.Intended, d.Recv))
+		c.send(fmt.Sprintf("d %d %d %d %d %d", idx, d.Publisher, d.Seq, d.Intended, d.Recv))
 	}
 	if err := s.Err(); err != nil {
-		c.send(ctx, fmt.Sprintf("end %d %v", idx, oneLine(err)))
+		c.send(fmt.Sprintf("end %d %v", idx, oneLine(err)))
 	}
 }
 
-func (c *subsChild) send(ctx context.Context, line string) {
-	select {
-	case c.out <- line:
-	case <-ctx.Done():
-	}
-}
+// send queues a line for stdout without ever blocking: a subscription
+// held up behind a slow harness would stop reading its connection, and
+// the connection's read deadline would then close it.
+func (c *subsChild) send(line string) { c.out.push(line) }
 
 // close closes every connection and waits for the subscribers' goroutines.
 func (c *subsChild) close() {
@@ -126,21 +124,50 @@ func (c *subsChild) close() {
 	c.wg.Wait()
 }
 
-// writeLines writes lines to w, flushing whenever none is waiting.
-func writeLines(ctx context.Context, w io.Writer, lines <-chan string) error {
+// lineQueue is an unbounded queue of lines with one writer.
+type lineQueue struct {
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{}
+}
+
+func newLineQueue() *lineQueue { return &lineQueue{more: make(chan struct{}, 1)} }
+
+func (q *lineQueue) push(l string) {
+	q.mu.Lock()
+	q.lines = append(q.lines, l)
+	q.mu.Unlock()
+	select {
+	case q.more <- struct{}{}:
+	default:
+	}
+}
+
+func (q *lineQueue) take() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ls := q.lines
+	q.lines = nil
+	return ls
+}
+
+// writeTo writes the queued lines to w as they come, in batches, until
+// ctx ends, then what is left.
+func (q *lineQueue) writeTo(ctx context.Context, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	for {
+		done := false
 		select {
-		case l := <-lines:
+		case <-q.more:
+		case <-ctx.Done():
+			done = true
+		}
+		for _, l := range q.take() {
 			bw.WriteString(l)
 			bw.WriteByte('\n')
-			if len(lines) == 0 {
-				if err := bw.Flush(); err != nil {
-					return err
-				}
-			}
-		case <-ctx.Done():
-			return bw.Flush()
+		}
+		if err := bw.Flush(); err != nil || done {
+			return err
 		}
 	}
 }
