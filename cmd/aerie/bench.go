@@ -37,7 +37,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	matching := fs.String("matching", "", "fractions of events that match at the scale points (default 1,0.1,0.01)")
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); with --procs, each broker's last run also to FILE.phb, FILE.ib, FILE.shb")
 	procs := fs.Bool("procs", false, "run aerie's brokers each in its own process and its subscribers in others, reporting each broker's CPU per event (overhead: GD ÷ best effort per broker; fanout: up to the open-file limit at the SHB); no catchup or selective-scale points")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +52,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
 		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Procs: *procs, Progress: stderr}
+	if *procs {
+		o.BrokerProfile = *cpuprofile
+	}
 	var err error
 	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {
 		o.FanoutN, err = ints(*fanout)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -46,8 +48,16 @@ type brokerAddrs struct {
 func runBrokerChild(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	specJSON := fs.String("spec", "", "the broker, as JSON (brokerSpec)")
+	profile := fs.String("cpuprofile", "", "write this broker's CPU profile here")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *profile != "" {
+		stop, err := startProfile(*profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	var spec brokerSpec
 	if err := json.Unmarshal([]byte(*specJSON), &spec); err != nil {
@@ -70,4 +80,20 @@ func runBrokerChild(ctx context.Context, args []string, stdin io.Reader, stdout 
 		return fmt.Errorf("broker %s: %w", spec.ID, err)
 	}
 	return nil
+}
+
+// startProfile profiles this process until the returned function runs.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

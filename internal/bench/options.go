@@ -34,9 +34,12 @@ type Options struct {
 	// Procs runs aerie's brokers, each in its own child process, and its
 	// subscribers in others (Exe bench-child), reporting each broker's CPU
 	// time; the peers stay in the harness's process.
-	Procs    bool
-	Exe      string    // the aerie binary for Procs (default: this executable)
-	Progress io.Writer // progress lines (stderr); nil for none
+	Procs bool
+	Exe   string // the aerie binary for Procs (default: this executable)
+	// BrokerProfile, with Procs, has each broker write its CPU profile to
+	// BrokerProfile.<role> (the last run's).
+	BrokerProfile string
+	Progress      io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

@@ -26,13 +26,16 @@ const subsPerChild = 4000
 // process and the subscribers in others (exe bench-child), so each
 // broker's CPU time is its own and the SHB holds one descriptor per
 // subscriber connection. The publisher stays in the harness.
-func AerieProcsFactory(exe string, bestEffort bool) Factory {
+//
+// With profile set, each broker writes its CPU profile to profile.<role>
+// (phb, ib, shb or broker; each run overwrites the last).
+func AerieProcsFactory(exe, profile string, bestEffort bool) Factory {
 	sys := SysAerie
 	if bestEffort {
 		sys = SysAerieBestEffort
 	}
 	return Factory{System: sys, Durable: !bestEffort, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
-		return startProcNet(ctx, exe, topo, dir, bestEffort)
+		return startProcNet(ctx, exe, profile, topo, dir, bestEffort)
 	}}
 }
 
@@ -42,6 +45,7 @@ type procNet struct {
 	sys     string
 	be      bool
 	exe     string
+	profile string
 	subBuf  int
 	pubAddr string
 	subAddr string
@@ -56,12 +60,12 @@ type procNet struct {
 	clients []*client.Client
 }
 
-func startProcNet(ctx context.Context, exe string, topo Topology, dir string, bestEffort bool) (Target, error) {
+func startProcNet(ctx context.Context, exe, profile string, topo Topology, dir string, bestEffort bool) (Target, error) {
 	sys := SysAerie
 	if bestEffort {
 		sys = SysAerieBestEffort
 	}
-	n := &procNet{sys: sys, be: bestEffort, exe: exe, subBuf: cmp.Or(topo.SubBuffer, 16384),
+	n := &procNet{sys: sys, be: bestEffort, exe: exe, profile: profile, subBuf: cmp.Or(topo.SubBuffer, 16384),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if topo.Cuttable || topo.Counted {
 		return nil, fmt.Errorf("separate processes have no proxy on the SHB's link: %w", errUnsupported)
@@ -99,7 +103,11 @@ func (n *procNet) startBroker(ctx context.Context, role string, spec brokerSpec)
 	if err != nil {
 		return brokerAddrs{}, fmt.Errorf("bench: broker %s: %w", spec.ID, err)
 	}
-	c, err := startChild(n.exe, role, "broker", "--spec", string(js))
+	args := []string{"broker", "--spec", string(js)}
+	if n.profile != "" {
+		args = append(args, "--cpuprofile", n.profile+"."+role)
+	}
+	c, err := startChild(n.exe, role, args...)
 	if err != nil {
 		return brokerAddrs{}, err
 	}

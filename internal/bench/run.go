@@ -29,7 +29,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	aerie := []Factory{AerieFactory(), AerieBestEffortFactory()}
 	if o.Procs {
-		aerie = []Factory{AerieProcsFactory(o.Exe, false), AerieProcsFactory(o.Exe, true)}
+		aerie = []Factory{AerieProcsFactory(o.Exe, o.BrokerProfile, false), AerieProcsFactory(o.Exe, o.BrokerProfile, true)}
 	}
 	facts := aerie[:1]
 	if o.Peer == "nats" {
