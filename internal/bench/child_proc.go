@@ -24,7 +24,7 @@ type childProc struct {
 	name   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout io.Reader
+	stdout *os.File // read until EOF by its owner, closed by stop
 	stderr *tailBuffer
 	done   chan struct{} // closed once the process has exited
 }
@@ -39,12 +39,20 @@ func startChild(exe, name string, args ...string) (*childProc, error) {
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", name, err)
 	}
-	if c.stdout, err = cmd.StdoutPipe(); err != nil {
+	// Our own pipe, not StdoutPipe: Wait closes that one as soon as the
+	// child exits, under a reader that may not have read everything.
+	r, w, err := os.Pipe()
+	if err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", name, err)
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
 		return nil, fmt.Errorf("bench: start %s (%s): %w", name, exe, err)
 	}
+	c.stdout = r
 	go func() {
 		cmd.Wait()
 		close(c.done)
@@ -68,11 +76,11 @@ func (c *childProc) stop(grace time.Duration) {
 	defer t.Stop()
 	select {
 	case <-c.done:
-		return
 	case <-t.C:
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		<-c.done
 	}
-	c.cmd.Process.Signal(syscall.SIGKILL)
-	<-c.done
+	c.stdout.Close()
 }
 
 // cpu is the child's CPU time so far (user + system, all threads).
