@@ -65,3 +65,44 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("missing objects; have %v", seen)
 	}
 }
+
+// TestBenchProcsJSON: with --procs the overhead objects keep their fields
+// and add each broker's CPU per event and, for GD, its ratio to best
+// effort (the brokers are this test binary, as `aerie bench-child`).
+func TestBenchProcsJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs broker processes")
+	}
+	var out, errw strings.Builder
+	args := []string{"--quick", "--json", "--procs", "--workload", "overhead", "--duration", "500ms", "--dir", t.TempDir()}
+	if code := runBench(args, &out, &errw); code != 0 {
+		t.Fatalf("exit %d\n%s", code, errw.String())
+	}
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	seen := 0
+	for sc.Scan() {
+		var obj struct {
+			System        string             `json:"system"`
+			CPUPerMillion float64            `json:"cpu_s_per_million"`
+			Extra         map[string]float64 `json:"extra"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &obj); err != nil {
+			t.Fatalf("not JSON: %q: %v", sc.Text(), err)
+		}
+		seen++
+		for _, k := range []string{"phb_cpu_s_per_million", "ib_cpu_s_per_million", "shb_cpu_s_per_million"} {
+			if obj.Extra[k] <= 0 {
+				t.Errorf("%s: extra %s = %v", obj.System, k, obj.Extra[k])
+			}
+		}
+		if obj.CPUPerMillion < obj.Extra["phb_cpu_s_per_million"] {
+			t.Errorf("%s: whole-system CPU %v below the PHB's alone", obj.System, obj.CPUPerMillion)
+		}
+		if _, ok := obj.Extra["phb_gd_ratio"]; ok != (obj.System == "aerie") {
+			t.Errorf("%s: phb_gd_ratio present %v", obj.System, ok)
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d objects, want aerie and aerie-best-effort:\n%s", seen, out.String())
+	}
+}
