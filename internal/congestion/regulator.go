@@ -169,7 +169,13 @@ func (r *Regulator) OnUCA(now tick.Time, u msg.UCA) (Decision, error) {
 		// no higher than what the tree delivered over the last two seconds
 		// (the queue must shrink) and no lower than DeliveryFloor of it
 		// (the bottleneck stays busy while it does).
-		next = max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease)
+		// Never above the old rate: while an SHB recovers, the ack prefix
+		// moves at its recovery's pace through a stream published at
+		// lower rates, faster than the bottleneck, and a "decrease" to half
+		// of that raised the limit (E3 with a 256 KiB queue: 28.5 → 55.8
+		// events/s on a recovering alert, and the recovering SHB's link
+		// overflowed).
+		next = min(max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease), max(old, r.cfg.RateMinIncrease))
 		// The most the tree delivered while congested is the bottleneck's
 		// rate: one two-second window may catch the acks' steps badly.
 		r.capRate = max(r.capRate, d)
