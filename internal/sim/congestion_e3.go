@@ -65,8 +65,8 @@ const (
 	// Capped links queue the simulator's default, 256 KiB per direction:
 	// 2.6 s at p1–b1's cap (the paper's brokers queued 5 MB, 33 s at its
 	// 150 KB/s). Congestion control must keep the queues below it.
-	ccE3Phase  = 60 * time.Second
-	ccE3Start  = 5 * time.Second
+	ccE3Phase = 60 * time.Second
+	ccE3Start = 5 * time.Second
 )
 
 // ccE3Step is one phase of the script: its name and what changes as it
