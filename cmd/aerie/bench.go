@@ -38,6 +38,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	cc := fs.Bool("congestion-control", false, "also run aerie with congestion control on in every broker (system aerie-cc), alternating with aerie run by run: its cost where nothing is congested")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -50,7 +51,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
-		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Progress: stderr}
+		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, CongestionControl: *cc, Dir: *dir, Progress: stderr}
 	var err error
 	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {
 		o.FanoutN, err = ints(*fanout)

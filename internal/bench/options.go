@@ -29,8 +29,12 @@ type Options struct {
 	Matching       []float64
 	Outage         time.Duration // catch-up workload's outage
 	CatchRate      int           // catch-up workload's publish rate (msgs/s)
-	Dir            string        // scratch directory for data (default: a temporary one)
-	Progress       io.Writer     // progress lines (stderr); nil for none
+	// CongestionControl adds aerie with congestion control on (SysAerieCC)
+	// to the systems of every aerie workload, interleaved run by run with
+	// aerie without it.
+	CongestionControl bool
+	Dir               string    // scratch directory for data (default: a temporary one)
+	Progress          io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

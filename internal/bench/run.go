@@ -27,6 +27,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	facts := []Factory{AerieFactory()}
+	if o.CongestionControl {
+		facts = append(facts, AerieCCFactory())
+	}
 	if o.Peer == "nats" {
 		nf, err := NATSFactories()
 		if err != nil {

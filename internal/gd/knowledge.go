@@ -42,7 +42,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	}
 	ps.sub.Heard(e.now, 2*e.cfg.SilenceInterval)
 	for _, r := range delta.Ranges() {
-		ps.sub.Answered(r, e.now)
+		ps.sub.Answered(r, e.now, m.Retrans)
 	}
 	if f := ps.in.K.Final(); f > oldFinal {
 		e.finalMoved(ps, f)

@@ -36,7 +36,7 @@ func TestRecoveringRepeatWaitsForAnswers(t *testing.T) {
 		// Part of the first gap is answered 500 ms after the nacks; the
 		// second gap's answer is still on its way.
 		k.AddSilence(tick.Range{Lo: 11, Hi: 12}, nil)
-		s.Answered(tick.Range{Lo: 11, Hi: 12}, ms(600))
+		s.Answered(tick.Range{Lo: 11, Hi: 12}, ms(600), true)
 		got := s.Scan(&k, ms(710), l) // NRT after the nacks: both are due
 		if recovering && len(got) != 0 {
 			t.Fatalf("recovering: repeated %v while answers still arrive", got)
