@@ -124,7 +124,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 	case TypeRefetch:
 		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
 	case TypePayloads:
-		p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges()}
+		p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Final: d.tick()}
 		if n := d.count(8, "events"); n > 0 {
 			p.Events = make([]*msg.Event, n)
 			for i := range p.Events {

@@ -170,6 +170,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypePayloads))
 		b = appendString(b, string(v.Pubend))
 		b = appendRanges(b, v.Ranges)
+		b = appendTick(b, v.Final)
 		b = binary.AppendUvarint(b, uint64(len(v.Events)))
 		for _, ev := range v.Events {
 			if ev == nil {
