@@ -114,6 +114,8 @@ type Engine struct {
 	// the list, so that ending 100 000 subscriptions is not quadratic.
 	subs     []*subscription
 	subHoles int
+	// totals are the subscriptions in uniform total order (total.go).
+	totals []*subscription
 	subByID  map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
@@ -191,6 +193,7 @@ type subscription struct {
 	pending map[msg.PubendID]tick.Time // SubReq last sent
 	started bool
 	dur     *durableState // durable, or with a start token (durable.go); else nil
+	total   *totalOrder   // uniform total order across pubends (total.go); else nil
 }
 
 // New returns the engine of broker id with its place in every pubend's
@@ -286,6 +289,9 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.tick()
 		e.tickRelease()
 		e.tickDurable()
+		if len(e.totals) > 0 {
+			e.releaseTotal() // delivery points also move by release and acks
+		}
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
 		e.linkStatusOnUp(in.Peer)

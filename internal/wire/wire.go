@@ -42,7 +42,9 @@ import (
 // (0x41): a member of a replicated PHB cell that does not serve forwards a
 // client's publishes to the serving leader and relays its answers (clients
 // are not concerned). 9 — Payloads carries the answering broker's final
-// prefix: ticks released upstream are taken as released, not as lost.
+// prefix: ticks released upstream are taken as released, not as lost;
+// Subscribe's long form may end with an order byte (1: uniform total
+// order across pubends).
 const Version uint16 = 9
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
