@@ -115,8 +115,8 @@ type Engine struct {
 	subs     []*subscription
 	subHoles int
 	// totals are the subscriptions in uniform total order (total.go).
-	totals []*subscription
-	subByID  map[msg.SubID]*subscription
+	totals  []*subscription
+	subByID map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
 	index    *match.Index
