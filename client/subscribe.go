@@ -60,9 +60,10 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 // merged in (tick, pubend) order, so every subscriber that asks for it, at
 // any broker, receives the events it shares with another in the same
 // order. An event waits at its broker until every pubend has passed its
-// tick, which adds up to about a second of latency while some pubend is
-// idle, and stops the subscription while a pubend's PHB is unreachable for
-// long (it ends with the reason once its broker holds too much back).
+// tick (the broker asks an idle pubend for its silence: about a round trip
+// to the furthest PHB), and the subscription stops while a pubend's PHB is
+// unreachable (it ends with the reason once its broker holds too much
+// back).
 // Not for durable subscriptions.
 func (c *Client) SubscribeTotalOrder(ctx context.Context, pattern, selector string) (*Subscription, error) {
 	return c.subscribe(ctx, func() (*Subscription, error) {

@@ -291,6 +291,7 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.tickDurable()
 		if len(e.totals) > 0 {
 			e.releaseTotal() // delivery points also move by release and acks
+			e.askTotal()     // nacked at the next tick's scan
 		}
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)

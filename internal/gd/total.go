@@ -20,9 +20,9 @@ import (
 // below what was handed over: every such subscription, at any SHB, sees
 // its events sorted by (tick, pubend), hence any two see their common
 // events in the same order (MODEL.md I4). The price is latency: an event
-// waits for the slowest pubend's silence to pass its tick (at most about
-// the silence interval per hop while every pubend is reachable), and
-// memory, bounded by Config.TotalOrderHoldBytes.
+// waits for the slowest pubend's silence to pass its tick, which the SHB
+// asks for (askTotal: about a round trip to that pubend while every pubend
+// is reachable), and memory, bounded by Config.TotalOrderHoldBytes.
 //
 // Non-durable only (MODEL.md P18: total order for durable subscribers
 // comes later): a held event lives in the SHB's memory, which a
@@ -146,6 +146,34 @@ func (e *Engine) handOverTotal(s *subscription) {
 		t.bytes -= int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
 		e.toClient(msg.Delivery{Sub: s.id, Event: ev})
 		e.stats.Delivered++
+	}
+}
+
+// askTotal makes the pubends that hold a total-order subscription's
+// oldest held event back curious up to its tick, as the delay curiosity
+// threshold does for a stuck doubt horizon (MODEL.md P8): the nack reaches
+// the pubend, which answers with silence up to its present. Without it an
+// idle pubend's silence comes only with each hop's coalesced flush, about a
+// silence interval per hop, and every event of the others waits for it.
+// Gaps already nacked keep their repetition timer (NRT), so an idle pubend
+// costs about one nack per round trip while events are held.
+func (e *Engine) askTotal() {
+	for _, s := range e.totals {
+		oldest := tick.Max
+		for _, q := range s.total.held {
+			if len(q) > 0 {
+				oldest = min(oldest, q[0].Tick)
+			}
+		}
+		if oldest == tick.Max {
+			continue
+		}
+		for p := range s.start {
+			ps := e.byPubend[p]
+			if ps != nil && ps.pub == nil && ps.isSubend() && ps.sub.FloorSet && ps.delivered < oldest {
+				ps.sub.Expect(oldest)
+			}
+		}
 	}
 }
 
