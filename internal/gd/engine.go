@@ -160,12 +160,15 @@ type pstream struct {
 	// pubend or answered a request for it: nacks and requests go to it
 	// (seed 000 §3.1; cells.go askUp).
 	lastFrom msg.NodeID
-	ask      upAsk          // the request to lastFrom not yet answered
-	pub      *stream.Pubend // non-nil when hosted here
-	in       stream.Istream
-	outs     []*stream.Ostream
-	sub      stream.Subend
-	subs     map[*subscription]bool // local subscriptions (started or pending)
+	ask      upAsk // the request to lastFrom not yet answered
+	// totalAsked: the tick up to which a held total-order event made this
+	// subend curious (total.go askTotal); asked once, repeated by NRT.
+	totalAsked tick.Tick
+	pub        *stream.Pubend // non-nil when hosted here
+	in         stream.Istream
+	outs       []*stream.Ostream
+	sub        stream.Subend
+	subs       map[*subscription]bool // local subscriptions (started or pending)
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	published uint64    // pubend: events announced since start (dashboards' rates)

@@ -155,8 +155,10 @@ func (e *Engine) handOverTotal(s *subscription) {
 // the pubend, which answers with silence up to its present. Without it an
 // idle pubend's silence comes only with each hop's coalesced flush, about a
 // silence interval per hop, and every event of the others waits for it.
-// Gaps already nacked keep their repetition timer (NRT), so an idle pubend
-// costs about one nack per round trip while events are held.
+// One ask per pubend is out at a time (pstream.totalAsked: the next waits
+// until the delivery point has passed it; a lost nack is repeated as any
+// gap is, after NRT), so an idle pubend costs one nack per round trip
+// while events are held.
 func (e *Engine) askTotal() {
 	for _, s := range e.totals {
 		oldest := tick.Max
@@ -170,8 +172,9 @@ func (e *Engine) askTotal() {
 		}
 		for p := range s.start {
 			ps := e.byPubend[p]
-			if ps != nil && ps.pub == nil && ps.isSubend() && ps.sub.FloorSet && ps.delivered < oldest {
+			if ps != nil && ps.pub == nil && ps.isSubend() && ps.sub.FloorSet && ps.delivered < oldest && ps.delivered >= ps.totalAsked {
 				ps.sub.Expect(oldest)
+				ps.totalAsked = oldest
 			}
 		}
 	}
