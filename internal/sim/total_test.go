@@ -1,10 +1,6 @@
 package sim
 
-import (
-	"testing"
-
-	"github.com/aerie-mq/aerie/internal/gd"
-)
+import "testing"
 
 // TestTotalOrderSubscribersAgree: subscriptions in uniform total order at
 // different SHBs receive their common events in the same order (MODEL.md
@@ -61,24 +57,4 @@ func sameRelativeOrder(t *testing.T, seed uint64, a, b TotalOrderSession) int {
 		n++
 	}
 	return n
-}
-
-// TestOracleBitesTotalUnmerged: a total-order subscription handed each
-// event when its own pubend allows (no merge) is caught (I4).
-func TestOracleBitesTotalUnmerged(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
-		o := DefaultOptions(seed)
-		o.Mutation = gd.MutTotalUnmerged
-		res, err := Run(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range res.Violations {
-			if v.Invariant == "I4" {
-				t.Logf("seed %d caught: %v", seed, v)
-				return
-			}
-		}
-	}
-	t.Fatal("no I4 in 40 seeds: the oracle does not catch a total-order subscription delivered per pubend")
 }
