@@ -34,6 +34,8 @@ type Subscription struct {
 	durable    bool
 	from       msg.Token
 	checkpoint msg.Token
+	// total: uniform total order across pubends (SubscribeTotalOrder).
+	total bool
 }
 
 // Subscribe asks for every event whose topic matches pattern (words
@@ -50,6 +52,25 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 	return c.subscribe(ctx, func() (*Subscription, error) {
 		c.nextSub++
 		return c.newSubscription(fmt.Sprintf("s%d", c.nextSub), pattern, selector), nil
+	})
+}
+
+// SubscribeTotalOrder is SubscribeSelector (selector may be empty) in
+// uniform total order across pubends: the events of every pubend come
+// merged in (tick, pubend) order, so every subscriber that asks for it, at
+// any broker, receives the events it shares with another in the same
+// order. An event waits at its broker until every pubend has passed its
+// tick (the broker asks an idle pubend for its silence: about a round trip
+// to the furthest PHB), and the subscription stops while a pubend's PHB is
+// unreachable (it ends with the reason once its broker holds too much
+// back).
+// Not for durable subscriptions.
+func (c *Client) SubscribeTotalOrder(ctx context.Context, pattern, selector string) (*Subscription, error) {
+	return c.subscribe(ctx, func() (*Subscription, error) {
+		c.nextSub++
+		s := c.newSubscription(fmt.Sprintf("s%d", c.nextSub), pattern, selector)
+		s.total = true
+		return s, nil
 	})
 }
 
@@ -106,7 +127,7 @@ func (s *Subscription) request() msg.Subscribe {
 	if s.durable {
 		return s.durableRequest()
 	}
-	return msg.Subscribe{Sub: msg.SubID(s.name), Pattern: s.pattern, Selector: s.selector}
+	return msg.Subscribe{Sub: msg.SubID(s.name), Pattern: s.pattern, Selector: s.selector, TotalOrder: s.total}
 }
 
 // moved marks a subscription whose connection was lost: it is asked for

@@ -39,6 +39,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); with --procs, each broker's last run also to FILE.phb, FILE.ib, FILE.shb")
 	procs := fs.Bool("procs", false, "run aerie's brokers each in its own process and its subscribers in others, reporting each broker's CPU per event (overhead: GD ÷ best effort per broker; fanout: up to the open-file limit at the SHB); no catchup or selective-scale points")
+	cc := fs.Bool("congestion-control", false, "also run aerie with congestion control on in every broker (system aerie-cc), alternating with aerie run by run: its cost where nothing is congested (not with --procs)")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -51,9 +52,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
-		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, Dir: *dir, Procs: *procs, Progress: stderr}
+		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, CongestionControl: *cc, Dir: *dir, Procs: *procs, Progress: stderr}
 	if *procs {
 		o.BrokerProfile = *cpuprofile
+	}
+	if *procs && *cc {
+		fmt.Fprintln(stderr, "aerie bench: --congestion-control runs in-process only; leave out --procs")
+		return 2
 	}
 	var err error
 	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {

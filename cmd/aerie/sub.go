@@ -25,11 +25,16 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	durable := fs.String("durable", "", "durable subscription name: kept by its broker while this subscriber is away, resumed from its checkpoint at any broker")
 	checkpoint := fs.String("checkpoint", "", "with --durable: file holding the checkpoint token, read at start and saved after every line written and at a graceful stop")
 	from := fs.String("from", "", "with --durable: checkpoint token to resume from (overrides --checkpoint's)")
+	total := fs.Bool("total-order", false, "uniform total order across pubends: every pubend's events merged in (tick, pubend) order, the same at every broker (not with --durable; adds about a round trip to the furthest PHB)")
 	sec := addClientSecurity(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
+		return 2
+	}
+	if *total && *durable != "" {
+		fmt.Fprintln(stderr, "aerie sub: --total-order is not offered for durable subscriptions")
 		return 2
 	}
 	if *durable != "" {
@@ -57,7 +62,11 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	sub, err := c.SubscribeSelector(ctx, *topic, *selector)
+	subscribe := c.SubscribeSelector
+	if *total {
+		subscribe = c.SubscribeTotalOrder
+	}
+	sub, err := subscribe(ctx, *topic, *selector)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/faultnet"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -39,6 +40,25 @@ func AerieFactory() Factory {
 func AerieBestEffortFactory() Factory {
 	return Factory{System: SysAerieBestEffort, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
 		return startAerie(ctx, topo, dir, true)
+	}}
+}
+
+// AerieCCFactory starts the same networks as AerieFactory with congestion
+// control on in every broker (Gryphon CC, Middleware 2003: DCQs, rate
+// samples, the pubend's regulator) and the parameters real brokers use
+// (congestion.BrokerConfig), so that its cost where nothing is congested
+// can be measured against AerieFactory, run by run.
+func AerieCCFactory() Factory {
+	return Factory{System: SysAerieCC, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+		t, err := startAerie(ctx, topo, dir, false, func(o *broker.Options) {
+			o.GD.CongestionControl = true
+			o.GD.Congestion = congestion.BrokerConfig()
+		})
+		if err != nil {
+			return nil, err
+		}
+		t.(*aerieNet).sys = SysAerieCC
+		return t, nil
 	}}
 }
 

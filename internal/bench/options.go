@@ -39,7 +39,11 @@ type Options struct {
 	// BrokerProfile, with Procs, has each broker write its CPU profile to
 	// BrokerProfile.<role> (the last run's).
 	BrokerProfile string
-	Progress      io.Writer // progress lines (stderr); nil for none
+	// CongestionControl adds aerie with congestion control on (SysAerieCC)
+	// to the systems of every aerie workload, interleaved run by run with
+	// aerie without it (in-process only: not with Procs).
+	CongestionControl bool
+	Progress          io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

@@ -31,7 +31,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Procs {
 		aerie = []Factory{AerieProcsFactory(o.Exe, o.BrokerProfile, false), AerieProcsFactory(o.Exe, o.BrokerProfile, true)}
 	}
-	facts := aerie[:1]
+	facts := []Factory{aerie[0]}
+	if o.CongestionControl {
+		facts = append(facts, AerieCCFactory())
+	}
 	if o.Peer == "nats" {
 		nf, err := NATSFactories()
 		if err != nil {

@@ -11,9 +11,12 @@ import (
 const (
 	SysAerie           = "aerie"
 	SysAerieBestEffort = "aerie-best-effort"
-	SysNATSCore        = "nats-core"
-	SysJetStreamSync   = "nats-jetstream-sync"
-	SysJetStreamDef    = "nats-jetstream-default"
+	// SysAerieCC is aerie with Gryphon CC on in every broker (what a
+	// network config with a bandwidth does): its cost with no congestion.
+	SysAerieCC       = "aerie-cc"
+	SysNATSCore      = "nats-core"
+	SysJetStreamSync = "nats-jetstream-sync"
+	SysJetStreamDef  = "nats-jetstream-default"
 )
 
 // errUnsupported: the system cannot run this workload (e.g. core NATS keeps

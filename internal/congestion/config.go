@@ -123,6 +123,16 @@ type Config struct {
 	// capacity) events. It must exceed the path's delay and jitter.
 	QueueLag time.Duration
 
+	// DenseQueueLag: an SHB whose doubt horizon has moved in every sample
+	// for a second (a dense stream of events, not silence arriving in
+	// steps of t_silence) and is more than this behind the pubend's
+	// present is behind a queue, as with QueueLag (Monitor.queued).
+	// Default 400ms (our addition): above the path's delay and the
+	// broker's batching, and low enough that an IB's queue to an SHB on a
+	// link a third as fast as the offer is seen before it holds 256 KiB
+	// (at 190 KB/s offered, 1.4 s of the pubend's ticks).
+	DenseQueueLag time.Duration
+
 	// DeliveryFloor: a rate decrease goes no lower than this fraction of
 	// the rate at which the pubend's tree acknowledged events over the last
 	// two seconds, and no higher than that rate (Regulator.OnUCA). Default
@@ -155,6 +165,7 @@ func DefaultConfig() Config {
 		NackBeta:          0.3,
 		DeliveryFloor:     0.5,
 		QueueLag:          1500 * time.Millisecond,
+		DenseQueueLag:     400 * time.Millisecond,
 	}
 }
 
@@ -185,7 +196,7 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"DCQInterval", c.DCQInterval}, {"NoUCAInterval", c.NoUCAInterval}, {"SampleInterval", c.SampleInterval},
-		{"LagThreshold", c.LagThreshold}, {"KeepUpLag", c.KeepUpLag}, {"QueueLag", c.QueueLag}, {"ReceiveWindow", c.ReceiveWindow},
+		{"LagThreshold", c.LagThreshold}, {"KeepUpLag", c.KeepUpLag}, {"QueueLag", c.QueueLag}, {"DenseQueueLag", c.DenseQueueLag}, {"ReceiveWindow", c.ReceiveWindow},
 		{"NackSize", c.NackSize}, {"NackWindowInitial", c.NackWindowInitial}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%w: %s must be positive, got %v", ErrConfig, d.name, d.v)

@@ -118,3 +118,34 @@ func TestMonitorBehindAQueueAlerts(t *testing.T) {
 		t.Fatalf("t̄ = %.3f behind a queue that passes 1/6 of the stream's pace", m.Rate())
 	}
 }
+
+// While an SHB recovers, the pubend's ack prefix moves at the recovery's
+// pace through a stream published earlier, so the tree seems to deliver far
+// more than the limit. A recovering alert must still never raise the limit
+// (E3 with a 256 KiB queue: the delivery floor took a "decrease" from 28.5
+// to 55.8 events/s, and the recovering SHB's link overflowed).
+func TestDecreaseNeverRaisesTheLimit(t *testing.T) {
+	cfg := congestion.DefaultConfig()
+	b := &bottleneck{r: congestion.NewRegulator(cfg), rate: 400}
+	b.run(2*time.Second, 4, false) // 400/s offered and delivered, unlimited
+	b.rate = 0                     // an SHB's link fails: nothing is acknowledged
+	for range 6 {                  // its recovering alerts lower the limit
+		b.run(cfg.DCQInterval, 4, false)
+		b.r.OnUCA(b.now, msg.UCA{Pubend: "P", Seq: b.seq, MinRec: 0.2, MinNonRec: math.Inf(1)})
+	}
+	low := b.r.Limit()
+	if low == 0 || low > 100 {
+		t.Fatalf("limit %.1f/s after six recovering alerts", low)
+	}
+	// The link returns and the SHB recovers fast: the ack prefix sweeps
+	// through seconds of stream in a moment, while the SHB still alerts.
+	b.rate = 20000
+	for i := range 4 {
+		b.run(cfg.DCQInterval, 4, false)
+		b.r.OnUCA(b.now, msg.UCA{Pubend: "P", Seq: b.seq, MinRec: 0.9 - 0.1*float64(i), MinNonRec: math.Inf(1)})
+		if l := b.r.Limit(); l > low {
+			t.Fatalf("alert %d raised the limit from %.1f to %.1f/s (delivered %.1f/s)", i+1, low, l, b.r.Delivered())
+		}
+		low = b.r.Limit()
+	}
+}

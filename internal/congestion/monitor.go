@@ -31,7 +31,16 @@ type Monitor struct {
 	known      bool
 
 	recovering bool
+
+	// moving counts the consecutive samples in which the doubt horizon
+	// advanced: a stream this SHB receives densely (events in every
+	// sample) rather than in steps of coalesced silence.
+	moving int
 }
+
+// denseWindow: a doubt horizon that advanced in every sample for this long
+// is fed by a dense stream of events, not by silence in steps of t_silence.
+const denseWindow = time.Second
 
 // NewMonitor returns an SHB's monitor for one pubend.
 func NewMonitor(cfg Config) *Monitor { return &Monitor{cfg: cfg, smoothed: 1} }
@@ -70,10 +79,15 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 		hi = max(hi, m.position+tick.FromMillis(now.Sub(m.positionAt).Milliseconds()))
 	}
 	switch behind := ms(hi, dh); {
-	case m.known && dh >= m.position:
+	case m.known && dh >= m.position && now.Sub(m.positionAt) <= 2*m.cfg.DCQInterval:
 		// It has everything the pubend had published: an idle stream
 		// whose silence is still on its way (each hop coalesces it for up
-		// to t_silence) is not a recovery.
+		// to t_silence) is not a recovery. Only while DCQs arrive: cut off
+		// from its upstream the SHB hears none, the last position says
+		// nothing about the present, and the SHB must know it is
+		// recovering before the link returns, or its first nacks ask for
+		// the whole outage at once, past any NACK window (§3.2), and the
+		// answers overflow the link's queue.
 		m.recovering = false
 	case behind > m.cfg.ReceiveWindow:
 		m.recovering = true
@@ -94,12 +108,15 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 	t := 0.0
 	if dh > m.sampleDH {
 		t = float64(dh.Millis()-m.sampleDH.Millis()) / float64(el.Milliseconds())
+		m.moving++
+	} else {
+		m.moving = 0
 	}
 	// One sample counts at most SampleMax: a horizon that jumps (the
 	// silence of an outage arriving at once) must not hide later
 	// congestion for long.
 	t = min(t, m.cfg.SampleMax)
-	if dh >= m.position || (ms(knownHi, dh) <= m.cfg.KeepUpLag && ms(m.position, dh) <= m.cfg.QueueLag) {
+	if q := m.queued(now, dh); !q && (dh >= m.position || ms(knownHi, dh) <= m.cfg.KeepUpLag) {
 		// Keeping up: the SHB has everything the pubend had published, or
 		// all it has heard of but a moment. An idle pubend's silence comes
 		// in steps of t_silence, so a pause is not a fall in rate. But
@@ -112,6 +129,30 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 	}
 	m.smoothed = (1-m.cfg.Smoothing)*m.smoothed + m.cfg.Smoothing*t
 	m.sampleAt, m.sampleDH = now, dh
+}
+
+// queued says whether the SHB is behind a queue: its doubt horizon more
+// than QueueLag behind the pubend's position at the last DCQ, or, while the
+// horizon moves in every sample (a dense stream, which cannot be waiting for
+// coalesced silence), more than DenseQueueLag behind the pubend's present.
+// The DCQ jumps every queue on its way (Gryphon CC §3.1: DCQ and UCA are
+// high-priority), so the difference is the time the SHB's events spend in
+// queues; on a dense stream it grows from the first moment a link carries
+// less than the pubend publishes, and is seen long before the queue is
+// QueueLag deep.
+func (m *Monitor) queued(now tick.Time, dh tick.Tick) bool {
+	if ms(m.position, dh) > m.cfg.QueueLag {
+		return true
+	}
+	if m.moving < int(denseWindow/m.cfg.SampleInterval) {
+		// Silence may come in steps: past the position at the last DCQ
+		// the SHB has all the pubend had published.
+		return false
+	}
+	// The pubend publishes all the time (the horizon keeps moving), so its
+	// present is its position at the last DCQ plus the time since.
+	present := m.position + tick.FromMillis(now.Sub(m.positionAt).Milliseconds())
+	return ms(present, dh) > m.cfg.DenseQueueLag
 }
 
 // OnDCQ records the pubend's position from a DCQ and returns the UCA this

@@ -49,7 +49,9 @@ type Regulator struct {
 
 	total   uint64   // publishes let in since start
 	del     delivery // how fast the tree takes them (delivery.go)
-	capRate float64  // the most the tree delivered at a decrease since the limit was set
+	capRate float64  // the most the tree delivered at a decrease since the last increase (or before it, if none since)
+	probing bool     // an increase came after the last decrease: the next decrease starts a new capRate
+	above   int      // increases past capRate since the last decrease (max probing)
 }
 
 // NewRegulator returns a pubend's regulator with an unlimited rate.
@@ -88,6 +90,7 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 	}
 	if r.limit > 0 && now.Sub(r.quietAt) >= r.cfg.NoUCAInterval {
 		if r.throttled {
+			old := r.limit
 			r.limit = Increase(r.cfg, r.limit, r.rDecr)
 			if r.capRate > r.limit {
 				// Our addition: half way back to the most the tree
@@ -96,6 +99,20 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 				// bottleneck's rate in a few t_noUCA rather than by r_min
 				// steps (eq. 1 alone: +2 events/s every 2 s).
 				r.limit = max(r.limit, (r.limit+r.capRate)/2)
+			} else if r.capRate > 0 {
+				// Past it with no alert: the bottleneck may have widened
+				// (E2's cap rising from 60 to 150 KB/s), and eq. 1 from a
+				// rate near r_decr adds about r_min every t_noUCA, a
+				// minute to find 80 events/s more. Our addition: the step
+				// grows by r_min with every quiet t_noUCA above the last
+				// measured bottleneck (2, 4, 6, … events/s), so the rate
+				// finds a new one within a phase, while each step stays
+				// small enough that a queue it starts is seen (a lag of
+				// DenseQueueLag) before the next few; the first alert ends
+				// it (eq. 2). Doubling steps, as BIC-TCP probes, outran
+				// the alerts and overflowed the queue.
+				r.above++
+				r.limit = max(r.limit, old+r.cfg.RateMinIncrease*float64(r.above))
 			}
 		} else {
 			// Publishers did not reach the limit for t_noUCA and nobody
@@ -104,6 +121,7 @@ func (r *Regulator) Tick(now tick.Time, pubend msg.PubendID, position tick.Tick)
 			// alert starts again from the rate publishers achieve.
 			r.limit, r.capRate = 0, 0
 		}
+		r.probing = true
 		// An increase starts a new probe: the next alert answers it, and
 		// comparing it with an alert from before would hide the overshoot.
 		r.quietAt, r.throttled, r.havePrev = now, false, false
@@ -169,10 +187,26 @@ func (r *Regulator) OnUCA(now tick.Time, u msg.UCA) (Decision, error) {
 		// no higher than what the tree delivered over the last two seconds
 		// (the queue must shrink) and no lower than DeliveryFloor of it
 		// (the bottleneck stays busy while it does).
-		next = max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease)
+		// Never above the old rate: while an SHB recovers, the ack prefix
+		// moves at its recovery's pace through a stream published at
+		// lower rates, faster than the bottleneck, and a "decrease" to half
+		// of that raised the limit (E3 with a 256 KiB queue: 28.5 → 55.8
+		// events/s on a recovering alert, and the recovering SHB's link
+		// overflowed).
+		next = min(max(min(next, d), r.cfg.DeliveryFloor*d, r.cfg.RateMinIncrease), max(old, r.cfg.RateMinIncrease))
 		// The most the tree delivered while congested is the bottleneck's
 		// rate: one two-second window may catch the acks' steps badly.
-		r.capRate = max(r.capRate, d)
+		// Measured afresh in each episode of decreases: a bottleneck that
+		// tightened makes an older, higher measure a target the increase
+		// would overshoot every t_noUCA (E2's 60 KB/s phases sawed
+		// between 27 and 85 events/s on the offer's rate kept from the
+		// start of the run).
+		r.above = 0
+		if r.probing {
+			r.capRate, r.probing = d, false
+		} else {
+			r.capRate = max(r.capRate, d)
+		}
 	}
 	r.limit = next
 	r.rDecr = r.limit

@@ -14,9 +14,11 @@ package congestion_test
 //	                                 to `to`; prints acks released and the limit
 //	alert t= seq= [rec=] [nonrec=]   a UCA reaches the pubend (rates default ∞)
 //	monitor                          a fresh SHB monitor
-//	dh from= to= every= dh= rate= [dcq=] [heard=dh]
+//	dh from= to= every= dh= rate= [step=] [dcq=] [heard=dh]
 //	                                 observe the doubt horizon every `every` ms,
-//	                                 moving at `rate` tick-s/s from dh; with dcq=
+//	                                 moving at `rate` tick-s/s from dh (in steps
+//	                                 of `step` ms of ticks, as coalesced silence
+//	                                 arrives, when given); with dcq=
 //	                                 a DCQ (position = the time) arrives every dcq ms.
 //	                                 The SHB has heard of ticks up to the time
 //	                                 (first-time traffic arrives), or with
@@ -140,8 +142,16 @@ func (s *story) run(t *testing.T, td *datadriven.TestData) {
 		from, to, every, dcq := num("from", 0), num("to", 0), num("every", 100), num("dcq", 0)
 		dh0 := float64(num("dh", 0))
 		r := flt("rate")
+		step := float64(num("step", 0))
+		at := func(now int64) tick.Tick {
+			adv := r * float64(now-from)
+			if step > 0 {
+				adv = math.Floor(adv/step) * step
+			}
+			return tk(int64(dh0 + adv))
+		}
 		for now := from; now <= to; now += every {
-			dh := tk(int64(dh0 + r*float64(now-from)))
+			dh := at(now)
 			heard := tk(now)
 			if td.HasArg("heard") {
 				heard = dh
@@ -155,7 +165,7 @@ func (s *story) run(t *testing.T, td *datadriven.TestData) {
 				}
 			}
 		}
-		last := tk(int64(dh0 + r*float64(to-from)))
+		last := at(to)
 		s.p("t̄=%.3f recovering=%v lag=%v", s.mon.Rate(), s.mon.Recovering(), s.mon.Lag(last))
 	case "ib":
 		s.ib = congestion.NewAggregator()

@@ -89,6 +89,14 @@ type Config struct {
 	// It bounds an IB's memory when a downstream stays away.
 	RelayCacheBytes int64
 
+	// TotalOrderHoldBytes: event bytes a subscription in uniform total
+	// order may hold back at its SHB while it waits for the slowest
+	// pubend's doubt horizon (total.go). Past it the subscription ends
+	// with the reason (a pubend that stays silent for good, its PHB down,
+	// would otherwise make it hold every other pubend's events forever).
+	// Default 64 MiB per subscription; 0 means no limit.
+	TotalOrderHoldBytes int64
+
 	// MaxRetain (maxRetain(p)): a pubend discards a tick older than this
 	// once every downstream SHB has delivered it to its consolidated
 	// stream, even if a durable subscriber that is away has not
@@ -141,6 +149,7 @@ func DefaultConfig() Config {
 		DedupWindow:             4096,
 		PubendCacheBytes:        64 << 20,
 		RelayCacheBytes:         64 << 20,
+		TotalOrderHoldBytes:     64 << 20,
 		MaxRetain:               168 * time.Hour,
 		Congestion:              congestion.DefaultConfig(),
 		SummaryDeltaMin:         16,
@@ -177,6 +186,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: PubendCacheBytes must not be negative", ErrConfig)
 	case c.RelayCacheBytes < 0:
 		return fmt.Errorf("%w: RelayCacheBytes must not be negative", ErrConfig)
+	case c.TotalOrderHoldBytes < 0:
+		return fmt.Errorf("%w: TotalOrderHoldBytes must not be negative", ErrConfig)
 	case c.SummaryDeltaMin < 0:
 		return fmt.Errorf("%w: SummaryDeltaMin must not be negative", ErrConfig)
 	case c.MaxRetain < 0:

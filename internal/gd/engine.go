@@ -114,7 +114,9 @@ type Engine struct {
 	// the list, so that ending 100 000 subscriptions is not quadratic.
 	subs     []*subscription
 	subHoles int
-	subByID  map[msg.SubID]*subscription
+	// totals are the subscriptions in uniform total order (total.go).
+	totals  []*subscription
+	subByID map[msg.SubID]*subscription
 	// index finds the local subscriptions an event matches without
 	// testing them all (issue 4's matching engine); slots are its ids.
 	index    *match.Index
@@ -158,12 +160,15 @@ type pstream struct {
 	// pubend or answered a request for it: nacks and requests go to it
 	// (seed 000 §3.1; cells.go askUp).
 	lastFrom msg.NodeID
-	ask      upAsk          // the request to lastFrom not yet answered
-	pub      *stream.Pubend // non-nil when hosted here
-	in       stream.Istream
-	outs     []*stream.Ostream
-	sub      stream.Subend
-	subs     map[*subscription]bool // local subscriptions (started or pending)
+	ask      upAsk // the request to lastFrom not yet answered
+	// totalAsked: the tick up to which a held total-order event made this
+	// subend curious (total.go askTotal); asked once, repeated by NRT.
+	totalAsked tick.Tick
+	pub        *stream.Pubend // non-nil when hosted here
+	in         stream.Istream
+	outs       []*stream.Ostream
+	sub        stream.Subend
+	subs       map[*subscription]bool // local subscriptions (started or pending)
 
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	published uint64    // pubend: events announced since start (dashboards' rates)
@@ -191,6 +196,7 @@ type subscription struct {
 	pending map[msg.PubendID]tick.Time // SubReq last sent
 	started bool
 	dur     *durableState // durable, or with a start token (durable.go); else nil
+	total   *totalOrder   // uniform total order across pubends (total.go); else nil
 }
 
 // New returns the engine of broker id with its place in every pubend's
@@ -286,6 +292,10 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.tick()
 		e.tickRelease()
 		e.tickDurable()
+		if len(e.totals) > 0 {
+			e.releaseTotal() // delivery points also move by release and acks
+			e.askTotal()     // nacked at the next tick's scan
+		}
 	case LinkUp:
 		e.linkUp(in.Peer, in.Incarnation)
 		e.linkStatusOnUp(in.Peer)

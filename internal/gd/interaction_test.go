@@ -23,10 +23,10 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin= cc=on dcq=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin= totalhold= cc=on dcq=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
-//	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin). A line "cell c = b1 b2" makes c a redundant
+//	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin, totalhold TotalOrderHoldBytes). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	    A line "standby m ..." makes those members of a PHB cell standbys
 //	    (no routes), as the members of a replicated cell that do not serve.
@@ -34,7 +34,7 @@ package gd_test
 //	                        (1 at first, bumped by restart).
 //	linkdown a b            LinkDown on both ends (a connection lost).
 //	publish node P topic=T [pub=ID] [seq=N]   (seq defaults to the publisher's next)
-//	subscribe node sub=ID pattern=PAT [selector=SEL] [durable] [from=P1:TICK,...]
+//	subscribe node sub=ID pattern=PAT [selector=SEL] [durable] [total] [from=P1:TICK,...]
 //	    / unsubscribe node sub=ID (a durable subscription with a start
 //	    token, ticks written as printed; unsubscribing ends it for good)
 //	disconnect node         the client connection closes (a durable
@@ -375,7 +375,7 @@ func (h *harness) run(td *datadriven.TestData) {
 		}
 		h.request(arg(0), m)
 	case "subscribe":
-		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"], Durable: slices.Contains(pos, "durable")}
+		m := msg.Subscribe{Sub: msg.SubID(args["sub"]), Pattern: args["pattern"], Selector: args["selector"], Durable: slices.Contains(pos, "durable"), TotalOrder: slices.Contains(pos, "total")}
 		if f, ok := args["from"]; ok {
 			m.From = msg.Token{}
 			for _, part := range strings.Split(f, ",") {
@@ -491,14 +491,17 @@ func (h *harness) network(args map[string]string, input string) {
 			h.cfg.Congestion.DCQInterval = d
 			continue
 		}
-		if k == "relaycache" || k == "deltamin" { // bytes, clauses
+		if k == "relaycache" || k == "deltamin" || k == "totalhold" { // bytes, clauses, bytes
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				h.fatalf("bad config %s=%s", k, v)
 			}
-			if k == "deltamin" {
+			switch k {
+			case "deltamin":
 				h.cfg.SummaryDeltaMin = int(n)
-			} else {
+			case "totalhold":
+				h.cfg.TotalOrderHoldBytes = n
+			default:
 				h.cfg.RelayCacheBytes = n
 			}
 			continue

@@ -42,7 +42,7 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	}
 	ps.sub.Heard(e.now, 2*e.cfg.SilenceInterval)
 	for _, r := range delta.Ranges() {
-		ps.sub.Answered(r, e.now)
+		ps.sub.Answered(r, e.now, m.Retrans)
 	}
 	if f := ps.in.K.Final(); f > oldFinal {
 		e.finalMoved(ps, f)
@@ -213,6 +213,9 @@ func (e *Engine) deliver(ps *pstream) {
 	}
 	ps.delivered = dh
 	ps.dhMovedAt = e.now
+	if len(e.totals) > 0 {
+		e.releaseTotal()
+	}
 }
 
 // announce moves a pubend's decided prefix: silence up to the tick before ev
@@ -269,6 +272,10 @@ func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 				if !e.holdLive(s, ps, ev) { // held during a catch-up (durable.go)
 					e.deliverTo(s, ev)
 				}
+				continue
+			}
+			if s.total != nil && e.mut&MutTotalUnmerged == 0 {
+				e.holdTotal(s, ev) // handed over in merged order (total.go)
 				continue
 			}
 			e.toClient(msg.Delivery{Sub: s.id, Event: ev})

@@ -119,11 +119,12 @@ func (e *Engine) onRefetch(from msg.NodeID, m msg.Refetch) {
 // at most about payloadsChunk bytes, each naming the ranges it settles.
 func (e *Engine) answerRefetch(ps *pstream, ranges []tick.Range, path []msg.NodeID) {
 	to := path[len(path)-1]
-	out := msg.Payloads{Pubend: ps.id, Path: path}
+	final := ps.in.K.Final()
+	out := msg.Payloads{Pubend: ps.id, Final: final, Path: path}
 	bytes := 0
 	send := func() {
 		e.send(to, out)
-		out, bytes = msg.Payloads{Pubend: ps.id, Path: path}, 0
+		out, bytes = msg.Payloads{Pubend: ps.id, Final: final, Path: path}, 0
 	}
 	for _, r := range ranges {
 		lo := r.Lo
@@ -160,6 +161,12 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 		return
 	}
 	e.answeredUp(ps, from)
+	if m.Final > ps.in.K.Final() {
+		// The answerer released these ticks (every subscription had them,
+		// or they outlived max_retain): what has no payload up there is L,
+		// not lost. Taken exactly as a Knowledge's final prefix.
+		e.onKnowledge(from, msg.Knowledge{Pubend: ps.id, Final: m.Final, Start: 1, End: 0, Retrans: true})
+	}
 	for _, ev := range m.Events {
 		if ev == nil || ev.Pubend != ps.id {
 			continue

@@ -80,9 +80,16 @@ func (e *Engine) subscribe(m msg.Subscribe) {
 		e.toClient(msg.SubRejected{Sub: m.Sub, Reason: "subscription id already in use"})
 		return
 	}
+	if why := e.checkTotal(m); why != "" {
+		e.toClient(msg.SubRejected{Sub: m.Sub, Reason: why})
+		return
+	}
 	e.nextSlot++
 	s := &subscription{slot: e.nextSlot, id: m.Sub, pat: pat, sel: sel, start: map[msg.PubendID]tick.Tick{}, pending: map[msg.PubendID]tick.Time{}}
 	e.initDurable(s, m)
+	if m.TotalOrder {
+		e.startTotal(s)
+	}
 	e.subByID[m.Sub] = s
 	s.pos = len(e.subs)
 	e.subs = append(e.subs, s)
@@ -200,6 +207,7 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 	}
 	delete(e.subByID, id)
 	e.dropDurable(s)
+	e.dropTotal(s)
 	e.index.Remove(s.slot)
 	delete(e.bySlot, s.slot)
 	e.dropSub(s)

@@ -48,12 +48,18 @@ type PubReject struct {
 // it starts after From, a checkpoint token (the last SubStarted, Delivery or
 // Progress token the subscriber kept), catching up ticks the network has
 // already delivered elsewhere by replay; nil From starts now.
+//
+// TotalOrder asks for uniform total order across pubends (MODEL.md §6,
+// P3): the subscription receives the events of every pubend merged in
+// (tick, pubend) order, so any two such subscriptions, at any SHBs, see
+// their common events in the same order. Not with Durable or From.
 type Subscribe struct {
-	Sub      SubID
-	Pattern  string
-	Selector string
-	Durable  bool
-	From     Token
+	Sub        SubID
+	Pattern    string
+	Selector   string
+	Durable    bool
+	From       Token
+	TotalOrder bool
 }
 
 // Unsubscribe ends a subscription.

@@ -283,10 +283,13 @@ func (m Refetch) String() string {
 // Payloads answers a Refetch: Events are every event held in Ranges (a part
 // of what was asked, or all of it). It travels back down Path, last entry
 // first: each broker on the way fills the payloads it lacks and passes it
-// on; the first entry asked.
+// on; the first entry asked. Final is the answering broker's final prefix
+// (L, as in Knowledge): a tick asked at or below it has no payload because
+// it was released, not lost, and every broker on the way takes it as L.
 type Payloads struct {
 	Pubend PubendID
 	Ranges []tick.Range
+	Final  tick.Tick
 	Events []*Event
 	Path   []NodeID
 }
@@ -296,7 +299,7 @@ func (m Payloads) String() string {
 	for i, ev := range m.Events {
 		ticks[i] = fmt.Sprint(ev.Tick)
 	}
-	return fmt.Sprintf("Payloads{%s %v: %d events [%s] via %v}", m.Pubend, m.Ranges, len(m.Events), strings.Join(ticks, " "), m.Path)
+	return fmt.Sprintf("Payloads{%s %v L≤%d: %d events [%s] via %v}", m.Pubend, m.Ranges, m.Final, len(m.Events), strings.Join(ticks, " "), m.Path)
 }
 
 // Raft carries one Raft message between the members of a replicated PHB

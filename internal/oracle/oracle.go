@@ -99,6 +99,12 @@ type Session struct {
 	// (durable.go); Gaps counts the gap notices it got.
 	Durable bool
 	Gaps    int
+	// Total: a subscription in uniform total order across pubends (I4);
+	// lastTotal is the (tick, pubend) of its latest delivery.
+	Total     bool
+	lastTotal totalKey
+	Order     []string // a total-order session's deliveries, "pubend@tick"
+
 	// c holds a compact session's state (compact.go); nil for a full one,
 	// whose Start and Last are then set.
 	c *compactState
@@ -237,6 +243,25 @@ func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern, selector string
 	o.startSession(id, node, pattern, selector, tok, true)
 }
 
+// StartedTotal opens the session of a subscription in uniform total
+// order across pubends (MODEL.md I4): besides everything a session is
+// checked for, its deliveries must come in (tick, pubend) order, so any
+// two such sessions see their common events in the same order.
+func (o *Oracle) StartedTotal(id msg.SubID, node msg.NodeID, pattern, selector string, tok msg.Token) {
+	o.startSession(id, node, pattern, selector, tok, false)
+	if s := o.sessions[id]; s != nil {
+		s.Total = true
+	}
+}
+
+// totalKey orders a total-order session's deliveries.
+type totalKey struct {
+	t tick.Tick
+	p msg.PubendID
+}
+
+func (k totalKey) less(o totalKey) bool { return k.t < o.t || k.t == o.t && k.p < o.p }
+
 // startSession opens a session; a compact one (compact.go) only if
 // mayCompact.
 func (o *Oracle) startSession(id msg.SubID, node msg.NodeID, pattern, selector string, tok msg.Token, mayCompact bool) {
@@ -317,6 +342,14 @@ func (o *Oracle) Delivered(id msg.SubID, ev *msg.Event) {
 		}
 		o.fail(inv, "%s skipped %v (got %s@%d after %d)", id, miss, ev.Pubend, ev.Tick, last)
 	}
+	if s.Total {
+		k := totalKey{ev.Tick, ev.Pubend}
+		if s.Count > 0 && !s.lastTotal.less(k) {
+			o.fail("I4", "%s (total order) got %s@%d after %s@%d", id, ev.Pubend, ev.Tick, s.lastTotal.p, s.lastTotal.t)
+		}
+		s.lastTotal = k
+		s.Order = append(s.Order, fmt.Sprintf("%s@%d", ev.Pubend, ev.Tick))
+	}
 	s.Last[ev.Pubend] = ev.Tick
 	s.Count++
 }
@@ -380,6 +413,12 @@ func (o *Oracle) Converged(node msg.NodeID, states []gd.StreamState, target map[
 		}
 	}
 	sort.Strings(ids)
+	// A total-order session is owed only what every pubend has delivered
+	// (the merged doubt horizon, MODEL.md §6).
+	merged := tick.Max
+	for _, st := range states {
+		merged = min(merged, st.Delivered)
+	}
 	for _, st := range states {
 		if t, ok := target[st.Pubend]; ok && st.Delivered < t && !st.Hosted {
 			o.fail("I11", "%s %s delivery point %d has not reached %d after healing", node, st.Pubend, st.Delivered, t)
@@ -391,7 +430,11 @@ func (o *Oracle) Converged(node msg.NodeID, states []gd.StreamState, target map[
 			if !ok {
 				continue
 			}
-			if miss := o.firstMatch(l, s, last, st.Delivered+1); miss != nil {
+			owed := st.Delivered
+			if s.Total {
+				owed = min(owed, merged)
+			}
+			if miss := o.firstMatch(l, s, last, owed+1); miss != nil {
 				o.fail("I11", "%s never got %v (delivered to tick %d at %s)", id, miss, last, node)
 			}
 		}

@@ -81,6 +81,10 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 			b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: "not authorized to subscribe to " + m.Pattern})
 			return
 		}
+		if why := gd.TotalOrderRefusal(m); why != "" {
+			b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: why})
+			return
+		}
 		if m.Durable {
 			b.subscribeDurable(c, s, m)
 			return
@@ -88,7 +92,7 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 		full := b.engineSub(c, m.Sub)
 		s.subs[full] = m.Sub
 		b.subOwner[full] = c
-		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector}})
+		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, TotalOrder: m.TotalOrder}})
 	case msg.SubAck:
 		b.ackDurable(c, m)
 	case msg.Unsubscribe:

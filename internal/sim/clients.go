@@ -168,6 +168,7 @@ type subscriber struct {
 	node     msg.NodeID
 	pattern  string
 	selector string // "" for none
+	total    bool   // uniform total order across pubends
 	n        int
 	cur      msg.SubID
 	active   bool
@@ -201,7 +202,7 @@ func (s *subscriber) start(w *world) {
 		w.scale.byCur[s.cur] = s
 		s.asked = w.now
 	}
-	s.client().request(w, n, msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector})
+	s.client().request(w, n, msg.Subscribe{Sub: s.cur, Pattern: s.pattern, Selector: s.selector, TotalOrder: s.total})
 }
 
 func (s *subscriber) lost(w *world) {
@@ -262,9 +263,21 @@ func (w *world) toClient(n *node, m msg.Msg) {
 			return
 		}
 		for _, s := range n.sessions {
-			if s.cur == m.Sub {
+			if s.cur == m.Sub && s.total {
+				s.started = true
+				w.orc.StartedTotal(m.Sub, n.id, s.pattern, s.selector, m.Token)
+			} else if s.cur == m.Sub {
 				s.started = true
 				w.orc.Started(m.Sub, n.id, s.pattern, s.selector, m.Token)
+			}
+		}
+	case msg.SubRejected:
+		// A total-order subscription past its hold bound (gd total.go):
+		// ended by its broker, as its client would see it.
+		w.watchf("rejected %v", m)
+		for _, s := range n.sessions {
+			if s.cur == m.Sub {
+				s.lost(w)
 			}
 		}
 	case msg.PubAck:

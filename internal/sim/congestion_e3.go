@@ -62,11 +62,9 @@ const (
 	// one; our uncapped links carry any burst at once).
 	ccE3Edge   = 150_000
 	ccE3Outage = 30 * time.Second // b3–s5 down (the paper: 120 s)
-	// ccE3Queue: 1 MiB per direction of a capped link, 10 s at p1–b1's
-	// cap. The paper's brokers queued 5 MB (33 s at its 150 KB/s); the
-	// simulator's default, 256 KiB, is 2.6 s at 100 KB/s, less than
-	// congestion control needs to notice a queue (QueueLag, smoothing).
-	ccE3Queue = 1 << 20
+	// Capped links queue the simulator's default, 256 KiB per direction:
+	// 2.6 s at p1–b1's cap (the paper's brokers queued 5 MB, 33 s at its
+	// 150 KB/s). Congestion control must keep the queues below it.
 	ccE3Phase = 60 * time.Second
 	ccE3Start = 5 * time.Second
 )
@@ -188,7 +186,6 @@ func (w *world) ccSample(prev ccCounts) {
 func CCE3Options(seed uint64) Options {
 	o := DefaultOptions(seed)
 	o.Topology, o.Scenario = "cc-e3", "cc-e3"
-	o.LinkQueueBytes = ccE3Queue
 	o.Config.Congestion.RecThreshold = 0.5 // "The value of Δt_rec in this experiment is 0.5 ticksec/s"
 	o.FaultPhase = ccE3Start + time.Duration(len(ccE3Script))*ccE3Phase + time.Second
 	return o

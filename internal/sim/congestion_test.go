@@ -93,28 +93,46 @@ func TestBatchCoversOverload(t *testing.T) {
 	}
 }
 
-// Gryphon CC §5 E2 at simulation scale (scheduleCCE2): the scenario runs its
-// three phases with nothing lost, repeated or reordered. How well the rate
-// tracks each bottleneck is reported, not asserted: today it does not
-// (docs/known-issues/congestion-swarm.md, "E2").
+// Gryphon CC §5 E2 at simulation scale (scheduleCCE2): while b1–s2's cap
+// alternates 60, 150, 60 KB/s under an offer of about 190 KB/s, the pubend
+// finds each bottleneck's rate (Fig. 9: "it quickly adapts to new
+// bottlenecks") and the IB's queue stays small (Fig. 10: under 1 MB there;
+// here the link never holds its 256 KiB, so the connection never resets).
+// In the second half of each phase the rate is within 80–105 % of what the
+// link carries: not held far below it, and no sustained overshoot (which
+// would grow the queue until it overflowed). Nothing is lost, repeated or
+// reordered.
 func TestCCE2Runs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates three minutes of a capped link")
 	}
-	res, err := Run(CCE2Options(1))
-	if err != nil {
-		t.Fatal(err)
+	for _, seed := range []uint64{1, 2} {
+		res, err := Run(CCE2Options(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			t.Errorf("seed %d: %v", seed, v)
+		}
+		if len(res.CCPhases) != len(ccE2Caps) {
+			t.Fatalf("seed %d: %d phases measured, want %d", seed, len(res.CCPhases), len(ccE2Caps))
+		}
+		const perEvent = 1050.0 // bytes of a 1 KB event with its headers on a link
+		for i, ph := range res.CCPhases {
+			link := ph.Cap / perEvent
+			t.Logf("seed %d cap %.0f B/s (%.1f events/s): %.1f events/s, at most %d B queued", seed, ph.Cap, link, ph.Rate, ph.MaxQueue)
+			if ph.Rate < 0.8*link || ph.Rate > 1.05*link {
+				t.Errorf("seed %d phase %d: %.1f events/s published behind a link that carries %.1f, want 80–105 %%", seed, i+1, ph.Rate, link)
+			}
+			if ph.MaxQueue >= linkQueueBytes {
+				t.Errorf("seed %d phase %d: %d B queued on b1→s2, the queue's limit", seed, i+1, ph.MaxQueue)
+			}
+		}
+		t.Logf("seed %d: queue resets %d, rate decreases %d", seed, res.QueueResets, res.RateDecreases)
+		if res.QueueResets > 0 {
+			t.Errorf("seed %d: %d queue resets: congestion control let b1's 256 KiB queue to s2 overflow", seed, res.QueueResets)
+		}
 	}
-	for _, v := range res.Violations {
-		t.Errorf("%v", v)
-	}
-	if len(res.CCPhases) != len(ccE2Caps) {
-		t.Fatalf("%d phases measured, want %d", len(res.CCPhases), len(ccE2Caps))
-	}
-	for _, ph := range res.CCPhases {
-		t.Logf("cap %.0f B/s: %.1f events/s, at most %d B queued", ph.Cap, ph.Rate, ph.MaxQueue)
-	}
-	t.Logf("queue resets %d, rate decreases %d", res.QueueResets, res.RateDecreases)
 }
 
 // Gryphon CC §5 E3 at simulation scale (scheduleCCE3): with congestion in
@@ -168,7 +186,7 @@ func checkCCE3(t *testing.T, seed uint64, pub []float64, resets int) {
 		}
 	}
 	if resets > 0 {
-		t.Errorf("seed %d: %d queue resets: congestion control let a 1 MiB queue overflow", seed, resets)
+		t.Errorf("seed %d: %d queue resets: congestion control let a 256 KiB queue overflow", seed, resets)
 	}
 }
 

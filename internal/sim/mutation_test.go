@@ -28,6 +28,8 @@ func TestOracleBites(t *testing.T) {
 		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}},
 		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}},
 		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}},
+		// nil faults: the default set.
+		{"hand total-order events over per pubend, unmerged", gd.MutTotalUnmerged, []string{"I4"}, "swarm", nil},
 	}
 	const maxSeeds = 150
 	for _, c := range cases {

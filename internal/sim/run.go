@@ -13,6 +13,14 @@ import (
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
+// TotalOrderSession is one session of a subscription in uniform total
+// order and what it received.
+type TotalOrderSession struct {
+	Sub   msg.SubID
+	Node  msg.NodeID
+	Order []string
+}
+
 // Result is the outcome of one run.
 type Result struct {
 	Seed       uint64
@@ -33,6 +41,9 @@ type Result struct {
 	Refetches, LinkStatuses int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
+	// TotalOrders: the deliveries of each session in uniform total order
+	// across pubends, "pubend@tick" in the order received.
+	TotalOrders []TotalOrderSession
 	// AsksMoved: requests sent to the next member of an upstream cell
 	// because the member asked before left one unanswered (gd askUp).
 	AsksMoved int
@@ -194,6 +205,9 @@ func Run(o Options) (Result, error) {
 		if s.Durable {
 			res.DurableSessions++
 		}
+		if s.Total {
+			res.TotalOrders = append(res.TotalOrders, TotalOrderSession{Sub: s.ID, Node: s.Node, Order: s.Order})
+		}
 	}
 	if len(res.Violations) > 0 {
 		var b strings.Builder
@@ -345,11 +359,14 @@ func (w *world) schedule() {
 	// Selectors came after the first release: drawn from their own sub-seed
 	// so that earlier seeds replay unchanged.
 	selRng := rand.New(rand.NewPCG(w.opts.Seed, 0x73656c)) // "sel"
+	// Likewise total order (one subscriber in four), on its own sub-seed.
+	totRng := rand.New(rand.NewPCG(w.opts.Seed, 0x746f74)) // "tot"
 	for i := 0; i < w.plan.subscribers; i++ {
 		s := &subscriber{name: fmt.Sprintf("c%d", i), node: shbs[w.rng.IntN(len(shbs))], pattern: patterns[w.rng.IntN(len(patterns))]}
 		if selRng.IntN(2) == 0 {
 			s.selector = selectors[selRng.IntN(len(selectors))]
 		}
+		s.total = totRng.IntN(4) == 0
 		w.subs = append(w.subs, s)
 		w.after(time.Duration(w.rng.Int64N(int64(w.opts.FaultPhase*2/3))), func() { s.start(w) })
 		if w.rng.IntN(4) == 0 {

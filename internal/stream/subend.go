@@ -41,6 +41,9 @@ type Subend struct {
 	// SDCC): a recovering SHB nacks no Q tick above it; gaps above it wait
 	// until the doubt horizon, and the window with it, moves up.
 	Window tick.Tick
+	// answering is when a retransmission last arrived inside a nacked gap:
+	// the upstream is still answering earlier nacks.
+	answering tick.Time
 }
 
 // SRTT returns the smoothed nack round trip and how many round trips it
@@ -177,6 +180,17 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 		if g.due > now || (s.Window != 0 && g.r.Lo > s.Window) {
 			continue
 		}
+		if s.Window != 0 && g.tries > 0 && now.Sub(s.answering) < s.NRT(l) && now.Sub(g.last) < l.NRTMax {
+			// Recovering (Gryphon CC §3.2): answers to earlier nacks are
+			// still arriving, so the upstream is working through them and
+			// this one's answer is queued behind them on the FIFO link.
+			// Asking again would put a second copy of it in the queue of a
+			// link that is the bottleneck of the recovery (E3 with a
+			// 256 KiB queue overflowed on repeats). The repeat waits until
+			// answers stop for NRT; a link that comes back up retries at
+			// once (Retry), and no repeat waits longer than NRTMax.
+			continue
+		}
 		nack = append(nack, g.r)
 		if g.tries == 0 {
 			g.sent = now
@@ -217,14 +231,21 @@ func (s *Subend) retire(g gap) {
 }
 
 // Answered records when knowledge arrived for ticks in r, so that a nack's
-// round trip is measured at arrival rather than at the next Scan.
-func (s *Subend) Answered(r tick.Range, now tick.Time) {
+// round trip is measured at arrival rather than at the next Scan. retrans
+// says the knowledge came as a retransmission, the answer to a nack: only
+// those show the upstream still working through this subend's nacks
+// (first-time events arriving in a gap nacked towards the pubend's present,
+// as the delay curiosity threshold asks, do not).
+func (s *Subend) Answered(r tick.Range, now tick.Time, retrans bool) {
 	for i := range s.gaps {
 		if s.gaps[i].r.Lo > r.Hi {
 			break
 		}
 		if s.gaps[i].r.Hi >= r.Lo && s.gaps[i].tries > 0 {
 			s.gaps[i].answered = now
+			if retrans {
+				s.answering = now
+			}
 		}
 	}
 }

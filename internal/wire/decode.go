@@ -124,7 +124,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 	case TypeRefetch:
 		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
 	case TypePayloads:
-		p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges()}
+		p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Final: d.tick()}
 		if n := d.count(8, "events"); n > 0 {
 			p.Events = make([]*msg.Event, n)
 			for i := range p.Events {
@@ -296,11 +296,23 @@ func (d *decoder) subscribe() msg.Subscribe {
 	}
 	s.Durable = d.bool()
 	s.From = d.token()
-	if d.err == nil && !s.Durable && len(s.From) == 0 {
+	if d.err == nil && d.off < len(d.b) {
+		if o := d.b[d.off]; o != orderTotal {
+			d.failf("subscription order %d (want %d, total, or nothing)", o, orderTotal)
+			return s
+		}
+		d.off++
+		s.TotalOrder = true
+	}
+	if d.err == nil && !s.Durable && len(s.From) == 0 && !s.TotalOrder {
 		d.failf("a non-durable subscription without a start token must use the short form")
 	}
 	return s
 }
+
+// orderTotal is the Subscribe long form's optional last byte: uniform
+// total order across pubends (version 9).
+const orderTotal = 1
 
 // replayData reads a ReplayData body; a present gap must be a non-empty
 // range other than [0, 0] (which is how "no gap" reads in the struct).

@@ -170,6 +170,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypePayloads))
 		b = appendString(b, string(v.Pubend))
 		b = appendRanges(b, v.Ranges)
+		b = appendTick(b, v.Final)
 		b = binary.AppendUvarint(b, uint64(len(v.Events)))
 		for _, ev := range v.Events {
 			if ev == nil {
@@ -230,11 +231,15 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Sub))
 		b = appendString(b, v.Pattern)
 		b = appendString(b, v.Selector)
-		if !v.Durable && len(v.From) == 0 {
+		if !v.Durable && len(v.From) == 0 && !v.TotalOrder {
 			return b, nil // the short form (see decoder.subscribe)
 		}
 		b = appendBool(b, v.Durable)
-		return appendToken(b, v.From), nil
+		b = appendToken(b, v.From)
+		if v.TotalOrder {
+			b = append(b, orderTotal) // version 9: absent means per pubend
+		}
+		return b, nil
 	case msg.Unsubscribe:
 		b = append(b, byte(TypeUnsubscribe))
 		return appendString(b, string(v.Sub)), nil

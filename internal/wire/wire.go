@@ -41,8 +41,11 @@ import (
 // pubend at an SHB ask together (clients are not concerned). 8 — Forward
 // (0x41): a member of a replicated PHB cell that does not serve forwards a
 // client's publishes to the serving leader and relays its answers (clients
-// are not concerned).
-const Version uint16 = 8
+// are not concerned). 9 — Payloads carries the answering broker's final
+// prefix: ticks released upstream are taken as released, not as lost;
+// Subscribe's long form may end with an order byte (1: uniform total
+// order across pubends).
+const Version uint16 = 9
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
