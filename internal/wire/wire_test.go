@@ -663,3 +663,42 @@ func TestUCARateRefused(t *testing.T) {
 		}
 	}
 }
+
+// Ready is true exactly when Next would return without reading: a whole
+// frame is buffered. A burst stops at a frame that is only partly there.
+func TestReaderReady(t *testing.T) {
+	var stream []byte
+	for i := range 3 {
+		var err error
+		if stream, err = AppendFrame(stream, msg.Nack{Pubend: "P1", Start: tick.Tick(i), End: tick.Tick(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := len(stream) / 3
+	pr, pw := io.Pipe()
+	r := NewReader(pr, 0)
+	if r.Ready() {
+		t.Fatal("Ready before anything was read")
+	}
+	// Two and a half frames arrive in one write.
+	go pw.Write(stream[:2*one+one/2])
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready() {
+		t.Fatal("second frame buffered whole, but not Ready")
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ready() {
+		t.Fatal("Ready with half a frame buffered")
+	}
+	go pw.Write(stream[2*one+one/2:])
+	if m, err := r.Next(); err != nil || m.(msg.Nack).Start != 2 {
+		t.Fatalf("third frame: %v, %v", m, err)
+	}
+	if r.Ready() {
+		t.Fatal("Ready at the end of the stream")
+	}
+}
