@@ -242,17 +242,21 @@ func TestRoundTrip(t *testing.T) {
 			if _, err := r.Next(); err != io.EOF {
 				t.Fatalf("after the only frame: %v, want io.EOF", err)
 			}
-			// A *msg.Knowledge (the engine sends those) encodes as its
-			// struct; any other pointer is refused, not silently accepted.
+			// A *msg.Knowledge, *msg.Delivery or *msg.PubAck (the engine
+			// sends those) encodes as its struct; any other pointer is
+			// refused, not silently accepted.
 			pv := reflect.New(reflect.TypeOf(c.m))
 			pv.Elem().Set(reflect.ValueOf(c.m))
 			pf, perr := AppendFrame(nil, pv.Interface().(msg.Msg))
-			if _, isK := c.m.(msg.Knowledge); isK {
+			switch c.m.(type) {
+			case msg.Knowledge, msg.Delivery, msg.PubAck:
 				if perr != nil || !bytes.Equal(pf, f) {
-					t.Fatalf("*msg.Knowledge encodes differently: %v", perr)
+					t.Fatalf("*%T encodes differently: %v", c.m, perr)
 				}
-			} else if !errors.Is(perr, ErrUnknownType) {
-				t.Fatalf("pointer to %T: %v, want ErrUnknownType", c.m, perr)
+			default:
+				if !errors.Is(perr, ErrUnknownType) {
+					t.Fatalf("pointer to %T: %v, want ErrUnknownType", c.m, perr)
+				}
 			}
 		})
 	}
@@ -700,5 +704,16 @@ func TestReaderReady(t *testing.T) {
 	}
 	if r.Ready() {
 		t.Fatal("Ready at the end of the stream")
+	}
+}
+
+// The engine hands a Delivery or PubAck by pointer (from a block, not
+// boxed per event; TestRoundTrip checks they encode as the values do); a
+// nil one is refused.
+func TestNilEnginePointersRefused(t *testing.T) {
+	for _, m := range []msg.Msg{(*msg.Delivery)(nil), (*msg.PubAck)(nil), (*msg.Knowledge)(nil)} {
+		if _, err := AppendFrame(nil, m); err == nil {
+			t.Errorf("nil %T encoded", m)
+		}
 	}
 }
