@@ -101,6 +101,9 @@ type fwdConn struct {
 }
 
 func (c fwdConn) Send(m msg.Msg) bool {
+	if a, ok := m.(*msg.PubAck); ok {
+		m = *a // the engine's form (gd pubAckMsg); a Forward carries the value
+	}
 	if l := c.n.peers[c.peer]; l != nil {
 		return l.Send(msg.Forward{Client: c.cid, Msg: m})
 	}

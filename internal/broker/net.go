@@ -147,11 +147,9 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 }
 
 func (n *Node) runPeer(ctx context.Context, peer msg.NodeID, c *transport.Conn, r *wire.Reader) {
-	src := source{peer: peer, conn: c}
+	src := newSource(peer, 0, c)
 	n.post(ctx, event{src: src, ctl: peerUp{inc: c.Peer.Incarnation}})
-	err := c.Run(ctx, r, func(m msg.Msg) {
-		n.post(ctx, event{src: src, m: m})
-	})
+	err := c.RunBatch(ctx, r, func(ms []msg.Msg) []msg.Msg { return n.postBurst(ctx, src, ms) })
 	if err != nil && ctx.Err() == nil {
 		n.log.Info("connection to broker closed", "peer", string(peer), "err", err)
 	}
@@ -192,9 +190,9 @@ func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
 	}
 	cancel()
 	cid := n.newClientID()
-	src := source{cid: cid, conn: c}
+	src := newSource("", cid, c)
 	n.post(ctx, event{src: src, ctl: clientUp{perms: perms}})
-	err = c.Run(ctx, r, func(m msg.Msg) { n.post(ctx, event{src: src, m: m}) })
+	err = c.RunBatch(ctx, r, func(ms []msg.Msg) []msg.Msg { return n.postBurst(ctx, src, ms) })
 	if err != nil && ctx.Err() == nil {
 		n.log.Info("client connection closed", "client", c.Peer.ID, "err", err)
 	}

@@ -126,6 +126,9 @@ type Node struct {
 	hosted []msg.PubendID
 	downs  map[msg.NodeID]bool
 	inbox  chan event
+	// burstNow is the time while the loop handles a burst of messages
+	// read together (0 otherwise): Now reads the clock once per burst.
+	burstNow tick.Time
 	// done carries the persister's completions back to the loop; at most
 	// one append, one trim and one fetch per hosted pubend are out, so its
 	// buffer never fills.
@@ -396,7 +399,12 @@ func (n *Node) openLog() error {
 }
 
 // Now is the broker's clock (shell.Clock).
-func (n *Node) Now() tick.Time { return tick.Time(time.Now().UnixNano()) }
+func (n *Node) Now() tick.Time {
+	if n.burstNow != 0 {
+		return n.burstNow
+	}
+	return tick.Time(time.Now().UnixNano())
+}
 
 // Send hands m to the link to neighbour to (shell.Net); a message a full
 // queue or a broken link drops is recovered by the protocol.

@@ -26,7 +26,7 @@ func (e *Engine) publishBestEffort(ps *pstream, m msg.Publish) {
 	ps.pub.MadeDurable(a.Event) // nothing to wait for: drop it from Pending
 	ps.pub.Announced = a.Event.Tick
 	ps.published++
-	e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick})
+	e.toClient(e.pubAckMsg(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick}))
 	e.forwardBestEffort(ps, a.Event)
 }
 

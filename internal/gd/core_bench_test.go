@@ -50,7 +50,7 @@ func (c *chain) step(id msg.NodeID, in Input) {
 	for e.HasReady() {
 		rd := e.Ready()
 		for _, m := range rd.ToClients {
-			if _, ok := m.(msg.Delivery); ok {
+			if _, ok := m.(*msg.Delivery); ok {
 				c.got++
 			}
 		}

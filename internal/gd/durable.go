@@ -218,7 +218,7 @@ func (e *Engine) holdLive(s *subscription, ps *pstream, ev *msg.Event) bool {
 
 // deliverTo hands ev to s and moves its checkpoint.
 func (e *Engine) deliverTo(s *subscription, ev *msg.Event) {
-	e.toClient(msg.Delivery{Sub: s.id, Event: ev})
+	e.toClient(e.deliveryMsg(s.id, ev))
 	e.stats.Delivered++
 	if s.dur != nil {
 		s.dur.pos[ev.Pubend] = max(s.dur.pos[ev.Pubend], ev.Tick)

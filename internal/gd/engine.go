@@ -140,6 +140,8 @@ type Engine struct {
 	spare                Ready
 	sendHint, clientHint int
 	kblock               []msg.Knowledge // see knowledgeMsg
+	dblock               []msg.Delivery  // see deliveryMsg
+	ablock               []msg.PubAck    // see pubAckMsg
 	stats                Stats
 	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
 }

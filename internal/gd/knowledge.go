@@ -193,6 +193,30 @@ func (e *Engine) knowledgeMsg(k msg.Knowledge) *msg.Knowledge {
 	return &e.kblock[len(e.kblock)-1]
 }
 
+// deliveryMsg returns a Delivery to hand a local subscriber: from a block
+// like knowledgeMsg, so a delivery does not box one Delivery per event.
+// Unlike a sent Knowledge, the shell writes it once: it renames Sub in
+// place to the subscriber's own name (shell.Broker.toClient), and nothing
+// else holds it by then.
+func (e *Engine) deliveryMsg(sub msg.SubID, ev *msg.Event) *msg.Delivery {
+	if len(e.dblock) == cap(e.dblock) {
+		e.dblock = make([]msg.Delivery, 0, 64)
+	}
+	e.dblock = append(e.dblock, msg.Delivery{Sub: sub, Event: ev})
+	return &e.dblock[len(e.dblock)-1]
+}
+
+// pubAckMsg returns the ack of a new publish as a pointer into a block,
+// like deliveryMsg: one PubAck per event, not boxed one by one. Nothing
+// writes it once it is out.
+func (e *Engine) pubAckMsg(a msg.PubAck) *msg.PubAck {
+	if len(e.ablock) == cap(e.ablock) {
+		e.ablock = make([]msg.PubAck, 0, 64)
+	}
+	e.ablock = append(e.ablock, a)
+	return &e.ablock[len(e.ablock)-1]
+}
+
 // deliver hands local subscribers every D up to the doubt horizon, in tick
 // order, once the horizon moves (MODEL.md §6).
 func (e *Engine) deliver(ps *pstream) {
@@ -278,7 +302,7 @@ func (e *Engine) deliverEvent(ps *pstream, ev *msg.Event) {
 				e.holdTotal(s, ev) // handed over in merged order (total.go)
 				continue
 			}
-			e.toClient(msg.Delivery{Sub: s.id, Event: ev})
+			e.toClient(e.deliveryMsg(s.id, ev))
 			e.stats.Delivered++
 		}
 	}

@@ -16,7 +16,7 @@ func persistAll(t *testing.T, e *Engine, log *[]msg.Record) (acks []msg.PubAck) 
 		rd := e.Ready()
 		*log = append(*log, rd.Persist...)
 		for _, m := range append(rd.ToClients, rd.ToClientsAfterPersist...) {
-			if a, ok := m.(msg.PubAck); ok {
+			if a, ok := msg.AsPubAck(m); ok {
 				acks = append(acks, a)
 			}
 		}

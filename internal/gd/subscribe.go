@@ -52,7 +52,7 @@ func (e *Engine) assign(ps *pstream, m msg.Publish) {
 		return // a pending original acks when durable
 	}
 	e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, Event: a.Event})
-	e.queuedAfter = append(e.queuedAfter, msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick})
+	e.queuedAfter = append(e.queuedAfter, e.pubAckMsg(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick}))
 	ps.cc.position = a.Event.Tick
 }
 

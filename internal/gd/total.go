@@ -144,7 +144,7 @@ func (e *Engine) handOverTotal(s *subscription) {
 			t.held[next] = q[1:]
 		}
 		t.bytes -= int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
-		e.toClient(msg.Delivery{Sub: s.id, Event: ev})
+		e.toClient(e.deliveryMsg(s.id, ev))
 		e.stats.Delivered++
 	}
 }

@@ -134,6 +134,12 @@ func (c *Conn) Send(m msg.Msg) bool {
 	if c.stopped {
 		return false
 	}
+	switch p := m.(type) { // the engine's pointer forms (gd deliveryMsg, pubAckMsg)
+	case *msg.Delivery:
+		m = *p
+	case *msg.PubAck:
+		m = *p
+	}
 	switch x := m.(type) {
 	case msg.PubAck:
 		c.answerPublish(x.Seq, 0, "")

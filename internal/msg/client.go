@@ -84,6 +84,37 @@ type Delivery struct {
 	Event *Event
 }
 
+// A broker's engine hands PubAcks of new publishes and Deliveries to its
+// shell as pointers into blocks (gd pubAckMsg, deliveryMsg), so that the
+// hot path does not box one per event; the wire encodes both forms alike
+// and decodes values. AsPubAck and AsDelivery read either form.
+
+// AsPubAck returns m as a PubAck if it is one, by value or by pointer.
+func AsPubAck(m Msg) (PubAck, bool) {
+	switch a := m.(type) {
+	case PubAck:
+		return a, true
+	case *PubAck:
+		if a != nil {
+			return *a, true
+		}
+	}
+	return PubAck{}, false
+}
+
+// AsDelivery returns m as a Delivery if it is one, by value or by pointer.
+func AsDelivery(m Msg) (Delivery, bool) {
+	switch d := m.(type) {
+	case Delivery:
+		return d, true
+	case *Delivery:
+		if d != nil {
+			return *d, true
+		}
+	}
+	return Delivery{}, false
+}
+
 // Token is a start token or checkpoint: one tick per pubend (MODEL.md I5, §8a).
 // Its printed form, "P1:123,P2:456" with pubends sorted, is what
 // `aerie sub` prints and ParseToken reads back.

@@ -141,10 +141,16 @@ func (b *Broker) toClient(m msg.Msg) {
 	var c ClientID
 	var ok bool
 	switch x := m.(type) {
+	case *msg.PubAck: // the engine's form for a new publish (gd pubAckMsg)
+		c, ok = b.pubOwner[x.Publisher]
 	case msg.PubAck:
 		c, ok = b.pubOwner[x.Publisher]
 	case msg.PubReject:
 		c, ok = b.pubOwner[x.Publisher]
+	case *msg.Delivery: // the engine's form: renamed in place, not boxed again
+		if c, ok = b.subOwner[x.Sub]; ok {
+			x.Sub = b.sessions[c].subs[x.Sub]
+		}
 	case msg.Delivery:
 		if c, ok = b.subOwner[x.Sub]; ok {
 			x.Sub = b.sessions[c].subs[x.Sub]

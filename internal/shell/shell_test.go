@@ -83,6 +83,29 @@ func ofType[T msg.Msg](ms []msg.Msg) []T {
 	return out
 }
 
+// deliveries are the Deliveries among ms, in the engine's pointer form
+// (gd deliveryMsg) or as values.
+func deliveries(ms []msg.Msg) []msg.Delivery {
+	var out []msg.Delivery
+	for _, m := range ms {
+		if d, ok := msg.AsDelivery(m); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// pubAcks are the PubAcks among ms, in either form.
+func pubAcks(ms []msg.Msg) []msg.PubAck {
+	var out []msg.PubAck
+	for _, m := range ms {
+		if a, ok := msg.AsPubAck(m); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // A publish is acked only once the batch holding its record is durable
 // (Gryphon GD §3: logged before acknowledged), and a failed fsync acks
 // nothing and is reported to the caller, which must stop.
@@ -94,7 +117,7 @@ func TestAckOnlyAfterPersisted(t *testing.T) {
 	if len(f.appends) != 1 || f.appends[0][0].Event == nil {
 		t.Fatalf("appends = %v, want one batch holding the event", f.appends)
 	}
-	if acks := ofType[msg.PubAck](f.clients[1]); len(acks) != 0 {
+	if acks := pubAcks(f.clients[1]); len(acks) != 0 {
 		t.Fatalf("acked before the fsync: %v", acks)
 	}
 	b.ClientRequest(1, publish(2)) // queued behind the batch in flight
@@ -106,7 +129,7 @@ func TestAckOnlyAfterPersisted(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Drain()
-	acks := ofType[msg.PubAck](f.clients[1])
+	acks := pubAcks(f.clients[1])
 	if len(acks) != 1 || acks[0].Seq != 1 || acks[0].Pubend != "P1" {
 		t.Fatalf("acks after the first fsync = %v, want seq 1 on P1", acks)
 	}
@@ -120,7 +143,7 @@ func TestAckOnlyAfterPersisted(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("failed fsync reported %v", err)
 	}
-	if acks := ofType[msg.PubAck](f.clients[1]); len(acks) != 1 {
+	if acks := pubAcks(f.clients[1]); len(acks) != 1 {
 		t.Fatalf("a failed fsync acked: %v", acks)
 	}
 	if err := b.Persisted(0, nil); err == nil {
@@ -151,7 +174,7 @@ func TestSubscriptionNamesArePerConnection(t *testing.T) {
 	b.Drain()
 	persistAll(t, b, f, &next)
 	for _, c := range []shell.ClientID{1, 2} {
-		ds := ofType[msg.Delivery](f.clients[c])
+		ds := deliveries(f.clients[c])
 		if len(ds) != 1 || ds[0].Sub != "s" || string(ds[0].Event.Payload) != "1" {
 			t.Fatalf("client %d: deliveries = %v, want event 1 under s", c, ds)
 		}
@@ -164,7 +187,7 @@ func TestSubscriptionNamesArePerConnection(t *testing.T) {
 	b.Drain()
 	persistAll(t, b, f, &next)
 	for _, c := range []shell.ClientID{1, 2} {
-		if ds := ofType[msg.Delivery](f.clients[c]); len(ds) != 1 {
+		if ds := deliveries(f.clients[c]); len(ds) != 1 {
 			t.Fatalf("client %d got %d deliveries after its subscription ended", c, len(ds))
 		}
 	}

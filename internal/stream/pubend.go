@@ -34,15 +34,65 @@ type Pubend struct {
 	dedup  map[string]*dedupWindow
 }
 
+// dedupWindow is one publisher's remembered seqs: a ring in the order they
+// were first remembered, at most window long, oldest at head once full.
+// A publisher numbers its publishes 1, 2, 3 …, so the ring's seqs are
+// almost always consecutive and a seq's slot is found by subtraction; the
+// first seq out of line (a publisher that skipped or went back) builds an
+// index, kept from then on. The ring took the place of a map from seq to
+// tick, whose insert and delete per publish were a few % of a PHB's CPU.
 type dedupWindow struct {
-	ticks map[uint64]dedupEntry
-	order []uint64 // FIFO of remembered seqs: a ring of at most window, oldest at head once full
+	ring  []dedupEntry
 	head  int
+	index map[uint64]int // seq → slot in ring; nil while the seqs are consecutive
 }
 
 type dedupEntry struct {
+	seq     uint64
 	t       tick.Tick
 	durable bool
+}
+
+// find returns seq's slot in the ring.
+func (w *dedupWindow) find(seq uint64) (int, bool) {
+	if w.index != nil {
+		i, ok := w.index[seq]
+		return i, ok
+	}
+	n := len(w.ring)
+	if n == 0 {
+		return 0, false
+	}
+	first := w.ring[w.head].seq // head is 0 until the ring is full
+	if seq < first || seq-first >= uint64(n) {
+		return 0, false
+	}
+	return (w.head + int(seq-first)) % n, true
+}
+
+// add remembers a seq not in the ring, forgetting the oldest once the ring
+// holds window.
+func (w *dedupWindow) add(e dedupEntry, window int) {
+	if n := len(w.ring); w.index == nil && n > 0 && e.seq != w.ring[(w.head+n-1)%n].seq+1 {
+		w.index = make(map[uint64]int, n+1)
+		for i, r := range w.ring {
+			w.index[r.seq] = i
+		}
+	}
+	i := w.head
+	if len(w.ring) < window {
+		i = len(w.ring)
+		w.ring = append(w.ring, e)
+	} else {
+		if w.index != nil {
+			delete(w.index, w.ring[i].seq)
+		}
+		w.ring[i] = e
+		w.head = (w.head + 1) % len(w.ring)
+	}
+	if w.index != nil {
+		w.index[e.seq] = i
+	}
 }
 
 // NewPubend returns a pubend that remembers the last window sequence numbers
@@ -63,8 +113,8 @@ type Assignment struct {
 // Assign takes a publish at local time now.
 func (p *Pubend) Assign(now tick.Time, req msg.Publish) Assignment {
 	if w := p.dedup[req.Publisher]; w != nil {
-		if e, ok := w.ticks[req.Seq]; ok {
-			return Assignment{DupTick: e.t, DupDurable: e.durable}
+		if i, ok := w.find(req.Seq); ok {
+			return Assignment{DupTick: w.ring[i].t, DupDurable: w.ring[i].durable}
 		}
 	}
 	t := max(tick.FromMillis(now.Millis()), p.Next, p.Announced+1)
@@ -88,28 +138,23 @@ func (p *Pubend) Known(publisher string, seq uint64) bool {
 	if w == nil {
 		return false
 	}
-	_, ok := w.ticks[seq]
+	_, ok := w.find(seq)
 	return ok
 }
 
 func (p *Pubend) remember(pub string, seq uint64, t tick.Tick, durable bool) {
 	w := p.dedup[pub]
 	if w == nil {
-		w = &dedupWindow{ticks: map[uint64]dedupEntry{}}
+		w = &dedupWindow{}
 		// A copy: pub may view a whole publish's bytes (msg.ReadPublish),
 		// which the key would keep alive.
 		p.dedup[strings.Clone(pub)] = w
 	}
-	if _, ok := w.ticks[seq]; !ok {
-		if len(w.order) < p.window {
-			w.order = append(w.order, seq)
-		} else {
-			delete(w.ticks, w.order[w.head])
-			w.order[w.head] = seq
-			w.head = (w.head + 1) % len(w.order)
-		}
+	if i, ok := w.find(seq); ok {
+		w.ring[i].t, w.ring[i].durable = t, durable
+		return
 	}
-	w.ticks[seq] = dedupEntry{t: t, durable: durable}
+	w.add(dedupEntry{seq: seq, t: t, durable: durable}, p.window)
 }
 
 // MadeDurable pops the oldest pending event, which must be ev, and records
@@ -162,10 +207,9 @@ func (p *Pubend) Meta(final tick.Tick) msg.PubendMeta {
 	sort.Strings(pubs)
 	for _, pub := range pubs {
 		w := p.dedup[pub]
-		for i := range w.order {
-			seq := w.order[(w.head+i)%len(w.order)]
-			if e := w.ticks[seq]; e.durable {
-				m.Dedup = append(m.Dedup, msg.DedupEntry{Publisher: pub, Seq: seq, Tick: e.t})
+		for i := range w.ring {
+			if e := w.ring[(w.head+i)%len(w.ring)]; e.durable {
+				m.Dedup = append(m.Dedup, msg.DedupEntry{Publisher: pub, Seq: e.seq, Tick: e.t})
 			}
 		}
 	}

@@ -154,6 +154,25 @@ func (c *Conn) Send(m msg.Msg) bool {
 // message goes to deliver (from one goroutine, in order); outbound frames
 // are written in batches; heartbeats flow both ways.
 func (c *Conn) Run(ctx context.Context, r *wire.Reader, deliver func(msg.Msg)) error {
+	return c.RunBatch(ctx, r, func(ms []msg.Msg) []msg.Msg {
+		for _, m := range ms {
+			deliver(m)
+		}
+		clear(ms)
+		return ms[:0]
+	})
+}
+
+// MaxBatch bounds how many inbound messages RunBatch hands over at once.
+const MaxBatch = 64
+
+// RunBatch is Run handing inbound messages over in bursts: every whole
+// frame that one read from the socket brought in (at most MaxBatch) goes
+// to deliver in one call, in order. A receiver that queues them for
+// another goroutine then pays one hand-over per burst instead of one per
+// message. deliver owns the slice it is given and returns an empty one
+// (with capacity, or nil) for the next burst.
+func (c *Conn) RunBatch(ctx context.Context, r *wire.Reader, deliver func([]msg.Msg) []msg.Msg) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.mu.Lock()
@@ -171,37 +190,50 @@ func (c *Conn) Run(ctx context.Context, r *wire.Reader, deliver func(msg.Msg)) e
 	errc := make(chan error, 1)
 	go func() { errc <- c.writeLoop() }()
 	var refreshed time.Time
+	var batch []msg.Msg
 	for {
 		// The read deadline is what detects a silent peer. Moving it costs a
 		// runtime timer update (about 5 % of a busy broker's CPU when done
 		// per frame), so move it at most every DeadAfter/8: a peer is then
 		// declared dead after between 7/8 and all of DeadAfter of silence.
-		// Not only when nothing is read ahead: after deliver held this loop
-		// (an application that stopped reading), the rest of a frame read
-		// ahead in part must not meet a deadline that passed meanwhile.
+		// Checked once per burst, before the read that may block: after
+		// deliver held this loop (an application that stopped reading), the
+		// rest of a frame read ahead in part must not meet a deadline that
+		// passed meanwhile.
 		if now := time.Now(); now.Sub(refreshed) >= c.opts.DeadAfter/8 {
 			c.nc.SetReadDeadline(now.Add(c.opts.DeadAfter))
 			refreshed = now
 		}
 		m, err := r.Next()
+		// A closing connection (e.g. after a protocol error) reads to EOF
+		// and acts on nothing.
+		closing := c.isClosed()
+		for err == nil && !closing {
+			switch mm := m.(type) {
+			case msg.Heartbeat:
+			case msg.Hello:
+				c.CloseWith(fmt.Errorf("transport: %s sent a second hello", c.Peer.ID), "protocol error: hello after the handshake")
+				closing = true
+			case msg.Goodbye:
+				c.CloseWith(fmt.Errorf("transport: %s said goodbye: %s", c.Peer.ID, mm.Reason), "")
+				closing = true
+			default:
+				batch = append(batch, m)
+			}
+			if closing || len(batch) >= MaxBatch || !r.Ready() {
+				break
+			}
+			m, err = r.Next() // buffered: does not block
+		}
+		if len(batch) > 0 {
+			batch = deliver(batch)
+		}
 		if err != nil {
 			// Also the normal end of a close we started: the peer saw our
 			// FIN (and Goodbye) and closed its side.
 			c.CloseWith(err, "")
 			<-errc
 			return c.Err()
-		}
-		if c.isClosed() {
-			continue // closing (e.g. after a protocol error): read to EOF, act on nothing
-		}
-		switch m := m.(type) {
-		case msg.Heartbeat:
-		case msg.Hello:
-			c.CloseWith(fmt.Errorf("transport: %s sent a second hello", c.Peer.ID), "protocol error: hello after the handshake")
-		case msg.Goodbye:
-			c.CloseWith(fmt.Errorf("transport: %s said goodbye: %s", c.Peer.ID, m.Reason), "")
-		default:
-			deliver(m)
 		}
 	}
 }

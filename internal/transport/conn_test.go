@@ -288,3 +288,63 @@ func TestPacerSpacesWrites(t *testing.T) {
 		t.Fatalf("write after a late one waits %v, want 90.01ms (the oversleep made up)", d)
 	}
 }
+
+// RunBatch hands over the frames one read brought in as one burst, in
+// order and at most MaxBatch at a time, and does not hold a burst back
+// waiting for the rest of a frame that is only partly there.
+func TestRunBatchDeliversBurstsInOrder(t *testing.T) {
+	a, ra, b := pair(t, Options{})
+	var stream []byte
+	const n = 150
+	for i := range n {
+		var err error
+		if stream, err = wire.AppendFrame(stream, msg.Nack{Pubend: "P1", Start: tick.Tick(i), End: tick.Tick(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make(chan []msg.Msg, n)
+	go a.RunBatch(context.Background(), ra, func(ms []msg.Msg) []msg.Msg {
+		got <- append([]msg.Msg(nil), ms...)
+		return ms[:0]
+	})
+	one := len(stream) / n
+	// All but half of the last frame in one write.
+	if _, err := b.Write(stream[:len(stream)-one/2]); err != nil {
+		t.Fatal(err)
+	}
+	next, bursts, biggest := 0, 0, 0
+	timeout := time.After(5 * time.Second)
+	for next < n-1 {
+		select {
+		case ms := <-got:
+			bursts++
+			biggest = max(biggest, len(ms))
+			if len(ms) > MaxBatch {
+				t.Fatalf("burst of %d, over MaxBatch %d", len(ms), MaxBatch)
+			}
+			for _, m := range ms {
+				if s := m.(msg.Nack).Start; s != tick.Tick(next) {
+					t.Fatalf("got Nack %d, want %d", s, next)
+				}
+				next++
+			}
+		case <-timeout:
+			t.Fatalf("only %d of the %d whole frames delivered while the last one is incomplete", next, n-1)
+		}
+	}
+	if biggest < 2 {
+		t.Errorf("%d frames written at once came in %d bursts of at most %d", n-1, bursts, biggest)
+	}
+	if _, err := b.Write(stream[len(stream)-one/2:]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ms := <-got:
+		if len(ms) != 1 || ms[0].(msg.Nack).Start != n-1 {
+			t.Fatalf("last burst %v", ms)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("last frame not delivered once complete")
+	}
+	a.Close()
+}

@@ -245,12 +245,11 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		return appendString(b, string(v.Sub)), nil
 
 	case msg.PubAck:
-		b = append(b, byte(TypePubAck))
-		b = appendString(b, string(v.Pubend))
-		b = appendString(b, v.Publisher)
-		b = binary.AppendUvarint(b, v.Seq)
-		b = appendTick(b, v.Tick)
-		return appendBool(b, v.Duplicate), nil
+		return appendPubAck(b, &v), nil
+	case *msg.PubAck: // the engine's form; nil is refused below
+		if v != nil {
+			return appendPubAck(b, v), nil
+		}
 	case msg.PubReject:
 		b = append(b, byte(TypePubReject))
 		b = appendString(b, v.Publisher)
@@ -268,8 +267,23 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeDelivery))
 		b = appendString(b, string(v.Sub))
 		return appendOptEvent(b, v.Event)
+	case *msg.Delivery: // the engine's form; nil is refused below
+		if v != nil {
+			b = append(b, byte(TypeDelivery))
+			b = appendString(b, string(v.Sub))
+			return appendOptEvent(b, v.Event)
+		}
 	}
 	return nil, fmt.Errorf("%w: cannot encode %s", ErrUnknownType, typeOfName(m))
+}
+
+func appendPubAck(b []byte, v *msg.PubAck) []byte {
+	b = append(b, byte(TypePubAck))
+	b = appendString(b, string(v.Pubend))
+	b = appendString(b, v.Publisher)
+	b = binary.AppendUvarint(b, v.Seq)
+	b = appendTick(b, v.Tick)
+	return appendBool(b, v.Duplicate)
 }
 
 func appendString(b []byte, s string) []byte {

@@ -66,6 +66,25 @@ func (r *Reader) Next() (msg.Msg, error) {
 	return m, nil
 }
 
+// Ready reports whether a whole frame is already buffered, so that Next
+// returns without reading from the stream (and so without blocking): a
+// caller collecting a burst of frames stops at the first one that is not
+// all there, rather than wait for its rest with the burst undelivered.
+func (r *Reader) Ready() bool {
+	if r.err != nil {
+		return false
+	}
+	n := r.r.Buffered()
+	if n < 4 {
+		return false
+	}
+	hdr, err := r.r.Peek(4)
+	if err != nil {
+		return false
+	}
+	return uint64(binary.LittleEndian.Uint32(hdr)) <= uint64(n-4)
+}
+
 func (r *Reader) next() (msg.Msg, error) {
 	var hdr [4]byte
 	if n, err := io.ReadFull(r.r, hdr[:]); err != nil {

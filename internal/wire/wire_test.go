@@ -244,17 +244,21 @@ func TestRoundTrip(t *testing.T) {
 			if _, err := r.Next(); err != io.EOF {
 				t.Fatalf("after the only frame: %v, want io.EOF", err)
 			}
-			// A *msg.Knowledge (the engine sends those) encodes as its
-			// struct; any other pointer is refused, not silently accepted.
+			// A *msg.Knowledge, *msg.Delivery or *msg.PubAck (the engine
+			// sends those) encodes as its struct; any other pointer is
+			// refused, not silently accepted.
 			pv := reflect.New(reflect.TypeOf(c.m))
 			pv.Elem().Set(reflect.ValueOf(c.m))
 			pf, perr := AppendFrame(nil, pv.Interface().(msg.Msg))
-			if _, isK := c.m.(msg.Knowledge); isK {
+			switch c.m.(type) {
+			case msg.Knowledge, msg.Delivery, msg.PubAck:
 				if perr != nil || !bytes.Equal(pf, f) {
-					t.Fatalf("*msg.Knowledge encodes differently: %v", perr)
+					t.Fatalf("*%T encodes differently: %v", c.m, perr)
 				}
-			} else if !errors.Is(perr, ErrUnknownType) {
-				t.Fatalf("pointer to %T: %v, want ErrUnknownType", c.m, perr)
+			default:
+				if !errors.Is(perr, ErrUnknownType) {
+					t.Fatalf("pointer to %T: %v, want ErrUnknownType", c.m, perr)
+				}
 			}
 		})
 	}
@@ -663,6 +667,56 @@ func TestUCARateRefused(t *testing.T) {
 	for _, r := range []float64{math.NaN(), -0.5, math.Inf(-1), 2e9} {
 		if _, err := AppendFrame(nil, msg.UCA{Pubend: "P", Seq: 1, MinRec: r, MinNonRec: math.Inf(1)}); err == nil {
 			t.Errorf("rate %g encoded", r)
+		}
+	}
+}
+
+// Ready is true exactly when Next would return without reading: a whole
+// frame is buffered. A burst stops at a frame that is only partly there.
+func TestReaderReady(t *testing.T) {
+	var stream []byte
+	for i := range 3 {
+		var err error
+		if stream, err = AppendFrame(stream, msg.Nack{Pubend: "P1", Start: tick.Tick(i), End: tick.Tick(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := len(stream) / 3
+	pr, pw := io.Pipe()
+	r := NewReader(pr, 0)
+	if r.Ready() {
+		t.Fatal("Ready before anything was read")
+	}
+	// Two and a half frames arrive in one write.
+	go pw.Write(stream[:2*one+one/2])
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Ready() {
+		t.Fatal("second frame buffered whole, but not Ready")
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Ready() {
+		t.Fatal("Ready with half a frame buffered")
+	}
+	go pw.Write(stream[2*one+one/2:])
+	if m, err := r.Next(); err != nil || m.(msg.Nack).Start != 2 {
+		t.Fatalf("third frame: %v, %v", m, err)
+	}
+	if r.Ready() {
+		t.Fatal("Ready at the end of the stream")
+	}
+}
+
+// The engine hands a Delivery or PubAck by pointer (from a block, not
+// boxed per event; TestRoundTrip checks they encode as the values do); a
+// nil one is refused.
+func TestNilEnginePointersRefused(t *testing.T) {
+	for _, m := range []msg.Msg{(*msg.Delivery)(nil), (*msg.PubAck)(nil), (*msg.Knowledge)(nil)} {
+		if _, err := AppendFrame(nil, m); err == nil {
+			t.Errorf("nil %T encoded", m)
 		}
 	}
 }

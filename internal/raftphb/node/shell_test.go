@@ -30,7 +30,7 @@ func (s *realShell) Now() tick.Time {
 }
 func (s *realShell) Send(msg.NodeID, msg.Msg) {}
 func (s *realShell) ToClient(_ shell.ClientID, m msg.Msg) {
-	if a, ok := m.(msg.PubAck); ok && !s.dead {
+	if a, ok := msg.AsPubAck(m); ok && !s.dead {
 		s.pub.acked(s, a)
 	}
 }
