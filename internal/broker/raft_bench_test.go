@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"syscall"
@@ -191,7 +192,10 @@ func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.Raft
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			n.Run(runCtx)
+			// Every goroutine of the broker inherits the label, so that a
+			// CPU profile (-cpuprofile; go tool pprof -tags) splits the
+			// process's CPU by broker: the cost per member.
+			pprof.Do(runCtx, pprof.Labels("broker", string(o.ID)), func(ctx context.Context) { n.Run(ctx) })
 		}()
 		stopWait := func() {
 			stop()
