@@ -377,11 +377,12 @@ func (e *Engine) batchReady() bool {
 func (e *Engine) PersistWindow() int { return max(e.cfg.PersistWindow, 1) }
 
 // Ready returns the pending work and clears it. Records (and the acks that
-// wait for them) are handed out one batch at a time: while a batch is being
-// persisted, new records queue up and go out together in the next batch —
-// group commit (DESIGN.md §3).
+// wait for them) are handed out in batches, at most Config.PersistWindow of
+// them not yet made durable (one by default): while the window is full,
+// new records queue up and go out together in the next batch — group
+// commit (DESIGN.md §3).
 //
-// A Ready's Persist and ToClientsAfterPersist are valid until Advance
+// A Ready's Persist and ToClientsAfterPersist are valid until its Advance
 // returns: the engine then reuses their memory. Send and ToClients are the
 // caller's (harnesses step engines from inside their loops over Send).
 func (e *Engine) Ready() Ready {
