@@ -56,6 +56,9 @@ type RaftOptions struct {
 	// for a serving leader before the client is closed (default: five
 	// election timeouts).
 	ForwardTimeout time.Duration
+	// Window is how many batches the serving leader proposes before the
+	// first of them commits (default raftphb.Window; 1: one at a time).
+	Window int
 }
 
 // raftState is the loop-owned state of a Raft member.
@@ -108,15 +111,20 @@ func (n *Node) newRaftShell(serving bool) (*shell.Broker, *gd.Engine, error) {
 	if !serving {
 		routes = nil
 	}
-	eng, err := gd.NewWithCells(n.opts.ID, n.opts.GD, routes, engineCells(n.opts.Cells, r.opts.Cell, n.opts.ID, r.opts.Members))
+	cfg := n.opts.GD
+	cfg.PersistWindow = r.opts.Window
+	if cfg.PersistWindow == 0 {
+		cfg.PersistWindow = raftphb.Window
+	}
+	eng, err := gd.NewWithCells(n.opts.ID, cfg, routes, engineCells(n.opts.Cells, r.opts.Cell, n.opts.ID, r.opts.Members))
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}
-	cfg := shell.Config{ID: n.opts.ID, Engine: eng, Clock: n, Net: n, Logger: n.log}
+	sc := shell.Config{ID: n.opts.ID, Engine: eng, Clock: n, Net: n, Logger: n.log}
 	if serving {
-		cfg.Hosted, cfg.Durability = n.hosted, r.rn
+		sc.Hosted, sc.Durability = n.hosted, r.rn
 	}
-	return shell.New(cfg), eng, nil
+	return shell.New(sc), eng, nil
 }
 
 // openRaft opens the member's disks (recovering its Raft log) at start.

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"syscall"
@@ -26,14 +27,19 @@ import (
 // so compare R3 with R1, not with P2S's separate machines.
 func BenchmarkReplicationCost(b *testing.B) {
 	for _, k := range []int{1, 3} {
-		b.Run(fmt.Sprintf("R%d", k), func(b *testing.B) { benchReplicas(b, k) })
+		b.Run(fmt.Sprintf("R%d", k), func(b *testing.B) { benchReplicas(b, k, 0) })
 	}
+	// R3 with one batch proposed at a time (no pipelining): the cost
+	// pipelining removes.
+	b.Run("R3w1", func(b *testing.B) { benchReplicas(b, 3, 1) })
 }
 
-func benchReplicas(b *testing.B, k int) {
+// benchReplicas measures a cell of k members whose leader proposes at
+// most window batches ahead of the commit (0: the default).
+func benchReplicas(b *testing.B, k, window int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	leader, members := startCell(b, ctx, k)
+	leader, members := startCell(b, ctx, k, window)
 	pub, err := client.Dial(ctx, leader, client.Options{ID: "bench", Pubend: "P1", Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -51,15 +57,19 @@ func benchReplicas(b *testing.B, k int) {
 	// The largest Raft log of a member at the end (compaction bounds it)
 	// and the compactions over the run.
 	var logBytes int64
-	var compactions uint64
+	var compactions, entries uint64
 	for _, n := range members {
 		if st, err := n.Status(ctx); err == nil && st.Raft != nil {
 			logBytes, compactions = max(logBytes, st.Raft.LogBytes), compactions+st.Raft.Compactions
+			entries = max(entries, st.Raft.LogEntries)
 		}
 	}
 	if k > 1 {
 		b.ReportMetric(float64(logBytes)/1024, "raft_log_KiB")
 		b.ReportMetric(float64(compactions), "compactions")
+		// Raft entries the leader's log holds: events per entry is the
+		// group commit's size (the 200 one at a time are one each).
+		b.ReportMetric(float64(entries), "raft_entries")
 	}
 }
 
@@ -141,8 +151,8 @@ func cpuTime() time.Duration {
 // startCell starts a PHB cell of k members (k = 1: a plain PHB) hosting
 // P1 and an SHB below it, and returns the client address of the member
 // that serves P1, and the cell's members.
-func startCell(b *testing.B, ctx context.Context, k int) (string, []*broker.Node) {
-	c := startRaftCell(b, ctx, k, "")
+func startCell(b *testing.B, ctx context.Context, k, window int) (string, []*broker.Node) {
+	c := startRaftCell(b, ctx, k, "", func(o *broker.RaftOptions) { o.Window = window })
 	return c.nodes[c.leader].ClientAddr(), c.nodes[:k]
 }
 
@@ -182,7 +192,10 @@ func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.Raft
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			n.Run(runCtx)
+			// Every goroutine of the broker inherits the label, so that a
+			// CPU profile (-cpuprofile; go tool pprof -tags) splits the
+			// process's CPU by broker: the cost per member.
+			pprof.Do(runCtx, pprof.Labels("broker", string(o.ID)), func(ctx context.Context) { n.Run(ctx) })
 		}()
 		stopWait := func() {
 			stop()

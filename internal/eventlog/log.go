@@ -20,11 +20,12 @@ type Log struct {
 
 	segs       []segment // sorted by base; the last one is active
 	active     vfs.File  // open handle on segs[len(segs)-1]
-	activeSize int64     // bytes of the active segment, all of them durable
+	activeSize int64     // bytes of the active segment, all of them written
 
 	written uint64 // records [first, written) are in segment files and durable
-	next    uint64 // index the next Append gets; [written, next) are in buf
-	buf     []byte // frames of records [written, next), not yet written
+	flushed uint64 // records [written, flushed) are in the active segment, not fsynced (Flush)
+	next    uint64 // index the next Append gets; [flushed, next) are in buf
+	buf     []byte // frames of records [flushed, next), not yet written
 
 	err    error // sticky ErrFailed; set by the first failed write or fsync
 	closed bool
@@ -68,16 +69,37 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 // (group commit). If it fails the log is fail-stopped: this and every later
 // Append and Sync return an error wrapping ErrFailed and the cause.
 func (l *Log) Sync() error {
+	if err := l.Flush(); err != nil {
+		return err
+	}
+	if l.written == l.flushed {
+		return nil // everything written so far was fsynced by an earlier Sync
+	}
+	if err := l.active.Sync(); err != nil {
+		return l.fail(fmt.Errorf("fsync %s: %w", l.activePath(), err))
+	}
+	l.written = l.flushed
+	return nil
+}
+
+// Flush writes every buffered record to the segment files without an
+// fsync: they are not durable until a later Sync (a crash may lose any
+// suffix of them), but the append buffer is empty again, so a log that is
+// synced rarely (a replicated PHB member's store, rebuilt from the Raft log
+// after a crash) does not hold everything since its last Sync in memory,
+// nor copy it as the buffer grows. Readers see flushed records. A failure
+// fail-stops the log, as in Sync.
+func (l *Log) Flush() error {
 	if err := l.usable(); err != nil {
 		return err
 	}
 	if len(l.buf) == 0 {
-		return nil // everything written so far was fsynced by an earlier Sync
+		return nil
 	}
 	// Walk the buffered frames, writing as many as fit in the active
 	// segment with one Write, and rolling to a new segment when the next
-	// frame would overflow it.
-	chunk, off, index := 0, 0, l.written
+	// frame would overflow it (roll fsyncs the sealed segment).
+	chunk, off, index := 0, 0, l.flushed
 	for off < len(l.buf) {
 		n := frameLen(l.buf[off:])
 		pending := l.activeSize + int64(off-chunk)
@@ -99,10 +121,7 @@ func (l *Log) Sync() error {
 	if err := l.write(l.buf[chunk:]); err != nil {
 		return l.fail(err)
 	}
-	if err := l.active.Sync(); err != nil {
-		return l.fail(fmt.Errorf("fsync %s: %w", l.activePath(), err))
-	}
-	l.written = l.next
+	l.flushed = l.next
 	if cap(l.buf) > maxIdleBuffer {
 		l.buf = nil
 	} else {

@@ -78,7 +78,7 @@ func (l *Log) createFirst() error {
 	}
 	l.segs = []segment{s}
 	l.active = f
-	l.next, l.written = l.opts.Base, l.opts.Base
+	l.next, l.written, l.flushed = l.opts.Base, l.opts.Base, l.opts.Base
 	return nil
 }
 
@@ -99,7 +99,7 @@ func (l *Log) recover(segs []segment) (Recovery, error) {
 		if err == nil && last {
 			l.segs = segs
 			l.active, l.activeSize = f, end
-			l.next, l.written = next+count, next+count
+			l.next, l.written, l.flushed = next+count, next+count, next+count
 			err = l.syncRecovered()
 			if err == nil {
 				return rec, nil

@@ -35,7 +35,7 @@ func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) e
 			return err
 		}
 	}
-	index := l.written
+	index := l.flushed
 	for off := 0; off < len(l.buf); index++ {
 		n := frameLen(l.buf[off:])
 		if index >= from {
@@ -58,7 +58,7 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		want uint64 // index the segment must end at
 	)
 	if last {
-		f, size, want = l.active, l.activeSize, l.written
+		f, size, want = l.active, l.activeSize, l.flushed
 	} else {
 		var err error
 		if f, err = l.fs.Open(s.path); err != nil {

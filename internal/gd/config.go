@@ -113,6 +113,15 @@ type Config struct {
 	// Default 16. Zero sends every change as a delta when shorter.
 	SummaryDeltaMin int
 
+	// PersistWindow: how many batches of records the engine hands out for
+	// persisting before the first of them is made durable (Advance). The
+	// default, 0, is 1: one fsync at a time, the records of the next batch
+	// queue meanwhile (group commit, DESIGN.md §3). A replicated PHB sets
+	// more, so that the next batch replicates while earlier ones await
+	// their majority (P2S, DEBS 2014 §3.4 pipelines α = 10 instances);
+	// its Durability must then complete batches in the order it got them.
+	PersistWindow int
+
 	// BestEffort switches guaranteed delivery off (besteffort.go): no log,
 	// no knowledge, no nacks or acks; events go down once and are lost if
 	// a link drops them. Default false. It is the baseline that seed 000

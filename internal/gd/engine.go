@@ -128,9 +128,9 @@ type Engine struct {
 	out         Ready
 	queuedAfter []msg.Msg
 	queuedRecs  []msg.Record
-	persistBusy bool
-	// Batches handed out for persisting and made durable, counted, and
-	// the sends that wait for one of them (sendAfterPersist).
+	// Batches handed out for persisting and made durable, counted (at
+	// most Config.PersistWindow apart), and the sends that wait for one
+	// of them (sendAfterPersist).
 	batchesOut, batchesDone uint64
 	heldSends               []heldSend
 	// spare holds the slices of the batch last made durable (Persist,
@@ -375,15 +375,26 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 
 // HasReady reports whether Ready would return something.
 func (e *Engine) HasReady() bool {
-	return len(e.out.Send) > 0 || len(e.out.ToClients) > 0 || len(e.out.Fetch) > 0 || (!e.persistBusy && len(e.queuedRecs) > 0)
+	return len(e.out.Send) > 0 || len(e.out.ToClients) > 0 || len(e.out.Fetch) > 0 || e.batchReady()
 }
 
+// batchReady reports whether the queued records may go out as a batch:
+// some are queued and the persist window has room.
+func (e *Engine) batchReady() bool {
+	return len(e.queuedRecs) > 0 && e.batchesOut-e.batchesDone < uint64(max(e.cfg.PersistWindow, 1))
+}
+
+// PersistWindow returns how many batches may be out for persisting at
+// once (Config.PersistWindow, at least 1).
+func (e *Engine) PersistWindow() int { return max(e.cfg.PersistWindow, 1) }
+
 // Ready returns the pending work and clears it. Records (and the acks that
-// wait for them) are handed out one batch at a time: while a batch is being
-// persisted, new records queue up and go out together in the next batch —
-// group commit (DESIGN.md §3).
+// wait for them) are handed out in batches, at most Config.PersistWindow of
+// them not yet made durable (one by default): while the window is full,
+// new records queue up and go out together in the next batch — group
+// commit (DESIGN.md §3).
 //
-// A Ready's Persist and ToClientsAfterPersist are valid until Advance
+// A Ready's Persist and ToClientsAfterPersist are valid until its Advance
 // returns: the engine then reuses their memory. Send and ToClients are the
 // caller's (harnesses step engines from inside their loops over Send).
 func (e *Engine) Ready() Ready {
@@ -395,11 +406,10 @@ func (e *Engine) Ready() Ready {
 	if n := len(rd.ToClients); n > 0 {
 		e.clientHint = n
 	}
-	if !e.persistBusy && len(e.queuedRecs) > 0 {
+	if e.batchReady() {
 		rd.Persist, rd.ToClientsAfterPersist = e.queuedRecs, e.queuedAfter
 		e.queuedRecs, e.queuedAfter = reuse(e.spare.Persist), reuse(e.spare.ToClientsAfterPersist)
 		e.spare.Persist, e.spare.ToClientsAfterPersist = nil, nil
-		e.persistBusy = true
 		e.batchesOut++
 	}
 	return rd
@@ -412,12 +422,15 @@ func reuse[T any](s []T) []T {
 }
 
 // Advance tells the engine that rd (from Ready) was carried out: its records
-// are durable. Only then do logged events flow downstream.
+// are durable. Only then do logged events flow downstream. Batches are
+// made durable in the order Ready handed them out.
 func (e *Engine) Advance(rd Ready) {
 	if len(rd.Persist) == 0 {
 		return
 	}
-	e.persistBusy = false
+	if e.batchesDone == e.batchesOut {
+		panic(fmt.Sprintf("gd: broker %s: Advance of a batch that was not handed out", e.id))
+	}
 	e.batchesDone++
 	defer func() { e.spare.Persist, e.spare.ToClientsAfterPersist = rd.Persist, rd.ToClientsAfterPersist }()
 	e.releaseHeld()

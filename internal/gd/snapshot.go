@@ -13,7 +13,7 @@ import (
 // that stores a snapshot may drop log segments whose events are all at or
 // below their pubend's release point (see broker retention).
 func (e *Engine) Snapshot() ([]msg.Record, bool) {
-	if e.persistBusy || len(e.queuedRecs) > 0 {
+	if e.batchesOut != e.batchesDone || len(e.queuedRecs) > 0 {
 		return nil, false
 	}
 	var out []msg.Record

@@ -45,6 +45,18 @@ func encodeBatch(dst []byte, first uint64, recs []msg.Record) ([]byte, error) {
 // DecodeBatch decodes a batch entry's data: the pubend-log index stamped on
 // its first record, and the records.
 func DecodeBatch(b []byte) (first uint64, recs []msg.Record, err error) {
+	first, raw, err := splitBatch(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	recs, err = decodeRecords(raw)
+	return first, recs, err
+}
+
+// splitBatch parses a batch entry's data down to its records' encodings
+// (subslices of b), without decoding them: a member that only stores the
+// records (every follower, P2S's replicas alike) needs no more.
+func splitBatch(b []byte) (first uint64, raw [][]byte, err error) {
 	if len(b) == 0 || b[0] != batchKind {
 		return 0, nil, fmt.Errorf("%w: kind", ErrBadBatch)
 	}
@@ -59,21 +71,30 @@ func DecodeBatch(b []byte) (first uint64, recs []msg.Record, err error) {
 		return 0, nil, fmt.Errorf("%w: record count", ErrBadBatch)
 	}
 	b = b[k:]
-	recs = make([]msg.Record, 0, n)
+	raw = make([][]byte, 0, n)
 	for i := uint64(0); i < n; i++ {
 		l, k := binary.Uvarint(b)
-		if k <= 0 || l > uint64(len(b)-k) {
+		if k <= 0 || l == 0 || l > uint64(len(b)-k) {
 			return 0, nil, fmt.Errorf("%w: record %d length", ErrBadBatch, i)
 		}
-		r, err := msg.DecodeRecord(b[k : k+int(l)])
-		if err != nil {
-			return 0, nil, fmt.Errorf("%w: record %d: %w", ErrBadBatch, i, err)
-		}
-		recs = append(recs, r)
+		raw = append(raw, b[k:k+int(l)])
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {
 		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrBadBatch, len(b))
 	}
-	return first, recs, nil
+	return first, raw, nil
+}
+
+// decodeRecords decodes records' encodings (msg.EncodeRecord's).
+func decodeRecords(raw [][]byte) ([]msg.Record, error) {
+	recs := make([]msg.Record, 0, len(raw))
+	for i, p := range raw {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %d: %w", ErrBadBatch, i, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
 }

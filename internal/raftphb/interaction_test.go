@@ -322,7 +322,11 @@ func (h *harness) process(id uint64, b *strings.Builder) {
 	h.disks[id].save(rd)
 	for _, ba := range rd.Apply {
 		var s []string
-		for _, r := range ba.Records {
+		recs, err := ba.Records()
+		if err != nil {
+			fmt.Fprintf(b, "  ERROR: %v\n", err)
+		}
+		for _, r := range recs {
 			s = append(s, fmt.Sprintf("hwm%d", r.HWM))
 		}
 		mine := ""
@@ -333,7 +337,7 @@ func (h *harness) process(id uint64, b *strings.Builder) {
 		if uint64(len(h.logs[id])) != ba.First {
 			fmt.Fprintf(b, "  ERROR: applied log ends at %d\n", len(h.logs[id]))
 		}
-		h.logs[id] = append(h.logs[id], ba.Records...)
+		h.logs[id] = append(h.logs[id], recs...)
 	}
 	if rd.Lost != nil {
 		fmt.Fprintf(b, "  LOST leadership of term %d, failing %v\n", rd.Lost.Term, rd.Lost.Pending)

@@ -50,6 +50,14 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
+// Window is how many batches a serving leader's shell proposes before the
+// first of them commits (gd.Config.PersistWindow): the next batches
+// replicate while earlier ones wait for their majority, as P2S pipelines
+// α = 10 Paxos instances (DEBS 2014 §3.4). Raft commits them in order, so
+// they are acknowledged in order. One would wait a whole commit (a round
+// trip and two fsyncs) between batches.
+const Window = 10
+
 // ErrNotServing is returned by Propose at a replica that is not the
 // cell's serving leader (not leader, or leader whose first entry of its
 // term has not been applied yet).
@@ -96,14 +104,20 @@ type Restored struct {
 type Batch struct {
 	// Index and Term are the Raft entry's.
 	Index, Term uint64
-	// First is the index of Records[0] in the pubend's log: the batch's
-	// records take indexes First … First+len(Records)-1 at every replica.
-	First   uint64
-	Records []msg.Record
+	// First is the index of the first record in the pubend's log: the
+	// batch's records take indexes First … First+len(Raw)-1 at every
+	// replica. Raw holds their encodings (msg.EncodeRecord's, the bytes the
+	// pubend's log stores), in the Raft entry's memory: a member stores
+	// them as they are and decodes them only if it must (Records).
+	First uint64
+	Raw   [][]byte
 	// Mine: this replica proposed the batch as the leader it still is (or
 	// was until this Ready): its proposer may acknowledge it now.
 	Mine bool
 }
+
+// Records decodes the batch's records.
+func (b Batch) Records() ([]msg.Record, error) { return decodeRecords(b.Raw) }
 
 // Proposal is a batch proposed and not yet committed.
 type Proposal struct {
@@ -574,7 +588,7 @@ func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {
 	if len(e.GetData()) == 0 {
 		return Batch{}, false // a leader's first entry of its term
 	}
-	first, recs, err := DecodeBatch(e.GetData())
+	first, raw, err := splitBatch(e.GetData())
 	if err != nil {
 		panic(fmt.Sprintf("raftphb: member %d: committed entry %d: %v", r.cfg.ID, e.GetIndex(), err))
 	}
@@ -585,9 +599,9 @@ func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {
 	if first != r.next {
 		panic(fmt.Sprintf("raftphb: member %d: committed entry %d stamps pubend index %d, applied log ends at %d", r.cfg.ID, e.GetIndex(), first, r.next))
 	}
-	r.next += uint64(len(recs))
+	r.next += uint64(len(raw))
 	r.marks = append(r.marks, mark{index: e.GetIndex(), next: r.next})
-	b := Batch{Index: e.GetIndex(), Term: e.GetTerm(), First: first, Records: recs}
+	b := Batch{Index: e.GetIndex(), Term: e.GetTerm(), First: first, Raw: raw}
 	if len(r.pending) > 0 && r.pending[0].Term == e.GetTerm() && r.pending[0].First == first {
 		b.Mine = true
 		r.pending = r.pending[1:]

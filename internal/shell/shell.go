@@ -55,9 +55,11 @@ type Net interface {
 
 // Durability is the broker's stable storage (the event log of the pubends
 // it hosts). Each call starts work and returns at once; the caller reports
-// completion through the Broker method named with each call. At most one
-// Append and one Trim are outstanding at a time; Fetches may overlap them
-// but must see the records of every Append that completed before them.
+// completion through the Broker method named with each call. At most the
+// engine's gd.Config.PersistWindow Appends (one by default) and one Trim
+// are outstanding at a time; Appends complete in the order they were made
+// (Persisted names the oldest). Fetches may overlap them but must see the
+// records of every Append that completed before them.
 type Durability interface {
 	// Append writes recs, in order, and makes them durable (fsync):
 	// complete with Persisted, giving the log index of the first.
@@ -110,13 +112,14 @@ type Broker struct {
 	// Durable subscriptions held here (durable.go).
 	durables durables
 
-	// The log: the bookkeeping of its events (retention), the batch being
-	// persisted, the engine's records waiting for it to complete, the
-	// shell's own records (durable subscriptions) waiting likewise, the
-	// fetches and the trim out, and the log's bounds as last seen.
+	// The log: the bookkeeping of its events (retention), the batches
+	// being persisted (oldest first, at most the engine's PersistWindow),
+	// the engine's batches waiting for room in that window, the shell's
+	// own records (durable subscriptions) waiting likewise, the fetches
+	// and the trim out, and the log's bounds as last seen.
 	retain   retention.Tracker
-	inflight *batch
-	waiting  *gd.Ready
+	inflight []*batch
+	waiting  []*gd.Ready
 	ownRecs  []msg.Record
 	fetching int
 	trimming bool
@@ -175,7 +178,7 @@ func (b *Broker) Clients() int { return len(b.sessions) }
 
 // Idle reports whether no durable work is outstanding.
 func (b *Broker) Idle() bool {
-	return b.inflight == nil && b.waiting == nil && len(b.ownRecs) == 0 && b.fetching == 0 && !b.trimming
+	return len(b.inflight) == 0 && len(b.waiting) == 0 && len(b.ownRecs) == 0 && b.fetching == 0 && !b.trimming
 }
 
 // Tick is the engine's timer (every gd.Config.TickInterval).
@@ -203,18 +206,20 @@ func (b *Broker) PeerMsg(peer msg.NodeID, m msg.Msg) error {
 	return err
 }
 
-// Persisted completes the outstanding Append: the batch is durable from
-// log index first on (err nil), so its publishers get their acks and the
-// engine learns. A failed append or fsync cannot be retried safely (the
-// log's state is unknown): the error is returned, and the broker must stop
-// without acking the batch (crash-only).
+// Persisted completes the oldest outstanding Append: the batch is durable
+// from log index first on (err nil), so its publishers get their acks and
+// the engine learns. A failed append or fsync cannot be retried safely
+// (the log's state is unknown): the error is returned, and the broker must
+// stop without acking the batch, or any later one (crash-only).
 func (b *Broker) Persisted(first uint64, err error) error {
-	bt := b.inflight
-	if bt == nil {
+	if len(b.inflight) == 0 {
 		return fmt.Errorf("shell: broker %s: persist completion with no batch outstanding", b.id)
 	}
-	b.inflight = nil
+	bt := b.inflight[0]
+	b.inflight[0] = nil
+	b.inflight = b.inflight[1:]
 	if err != nil {
+		b.inflight = nil
 		return fmt.Errorf("broker %s: event log append or fsync failed: %w", b.id, err)
 	}
 	for i, r := range bt.all {
@@ -308,8 +313,8 @@ func (b *Broker) Drain() {
 				b.toClient(m)
 			}
 			if len(rd.Persist) > 0 {
-				r := rd // the engine makes no more records until Advance
-				b.waiting = &r
+				r := rd // valid until its Advance
+				b.waiting = append(b.waiting, &r)
 			}
 			for _, f := range rd.Fetch {
 				from := make([]uint64, len(f.Ranges))
@@ -320,24 +325,34 @@ func (b *Broker) Drain() {
 				b.dur.Fetch(f, from)
 			}
 		}
-		if !b.startBatch() || b.inflight != nil {
+		started := false
+		for b.startBatch() {
+			started = true
+		}
+		if !started || len(b.inflight) > 0 {
 			return
 		}
-		// The batch completed within Append (a disk that is durable at
+		// The batches completed within Append (a disk that is durable at
 		// once, in tests): the engine may have more to do.
 	}
 }
 
-// startBatch appends the records waiting — the engine's, then the
-// shell's — as one batch, if none is out. It reports whether it did.
+// startBatch appends the oldest batch waiting — the engine's records,
+// then the shell's — if the persist window has room. It reports whether
+// it did.
 func (b *Broker) startBatch() bool {
-	if b.inflight != nil || (b.waiting == nil && len(b.ownRecs) == 0) {
+	if len(b.inflight) >= b.eng.PersistWindow() || (len(b.waiting) == 0 && len(b.ownRecs) == 0) {
 		return false
 	}
 	if b.dur == nil {
 		panic(fmt.Sprintf("shell: broker %s has records to persist and no storage", b.id))
 	}
-	bt := &batch{rd: b.waiting, own: b.ownRecs}
+	bt := &batch{own: b.ownRecs}
+	if len(b.waiting) > 0 {
+		bt.rd = b.waiting[0]
+		b.waiting[0] = nil
+		b.waiting = b.waiting[1:]
+	}
 	switch {
 	case bt.rd == nil:
 		bt.all = bt.own
@@ -346,8 +361,8 @@ func (b *Broker) startBatch() bool {
 	default:
 		bt.all = append(slices.Clip(bt.rd.Persist), bt.own...)
 	}
-	b.waiting, b.ownRecs = nil, nil
-	b.inflight = bt
+	b.ownRecs = nil
+	b.inflight = append(b.inflight, bt)
 	b.dur.Append(bt.all)
 	return true
 }

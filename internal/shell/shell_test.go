@@ -151,6 +151,55 @@ func TestAckOnlyAfterPersisted(t *testing.T) {
 	}
 }
 
+// With a persist window of 3 (a replicated PHB's pipelining), three
+// batches are appended before the first completes, a fourth waits for
+// room; each completion acks exactly its batch's publishes, oldest first,
+// and the log's end follows the completions, not the appends.
+func TestPipelinedBatchesAckInOrder(t *testing.T) {
+	cfg := gd.DefaultConfig()
+	cfg.PersistWindow = 3
+	eng, err := gd.New("p1", cfg, []gd.Route{{Pubend: "P1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{now: 1767225600 * 1e9, clients: map[shell.ClientID][]msg.Msg{}, closed: map[shell.ClientID]string{}}
+	b := shell.New(shell.Config{ID: "p1", Engine: eng, Clock: f, Net: f, Durability: f, Hosted: []msg.PubendID{"P1"}, Strict: true})
+	b.ClientUp(1)
+	for seq := uint64(1); seq <= 4; seq++ {
+		b.ClientRequest(1, publish(seq))
+		b.Drain()
+	}
+	if len(f.appends) != 3 {
+		t.Fatalf("%d batches appended with a window of 3 and 4 publishes, want 3", len(f.appends))
+	}
+	if acks := ofType[msg.PubAck](f.clients[1]); len(acks) != 0 {
+		t.Fatalf("acked before any batch was durable: %v", acks)
+	}
+	next := uint64(0)
+	for want := uint64(1); want <= 4; want++ {
+		recs := f.appends[0]
+		f.appends = f.appends[1:]
+		if err := b.Persisted(next, nil); err != nil {
+			t.Fatal(err)
+		}
+		next += uint64(len(recs))
+		b.Drain()
+		acks := ofType[msg.PubAck](f.clients[1])
+		if uint64(len(acks)) != want || acks[want-1].Seq != want {
+			t.Fatalf("after %d completions: acks %v, want seqs 1…%d", want, acks, want)
+		}
+		if _, end := b.LogBounds(); end != next {
+			t.Fatalf("log ends at %d after %d completions, want %d", end, want, next)
+		}
+		if want == 1 && len(f.appends) != 3 {
+			t.Fatalf("the fourth batch did not start when the first completed: %d outstanding", len(f.appends))
+		}
+	}
+	if !b.Idle() {
+		t.Fatal("not idle with every batch completed")
+	}
+}
+
 // Two connections may both name a subscription "s"; each gets its own
 // deliveries under its own name, and a closed connection's subscriptions
 // end with it.

@@ -165,7 +165,11 @@ func (w *world) openRaft(n *node) error {
 		FS: r.fs, Dir: "/data", LogOptions: diskOpts,
 		Send: func(m *raftpb.Message) { w.transmitRaft(n, inc, m) },
 		Applied: func(b raftphb.Batch) {
-			for _, rec := range b.Records {
+			recs, err := b.Records()
+			if err != nil {
+				panic(fmt.Sprintf("sim: %s applied a batch it cannot decode: %v", n.id, err))
+			}
+			for _, rec := range recs {
 				if rec.Event != nil {
 					w.orc.Logged(rec.Event)
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
+	"github.com/aerie-mq/aerie/internal/raftphb"
 	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -213,6 +214,11 @@ func (w *world) newEngine(n *node, standby bool) {
 	routes := n.routes
 	if standby {
 		routes = nil
+	}
+	if n.raft != nil {
+		// A serving leader proposes its next batches while earlier ones
+		// replicate (raftphb.Window; P2S, DEBS 2014 §3.4).
+		cfg.PersistWindow = raftphb.Window
 	}
 	eng, err := gd.NewWithCells(n.id, cfg, routes, w.engineCells(n))
 	if err != nil {

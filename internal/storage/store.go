@@ -58,8 +58,25 @@ func (s *Store) Append(recs []msg.Record) (first uint64, err error) {
 	return first, nil
 }
 
+// AppendEncoded appends records already encoded (msg.EncodeRecord's
+// bytes, as a replicated PHB's Raft log carries them), without decoding
+// and encoding them again, and returns the log index of the first.
+func (s *Store) AppendEncoded(recs [][]byte) (first uint64, err error) {
+	first = s.log.NextIndex()
+	for _, p := range recs {
+		if _, err = s.log.Append(p); err != nil {
+			return first, err
+		}
+	}
+	return first, nil
+}
+
 // Sync makes every appended record durable.
 func (s *Store) Sync() error { return s.log.Sync() }
+
+// Flush writes the appended records to the log's files without making
+// them durable (eventlog.Log.Flush).
+func (s *Store) Flush() error { return s.log.Flush() }
 
 // Fetch reads events of pubend p in ranges back, each range's scan
 // starting at the log index in from (Tracker.FetchStart).

@@ -14,9 +14,14 @@
 // mark, MODEL.md P2) and attaches it. The shell's Append then proposes the
 // batch, and Persisted(first) reaches the shell only once the batch is
 // committed by a majority (fsynced in each member's Raft log) and applied
-// here. When the leadership ends (EventLost), the outstanding batch fails
-// (Persisted with ErrLostLeadership: the shell stops, crash-only) and the
-// shell is detached; the member goes on as a follower.
+// here. The shell may append the next batches before that (up to its
+// engine's gd.Config.PersistWindow): they are proposed at once and
+// replicate while the earlier ones wait for their majority (P2S, DEBS 2014
+// §3.4: pipelining); Raft commits them in order, so they complete in
+// order. When the leadership ends (EventLost), the oldest outstanding
+// batch fails (Persisted with ErrLostLeadership: the shell stops,
+// crash-only, and acks none of them) and the shell is detached; the
+// member goes on as a follower.
 //
 // A member that lost its Raft state (a wiped data directory) never steps
 // the cell's messages under its old id: its replica reports the loss
@@ -172,7 +177,7 @@ type Node struct {
 
 	sh      Shell
 	serving bool
-	out     *batch // the shell's batch being replicated
+	outs    []batch // the shell's batches being replicated, oldest first
 	jobs    []func()
 	events  []Event
 
@@ -468,14 +473,14 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 			n.cfg.Applied(b)
 		}
 		_, next := n.store.Bounds()
-		end := b.First + uint64(len(b.Records))
+		end := b.First + uint64(len(b.Raw))
 		switch {
 		case end <= next:
 			// already in the store
 		case b.First > next:
 			return fmt.Errorf("raftphb: store ends at %d, committed batch starts at %d", next, b.First)
 		default:
-			if _, err := n.store.Append(b.Records[next-b.First:]); err != nil {
+			if _, err := n.store.AppendEncoded(b.Raw[next-b.First:]); err != nil {
 				return fmt.Errorf("pubend store: %w", err)
 			}
 			n.storeDirty += int(end - next)
@@ -485,18 +490,23 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 	// after a crash from the snapshot the log was compacted to, so its
 	// fsync need not precede the ack: a restart replays the Raft log and
 	// completes whatever prefix the store kept, and compaction never goes
-	// past what the store holds durably (maybeCompact). It is synced every
-	// storeSyncRecords records (which bounds the log's write buffer),
-	// before the shell's reads and trims (RunJobs), which must see every
-	// applied record, and before a compaction.
+	// past what the store holds durably (maybeCompact). Its records are
+	// written out (not fsynced) with every Ready, so its append buffer
+	// holds one Ready's batches, not everything since the last fsync,
+	// which it would copy again and again as it grows. It is synced every
+	// storeSyncRecords records, before the shell's reads and trims
+	// (RunJobs), which must see every applied record, and before a
+	// compaction.
 	if n.storeDirty >= storeSyncRecords {
 		if err := n.syncStore(); err != nil {
 			return err
 		}
+	} else if err := n.store.Flush(); err != nil {
+		return fmt.Errorf("pubend store: %w", err)
 	}
 	for _, b := range bs {
-		if b.Mine && n.out != nil && n.out.first == b.First {
-			n.out = nil
+		if b.Mine && len(n.outs) > 0 && n.outs[0].first == b.First {
+			n.outs = n.outs[1:]
 			if n.sh != nil {
 				if err := n.sh.Persisted(b.First, nil); err != nil {
 					return err
@@ -509,10 +519,11 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 
 func (n *Node) lost(l raftphb.Lost) {
 	ev := Event{Kind: EventLost, Lost: l}
-	if n.out != nil && n.sh != nil {
+	if len(n.outs) > 0 && n.sh != nil {
+		// The oldest fails; the shell stops and acks none of the others.
 		ev.ShellErr = n.sh.Persisted(0, ErrLostLeadership)
 	}
-	n.out, n.sh, n.serving, n.jobs = nil, nil, false, nil
+	n.outs, n.sh, n.serving, n.jobs = nil, nil, false, nil
 	n.events = append(n.events, ev)
 }
 
@@ -572,11 +583,12 @@ func (n *Node) RunJobs() error {
 	return nil
 }
 
-// Append implements shell.Durability: propose the batch. Persisted comes
-// from Sync once it is committed and applied, or with an error if the
-// leadership ends first.
+// Append implements shell.Durability: propose the batch, even while
+// earlier ones are not committed yet (the shell bounds how many).
+// Persisted comes from Sync once it is committed and applied, or with an
+// error if the leadership ends first.
 func (n *Node) Append(recs []msg.Record) {
-	if !n.serving || n.out != nil {
+	if !n.serving {
 		n.jobs = append(n.jobs, func() {
 			if n.sh != nil {
 				_ = n.sh.Persisted(0, ErrNotServing)
@@ -593,7 +605,7 @@ func (n *Node) Append(recs []msg.Record) {
 		})
 		return
 	}
-	n.out = &batch{first: first, n: len(recs)}
+	n.outs = append(n.outs, batch{first: first, n: len(recs)})
 }
 
 // Fetch implements shell.Durability: read events back from the local
@@ -628,11 +640,11 @@ func (n *Node) Close() error {
 // catches it.
 func (n *Node) mutantAck(ents []*raftpb.Entry) {
 	for _, e := range ents {
-		if n.out == nil || len(e.GetData()) == 0 {
+		if len(n.outs) == 0 || len(e.GetData()) == 0 {
 			continue
 		}
-		if first, _, err := raftphb.DecodeBatch(e.GetData()); err == nil && first == n.out.first && n.sh != nil {
-			n.out = nil
+		if first, _, err := raftphb.DecodeBatch(e.GetData()); err == nil && first == n.outs[0].first && n.sh != nil {
+			n.outs = n.outs[1:]
 			_ = n.sh.Persisted(first, nil)
 		}
 	}
