@@ -172,7 +172,7 @@ func TestPipelinedBatchesAckInOrder(t *testing.T) {
 	if len(f.appends) != 3 {
 		t.Fatalf("%d batches appended with a window of 3 and 4 publishes, want 3", len(f.appends))
 	}
-	if acks := ofType[msg.PubAck](f.clients[1]); len(acks) != 0 {
+	if acks := pubAcks(f.clients[1]); len(acks) != 0 {
 		t.Fatalf("acked before any batch was durable: %v", acks)
 	}
 	next := uint64(0)
@@ -184,7 +184,7 @@ func TestPipelinedBatchesAckInOrder(t *testing.T) {
 		}
 		next += uint64(len(recs))
 		b.Drain()
-		acks := ofType[msg.PubAck](f.clients[1])
+		acks := pubAcks(f.clients[1])
 		if uint64(len(acks)) != want || acks[want-1].Seq != want {
 			t.Fatalf("after %d completions: acks %v, want seqs 1…%d", want, acks, want)
 		}
