@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,7 +73,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *cpuprofile != "" {
-		stopProf, err := startCPUProfile(*cpuprofile)
+		stopProf, err := bench.StartProfile(*cpuprofile) // the whole process: brokers, clients and the harness
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie bench: %v\n", err)
 			return 1
@@ -112,23 +111,6 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
-}
-
-// startCPUProfile profiles the whole process (brokers, clients and the
-// harness alike) until the returned function is called.
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }
 
 func ints(s string) ([]int, error) {

@@ -53,7 +53,7 @@ func runBrokerChild(ctx context.Context, args []string, stdin io.Reader, stdout 
 		return err
 	}
 	if *profile != "" {
-		stop, err := startProfile(*profile)
+		stop, err := StartProfile(*profile)
 		if err != nil {
 			return err
 		}
@@ -82,8 +82,9 @@ func runBrokerChild(ctx context.Context, args []string, stdin io.Reader, stdout 
 	return nil
 }
 
-// startProfile profiles this process until the returned function runs.
-func startProfile(path string) (func(), error) {
+// StartProfile writes a CPU profile of this process to path until the
+// returned function runs.
+func StartProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("cpu profile: %w", err)
