@@ -371,53 +371,65 @@ func (s *aerieSub) Close() error {
 	return nil
 }
 
-// aeriePub publishes asynchronously; a collector goroutine takes the acks
-// in order, so Finish knows when the last one is durable.
+// aeriePub publishes asynchronously and counts the outcomes as the client
+// reports them (client.PublishFunc), so Finish knows when the last one is
+// durable.
 type aeriePub struct {
-	c    *client.Client
-	idx  uint32
-	acks chan (<-chan client.Result)
-	done chan struct{}
-	err  error // set by collectAcks before done closes
+	c   *client.Client
+	idx uint32
+	mu  sync.Mutex
+	// outstanding: publishes without an outcome; idle is closed and
+	// replaced when it falls to zero after Finish began.
+	outstanding int
+	finishing   bool
+	idle        chan struct{}
+	err         error // the first failed publish
 }
 
 // newAeriePub publishes on c as publisher idx.
 func newAeriePub(c *client.Client, idx int) *aeriePub {
-	p := &aeriePub{c: c, idx: uint32(idx), acks: make(chan (<-chan client.Result), aerieWindow), done: make(chan struct{})}
-	go p.collectAcks()
-	return p
+	return &aeriePub{c: c, idx: uint32(idx), idle: make(chan struct{})}
 }
 
-func (p *aeriePub) collectAcks() {
-	defer close(p.done)
-	for ch := range p.acks {
-		if r := <-ch; r.Err != nil && p.err == nil {
-			p.err = r.Err
-		}
-	}
-}
-
-func (p *aeriePub) Publish(ctx context.Context, m Msg) error {
-	ch, err := p.c.PublishAsync(client.Message{Topic: "bench.t", Props: map[string]any{"k": int64(m.Key)},
-		Payload: encodePayload(p.idx, m)})
+func (p *aeriePub) Publish(_ context.Context, m Msg) error {
+	p.mu.Lock()
+	p.outstanding++
+	p.mu.Unlock()
+	err := p.c.PublishFunc(client.Message{Topic: "bench.t", Props: map[string]any{"k": int64(m.Key)},
+		Payload: encodePayload(p.idx, m)}, p.done)
 	if err != nil {
+		p.done(client.Result{Err: err})
 		return fmt.Errorf("bench: publish %d: %w", m.Seq, err)
 	}
-	select {
-	case p.acks <- ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	return nil
+}
+
+// done takes one publish's outcome (on the client's connection goroutine).
+func (p *aeriePub) done(r client.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.Err != nil && p.err == nil {
+		p.err = r.Err
+	}
+	if p.outstanding--; p.outstanding == 0 && p.finishing {
+		close(p.idle)
 	}
 }
 
 func (p *aeriePub) Finish(ctx context.Context) error {
-	close(p.acks)
+	p.mu.Lock()
+	p.finishing = true
+	if p.outstanding == 0 {
+		close(p.idle)
+	}
+	p.mu.Unlock()
 	select {
-	case <-p.done:
+	case <-p.idle:
 	case <-ctx.Done():
 		return fmt.Errorf("bench: waiting for acks: %w", ctx.Err())
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.err != nil {
 		return fmt.Errorf("bench: publish failed: %w", p.err)
 	}
