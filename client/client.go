@@ -490,7 +490,7 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 	p.req = c.pinned(p.req)
 	c.pending[c.seq] = p
 	if c.conn != nil {
-		c.conn.Send(p.req)
+		c.conn.Send(&p.req) // by pointer: p.req never changes once made
 	}
 	c.mu.Unlock()
 	return nil

@@ -226,6 +226,10 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 
 	case msg.Publish:
 		return msg.AppendPublish(append(b, byte(TypePublish)), &v), nil
+	case *msg.Publish: // the client's form (not boxed per publish); nil is refused below
+		if v != nil {
+			return msg.AppendPublish(append(b, byte(TypePublish)), v), nil
+		}
 	case msg.Subscribe:
 		b = append(b, byte(TypeSubscribe))
 		b = appendString(b, string(v.Sub))

@@ -245,13 +245,14 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("after the only frame: %v, want io.EOF", err)
 			}
 			// A *msg.Knowledge, *msg.Delivery or *msg.PubAck (the engine
-			// sends those) encodes as its struct; any other pointer is
+			// sends those) or a *msg.Publish (the client does) encodes as
+			// its struct; any other pointer is
 			// refused, not silently accepted.
 			pv := reflect.New(reflect.TypeOf(c.m))
 			pv.Elem().Set(reflect.ValueOf(c.m))
 			pf, perr := AppendFrame(nil, pv.Interface().(msg.Msg))
 			switch c.m.(type) {
-			case msg.Knowledge, msg.Delivery, msg.PubAck:
+			case msg.Knowledge, msg.Delivery, msg.PubAck, msg.Publish:
 				if perr != nil || !bytes.Equal(pf, f) {
 					t.Fatalf("*%T encodes differently: %v", c.m, perr)
 				}
@@ -714,7 +715,7 @@ func TestReaderReady(t *testing.T) {
 // boxed per event; TestRoundTrip checks they encode as the values do); a
 // nil one is refused.
 func TestNilEnginePointersRefused(t *testing.T) {
-	for _, m := range []msg.Msg{(*msg.Delivery)(nil), (*msg.PubAck)(nil), (*msg.Knowledge)(nil)} {
+	for _, m := range []msg.Msg{(*msg.Delivery)(nil), (*msg.PubAck)(nil), (*msg.Knowledge)(nil), (*msg.Publish)(nil)} {
 		if _, err := AppendFrame(nil, m); err == nil {
 			t.Errorf("nil %T encoded", m)
 		}
