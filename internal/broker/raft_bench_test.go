@@ -167,6 +167,12 @@ type raftCell struct {
 // (a member that does not serve forwards or redirects; "" the default),
 // and an SHB s1 below it, and waits for a member to serve.
 func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.RaftClients, mods ...func(*broker.RaftOptions)) *raftCell {
+	return startRaftCellWith(t, ctx, k, clients, nil, mods...)
+}
+
+// startRaftCellWith is startRaftCell with nodeMod applied to every
+// member's options (nil: none).
+func startRaftCellWith(t testing.TB, ctx context.Context, k int, clients broker.RaftClients, nodeMod func(*broker.Options), mods ...func(*broker.RaftOptions)) *raftCell {
 	cfg := gd.DefaultConfig()
 	var members []msg.NodeID
 	for i := 1; i <= k; i++ {
@@ -221,6 +227,9 @@ func startRaftCell(t testing.TB, ctx context.Context, k int, clients broker.Raft
 			for _, mod := range mods {
 				mod(o.Raft)
 			}
+		}
+		if nodeMod != nil {
+			nodeMod(&o)
 		}
 		run(o)
 	}

@@ -77,6 +77,14 @@ type RaftStatus struct {
 	Compactions        uint64 `json:"compactions"`
 	SnapshotsSent      uint64 `json:"snapshots_sent"`
 	SnapshotsInstalled uint64 `json:"snapshots_installed"`
+	// StoreFirst and StoreNext bound the records this member's pubend
+	// store holds, serving or not: every member trims it as the serving
+	// leader does (TrimsProposed while serving, TrimsApplied by every
+	// member that dropped segments on the leader's word).
+	StoreFirst    uint64 `json:"store_first"`
+	StoreNext     uint64 `json:"store_next"`
+	TrimsProposed uint64 `json:"trims_proposed"`
+	TrimsApplied  uint64 `json:"trims_applied"`
 	// Clients is what the member does with clients while it does not
 	// serve ("forward" or "redirect"); Forwarding counts the clients it
 	// forwards for now, Forwarded those forwarded to it (serving).
@@ -126,7 +134,9 @@ func (n *Node) snapshot() Status {
 			Voters: st.Conf.GetVoters(), Learners: st.Conf.GetLearners(), Joining: st.Joining, Rejoins: ns.Rejoins,
 			LogFirstIndex: ns.Log.FirstIndex, LogEntries: ns.Log.Entries, LogRecords: ns.Log.Records, LogBytes: ns.Log.Bytes,
 			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled,
+			TrimsProposed: ns.TrimsProposed, TrimsApplied: ns.TrimsApplied,
 			Clients: string(r.opts.Clients), Forwarding: len(r.fwd.clients), Forwarded: len(r.fwd.in)}
+		s.Raft.StoreFirst, s.Raft.StoreNext = r.rn.StoreBounds()
 		for _, m := range r.opts.Members {
 			s.Raft.Members = append(s.Raft.Members, string(m))
 		}

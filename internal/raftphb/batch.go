@@ -65,25 +65,34 @@ func splitBatch(b []byte) (first uint64, raw [][]byte, err error) {
 	if k <= 0 {
 		return 0, nil, fmt.Errorf("%w: first index", ErrBadBatch)
 	}
-	b = b[k:]
+	raw, err = splitRecords(b[k:])
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrBadBatch, err)
+	}
+	return first, raw, nil
+}
+
+// splitRecords parses n uvarint | (len uvarint | record)*n, the records
+// left encoded (subslices of b), nothing after them.
+func splitRecords(b []byte) ([][]byte, error) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
-		return 0, nil, fmt.Errorf("%w: record count", ErrBadBatch)
+		return nil, errors.New("record count")
 	}
 	b = b[k:]
-	raw = make([][]byte, 0, n)
+	raw := make([][]byte, 0, n)
 	for i := uint64(0); i < n; i++ {
 		l, k := binary.Uvarint(b)
 		if k <= 0 || l == 0 || l > uint64(len(b)-k) {
-			return 0, nil, fmt.Errorf("%w: record %d length", ErrBadBatch, i)
+			return nil, fmt.Errorf("record %d length", i)
 		}
 		raw = append(raw, b[k:k+int(l)])
 		b = b[k+int(l):]
 	}
 	if len(b) != 0 {
-		return 0, nil, fmt.Errorf("%w: %d trailing bytes", ErrBadBatch, len(b))
+		return nil, fmt.Errorf("%d trailing bytes", len(b))
 	}
-	return first, raw, nil
+	return raw, nil
 }
 
 // decodeRecords decodes records' encodings (msg.EncodeRecord's).

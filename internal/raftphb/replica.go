@@ -165,7 +165,11 @@ type Ready struct {
 
 	Messages []*raftpb.Message
 	Apply    []Batch
-	Lost     *Lost
+	// Trims are the committed trim entries (trim.go), to be made after
+	// Apply's batches are in the store: each follows in the log every
+	// batch it summarises.
+	Trims []Trim
+	Lost  *Lost
 	Serve    *Serve
 }
 
@@ -546,6 +550,10 @@ func (r *Replica) Ready() Ready {
 		}
 	}
 	for _, e := range rd.CommittedEntries {
+		if isTrim(e.GetData()) && e.GetType() == raftpb.EntryNormal {
+			out.Trims = append(out.Trims, r.applyTrim(e))
+			continue
+		}
 		if b, ok := r.apply(e); ok {
 			out.Apply = append(out.Apply, b)
 		}
@@ -607,6 +615,19 @@ func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {
 		r.pending = r.pending[1:]
 	}
 	return b, true
+}
+
+// applyTrim takes one committed trim entry.
+func (r *Replica) applyTrim(e *raftpb.Entry) Trim {
+	if e.GetIndex() != r.applied+1 {
+		panic(fmt.Sprintf("raftphb: member %d: applying entry %d after %d", r.cfg.ID, e.GetIndex(), r.applied))
+	}
+	r.applied = e.GetIndex()
+	cut, raw, err := splitTrim(e.GetData())
+	if err != nil {
+		panic(fmt.Sprintf("raftphb: member %d: committed entry %d: %v", r.cfg.ID, e.GetIndex(), err))
+	}
+	return Trim{Index: e.GetIndex(), Cut: cut, Snapshot: raw}
 }
 
 // Advance reports that the last Ready was carried out: its entries and

@@ -88,19 +88,29 @@ func (s *Store) Fetch(p msg.PubendID, ranges []tick.Range, from []uint64) ([]*ms
 // below cut, when at least one can go; it returns the log's first index
 // afterwards and how many records went.
 func (s *Store) Trim(cut uint64, snap []msg.Record) (first, dropped uint64, err error) {
-	before := s.log.FirstIndex()
 	if !s.log.Removable(cut) {
-		return before, 0, nil
+		return s.log.FirstIndex(), 0, nil
 	}
 	payloads := make([][]byte, 0, len(snap))
 	for _, r := range snap {
 		b, err := msg.EncodeRecord(nil, r)
 		if err != nil {
-			return before, 0, fmt.Errorf("storage: %w", err)
+			return s.log.FirstIndex(), 0, fmt.Errorf("storage: %w", err)
 		}
 		payloads = append(payloads, b)
 	}
-	if err := eventlog.WriteSnapshot(s.fs, s.snapPath, payloads); err != nil {
+	return s.TrimEncoded(cut, payloads)
+}
+
+// TrimEncoded is Trim with the snapshot's records already encoded
+// (msg.EncodeRecord's bytes). A cut at or below the first segment's end
+// (a trim already made, replayed) does nothing.
+func (s *Store) TrimEncoded(cut uint64, snap [][]byte) (first, dropped uint64, err error) {
+	before := s.log.FirstIndex()
+	if !s.log.Removable(cut) {
+		return before, 0, nil
+	}
+	if err := eventlog.WriteSnapshot(s.fs, s.snapPath, snap); err != nil {
 		return before, 0, err
 	}
 	if err := s.log.TruncateFront(cut); err != nil {

@@ -203,6 +203,10 @@ type Node struct {
 	// Counters, for status pages and tests.
 	compactions, snapshotsSent, snapshotsInstalled uint64
 	snapshotBytes                                  int
+	// trimsProposed: trims of this member's store proposed as trim
+	// entries while it served; trimsApplied: trim entries that dropped
+	// segments of its store (raftphb/trim.go).
+	trimsProposed, trimsApplied uint64
 	// logStats is the Raft log's size as of the last Complete: Stats may
 	// be called while SyncLog runs on another goroutine.
 	logStats raftlog.Stats
@@ -445,6 +449,9 @@ func (n *Node) Complete() error {
 	if err := n.apply(rd.Apply); err != nil {
 		return err
 	}
+	if err := n.trim(rd.Trims); err != nil {
+		return err
+	}
 	n.inStore = max(n.inStore, rd.Applied)
 	if rd.Lost != nil {
 		n.lost(*rd.Lost)
@@ -619,15 +626,46 @@ func (n *Node) Fetch(f gd.Fetch, from []uint64) {
 	})
 }
 
-// Trim implements shell.Durability on the local store. Followers do not
-// trim yet (their stores keep everything; see docs/ARCHITECTURE.md).
+// Trim implements shell.Durability on the local store, and proposes what
+// it dropped as a trim entry so that every member trims its own store the
+// same way (raftphb/trim.go): followers hear nothing of the release
+// protocol. A trim entry lost with a leadership costs nothing but a later
+// trim; the next leader proposes its own.
 func (n *Node) Trim(cut uint64, snap []msg.Record) {
 	n.jobs = append(n.jobs, func() {
 		first, dropped, err := n.store.Trim(cut, snap)
+		if err == nil && dropped > 0 && n.serving {
+			if perr := n.rep.ProposeTrim(cut, snap); perr == nil {
+				n.trimsProposed++
+			}
+		}
 		if n.sh != nil {
 			n.sh.Trimmed(first, dropped, err)
 		}
 	})
+}
+
+// trim makes the committed trim entries on the local store, after the
+// batches before them are in it (a replayed one finds nothing to drop).
+// The store is synced first, as before the shell's trims (RunJobs): the
+// snapshot it writes summarises records up to its end.
+func (n *Node) trim(ts []raftphb.Trim) error {
+	for _, t := range ts {
+		if first, _ := n.store.Bounds(); t.Cut <= first {
+			continue
+		}
+		if err := n.syncStore(); err != nil {
+			return err
+		}
+		_, dropped, err := n.store.TrimEncoded(t.Cut, t.Snapshot)
+		if err != nil {
+			return fmt.Errorf("pubend store: trim at %d (Raft entry %d): %w", t.Cut, t.Index, err)
+		}
+		if dropped > 0 {
+			n.trimsApplied++
+		}
+	}
+	return nil
 }
 
 // Close closes the disks (a graceful stop; a crash just drops the Node).
@@ -892,12 +930,21 @@ type Stats struct {
 	MaxSnapshotBytes                               int
 	// Rejoins: times this member rejoined the cell as a new member.
 	Rejoins uint64
+	// TrimsProposed: trims of this member's store it proposed as trim
+	// entries while serving; TrimsApplied: trim entries that dropped
+	// segments of its store (every member, leader or follower).
+	TrimsProposed, TrimsApplied uint64
 }
+
+// StoreBounds returns the first and next index of the member's pubend
+// store (its log of committed records), for status pages.
+func (n *Node) StoreBounds() (first, next uint64) { return n.store.Bounds() }
 
 // Stats returns the member's Raft log size (as of the last completed
 // Ready) and snapshot counters. Like RunJobs, it may be called while
 // SyncLog runs.
 func (n *Node) Stats() Stats {
 	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
-		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins}
+		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins,
+		TrimsProposed: n.trimsProposed, TrimsApplied: n.trimsApplied}
 }
