@@ -170,7 +170,7 @@ type Ready struct {
 	// batch it summarises.
 	Trims []Trim
 	Lost  *Lost
-	Serve    *Serve
+	Serve *Serve
 }
 
 // Status is a replica's view, for tests and status pages.

@@ -3,8 +3,8 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
