@@ -365,6 +365,18 @@ func ReadEventTo(ev *Event, b []byte) (int, error) {
 	return l.end, nil
 }
 
+// ViewEventTo is ReadEventTo without the copy: the event's fields view b
+// itself, which must never be written again (a reader's write-once frame
+// memory, wire.Reader.ViewFrames). No allocation.
+func ViewEventTo(ev *Event, b []byte) (int, error) {
+	l, err := parseEvent(b)
+	if err != nil {
+		return 0, err
+	}
+	l.build(ev, b[:l.end:l.end])
+	return l.end, nil
+}
+
 // viewEvent makes an event whose fields are views of enc, which must start
 // with one event encoding; it checks that encoding.
 func viewEvent(enc []byte) (*Event, int, error) {
@@ -427,7 +439,13 @@ func (l *eventLayout) build(ev *Event, enc []byte) {
 // fields of an event but its tick. The result owns one copy of those bytes
 // (b may be reused), which its strings, properties and payload view.
 // Errors wrap ErrBadEvent and give the offset in b; it never panics.
-func ReadPublish(b []byte) (Publish, int, error) {
+func ReadPublish(b []byte) (Publish, int, error) { return readPublish(b, false) }
+
+// ViewPublish is ReadPublish without the copy: the publish's fields view b,
+// which must never be written again (wire.Reader.ViewFrames).
+func ViewPublish(b []byte) (Publish, int, error) { return readPublish(b, true) }
+
+func readPublish(b []byte, view bool) (Publish, int, error) {
 	c := cursor{b: b}
 	pubend, publisher := c.span(), c.span()
 	seq := c.uvarint()
@@ -442,7 +460,10 @@ func ReadPublish(b []byte) (Publish, int, error) {
 	if c.err != nil {
 		return Publish{}, 0, c.err
 	}
-	own := append(make([]byte, 0, c.off), b[:c.off]...)
+	own := b[:c.off:c.off]
+	if !view {
+		own = append(make([]byte, 0, c.off), own...)
+	}
 	p := Publish{Pubend: PubendID(unsafeString(own[pubend.lo:pubend.hi])), Publisher: unsafeString(own[publisher.lo:publisher.hi]),
 		Seq: seq, Topic: unsafeString(own[topic.lo:topic.hi]), Props: Props{enc: unsafeString(own[props.lo:props.hi])}}
 	if payload.hi > payload.lo {

@@ -31,7 +31,7 @@ func (e *RefusedError) Error() string {
 func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn, *wire.Reader, error) {
 	opts = opts.withDefaults()
 	setDeadline(ctx, nc)
-	r := wire.NewReader(newBufReader(nc), opts.MaxFrame)
+	r := newReader(nc, opts)
 	m, err := r.Next()
 	if err != nil {
 		return nil, nil, fmt.Errorf("transport: read hello from %s: %w", nc.RemoteAddr(), err)

@@ -36,6 +36,10 @@ type Options struct {
 	// Bandwidth caps the bytes per second written (0: no cap): a link's
 	// bandwidth in the network config (DESIGN.md §6b).
 	Bandwidth int64
+	// ViewFrames: decoded events and publishes view the frames they came
+	// in, read into write-once memory, instead of owning a copy
+	// (wire.Reader.ViewFrames): for brokers, not for applications.
+	ViewFrames bool
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +56,15 @@ func (o Options) withDefaults() Options {
 		o.MaxFrame = wire.DefaultMaxFrame
 	}
 	return o
+}
+
+// newReader is the frame reader of a connection.
+func newReader(nc net.Conn, opts Options) *wire.Reader {
+	r := wire.NewReader(newBufReader(nc), opts.MaxFrame)
+	if opts.ViewFrames {
+		r.ViewFrames()
+	}
+	return r
 }
 
 // ErrQueueFull closes a connection whose peer does not keep up.
@@ -93,7 +106,7 @@ func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*C
 	if err != nil {
 		return nil, nil, fmt.Errorf("transport: send hello to %s: %w", nc.RemoteAddr(), err)
 	}
-	r := wire.NewReader(newBufReader(nc), opts.MaxFrame)
+	r := newReader(nc, opts)
 	m, err := r.Next()
 	if err != nil {
 		return nil, nil, fmt.Errorf("transport: read hello from %s: %w", nc.RemoteAddr(), err)

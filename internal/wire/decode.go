@@ -18,12 +18,19 @@ import (
 //
 // Errors wrap ErrUnknownType or ErrMalformed with the type and the offset in
 // frame where decoding failed. Decode never panics.
-func Decode(frame []byte) (msg.Msg, error) {
+func Decode(frame []byte) (msg.Msg, error) { return decode(frame, false) }
+
+// DecodeView is Decode for a frame whose memory is never written again:
+// the events and publishes it carries view the frame instead of copying
+// their bytes (Reader.ViewFrames).
+func DecodeView(frame []byte) (msg.Msg, error) { return decode(frame, true) }
+
+func decode(frame []byte, view bool) (msg.Msg, error) {
 	if len(frame) == 0 {
 		return nil, fmt.Errorf("%w: empty frame (no type byte)", ErrMalformed)
 	}
 	t := Type(frame[0])
-	d := decoder{b: frame, off: 1, typ: t}
+	d := decoder{b: frame, off: 1, typ: t, view: view}
 	var m msg.Msg
 	switch t {
 	case TypeHello:
@@ -49,7 +56,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 				d.failf("relayed message must be a broker-to-broker GD message (0x10–0x16)")
 				break
 			}
-			im, err := Decode(inner)
+			im, err := decode(inner, d.view)
 			if err != nil {
 				return nil, fmt.Errorf("%w (inside Relay to %s, from offset %d)", err, to, d.off)
 			}
@@ -73,7 +80,7 @@ func Decode(frame []byte) (msg.Msg, error) {
 			if d.err != nil {
 				break
 			}
-			im, err := Decode(inner)
+			im, err := decode(inner, d.view)
 			if err != nil {
 				return nil, fmt.Errorf("%w (inside Forward for client %d, from offset %d)", err, client, d.off)
 			}
@@ -137,7 +144,11 @@ func Decode(frame []byte) (msg.Msg, error) {
 		m = p
 
 	case TypePublish:
-		p, n, err := msg.ReadPublish(d.b[d.off:])
+		read := msg.ReadPublish
+		if d.view {
+			read = msg.ViewPublish
+		}
+		p, n, err := read(d.b[d.off:])
 		if err != nil {
 			d.inner(err)
 			break
@@ -190,6 +201,8 @@ type decoder struct {
 	off int
 	typ Type
 	err error
+	// view: b is write-once memory; events and publishes view it.
+	view bool
 }
 
 func (d *decoder) failf(format string, args ...any) {
@@ -473,7 +486,11 @@ func (d *decoder) knowledge() *msg.Knowledge {
 	k.VTick = d.tick()
 	k.Retrans = d.bool()
 	if d.bool() && d.err == nil {
-		n, err := msg.ReadEventTo(&f.ev, d.b[d.off:])
+		read := msg.ReadEventTo
+		if d.view {
+			read = msg.ViewEventTo
+		}
+		n, err := read(&f.ev, d.b[d.off:])
 		if err != nil {
 			d.inner(err)
 			return nil
@@ -502,6 +519,16 @@ func (d *decoder) optEvent() *msg.Event {
 func (d *decoder) event() *msg.Event {
 	if d.err != nil {
 		return nil
+	}
+	if d.view {
+		ev := new(msg.Event)
+		n, err := msg.ViewEventTo(ev, d.b[d.off:])
+		if err != nil {
+			d.inner(err)
+			return nil
+		}
+		d.off += n
+		return ev
 	}
 	ev, n, err := msg.ReadEvent(d.b[d.off:])
 	if err != nil {

@@ -29,6 +29,9 @@ func FuzzDecode(f *testing.F) {
 			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrUnknownType) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
+			if vm, verr := DecodeView(bytes.Clone(in)); verr == nil {
+				t.Fatalf("DecodeView took %v where Decode refused: %v", vm, err)
+			}
 			return
 		}
 		out, err := AppendFrame(nil, m)
@@ -42,6 +45,11 @@ func FuzzDecode(f *testing.F) {
 		again, err := Decode(out[4:])
 		if err != nil || !equalMsg(again, m) {
 			t.Fatalf("round trip changed %v -> %v (%v)", m, again, err)
+		}
+		// Viewing the frame instead of copying from it decodes the same.
+		viewed, err := DecodeView(bytes.Clone(in))
+		if err != nil || !equalMsg(viewed, m) {
+			t.Fatalf("DecodeView gave %v (%v), Decode %v", viewed, err, m)
 		}
 	})
 }
@@ -57,8 +65,11 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1}, uint16(0))
 	f.Add([]byte{0, 0, 0, 0}, uint16(0))
 	f.Fuzz(func(t *testing.T, in []byte, max uint16) {
-		read := func(src io.Reader) ([]msg.Msg, error) {
+		read := func(src io.Reader, view bool) ([]msg.Msg, error) {
 			r := NewReader(src, int(max))
+			if view {
+				r.ViewFrames()
+			}
 			var ms []msg.Msg
 			for len(ms) <= len(in) {
 				m, err := r.Next()
@@ -73,7 +84,7 @@ func FuzzReader(f *testing.F) {
 			t.Fatalf("more messages than input bytes")
 			return nil, nil
 		}
-		ms, err := read(bytes.NewReader(in))
+		ms, err := read(bytes.NewReader(in), false)
 		switch {
 		case err == io.EOF, errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, ErrFrameTooLarge),
 			errors.Is(err, ErrMalformed), errors.Is(err, ErrUnknownType):
@@ -91,14 +102,17 @@ func FuzzReader(f *testing.F) {
 		if !bytes.HasPrefix(in, out) {
 			t.Fatalf("re-encoded stream is not a prefix of the input")
 		}
-		// The same stream read in one-byte pieces gives the same messages.
-		ms2, err2 := read(iotest.OneByteReader(bytes.NewReader(in)))
-		if len(ms2) != len(ms) || (err == io.EOF) != (err2 == io.EOF) {
-			t.Fatalf("one-byte reads differ: %d msgs (%v) vs %d (%v)", len(ms2), err2, len(ms), err)
-		}
-		for i := range ms {
-			if !equalMsg(ms[i], ms2[i]) {
-				t.Fatalf("one-byte reads differ at %d", i)
+		// The same stream read in one-byte pieces, and read into write-once
+		// memory that the messages view, gives the same messages.
+		for _, view := range []bool{false, true} {
+			ms2, err2 := read(iotest.OneByteReader(bytes.NewReader(in)), view)
+			if len(ms2) != len(ms) || (err == io.EOF) != (err2 == io.EOF) {
+				t.Fatalf("one-byte reads (viewing %v) differ: %d msgs (%v) vs %d (%v)", view, len(ms2), err2, len(ms), err)
+			}
+			for i := range ms {
+				if !equalMsg(ms[i], ms2[i]) {
+					t.Fatalf("one-byte reads (viewing %v) differ at %d", view, i)
+				}
 			}
 		}
 	})
