@@ -32,28 +32,18 @@ type Reader struct {
 	off   int64 // stream offset of the next frame
 	count int64 // frames read
 	err   error // sticky: after any error the stream is not resynchronised
-	// view: frames go to write-once memory (chunk) and the events and
-	// publishes they carry view it (ViewFrames).
-	view  bool
-	chunk []byte
+	// view: a frame that carries events or a publish is read into memory
+	// of its own, which they view (ViewFrames).
+	view bool
 }
 
-// viewChunk is the write-once memory a viewing Reader reads small frames
-// into, one chunk after another; a frame larger than viewOwn gets memory
-// of its own. A chunk lives while any event decoded from it does.
-const (
-	viewChunk = 32 << 10
-	viewOwn   = 4 << 10
-)
-
-// ViewFrames makes the Reader read every frame into memory it never
-// writes again, so that the events and publishes it decodes view their
-// frame's bytes instead of each owning a copy: one copy and one allocation
-// less per event, and events forwarded as the bytes they arrived in. The
-// price is retention: an event kept pins its chunk (32 KiB), so this is
-// for a broker, whose caches keep events in stream order and drop the
-// oldest first, not for an application that may keep a few events of
-// many.
+// ViewFrames makes the Reader read each frame that carries events or a
+// publish (Knowledge, Delivery, Payloads, Publish, and Relay or Forward
+// around them) into memory of its own, which nothing writes again, and
+// decode it viewing that memory: the events' bytes are not copied again
+// out of a reused buffer, so an event is forwarded as the bytes it
+// arrived in. An event pins only its own frame (a few bytes more than
+// itself), so the caches' byte bounds still bound memory.
 func (r *Reader) ViewFrames() { r.view = true }
 
 // NewReader returns a Reader over r that refuses frames (type byte and body)
@@ -122,9 +112,9 @@ func (r *Reader) next() (msg.Msg, error) {
 	if size == 0 {
 		return nil, r.wrap(fmt.Errorf("%w: length 0 (no type byte)", ErrMalformed))
 	}
-	read := r.readFrame
-	if r.view {
-		read = r.readOwnFrame
+	read, view := r.readFrame, r.view && r.carriesEvents()
+	if view {
+		read = r.readLarge
 	}
 	frame, err := read(int(size))
 	if err != nil {
@@ -133,7 +123,7 @@ func (r *Reader) next() (msg.Msg, error) {
 		}
 		return nil, r.wrap(fmt.Errorf("%d-byte frame (%d read): %w", size, len(frame), err))
 	}
-	m, err := decode(frame, r.view)
+	m, err := decode(frame, view)
 	if err != nil {
 		return nil, r.wrap(err)
 	}
@@ -146,20 +136,19 @@ func (r *Reader) wrap(err error) error {
 	return fmt.Errorf("frame %d at stream offset %d: %w", r.count, r.off, err)
 }
 
-// readOwnFrame reads n bytes into memory nothing writes again: the rest of
-// the current chunk, a new chunk, or (past viewOwn) a buffer of its own.
-func (r *Reader) readOwnFrame(n int) ([]byte, error) {
-	if n > viewOwn {
-		return r.readLarge(n)
+// carriesEvents reports whether the next frame, whose length prefix was
+// read, carries events or a publish (its type byte, if buffered or
+// readable; false otherwise, and the read reports the error).
+func (r *Reader) carriesEvents() bool {
+	b, err := r.r.Peek(1)
+	if err != nil {
+		return false
 	}
-	if cap(r.chunk)-len(r.chunk) < n {
-		r.chunk = make([]byte, 0, viewChunk)
+	switch Type(b[0]) {
+	case TypeKnowledge, TypeDelivery, TypePayloads, TypePublish, TypeRelay, TypeForward:
+		return true
 	}
-	at := len(r.chunk)
-	b := r.chunk[at : at+n : at+n]
-	got, err := io.ReadFull(r.r, b)
-	r.chunk = r.chunk[:at+got]
-	return b[:got], err
+	return false
 }
 
 // readFrame reads n bytes. Frames up to keepBuf reuse r.buf; larger ones
@@ -178,7 +167,7 @@ func (r *Reader) readFrame(n int) ([]byte, error) {
 }
 
 // readLarge reads n bytes into a fresh buffer, grown step by step as they
-// arrive.
+// arrive (a frame up to growStep is one allocation of its exact size).
 func (r *Reader) readLarge(n int) ([]byte, error) {
 	var b []byte
 	for len(b) < n {
