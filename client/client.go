@@ -331,9 +331,11 @@ func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.
 		}
 		nc = tc
 	}
-	// The queue must hold every resent publish plus new traffic.
+	// The queue must hold every resent publish plus new traffic. A
+	// delivered event views its own frame (no copy out of the read buffer;
+	// it pins nothing but that frame).
 	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: c.opts.ID},
-		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024})
+		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024, ViewFrames: true})
 	if err == nil {
 		_, err = transport.Login(hctx, conn, r, c.opts.User, c.opts.Password)
 	}

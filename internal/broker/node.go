@@ -186,8 +186,8 @@ func New(opts Options) (*Node, error) {
 	if opts.GD == (gd.Config{}) {
 		opts.GD = gd.DefaultConfig()
 	}
-	// Events forwarded as the bytes they arrived in, with no copy per hop:
-	// a broker's caches keep them in stream order (transport.Options).
+	// Events forwarded as the bytes they arrived in, with no copy per hop
+	// (transport.Options).
 	opts.Transport.ViewFrames = true
 	if opts.BestEffort {
 		opts.GD.BestEffort = true

@@ -37,8 +37,8 @@ type Options struct {
 	// bandwidth in the network config (DESIGN.md §6b).
 	Bandwidth int64
 	// ViewFrames: decoded events and publishes view the frames they came
-	// in, read into write-once memory, instead of owning a copy
-	// (wire.Reader.ViewFrames): for brokers, not for applications.
+	// in, each read into memory of its own, instead of owning a copy
+	// (wire.Reader.ViewFrames).
 	ViewFrames bool
 }
 
