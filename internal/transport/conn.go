@@ -27,7 +27,8 @@ type Options struct {
 	// QueueFrames bounds the outbound queue; a full queue closes the
 	// connection. Default 65536.
 	QueueFrames int
-	// Heartbeat is how often an idle side sends a heartbeat. Default 1s.
+	// Heartbeat is how often an idle side sends a heartbeat (a side that
+	// wrote within the interval sends none). Default 1s.
 	Heartbeat time.Duration
 	// DeadAfter: a peer silent this long is dead. Default 5s.
 	DeadAfter time.Duration
@@ -256,9 +257,18 @@ func (c *Conn) writeLoop() error {
 	defer hb.Stop()
 	var buf []byte
 	var batch []msg.Msg
+	var wrote time.Time // when the last batch was written
 	for {
 		select {
-		case <-hb.C:
+		case now := <-hb.C:
+			// Only an idle side heartbeats: frames written within the
+			// interval already tell the peer this side is alive (one
+			// write and one wake-up less per connection and second, which
+			// counts at an SHB with thousands of subscribers). The peer
+			// then hears something at least every 2 × Heartbeat.
+			if now.Sub(wrote) < c.opts.Heartbeat {
+				continue
+			}
 			c.mu.Lock()
 			if len(c.queue) == 0 && len(c.urgent) == 0 && !c.closed {
 				c.queue = append(c.queue, msg.Heartbeat{})
@@ -275,6 +285,9 @@ func (c *Conn) writeLoop() error {
 		c.mu.Unlock()
 		if !closed || flush {
 			buf = c.writeBatch(buf, batch)
+			if len(batch) > 0 {
+				wrote = time.Now()
+			}
 		}
 		clear(batch)
 		if closed {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -347,4 +348,65 @@ func TestRunBatchDeliversBurstsInOrder(t *testing.T) {
 		t.Fatal("last frame not delivered once complete")
 	}
 	a.Close()
+}
+
+// TestOnlyAnIdleSideHeartbeats: a side that keeps writing sends no
+// heartbeats (its frames say it is alive); once it stops, heartbeats come.
+func TestOnlyAnIdleSideHeartbeats(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	a, ra, b := pair(t, Options{Heartbeat: interval, DeadAfter: time.Minute})
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background(), ra, func(msg.Msg) {}) }()
+	defer func() { a.Close(); <-done }()
+	var mu sync.Mutex
+	var heartbeats, acks int
+	go func() {
+		r := wire.NewReader(b, 0)
+		for {
+			m, err := r.Next()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			switch m.(type) {
+			case msg.Heartbeat:
+				heartbeats++
+			case msg.Ack:
+				acks++
+			}
+			mu.Unlock()
+		}
+	}()
+	count := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return heartbeats, acks
+	}
+	// Busy for 20 intervals: a frame every quarter of an interval.
+	tk := time.NewTicker(interval / 4)
+	for i := 0; i < 80; i++ {
+		<-tk.C
+		a.Send(msg.Ack{Pubend: "P1", T: tick.Tick(i)})
+	}
+	tk.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, acked := count(); acked < 80; _, acked = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 80 frames arrived", acked)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Before, a busy side heartbeated whenever its queue was empty at a
+	// tick (about 20 times here); a scheduling stall of an interval may
+	// let one or two through.
+	if hb, _ := count(); hb > 3 {
+		t.Errorf("%d heartbeats while the side wrote every %v (interval %v)", hb, interval/4, interval)
+	}
+	busy, _ := count()
+	for hb, _ := count(); hb < busy+3; hb, _ = count() {
+		if time.Now().After(deadline) {
+			t.Fatalf("an idle side sent %d heartbeats in 10 s (interval %v)", hb-busy, interval)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
