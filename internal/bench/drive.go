@@ -274,6 +274,7 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
+	opened := 0
 	subs := make([]Sub, len(fs))
 	for range min(workers, len(fs)) {
 		wg.Add(1)
@@ -288,12 +289,17 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 				sub, err := t.Subscribe(sctx, fs[i], coll.sink(uint32(i), stride))
 				c()
 				subs[i] = sub
-				if err != nil {
-					mu.Lock()
+				mu.Lock()
+				switch {
+				case err == nil:
+					opened++
+				case ctx.Err() != nil && errors.Is(err, context.Canceled):
+					// stopped by an earlier failure: not a failure of its own
+				default:
 					errs = append(errs, fmt.Errorf("subscriber %d: %w", i, err))
-					mu.Unlock()
 					cancel()
 				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -309,7 +315,7 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 	close(idx)
 	wg.Wait()
 	if len(errs) > 0 {
-		return nil, errors.Join(errs[0], fmt.Errorf("%d of %d subscriptions failed", len(errs), len(fs)))
+		return nil, errors.Join(errs[0], fmt.Errorf("%d of %d subscriptions failed (%d were open; the rest were not tried)", len(errs), len(fs), opened))
 	}
 	return subs, ctx.Err()
 }
