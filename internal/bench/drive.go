@@ -315,7 +315,7 @@ func subscribeAll(ctx context.Context, t Target, fs []Filter, keys int, coll *co
 	close(idx)
 	wg.Wait()
 	if len(errs) > 0 {
-		return nil, errors.Join(errs[0], fmt.Errorf("%d of %d subscriptions failed (%d were open; the rest were not tried)", len(errs), len(fs), opened))
+		return nil, errors.Join(errs[0], fmt.Errorf("%d of %d subscriptions failed (%d open when the first failure stopped the rest)", len(errs), len(fs), opened))
 	}
 	return subs, ctx.Err()
 }
