@@ -1,7 +1,8 @@
 // Package faultnet is a TCP proxy that injects the link failures of seed 000
 // §4.2 between real processes: a cut (every connection closed, new ones
 // refused) and a stall (connections stay open and keep accepting bytes, but
-// nothing is forwarded — the failure neighbours notice late).
+// nothing is forwarded — the failure neighbours notice late). It can also
+// limit the bandwidth from the target, changeable at any time (limit.go).
 package faultnet
 
 import (
@@ -36,6 +37,9 @@ type Proxy struct {
 	// Bytes forwarded towards the target and back from it, for benchmarks
 	// that measure what crosses a link.
 	toTarget, fromTarget atomic.Int64
+
+	// down limits what is forwarded from the target (SetBandwidth).
+	down bucket
 }
 
 // Forwarded returns the bytes forwarded so far towards the target (from
@@ -124,20 +128,31 @@ func (p *Proxy) accept(ctx context.Context) {
 		}
 		p.conns[c], p.conns[t] = struct{}{}, struct{}{}
 		p.mu.Unlock()
+		if p.down.limited() {
+			shrinkReadBuffer(t)
+		}
 		p.wg.Add(2)
-		go p.copy(t, c, &p.toTarget)
-		go p.copy(c, t, &p.fromTarget)
+		go p.copy(t, c, &p.toTarget, nil)
+		go p.copy(c, t, &p.fromTarget, &p.down)
 	}
 }
 
-// copy forwards src to dst, holding bytes back while stalled.
-func (p *Proxy) copy(dst, src net.Conn, count *atomic.Int64) {
+// copy forwards src to dst, holding bytes back while stalled and, with a
+// bucket, pacing them to its bandwidth.
+func (p *Proxy) copy(dst, src net.Conn, count *atomic.Int64, limit *bucket) {
 	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := src.Read(buf)
+		rd := buf
+		if limit != nil && limit.limited() {
+			rd = buf[:limitChunk]
+		}
+		n, err := src.Read(rd)
+		if n > 0 && limit != nil {
+			limit.take(n)
+		}
 		if n > 0 {
 			p.mu.Lock()
 			gate := p.gate

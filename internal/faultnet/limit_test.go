@@ -1,0 +1,74 @@
+package faultnet
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestSetBandwidthPaces checks that a limited proxy forwards from the
+// target at about its bandwidth, and that lifting the limit applies to a
+// connection already open.
+func TestSetBandwidthPaces(t *testing.T) {
+	const (
+		rate = 100_000 // bytes/s
+		size = 50_000
+	)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // the target sends size bytes twice, a byte from the client between
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		one := make([]byte, 1)
+		for range 2 {
+			if _, err := c.Write(make([]byte, size)); err != nil {
+				return
+			}
+			if _, err := c.Read(one); err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := Listen(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetBandwidth(rate)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	began := time.Now()
+	if _, err := io.ReadFull(c, make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d < 400*time.Millisecond || d > 5*time.Second {
+		t.Errorf("%d bytes at %d B/s took %v, want about 0.5 s", size, rate, d)
+	}
+	p.SetBandwidth(0)
+	began = time.Now()
+	if _, err := c.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 300*time.Millisecond {
+		t.Errorf("%d bytes unlimited took %v", size, d)
+	}
+	if _, from := p.Forwarded(); from != 2*size {
+		t.Errorf("forwarded %d bytes from the target, want %d", from, 2*size)
+	}
+}
