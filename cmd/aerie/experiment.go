@@ -19,7 +19,7 @@ import (
 func runExperiment(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie experiment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e1, cc-e2, cc-e3, cc-e4 (congestion control, simulated); scale-control, scale-subs, scale-selectivity, scale-recovery (scaling laws, simulated)")
+	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e1, cc-e2, cc-e3, cc-e4 (congestion control, simulated); cc-e1-real, cc-e2-real (congestion control, broker processes); scale-control, scale-subs, scale-selectivity, scale-recovery (scaling laws, simulated)")
 	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
@@ -35,6 +35,10 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fails for 15 s, with and without congestion control; a cap that alternates; limits and a failure in several")
 		fmt.Fprintln(stderr, "places of a five-SHB network; recovery time against Δt_rec. Plots cc-e1-link-failure.png, cc_e2.png,")
 		fmt.Fprintln(stderr, "cc_e3.png, cc_e4.png.")
+		fmt.Fprintln(stderr, "\nCases cc-e1-real and cc-e2-real run E1 and E2 with four broker processes of this binary (p1 → b1 → s1, s2;")
+		fmt.Fprintln(stderr, "b1 → s2 through a TCP proxy): b1 → s2 capped at 100 KB/s with a bandwidth and cut for 15 s, with and")
+		fmt.Fprintln(stderr, "without congestion control (about 6 minutes); or limited by the proxy to 60, 150, 60 KB/s for 30 s each")
+		fmt.Fprintln(stderr, "(about 2 minutes). They check exactly-once, in-order delivery and plot cc-e1-real.png, cc-e2-real.png.")
 		fmt.Fprintln(stderr, "\nCases scale-control, scale-subs, scale-selectivity and scale-recovery sweep the simulated scale topology")
 		fmt.Fprintln(stderr, "(docs/SCALE.md): control traffic against depth and fan-out, subscription propagation against the number of")
 		fmt.Fprintln(stderr, "subscriptions, bytes per link against selectivity, recovery against the SHBs cut off; plots scale-<law>.png.")
@@ -60,6 +64,13 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	failed := false
 	for _, c := range strings.Split(*cases, ",") {
 		c = strings.TrimSpace(c)
+		if isCCRealCase(c) {
+			if err := runCCRealCase(ctx, c, bin, *out, *dir, stdout, stderr); err != nil {
+				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)
+				failed = true
+			}
+			continue
+		}
 		if isCCCase(c) {
 			if err := runCCCase(c, *out, stdout); err != nil {
 				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)
