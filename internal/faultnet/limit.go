@@ -22,7 +22,10 @@ const limitChunk = 2 << 10
 // limitReadBuffer is the receive buffer of the proxy's connection to the
 // target while limited: small, so that the kernel does not hide megabytes
 // of queue (seconds at tens of KB/s) between the broker and the bucket.
-const limitReadBuffer = 16 << 10
+// Not smaller: on loopback (MSS about 64 KiB) 16 KiB, and also the
+// kernel's autotuned default, let a 60 KB/s bucket forward only about
+// 32 KB/s (window updates wait for half a buffer; TestSetBandwidthPaces).
+const limitReadBuffer = 32 << 10
 
 // bucket is a token bucket in bytes; rate 0 means no limit.
 type bucket struct {
