@@ -61,9 +61,19 @@ func (b *bucket) refill(now time.Time) {
 	b.last = now
 }
 
-// take waits until n bytes may pass (n at most a chunk); the wait is
-// recomputed after each sleep, so a rate change applies at once.
+// take waits until n bytes may pass, a chunk at a time: a read made
+// before the limit was set may hold more than the burst, which would
+// never fit in the bucket at once. The wait is recomputed after each
+// sleep, so a rate change applies at once.
 func (b *bucket) take(n int) {
+	for n > 0 {
+		k := min(n, limitChunk)
+		b.takeChunk(k)
+		n -= k
+	}
+}
+
+func (b *bucket) takeChunk(n int) {
 	for {
 		b.mu.Lock()
 		now := time.Now()
