@@ -47,7 +47,7 @@ type Options struct {
 	// End is when publishing stops; Drain how long the subscribers then
 	// have to receive the rest.
 	End, Drain time.Duration
-	Progress   io.Writer
+	Progress   io.Writer `json:"-"`
 }
 
 // E1Options is E1 at LAN scale: b1 → s2 capped at 100 KB/s, the publisher

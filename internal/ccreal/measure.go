@@ -125,15 +125,15 @@ func (r *Result) summaryE1(b *strings.Builder) {
 	} else {
 		b.WriteString("  p1 never limited\n")
 	}
-	fmt.Fprintf(b, "  before the cut: s1 %.1f, s2 %.1f events/s; link %.1f KB/s\n", Rate(r.S1, 2*time.Second, o.CutAt), Rate(r.S2, 2*time.Second, o.CutAt), r.LinkRate(2*time.Second, o.CutAt)/1000)
+	fmt.Fprintf(b, "  before the cut: s1 %.1f, s2 %.1f events/s; link %.1f KB/s\n", Rate(r.S1, time.Second, o.CutAt), Rate(r.S2, time.Second, o.CutAt), r.LinkRate(time.Second, o.CutAt)/1000)
 	fmt.Fprintf(b, "  after the restore until publishing stopped: s1 %.1f, s2 %.1f events/s; link %.1f KB/s; s2's NACK window at most %d ms of ticks\n",
-		Rate(r.S1, o.BackAt, o.End), Rate(r.S2, o.BackAt, o.End), r.LinkRate(o.BackAt, o.End)/1000, r.maxWindow())
+		Rate(r.S1, o.BackAt, o.End), Rate(r.S2, o.BackAt, o.End), r.LinkRate(o.BackAt, o.End)/1000, r.MaxWindow())
 	end := o.End
 	if rec, ok := r.Recovered(); ok {
 		end = rec
 	}
 	if a, z := r.between(o.BackAt, end); a != nil && z != a {
-		fmt.Fprintf(b, "  from the restore until %.1f s: b1 sent s2 %d events (%d new to s2's subscriber), s2 sent %d nacks for %.1f s of ticks, b1 retransmitted %d\n",
+		fmt.Fprintf(b, "  from the restore until %.1f s: b1 queued %d events for s2 (%d new to s2's subscriber), s2 sent %d nacks for %.1f s of ticks, b1 retransmitted %d\n",
 			end.Seconds(), z.B1ToS2-a.B1ToS2, countIn(r.S2, a.At, z.At), z.S2Nacks-a.S2Nacks, float64(z.S2NackTicks-a.S2NackTicks)/1024/1000, z.B1Retrans-a.B1Retrans)
 	}
 }
@@ -174,7 +174,9 @@ func (r *Result) maxLagIn(from, to time.Duration) time.Duration {
 	return m
 }
 
-func (r *Result) maxWindow() int64 {
+// MaxWindow is s2's widest NACK window in the polls (ms of ticks; 0: it
+// never recovered by SDCC).
+func (r *Result) MaxWindow() int64 {
 	var m int64
 	for _, p := range r.Polls {
 		m = max(m, p.S2Window)
@@ -183,15 +185,15 @@ func (r *Result) maxWindow() int64 {
 }
 
 // BytesPerEvent is what one event cost on b1 → s2, headers and control
-// traffic included: the bytes the proxy forwarded over the events b1 sent
-// s2 (NaN before any).
+// traffic included, while nothing disturbed the link: the bytes the proxy
+// forwarded per event s2 received, from 1 s until the first cut or limit.
 func (r *Result) BytesPerEvent() float64 {
-	if len(r.Polls) == 0 {
-		return math.NaN()
+	o := r.Options
+	to := o.End
+	for _, t := range []time.Duration{o.CutAt, o.PhasesFrom} {
+		if t > 0 {
+			to = min(to, t)
+		}
 	}
-	last := r.Polls[len(r.Polls)-1]
-	if last.B1ToS2 == 0 {
-		return math.NaN()
-	}
-	return float64(last.LinkBytes) / float64(last.B1ToS2)
+	return r.LinkRate(time.Second, to) / Rate(r.S2, time.Second, to)
 }

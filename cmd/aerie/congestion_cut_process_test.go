@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/ccreal"
+)
+
+// TestCongestionControlRecoversAfterCut is Gryphon CC §5 E1 scaled for CI,
+// with real broker processes (internal/ccreal): p1 → b1 → s1, s2, b1 → s2
+// capped at 100 KB/s with a `bandwidth`, a publisher offering 80 events/s
+// of 1 KB (about 89 % of the cap), and b1 → s2 cut for 11.5 s — longer
+// than the SHB's receive window (10 s), so that s2 recovers by SDCC with
+// its NACK window (§3.2). After the restore s2 has 11.5 s of stream to
+// recover over a link with ~11 % to spare: congestion control must lower
+// p1's rate (PDCC, §3.1) so that s2 comes back within a bound, and both
+// subscribers must get every event exactly once and in order (ccreal.Run
+// fails otherwise). Without congestion control p1 is never limited and s2
+// recovers only with the ~10 events/s the publisher leaves: minutes.
+//
+// docs/BENCHMARKS.md §11f has the full-size run (`aerie experiment --case
+// cc-e1-real`). The bound is loose because the test machine is shared.
+func TestCongestionControlRecoversAfterCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	o := ccreal.E1Options(aerieBinary(t), t.TempDir(), true)
+	o.CutAt, o.BackAt, o.End, o.Drain = 2*time.Second, 13500*time.Millisecond, 29*time.Second, 40*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	res, err := ccreal.Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s(ran %v)", res.Summary(), time.Since(began).Round(time.Millisecond))
+	// The full-size run recovers 15 s of stream in about 15 s; this one
+	// took 11.5 s for its 11.5 s.
+	const bound = 15 * time.Second
+	rec, ok := res.Recovered()
+	if !ok || rec-o.BackAt > bound {
+		t.Errorf("s2 not back within %v of the present by %v after b1 → s2 returned (recovered %v at %v; at most %v behind)",
+			ccreal.CaughtUp, bound, ok, rec, res.MaxLag())
+	}
+	if low := res.LowestLimitAfter(o.BackAt); low <= 0 || low >= o.Rate {
+		t.Errorf("p1's rate limit after the restore: lowest %.1f events/s, want below the %.0f offered (0: never limited)", low, o.Rate)
+	}
+	if res.MaxWindow() <= 0 {
+		t.Errorf("s2 never had a NACK window: it did not recover by SDCC")
+	}
+}
