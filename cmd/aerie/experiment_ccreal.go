@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,10 @@ func runCCRealCase(ctx context.Context, c, bin, out, dir string, stdout, stderr 
 			return nil, fmt.Errorf("%s: %w", o, err)
 		}
 		fmt.Fprint(stdout, res.Summary())
+		// Every series, for figures the summary does not give.
+		if b, err := json.Marshal(res); err == nil {
+			os.WriteFile(filepath.Join(o.Dir, "result.json"), b, 0o644)
+		}
 		return res, nil
 	}
 	switch c {
