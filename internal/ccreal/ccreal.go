@@ -93,6 +93,9 @@ type Poll struct {
 	// B1ToS2 is the events b1 sent to s2 so far, first-time and in
 	// answer to nacks; B1Retrans the retransmissions b1 sent to anyone.
 	B1ToS2, B1Retrans uint64
+	// S2UCAs is the UCAs (alerts) s2 sent so far, P1Decreases the rate
+	// decreases p1 made.
+	S2UCAs, P1Decreases uint64
 }
 
 // Recv is one delivery at a subscriber.

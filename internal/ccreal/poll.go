@@ -59,6 +59,7 @@ func (p *poller) sample() Poll {
 	s := Poll{At: time.Since(p.began), S1Lag: -1, S2Lag: -1}
 	_, s.LinkBytes = p.proxy.Forwarded()
 	if st, err := p.status("p1"); err == nil {
+		s.P1Decreases = st.Stats.RateDecreases
 		for _, c := range st.Congestion {
 			s.Limit, s.Held, s.Delivered, s.HasCC = c.Limit, c.Held, c.Delivered, true
 		}
@@ -70,7 +71,7 @@ func (p *poller) sample() Poll {
 		s.S1Lag = lag(st)
 	}
 	if st, err := p.status("s2"); err == nil {
-		s.S2Lag, s.S2Nacks, s.S2NackTicks = lag(st), st.Stats.NacksSent, st.Stats.NackTicksSent
+		s.S2Lag, s.S2Nacks, s.S2NackTicks, s.S2UCAs = lag(st), st.Stats.NacksSent, st.Stats.NackTicksSent, st.Stats.UCAsSent
 		for _, c := range st.Congestion {
 			s.S2Recovering, s.S2Window = c.Recovering, c.NackWindow
 		}
