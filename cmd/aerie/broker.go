@@ -73,6 +73,10 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go reloadBandwidth(ctx, hup, *cfgPath, *id, opts.GD.CongestionControl, node, logger)
 	go func() {
 		select {
 		case <-node.Listening():

@@ -62,12 +62,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
 		}
 	}
-	for down, bw := range n.DownBandwidth(id) {
-		if opts.Bandwidth == nil {
-			opts.Bandwidth = map[msg.NodeID]int64{}
-		}
-		opts.Bandwidth[msg.NodeID(down)] = bw
-	}
+	opts.Bandwidth = downBandwidth(n, id)
 	if err := securityOptions(n, b, base, logger, &opts); err != nil {
 		return broker.Options{}, err
 	}

@@ -94,12 +94,13 @@ func (n *Node) servePeer(ctx context.Context, nc net.Conn) {
 	}
 	cancel()
 	peer := msg.NodeID(c.Peer.ID)
-	c.SetBandwidth(n.opts.Bandwidth[peer]) // the link's cap, downstream only (DESIGN.md §6b)
 	if c.Peer.Role != msg.RoleBroker || !n.downs[peer] {
 		c.CloseWith(errors.New("unknown peer"), fmt.Sprintf("%s is not a downstream neighbour of broker %s", c.Peer.ID, n.opts.ID))
 		n.log.Warn("refused connection from unknown broker", "peer", c.Peer.ID, "addr", c.RemoteAddr())
 		return
 	}
+	n.bw.attach(peer, c) // the link's cap, downstream only (DESIGN.md §6b)
+	defer n.bw.detach(c)
 	n.runPeer(ctx, peer, c, r)
 }
 

@@ -149,6 +149,8 @@ type Node struct {
 	change  member.Change         // how it differs from the one before
 	hasView bool
 
+	bw *bandwidths // downstream links' caps (bandwidth.go)
+
 	mu        sync.Mutex // guards the addresses below, read by tests and dev
 	brokerLn  net.Listener
 	clientLn  net.Listener
@@ -207,7 +209,7 @@ func New(opts Options) (*Node, error) {
 		downs: map[msg.NodeID]bool{}, inbox: make(chan event, 4096),
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]clientConn{},
 		peerInc:   map[msg.NodeID]uint64{},
-		listening: make(chan struct{}), chaos: map[string]int{},
+		listening: make(chan struct{}), chaos: map[string]int{}, bw: newBandwidths(opts.Bandwidth),
 	}
 	n.fails = newFailLog(n.log, 10*time.Second)
 	n.disk = newDiskStats()

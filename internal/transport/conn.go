@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -93,6 +94,10 @@ type Conn struct {
 	err     error
 	done    chan struct{} // closed once the socket is closed
 	pace    pacer         // the writer's bandwidth cap
+	// bw is the bandwidth cap in bytes/s (0: none): Options.Bandwidth
+	// until SetBandwidth changes it, which may happen while the writer
+	// runs (a config reload).
+	bw atomic.Int64
 }
 
 // Handshake sends our Hello, reads the peer's, and checks it. The deadline
@@ -128,14 +133,18 @@ func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*C
 }
 
 func newConn(nc net.Conn, peer msg.Hello, opts Options) *Conn {
-	return &Conn{Peer: peer, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Conn{Peer: peer, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c.bw.Store(max(opts.Bandwidth, 0))
+	return c
 }
 
 func newBufReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
 
 // SetBandwidth caps the bytes per second written (0: no cap), for a cap
-// that depends on who the peer turned out to be. Call it before Run.
-func (c *Conn) SetBandwidth(bw int64) { c.opts.Bandwidth = max(bw, 0) }
+// that depends on who the peer turned out to be, or that an operator
+// changed while the connection runs (a config reload). The writer applies
+// it from its next chunk on.
+func (c *Conn) SetBandwidth(bw int64) { c.bw.Store(max(bw, 0)) }
 
 // Send queues m; it never blocks. It reports false (and closes the
 // connection) when the queue is full or the connection is closed.
@@ -302,12 +311,12 @@ func (c *Conn) writeLoop() error {
 // mistaken for a dead peer, and the buffer stays small.
 func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 	chunk := 1 << 20
-	if bw := c.opts.Bandwidth; bw > 0 {
+	if bw := c.bw.Load(); bw > 0 {
 		chunk = int(min(max(bw/20, 4<<10), 1<<20)) // about 50 ms of the cap
 	}
 	buf = buf[:0]
 	write := func() bool {
-		if c.opts.Bandwidth > 0 {
+		if bw := c.bw.Load(); bw > 0 {
 			// A paced batch takes seconds to write when the link is
 			// congested: a DCQ or UCA queued meanwhile goes ahead of the
 			// rest of it, between two whole frames, rather than after it
@@ -317,7 +326,7 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 			if c.dropping() {
 				return false // closed meanwhile: the rest of a paced backlog is dropped like the queue
 			}
-			time.Sleep(c.pace.wait(time.Now(), len(buf), c.opts.Bandwidth))
+			time.Sleep(c.pace.wait(time.Now(), len(buf), bw))
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(c.opts.DeadAfter))
 		if _, err := c.nc.Write(buf); err != nil {

@@ -410,3 +410,37 @@ func TestOnlyAnIdleSideHeartbeats(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestSetBandwidthWhileRunning lifts a cap while the writer works through
+// a paced backlog (an operator's config reload, Gryphon CC §5 E2): the rest
+// goes out unpaced at once instead of at the old cap.
+func TestSetBandwidthWhileRunning(t *testing.T) {
+	// 40 KB/s: 100 events of 1 KB would take 2.5 s.
+	a, ra, b := pair(t, Options{Heartbeat: time.Hour, Bandwidth: 40_000})
+	const n = 100
+	for i := range n {
+		ev := &msg.Event{Pubend: "P1", Tick: tick.Tick(i + 1), Publisher: "p", Seq: uint64(i + 1), Topic: "t", Payload: make([]byte, 1000)}
+		if !a.Send(msg.Knowledge{Pubend: "P1", Start: ev.Tick, End: ev.Tick, Event: ev}) {
+			t.Fatal("send refused")
+		}
+	}
+	go a.Run(context.Background(), ra, func(msg.Msg) {})
+	r := wire.NewReader(b, 0)
+	for range 2 { // a's Hello, then the first event: the writer holds the backlog
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began := time.Now()
+	a.SetBandwidth(0)
+	for range n - 1 {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One paced chunk (about 100 ms) may already be booked; the rest
+	// would take 2.4 s at the old cap.
+	if d := time.Since(began); d > time.Second {
+		t.Fatalf("the backlog took %v after the cap was lifted, want well under the 2.4 s of the old cap", d)
+	}
+}

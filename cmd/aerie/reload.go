@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+// downBandwidth is broker id's downstream links' bandwidths, by downstream
+// broker (DESIGN.md §6b); nil when none has one.
+func downBandwidth(n *config.Network, id string) map[msg.NodeID]int64 {
+	var out map[msg.NodeID]int64
+	for down, bw := range n.DownBandwidth(id) {
+		if out == nil {
+			out = map[msg.NodeID]int64{}
+		}
+		out[msg.NodeID(down)] = bw
+	}
+	return out
+}
+
+// reloadBandwidth applies the links' `bandwidth` of the network config at
+// path to node each time hup fires, until ctx ends: an operator whose link
+// got slower or faster edits the config and sends SIGHUP, without
+// restarting the broker and so without a recovery (Gryphon CC §5 E2 changes
+// a bottleneck's bandwidth during a run). Only bandwidths change; a config
+// that does not load leaves them as they were, and congestion control stays
+// as it was at start (ccOn).
+func reloadBandwidth(ctx context.Context, hup <-chan os.Signal, path, id string, ccOn bool, node *broker.Node, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		n, err := config.Load(path)
+		if err != nil {
+			log.Warn("config reload failed; link bandwidths unchanged", "config", path, "err", err)
+			continue
+		}
+		bw := downBandwidth(n, id)
+		node.SetBandwidth(bw)
+		attrs := []any{"config", path}
+		for down, b := range bw {
+			attrs = append(attrs, string(down), config.FormatBandwidth(b))
+		}
+		log.Info("link bandwidths reloaded", attrs...)
+		if n.CongestionOn() != ccOn {
+			log.Warn("congestion_control takes effect at start only; restart the brokers to change it", "running", ccOn)
+		}
+	}
+}
