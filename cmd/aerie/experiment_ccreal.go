@@ -14,7 +14,7 @@ import (
 
 // ccRealPlots: Gryphon CC, Middleware 2003 §5 E1 and E2 with real broker
 // processes (internal/ccreal), and the plot each case draws.
-var ccRealPlots = map[string]string{"cc-e1-real": "cc-e1-real.png", "cc-e2-real": "cc-e2-real.png"}
+var ccRealPlots = map[string]string{"cc-e1-real": "cc-e1-real.png", "cc-e2-real": "cc-e2-real.png", "cc-e2-real-proxy": "cc-e2-real-proxy.png"}
 
 func isCCRealCase(c string) bool { return ccRealPlots[c] != "" }
 
@@ -55,7 +55,7 @@ func runCCRealCase(ctx context.Context, c, bin, out, dir string, stdout, stderr 
 			return err
 		}
 	default:
-		res, err := run(ccreal.E2Options(bin, filepath.Join(work, "cc")))
+		res, err := run(ccreal.E2Options(bin, filepath.Join(work, "cc"), c == "cc-e2-real-proxy"))
 		if err != nil {
 			return err
 		}

@@ -154,7 +154,11 @@ func PlotE2Real(res *ccreal.Result, path string) error {
 	bpe := res.BytesPerEvent()
 	ymax := 1.5 * o.Rate
 	c := perRun(res, end)
-	rates, err := newPanel(fmt.Sprintf("Gryphon CC §5 E2, real brokers: b1 → s2 limited by a proxy, %s", phaseCaps(o)),
+	by := "its bandwidth, reloaded"
+	if o.ProxyLimit {
+		by = "a proxy"
+	}
+	rates, err := newPanel(fmt.Sprintf("Gryphon CC §5 E2, real brokers: b1 → s2 limited by %s, %s", by, phaseCaps(o)),
 		fmt.Sprintf("time (s; dashed: the limit changes; dotted: the offer and each phase's limit at %.0f B an event)", bpe), "events/s",
 		line{name: clipped("received at s2, behind the limited link", c.s2, ymax), color: red, xys: c.s2},
 		line{name: clipped("received at s1", c.s1, ymax), color: blue, xys: c.s1},

@@ -40,10 +40,12 @@ type Options struct {
 	// CutAt, BackAt: the proxy cuts b1 → s2 from CutAt to BackAt (both
 	// zero: no cut).
 	CutAt, BackAt time.Duration
-	// PhasesFrom: the proxy limits b1 → s2 phase by phase from here; the
-	// limit is lifted after the last phase.
+	// PhasesFrom: b1 → s2 is limited phase by phase from here, and the
+	// limit is lifted after the last phase: by its `bandwidth`, changed in
+	// b1's config and reloaded (SIGHUP), or with ProxyLimit by the proxy.
 	PhasesFrom time.Duration
 	Phases     []Phase
+	ProxyLimit bool
 	// End is when publishing stops; Drain how long the subscribers then
 	// have to receive the rest.
 	End, Drain time.Duration
@@ -60,13 +62,16 @@ func E1Options(bin, dir string, cc bool) Options {
 }
 
 // E2Options is E2 with the phases scaled from 60 s to 30 s: b1 → s2
-// limited to 60, 150 and 60 KB/s by the proxy while the publisher offers
-// 180 events/s of 1 KB (about 200 KB/s), more than the highest limit.
-// Congestion control is on explicitly: no link has a `bandwidth`.
-func E2Options(bin, dir string) Options {
+// limited to 60, 150 and 60 KB/s while the publisher offers 180 events/s
+// of 1 KB (about 195 KB/s), more than the highest limit. By default the
+// limit is b1 → s2's `bandwidth`, reloaded by b1 at each phase, so b1's
+// paced writer holds the queue; with proxy the proxy limits the link and
+// the queue builds in the kernel's socket buffers instead. Congestion
+// control is on explicitly: the config starts without a `bandwidth`.
+func E2Options(bin, dir string, proxy bool) Options {
 	ph := 30 * time.Second
 	return Options{Bin: bin, Dir: dir, Name: "e2", CongestionControl: true, Rate: 180, Size: 1000,
-		PhasesFrom: 5 * time.Second, Phases: []Phase{{60_000, ph}, {150_000, ph}, {60_000, ph}},
+		PhasesFrom: 5 * time.Second, Phases: []Phase{{60_000, ph}, {150_000, ph}, {60_000, ph}}, ProxyLimit: proxy,
 		End: 95 * time.Second, Drain: 2 * time.Minute}
 }
 
@@ -130,6 +135,12 @@ func (o Options) String() string {
 	cc := "on"
 	if !o.CongestionControl {
 		cc = "off"
+	}
+	if len(o.Phases) > 0 && o.ProxyLimit {
+		return fmt.Sprintf("%s, congestion control %s, b1 → s2 limited by the proxy", o.Name, cc)
+	}
+	if len(o.Phases) > 0 {
+		return fmt.Sprintf("%s, congestion control %s, b1 → s2 limited by its bandwidth, reloaded", o.Name, cc)
 	}
 	return fmt.Sprintf("%s, congestion control %s", o.Name, cc)
 }

@@ -108,6 +108,9 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "  phase %d (%.0f–%.0f s), b1 → s2 limited to %.0f KB/s: second half s1 %.1f, s2 %.1f events/s; link %.1f KB/s (%.0f %% of the limit); p1's mean limit %.1f events/s; s2 at most %.1f s behind\n",
 			i+1, from.Seconds(), to.Seconds(), float64(ph.Cap)/1000, Rate(r.S1, half, to), Rate(r.S2, half, to),
 			r.LinkRate(half, to)/1000, 100*r.LinkRate(half, to)/float64(ph.Cap), r.MeanLimit(half, to), r.maxLagIn(from, to).Seconds())
+		if a, z := r.between(from, to); a != nil {
+			fmt.Fprintf(&b, "    in the phase: s2 sent %d alerts (UCAs), p1 lowered its rate %d times\n", z.S2UCAs-a.S2UCAs, z.P1Decreases-a.P1Decreases)
+		}
 	}
 	return b.String()
 }

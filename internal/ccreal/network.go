@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/failover"
@@ -96,6 +97,22 @@ func (n *network) start(g *proc.Group, dir, proxyAddr string) error {
 		if err := g.Start(id, "broker", "--config", cfg, "--id", id, "--http", n.addrs[id].http); err != nil {
 			return fmt.Errorf("ccreal: %w", err)
 		}
+	}
+	return nil
+}
+
+// reload gives b1 → s2 the bandwidth bw (0: none) in b1's config and
+// tells b1 to reload it (SIGHUP, `aerie broker`).
+func (n *network) reload(g *proc.Group, dir string, bw int64) error {
+	n.cfg.Bandwidth = nil
+	if bw > 0 {
+		n.cfg.Bandwidth = map[config.Link]int64{{Up: "b1", Down: "s2"}: bw}
+	}
+	if _, err := n.write(dir, "network.toml", n.addrs["b1"].listen); err != nil {
+		return err
+	}
+	if !g.Signal("b1", syscall.SIGHUP) {
+		return fmt.Errorf("ccreal: b1 is not running")
 	}
 	return nil
 }

@@ -59,7 +59,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	began := time.Now()
 	poll := startPoller(ctx, n, proxy, began)
 	fmt.Fprintf(o.Progress, "cc-%s-real: %s; brokers up, offering %.0f events/s of %d B for %v\n", o.Name, o, o.Rate, o.Size, o.End)
-	script(ctx, o, proxy, began)
+	limit := func(bw int64) error { proxy.SetBandwidth(bw); return nil }
+	if !o.ProxyLimit {
+		limit = func(bw int64) error { return n.reload(procs, o.Dir, bw) }
+	}
+	if err := script(ctx, o, proxy, limit, began); err != nil {
+		poll.stop()
+		return nil, err
+	}
 	published, err := pub.finish(ctx, o.Drain)
 	if err != nil {
 		poll.stop()
@@ -84,31 +91,43 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// script cuts or limits b1 → s2 on the run's timetable until End.
-func script(ctx context.Context, o Options, proxy *faultnet.Proxy, began time.Time) {
-	at := func(d time.Duration, what string, do func()) {
-		if d <= 0 || d > o.End {
+// script cuts or limits b1 → s2 on the run's timetable until End; limit
+// changes the link's bandwidth (0: none).
+func script(ctx context.Context, o Options, proxy *faultnet.Proxy, limit func(int64) error, began time.Time) error {
+	var err error
+	at := func(d time.Duration, what string, do func() error) {
+		if err != nil || d <= 0 || d > o.End {
 			return
 		}
 		select {
 		case <-ctx.Done():
+			err = ctx.Err()
 			return
 		case <-time.After(time.Until(began.Add(d))):
 		}
 		fmt.Fprintf(o.Progress, "cc-%s-real: %.0f s: %s\n", o.Name, d.Seconds(), what)
-		do()
+		err = do()
 	}
-	at(o.CutAt, "b1 → s2 cut", func() { proxy.Set(faultnet.Cut) })
-	at(o.BackAt, "b1 → s2 restored", func() { proxy.Set(faultnet.Pass) })
+	at(o.CutAt, "b1 → s2 cut", func() error { proxy.Set(faultnet.Cut); return nil })
+	at(o.BackAt, "b1 → s2 restored", func() error { proxy.Set(faultnet.Pass); return nil })
+	how := "b1's bandwidth"
+	if o.ProxyLimit {
+		how = "the proxy"
+	}
 	for i, ph := range o.Phases {
-		at(o.PhaseStart(i), fmt.Sprintf("b1 → s2 limited to %.0f KB/s", float64(ph.Cap)/1000), func() { proxy.SetBandwidth(ph.Cap) })
+		at(o.PhaseStart(i), fmt.Sprintf("b1 → s2 limited to %.0f KB/s by %s", float64(ph.Cap)/1000, how), func() error { return limit(ph.Cap) })
 	}
 	if len(o.Phases) > 0 {
-		at(o.PhaseStart(len(o.Phases)), "b1 → s2 unlimited", func() { proxy.SetBandwidth(0) })
+		at(o.PhaseStart(len(o.Phases)), "b1 → s2 unlimited", func() error { return limit(0) })
+	}
+	if err != nil {
+		return err
 	}
 	select {
 	case <-ctx.Done():
+		return ctx.Err()
 	case <-time.After(time.Until(began.Add(o.End))):
+		return nil
 	}
 }
 
