@@ -2,9 +2,12 @@
 // `aerie broker` processes: Fig. 1's network p1 → b1 → s1, s2, one pubend
 // at p1, one publisher offering 1 KB events at a fixed rate and one
 // subscriber at each SHB. The link b1 → s2 goes through a faultnet proxy
-// (s2 has a config of its own in which b1 listens at the proxy), which cuts
-// it (E1) or limits its bandwidth phase by phase (E2); in E1 the link's cap
-// is a `bandwidth` in the network config, which b1's paced writer keeps.
+// (s2 has a config of its own in which b1 listens at the proxy), which
+// counts its bytes and cuts it (E1). Its cap is a `bandwidth` in the
+// network config, which b1's paced writer keeps: fixed in E1, changed
+// phase by phase in E2 by rewriting b1's config and sending it SIGHUP; or,
+// for a bottleneck b1 does not know of, the proxy limits the link instead
+// (Options.ProxyLimit).
 //
 // Every 250 ms it polls the brokers' /status: p1's rate limit, s2's doubt
 // horizon (its lag behind the present) and NACK window. It records every
