@@ -58,6 +58,11 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	if rs := n.Replicas(id); rs != nil {
 		// A replicated PHB cell: one Raft group for its pubends.
 		opts.Raft = &broker.RaftOptions{Cell: msg.NodeID(b.CellID()), Clients: broker.RaftClients(b.RaftClients)}
+		if d := b.RaftElection; d != nil {
+			// Ten ticks to an election, a heartbeat every tick (the
+			// defaults' proportions: 10 × 100 ms).
+			opts.Raft.TickInterval, opts.Raft.ElectionTicks = *d/10, 10
+		}
 		for _, m := range rs {
 			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
 		}

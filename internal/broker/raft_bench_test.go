@@ -342,11 +342,23 @@ func benchRaftClients(b *testing.B, mode string) {
 // address.
 func BenchmarkRaftClientsFailover(b *testing.B) {
 	for _, mode := range []string{"redirect", "forward", "forward-follower"} {
-		b.Run(mode, func(b *testing.B) { benchFailover(b, mode) })
+		b.Run(mode, func(b *testing.B) { benchFailover(b, mode, 0) })
 	}
 }
 
-func benchFailover(b *testing.B, mode string) {
+// BenchmarkFailoverElectionTimeout is BenchmarkRaftClientsFailover's
+// forwarding publisher (every member's address) under election timeouts
+// from the default down to what raft_election_timeout allows: the outage
+// follows the timeout (a follower campaigns after between it and twice it).
+func BenchmarkFailoverElectionTimeout(b *testing.B) {
+	for _, et := range []time.Duration{time.Second, 500 * time.Millisecond, 300 * time.Millisecond} {
+		b.Run(et.String(), func(b *testing.B) { benchFailover(b, "forward", et) })
+	}
+}
+
+// benchFailover measures the publisher's outage when the leader stops;
+// election is the cell's election timeout (0: the broker's default).
+func benchFailover(b *testing.B, mode string, election time.Duration) {
 	var outages []time.Duration
 	for i := 0; i < b.N; i++ {
 		func() {
@@ -356,7 +368,11 @@ func benchFailover(b *testing.B, mode string) {
 			if mode == "redirect" {
 				clients = broker.RaftClientsRedirect
 			}
-			c := startRaftCell(b, ctx, 3, clients)
+			c := startRaftCell(b, ctx, 3, clients, func(o *broker.RaftOptions) {
+				if election > 0 {
+					o.TickInterval, o.ElectionTicks = election/10, 10 // as raft_election_timeout sets them
+				}
+			})
 			addr := c.nodes[c.leader].ClientAddr()
 			for j := 1; j < 3; j++ {
 				addr += "," + c.nodes[(c.leader+j)%3].ClientAddr()
