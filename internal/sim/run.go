@@ -94,7 +94,8 @@ type Result struct {
 	// CCPhases: the phases of Gryphon CC §5 E2 (scenario "cc-e2").
 	CCPhases []CCPhase
 	// CCE3Phases: the phases of Gryphon CC §5 E3 (scenario "cc-e3");
-	// CCSeries: one sample a second of scenarios "cc-e3" and "cc-e4".
+	// CCSeries: one sample a second of scenarios "cc-e3", "cc-e4",
+	// "cc-collapse-ib" and "cc-collapse-pb".
 	CCE3Phases []CCE3Phase
 	CCSeries   []CCSample
 	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
@@ -340,6 +341,12 @@ func (w *world) schedule() {
 		return
 	case sc == "cc-e4":
 		w.scheduleCCE4(shbs)
+		return
+	case sc == "cc-collapse-ib":
+		w.scheduleCCCollapseIB(shbs)
+		return
+	case sc == "cc-collapse-pb":
+		w.scheduleCCCollapsePB(shbs)
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {

@@ -61,6 +61,7 @@ type world struct {
 	// congestion scenario reset the link's maximum (resetQueueMax).
 	maxQueueSeen float64
 	ccLagOf      msg.NodeID    // the SHB whose lag CCSample records
+	ccQueueOf    *link         // the capped link whose queue CCSample records
 	ccRecovery   time.Duration // E4: link return to s2 within 2 s (-1: not yet)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
@@ -207,6 +208,9 @@ func (w *world) newEngine(n *node, standby bool) {
 		// brokers refetch from upstream (gd/refetch.go).
 		cfg.PubendCacheBytes = w.plan.cacheBytes
 		cfg.RelayCacheBytes = w.plan.cacheBytes
+	}
+	if w.opts.IBRelayCacheBytes > 0 && n.broker.Role == IB {
+		cfg.RelayCacheBytes = w.opts.IBRelayCacheBytes
 	}
 	if n.eng != nil {
 		w.asksMoved += int(n.eng.Stats().AsksMoved)
