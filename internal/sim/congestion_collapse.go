@@ -76,6 +76,9 @@ func (w *world) scheduleCCCollapseIB(shbs []msg.NodeID) {
 	w.ccClients(shbs, ccIBOffer, 1000)
 	l := w.ccLink("b1", "s1")
 	w.ccQueueOf, w.ccLagOf = l, "s1"
+	w.ccWindows = []CCWindow{{Name: "steady", To: ccIBThrottle},
+		{Name: "first minute throttled", From: ccIBThrottle, To: ccIBThrottle + time.Minute},
+		{Name: "last minute", From: ccIBEnd - time.Minute, To: ccIBEnd}}
 	w.after(ccIBThrottle, func() {
 		l.bw = ccIBCap
 		w.watchf("b1–s1 throttled to %.0f B/s", l.bw)
@@ -93,6 +96,11 @@ func (w *world) scheduleCCCollapsePB(shbs []msg.NodeID) {
 	trunk, edge := w.ccLink("p1", "b1"), w.ccLink("b1", "s2")
 	trunk.bw = ccPBCap
 	w.ccQueueOf, w.ccLagOf = trunk, "s2"
+	back := ccPBCutAt + ccPBOutage
+	w.ccWindows = []CCWindow{{Name: "steady", To: ccPBCutAt},
+		{Name: "b1–s2 down", From: ccPBCutAt, To: back},
+		{Name: "first minute after b1–s2 returned", From: back, To: back + time.Minute},
+		{Name: "last minute", From: ccPBEnd - time.Minute, To: ccPBEnd}}
 	w.after(ccPBCutAt, func() { w.cut(edge) })
 	w.after(ccPBCutAt+ccPBOutage, func() { w.heal(edge) })
 	w.after(time.Second, func() { w.ccSample(w.ccCount()) })
@@ -193,6 +201,27 @@ func CCRates(series []CCSample, from, to time.Duration) CCRate {
 		r.Delivered[j] /= float64(n)
 	}
 	return r
+}
+
+// CCWindow is a stretch of a collapse run and what CCRates says of it
+// (Result.CCWindows).
+type CCWindow struct {
+	Name     string
+	From, To time.Duration
+	CCRate
+}
+
+// measureWindows fills in each window's figures from the run's series.
+func (w *world) measureWindows() []CCWindow {
+	if len(w.ccWindows) == 0 {
+		return nil
+	}
+	out := make([]CCWindow, len(w.ccWindows))
+	for i, win := range w.ccWindows {
+		win.CCRate = CCRates(w.ccSeries, win.From, win.To)
+		out[i] = win
+	}
+	return out
 }
 
 // The collapse scenarios' timelines, for callers that measure them.

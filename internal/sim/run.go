@@ -101,6 +101,10 @@ type Result struct {
 	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
 	// of the present after b1–s2 returned; -1 when it did not.
 	CCRecovery time.Duration
+	// CCWindows: scenarios "cc-collapse-ib" and "cc-collapse-pb", the
+	// stretches of the run (steady, after the fault, the last minute) and
+	// what CCSeries says of each.
+	CCWindows []CCWindow
 	// Trace: every broker's row of every 100 ms window, with
 	// Options.KeepTrace.
 	Trace []TraceRow
@@ -189,6 +193,7 @@ func Run(o Options) (Result, error) {
 	res.QueueResets = w.queueResets
 	res.CCPhases = w.ccPhases
 	res.CCE3Phases, res.CCSeries, res.CCRecovery = w.ccE3Phases, w.ccSeries, w.ccRecovery
+	res.CCWindows = w.measureWindows()
 	res.MaxLinkQueue = int(w.maxQueueSeen)
 	if w.trace != nil {
 		res.Trace = w.trace.rows

@@ -62,6 +62,7 @@ type world struct {
 	maxQueueSeen float64
 	ccLagOf      msg.NodeID    // the SHB whose lag CCSample records
 	ccQueueOf    *link         // the capped link whose queue CCSample records
+	ccWindows    []CCWindow    // the stretches a collapse run measures
 	ccRecovery   time.Duration // E4: link return to s2 within 2 s (-1: not yet)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
@@ -148,6 +149,9 @@ type link struct {
 	bw        float64
 	busy      [2]tick.Time
 	maxQueued [2]float64
+	// peak: the most bytes queued since the tracer last sampled the link
+	// (TraceRow.QueuedPeak).
+	peak [2]float64
 	// flights are the messages on their way in each direction, in order,
 	// so that lifting a cap can move their arrivals up (congestion.go).
 	flights [2][]*flight
