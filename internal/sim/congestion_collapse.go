@@ -20,7 +20,7 @@ import (
 // connection, s1 nacks what was lost over the same link, and the
 // retransmissions are lost in the next overflow.
 //
-// "cc-collapse-pb" is Fig. 4: p1–b1 is capped at 2.5 times the offer, no
+// "cc-collapse-pb" is Fig. 4: p1–b1 is capped at 2.4 times the offer, no
 // congestion without failures; then b1–s2 fails for 120 s. When it comes
 // back s2 nacks the whole outage. In Gryphon the IB could not answer from
 // its cache and the retransmissions crossed PB–IB, congesting it for both
@@ -35,7 +35,9 @@ import (
 // payloads plus headers, about 100 KB/s, and IB–SB1 is throttled to 60
 // KB/s; here two publishers offer 100 events/s of 1 KB (about 105 KB/s
 // with headers) and b1–s1 is throttled to 60 KB/s (about 57 of these
-// events/s) after 20 s.
+// events/s) after 20 s. Capped links queue the simulator's default 256 KiB,
+// which overflows 5 s after the throttle; the paper's 5 MB would take two
+// minutes to, and the collapse after it is the same (BENCHMARKS §11e).
 const (
 	ccIBOffer    = 50 // events/s per publisher, two publishers
 	ccIBCap      = 60_000
@@ -57,11 +59,12 @@ const (
 	ccPBRelayCache = 1 << 20
 )
 
-// ccCollapseQueue: capped links queue 5 MiB per direction before the
-// connection resets, the output queues of the paper's brokers (Gryphon CC
-// §5: "output queues: 5 MB"), not the simulator's 256 KiB: a retransmission
-// answer of gd (msg.Payloads, up to 1 MiB) could never cross a capped link
-// with a smaller queue.
+// ccCollapseQueue: in collapse 2 capped links queue 5 MiB per direction
+// before the connection resets, the output queues of the paper's brokers
+// (Gryphon CC §5: "output queues: 5 MB"), not the simulator's 256 KiB. An
+// answer to a refetch (msg.Payloads, up to 1 MiB) can never cross a capped
+// link with a smaller queue: each try resets the link, a livelock on one
+// message instead of the paper's congestion, and p1–b1 never fills.
 const ccCollapseQueue = 5 << 20
 
 // ccCaught: an SHB keeps up when its doubt horizon is within this of its
