@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -370,7 +371,16 @@ func (d *decoder) raw() []byte {
 	return s
 }
 
-func (d *decoder) string() string { return string(d.raw()) }
+// string reads a string field: a copy, or, when the frame is write-once
+// memory (DecodeView), a view of it (no allocation; it pins only its own
+// frame, as the events in it do).
+func (d *decoder) string() string {
+	b := d.raw()
+	if d.view && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
+}
 
 // count reads an element count whose elements take at least min bytes each,
 // refusing counts the rest of the frame cannot hold: allocation stays
