@@ -181,7 +181,7 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 	case TypeSubRejected:
 		m = msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
 	case TypeDelivery:
-		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent()}
+		m = d.delivery()
 
 	default:
 		return nil, fmt.Errorf("%w: 0x%02x at offset 0", ErrUnknownType, uint8(t))
@@ -479,6 +479,34 @@ func (d *decoder) inner(err error) {
 }
 
 // knowledgeFrame holds a decoded Knowledge and its event in one allocation.
+// deliveryFrame is a decoded Delivery and its event, one allocation.
+type deliveryFrame struct {
+	d  msg.Delivery
+	ev msg.Event
+}
+
+// delivery reads a Delivery body into a *msg.Delivery allocated with its
+// event (msg.AsDelivery reads either form).
+func (d *decoder) delivery() msg.Msg {
+	f := &deliveryFrame{}
+	f.d.Sub = msg.SubID(d.string())
+	if !d.bool() || d.err != nil {
+		return &f.d
+	}
+	read := msg.ReadEventTo
+	if d.view {
+		read = msg.ViewEventTo
+	}
+	n, err := read(&f.ev, d.b[d.off:])
+	if err != nil {
+		d.inner(err)
+		return nil
+	}
+	d.off += n
+	f.d.Event = &f.ev
+	return &f.d
+}
+
 type knowledgeFrame struct {
 	k  msg.Knowledge
 	ev msg.Event

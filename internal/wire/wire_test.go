@@ -120,6 +120,9 @@ func norm(m msg.Msg) msg.Msg {
 	if p, ok := m.(*msg.Knowledge); ok && p != nil {
 		m = *p
 	}
+	if p, ok := m.(*msg.Delivery); ok && p != nil {
+		m = *p
+	}
 	switch v := m.(type) {
 	case msg.Knowledge:
 		v.Event = normEvent(v.Event)
