@@ -490,21 +490,32 @@ type deliveryFrame struct {
 func (d *decoder) delivery() msg.Msg {
 	f := &deliveryFrame{}
 	f.d.Sub = msg.SubID(d.string())
-	if !d.bool() || d.err != nil {
-		return &f.d
+	if d.bool() && d.err == nil {
+		if !d.eventInto(&f.ev) {
+			return nil
+		}
+		f.d.Event = &f.ev
+	}
+	return &f.d
+}
+
+// eventInto reads an event into ev: a copy of its encoding, or a view of
+// the frame when it is write-once memory (DecodeView).
+func (d *decoder) eventInto(ev *msg.Event) bool {
+	if d.err != nil {
+		return false
 	}
 	read := msg.ReadEventTo
 	if d.view {
 		read = msg.ViewEventTo
 	}
-	n, err := read(&f.ev, d.b[d.off:])
+	n, err := read(ev, d.b[d.off:])
 	if err != nil {
 		d.inner(err)
-		return nil
+		return false
 	}
 	d.off += n
-	f.d.Event = &f.ev
-	return &f.d
+	return true
 }
 
 type knowledgeFrame struct {
@@ -524,16 +535,9 @@ func (d *decoder) knowledge() *msg.Knowledge {
 	k.VTick = d.tick()
 	k.Retrans = d.bool()
 	if d.bool() && d.err == nil {
-		read := msg.ReadEventTo
-		if d.view {
-			read = msg.ViewEventTo
-		}
-		n, err := read(&f.ev, d.b[d.off:])
-		if err != nil {
-			d.inner(err)
+		if !d.eventInto(&f.ev) {
 			return nil
 		}
-		d.off += n
 		k.Event = &f.ev
 	}
 	if k.Event != nil && string(pubend) == string(k.Event.Pubend) {
@@ -552,27 +556,11 @@ func (d *decoder) optEvent() *msg.Event {
 	return d.event()
 }
 
-// event reads an event: one copy of its encoding, which the event's fields
-// view and which it forwards as it is (msg.ReadEvent).
+// event reads an event (eventInto) into an allocation of its own.
 func (d *decoder) event() *msg.Event {
-	if d.err != nil {
+	ev := new(msg.Event)
+	if !d.eventInto(ev) {
 		return nil
 	}
-	if d.view {
-		ev := new(msg.Event)
-		n, err := msg.ViewEventTo(ev, d.b[d.off:])
-		if err != nil {
-			d.inner(err)
-			return nil
-		}
-		d.off += n
-		return ev
-	}
-	ev, n, err := msg.ReadEvent(d.b[d.off:])
-	if err != nil {
-		d.inner(err)
-		return nil
-	}
-	d.off += n
 	return ev
 }
