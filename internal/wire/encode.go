@@ -158,6 +158,22 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.Raft:
 		b = append(b, byte(TypeRaft))
 		return appendBytes(b, v.Data), nil
+	case msg.RaftChunk:
+		if len(v.Data) == 0 || v.Offset > v.Total || uint64(len(v.Data)) > v.Total-v.Offset {
+			return nil, fmt.Errorf("%w: RaftChunk of %d bytes at %d of %d", ErrMalformed, len(v.Data), v.Offset, v.Total)
+		}
+		b = append(b, byte(TypeRaftChunk))
+		for _, x := range []uint64{v.From, v.To, v.Seq, v.Term, v.Index, v.Total, v.Offset} {
+			b = binary.AppendUvarint(b, x)
+		}
+		b = binary.LittleEndian.AppendUint32(b, v.CRC)
+		return appendBytes(b, v.Data), nil
+	case msg.RaftChunkAck:
+		b = append(b, byte(TypeRaftChunkAck))
+		for _, x := range []uint64{v.From, v.To, v.Seq, v.Next} {
+			b = binary.AppendUvarint(b, x)
+		}
+		return b, nil
 	case msg.LinkStatus:
 		b = append(b, byte(TypeLinkStatus))
 		return appendPath(b, v.Unreachable), nil
