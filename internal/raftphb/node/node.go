@@ -93,6 +93,12 @@ type Config struct {
 	// Send hands a Raft message to the transport. It must not block; a
 	// message it cannot deliver is lost (Raft retransmits).
 	Send func(m *raftpb.Message)
+	// SendChunk hands the transport a piece of a snapshot too large for
+	// one message (msg.RaftChunk) or a receiver's acknowledgement of one
+	// (msg.RaftChunkAck), for member to (transfer.go). Like Send it must
+	// not block, and may lose what it cannot deliver. Nil: snapshots
+	// larger than one chunk are not sent.
+	SendChunk func(to uint64, m msg.Msg)
 	// Applied, when set, learns of every committed batch as this member
 	// applies it, before the shell hears of its commit (the simulator's
 	// oracle: committed is what "durable" means for a replicated pubend).
@@ -120,11 +126,16 @@ type Compaction struct {
 	// that lags by less catches up from the log, not by a snapshot
 	// (default 512).
 	Retain uint64
-	// MaxSnapshotBytes bounds the store image a leader sends to a member
-	// that needs compacted entries (default 15 MiB, under the wire's
-	// frame limit); a larger one is not sent (the member cannot catch up:
-	// see docs/ARCHITECTURE.md).
+	// MaxSnapshotBytes bounds the snapshot (the store image) a leader
+	// sends to a member that needs compacted entries, and one a member
+	// accepts (default 1 GiB: the leader holds it in memory while it
+	// sends it, the receiver once it holds it whole; transfer.go). A
+	// larger one is not sent: the member cannot catch up.
 	MaxSnapshotBytes int
+	// ChunkBytes: a snapshot larger than this travels in chunks of this
+	// size (default 1 MiB, at most 8 MiB: a frame is at most 16 MiB);
+	// ChunkWindow chunks at most are unacknowledged (default 4).
+	ChunkBytes, ChunkWindow int
 }
 
 func (c Compaction) withDefaults() Compaction {
@@ -135,7 +146,14 @@ func (c Compaction) withDefaults() Compaction {
 		c.Retain = 512
 	}
 	if c.MaxSnapshotBytes == 0 {
-		c.MaxSnapshotBytes = 15 << 20
+		c.MaxSnapshotBytes = 1 << 30
+	}
+	if c.ChunkBytes <= 0 {
+		c.ChunkBytes = 1 << 20
+	}
+	c.ChunkBytes = min(c.ChunkBytes, maxChunkBytes)
+	if c.ChunkWindow <= 0 {
+		c.ChunkWindow = 4
 	}
 	return c
 }
@@ -203,6 +221,8 @@ type Node struct {
 	// Counters, for status pages and tests.
 	compactions, snapshotsSent, snapshotsInstalled uint64
 	snapshotBytes                                  int
+	// xfer: chunked snapshot transfers, both ways (transfer.go).
+	xfer transfers
 	// logStats is the Raft log's size as of the last Complete: Stats may
 	// be called while SyncLog runs on another goroutine.
 	logStats raftlog.Stats
@@ -250,6 +270,10 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen}
+	if err := removeStaging(nd); err != nil { // a transfer a crash cut short
+		rl.Close()
+		return nil, err
+	}
 	if nd.storeGen, err = readGen(cfg.FS, cfg.Dir, storeGenFile); err != nil {
 		rl.Close()
 		return nil, err
@@ -309,6 +333,7 @@ func (n *Node) ID() uint64 { return raftphb.MemberID(n.slot, n.gen) }
 func (n *Node) Tick() {
 	if n.rejoining == nil {
 		n.rep.Tick()
+		n.tickTransfers()
 	}
 }
 
@@ -524,6 +549,7 @@ func (n *Node) lost(l raftphb.Lost) {
 		ev.ShellErr = n.sh.Persisted(0, ErrLostLeadership)
 	}
 	n.outs, n.sh, n.serving, n.jobs = nil, nil, false, nil
+	n.dropOutgoing()
 	n.events = append(n.events, ev)
 }
 
@@ -832,14 +858,24 @@ func (n *Node) send(m *raftpb.Message) error {
 		return fmt.Errorf("raftphb: snapshot at pubend index %d, the store ends at %d", next, img.Next())
 	}
 	data := raftphb.EncodeSnapshot(next, img.Encode(nil))
-	if len(data) > n.cfg.Compaction.MaxSnapshotBytes {
+	c := n.cfg.Compaction
+	if len(data) > c.MaxSnapshotBytes || (len(data) > c.ChunkBytes && n.cfg.SendChunk == nil) {
 		return nil // the leader reports it failed later and tries again
 	}
 	m = proto.CloneOf(m)
 	m.Snapshot.Data = data
 	n.snapshotsSent++
 	n.snapshotBytes = max(n.snapshotBytes, len(data))
-	n.cfg.Send(m)
+	if len(data) <= c.ChunkBytes {
+		// One message, as every other: no staging, no round trip.
+		n.cfg.Send(m)
+		return nil
+	}
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("raftphb: outgoing snapshot: %w", err)
+	}
+	n.sendTransfer(m, raw)
 	return nil
 }
 
@@ -868,6 +904,9 @@ func (n *Node) maybeCompact() error {
 		bound = n.inStore
 	}
 	top := min(bound, st.Applied)
+	if hold, ok := n.compactionHold(); ok && top > hold+c.Retain {
+		top = hold + c.Retain // to is top-Retain: members catching up keep their entries
+	}
 	if top < st.FirstIndex+c.Retain {
 		return nil
 	}
@@ -892,6 +931,8 @@ type Stats struct {
 	MaxSnapshotBytes                               int
 	// Rejoins: times this member rejoined the cell as a new member.
 	Rejoins uint64
+	// Transfers: snapshots larger than one chunk, sent and received.
+	Transfers TransferStats
 }
 
 // Stats returns the member's Raft log size (as of the last completed
@@ -899,5 +940,6 @@ type Stats struct {
 // SyncLog runs.
 func (n *Node) Stats() Stats {
 	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
-		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins}
+		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins,
+		Transfers: n.xfer.stats}
 }
