@@ -109,6 +109,9 @@ func (s *Store) Trim(cut uint64, snap []msg.Record) (first, dropped uint64, err 
 	return s.log.FirstIndex(), s.log.FirstIndex() - before, nil
 }
 
+// Size returns the bytes of the log's files (and of what it buffers).
+func (s *Store) Size() int64 { return s.log.Size() }
+
 // Bounds returns the log's first and next index.
 func (s *Store) Bounds() (first, next uint64) { return s.log.FirstIndex(), s.log.NextIndex() }
 

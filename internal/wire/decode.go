@@ -349,18 +349,16 @@ func (d *decoder) replayData() msg.ReplayData {
 }
 
 // raftChunk reads a RaftChunk: its data is a copy (the member stages it
-// after the reader reused the frame), never empty, and within Total.
+// after the reader reused the frame), never empty.
 func (d *decoder) raftChunk() msg.RaftChunk {
 	c := msg.RaftChunk{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Term: d.uvarint(),
-		Index: d.uvarint(), Total: d.uvarint(), Offset: d.uvarint(), CRC: d.u32()}
+		Index: d.uvarint(), Offset: d.uvarint(), Last: d.bool(), CRC: d.u32()}
 	data := d.raw()
 	switch {
 	case d.err != nil:
 		return msg.RaftChunk{}
 	case len(data) == 0:
 		d.failf("empty chunk")
-	case c.Offset > c.Total || uint64(len(data)) > c.Total-c.Offset:
-		d.failf("chunk of %d bytes at %d past the total %d", len(data), c.Offset, c.Total)
 	}
 	c.Data = slices.Clone(data)
 	return c

@@ -159,13 +159,14 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeRaft))
 		return appendBytes(b, v.Data), nil
 	case msg.RaftChunk:
-		if len(v.Data) == 0 || v.Offset > v.Total || uint64(len(v.Data)) > v.Total-v.Offset {
-			return nil, fmt.Errorf("%w: RaftChunk of %d bytes at %d of %d", ErrMalformed, len(v.Data), v.Offset, v.Total)
+		if len(v.Data) == 0 {
+			return nil, fmt.Errorf("%w: empty RaftChunk at %d", ErrMalformed, v.Offset)
 		}
 		b = append(b, byte(TypeRaftChunk))
-		for _, x := range []uint64{v.From, v.To, v.Seq, v.Term, v.Index, v.Total, v.Offset} {
+		for _, x := range []uint64{v.From, v.To, v.Seq, v.Term, v.Index, v.Offset} {
 			b = binary.AppendUvarint(b, x)
 		}
+		b = appendBool(b, v.Last)
 		b = binary.LittleEndian.AppendUint32(b, v.CRC)
 		return appendBytes(b, v.Data), nil
 	case msg.RaftChunkAck:

@@ -850,6 +850,10 @@ func (n *Node) send(m *raftpb.Message) error {
 	if err := n.syncStore(); err != nil {
 		return err
 	}
+	c := n.cfg.Compaction
+	if n.cfg.SendChunk != nil && n.store.Size() > int64(c.ChunkBytes) {
+		return n.sendTransfer(m, next)
+	}
 	img, err := n.store.Image()
 	if err != nil {
 		return fmt.Errorf("pubend store: %w", err)
@@ -858,24 +862,18 @@ func (n *Node) send(m *raftpb.Message) error {
 		return fmt.Errorf("raftphb: snapshot at pubend index %d, the store ends at %d", next, img.Next())
 	}
 	data := raftphb.EncodeSnapshot(next, img.Encode(nil))
-	c := n.cfg.Compaction
-	if len(data) > c.MaxSnapshotBytes || (len(data) > c.ChunkBytes && n.cfg.SendChunk == nil) {
-		return nil // the leader reports it failed later and tries again
+	if len(data) > c.ChunkBytes {
+		if n.cfg.SendChunk == nil {
+			return nil // the leader reports it failed later and tries again
+		}
+		return n.sendTransfer(m, next)
 	}
+	// One message, as every other: no staging, no round trip.
 	m = proto.CloneOf(m)
 	m.Snapshot.Data = data
 	n.snapshotsSent++
 	n.snapshotBytes = max(n.snapshotBytes, len(data))
-	if len(data) <= c.ChunkBytes {
-		// One message, as every other: no staging, no round trip.
-		n.cfg.Send(m)
-		return nil
-	}
-	raw, err := proto.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("raftphb: outgoing snapshot: %w", err)
-	}
-	n.sendTransfer(m, raw)
+	n.cfg.Send(m)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/binary"
 	"errors"
 	"hash/crc32"
 	"os"
@@ -259,8 +260,8 @@ func chunkNode(t *testing.T) (*Node, *[]msg.Msg, *vfs.MemFS) {
 	return nd, &sent, fsys
 }
 
-func chunk(from, seq uint64, total, off uint64, data []byte) msg.RaftChunk {
-	return msg.RaftChunk{From: from, To: 2, Seq: seq, Term: 5, Index: 40, Total: total, Offset: off,
+func chunk(from, seq uint64, off uint64, last bool, data []byte) msg.RaftChunk {
+	return msg.RaftChunk{From: from, To: 2, Seq: seq, Term: 5, Index: 40, Offset: off, Last: last,
 		CRC: crc32.Checksum(data, castagnoli), Data: data}
 }
 
@@ -270,58 +271,60 @@ func chunk(from, seq uint64, total, off uint64, data []byte) msg.RaftChunk {
 func TestBadChunksAreDropped(t *testing.T) {
 	nd, sent, fsys := chunkNode(t)
 	good := []byte("12345678")
-	bad := chunk(1, 1, 16, 0, good)
+	bad := chunk(1, 1, 0, false, good)
 	bad.CRC ^= 1
 	for _, c := range []struct {
 		name string
 		c    msg.RaftChunk
 		want error
 	}{
-		{"unknown transfer", chunk(1, 1, 16, 8, good), ErrChunkStale},
+		{"unknown transfer", chunk(1, 1, 8, false, good), ErrChunkStale},
 		{"checksum", bad, ErrChunkBad},
-		{"absurd size", chunk(1, 1, 1<<40, 0, good), ErrChunkBad},
-		{"for another member", func() msg.RaftChunk { c := chunk(1, 1, 16, 0, good); c.To = 3; return c }(), ErrChunkStale},
+		{"absurd size", chunk(1, 1, 0, false, make([]byte, 1025)), ErrChunkBad},
+		{"for another member", func() msg.RaftChunk { c := chunk(1, 1, 0, false, good); c.To = 3; return c }(), ErrChunkStale},
 	} {
 		if err := nd.StepChunk(c.c); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if nd.xfer.in != nil || len(*sent) != 0 {
-		t.Fatalf("a dropped chunk started a transfer or was answered: %v", *sent)
+	if _, err := fsys.Stat("/data/" + stagingFile); err == nil || nd.xfer.in != nil || len(*sent) != 0 {
+		t.Fatalf("a dropped chunk left a transfer (%v) or was answered: %v", err, *sent)
 	}
 	// A transfer under way: a chunk out of order is dropped and answered
 	// with where the member stands; one that changes the snapshot too.
-	if err := nd.StepChunk(chunk(1, 1, 24, 0, good)); err != nil {
+	if err := nd.StepChunk(chunk(1, 1, 0, false, good)); err != nil {
 		t.Fatal(err)
 	}
-	if err := nd.StepChunk(chunk(1, 1, 24, 16, good)); !errors.Is(err, ErrChunkStale) {
+	if err := nd.StepChunk(chunk(1, 1, 16, false, good)); !errors.Is(err, ErrChunkStale) {
 		t.Fatalf("out of order: %v", err)
 	}
 	if got := (*sent)[len(*sent)-1].(msg.RaftChunkAck); got.Next != 8 {
 		t.Fatalf("ack after a gap: %v, want next 8", got)
 	}
-	other := chunk(1, 1, 24, 8, good)
+	other := chunk(1, 1, 8, false, good)
 	other.Index = 41
 	if err := nd.StepChunk(other); !errors.Is(err, ErrChunkBad) {
 		t.Fatalf("changed snapshot: %v", err)
 	}
-	// Completed, it is not a MsgSnap: refused, nothing installed, the
+	// Completed, it is not a transfer: refused, nothing installed, the
 	// staged bytes gone.
-	if err := nd.StepChunk(chunk(1, 1, 24, 8, good)); err != nil {
+	if err := nd.StepChunk(chunk(1, 1, 8, false, good)); err != nil {
 		t.Fatal(err)
 	}
-	if err := nd.StepChunk(chunk(1, 1, 24, 16, good)); !errors.Is(err, ErrChunkBad) {
+	if err := nd.StepChunk(chunk(1, 1, 16, true, good)); !errors.Is(err, ErrChunkBad) {
 		t.Fatalf("a whole transfer of garbage: %v", err)
 	}
 	if _, err := fsys.Stat("/data/" + stagingFile); err == nil || nd.xfer.in != nil || nd.snapshotsInstalled != 0 {
 		t.Fatalf("garbage left staged (%v) or installed (%d)", err, nd.snapshotsInstalled)
 	}
-	// A whole MsgSnap of the wrong term is refused too.
-	raw, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(6)),
-		Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(5))}}})
+	// A whole transfer of a MsgSnap of another term is refused too.
+	hdr, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: new(uint64(1)), To: new(uint64(2)), Term: new(uint64(6)),
+		Snapshot: &raftpb.Snapshot{Data: raftphb.EncodeSnapshot(9, nil), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(40)), Term: new(uint64(5))}}})
+	raw := append(binary.AppendUvarint(nil, uint64(len(hdr))), hdr...)
 	for off := 0; off < len(raw); off += 8 {
-		err := nd.StepChunk(chunk(1, 2, uint64(len(raw)), uint64(off), raw[off:min(off+8, len(raw))]))
-		if last := off+8 >= len(raw); (err != nil) != last || (last && !errors.Is(err, ErrChunkBad)) {
+		last := off+8 >= len(raw)
+		err := nd.StepChunk(chunk(1, 2, uint64(off), last, raw[off:min(off+8, len(raw))]))
+		if (err != nil) != last || (last && !errors.Is(err, ErrChunkBad)) {
 			t.Fatalf("chunk at %d of %d: %v", off, len(raw), err)
 		}
 	}
@@ -335,7 +338,7 @@ func TestBadChunksAreDropped(t *testing.T) {
 // staged bytes, which the next start removes.
 func TestStagingRemovedOnOpen(t *testing.T) {
 	nd, _, fsys := chunkNode(t)
-	if err := nd.StepChunk(chunk(1, 1, 24, 0, []byte("12345678"))); err != nil {
+	if err := nd.StepChunk(chunk(1, 1, 0, false, []byte("12345678"))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := fsys.Stat("/data/" + stagingFile); err != nil {
