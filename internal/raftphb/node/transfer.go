@@ -268,9 +268,10 @@ func (n *Node) tickTransfers() {
 	n.tickHolds(et)
 }
 
-// tickHolds moves each hold up to its member's progress and releases it
-// once the member is within the retained tail of the applied index, or
-// has not moved for two election timeouts with no transfer under way.
+// tickHolds moves each hold up to its member's progress and releases it,
+// once no transfer to the member is under way, when the member is within
+// the retained tail of the applied index (compaction keeps its entries
+// anyway) or has not moved for two election timeouts.
 func (n *Node) tickHolds(et int) {
 	if len(n.xfer.holds) == 0 {
 		return
@@ -279,10 +280,11 @@ func (n *Node) tickHolds(et int) {
 	for to, h := range n.xfer.holds {
 		if m := n.rep.Match(to); m > h.at {
 			h.at, h.idle = m, 0
-		} else if _, sending := n.xfer.out[to]; !sending {
-			h.idle++
 		}
-		if h.at+n.cfg.Compaction.Retain >= applied || h.idle >= 2*et {
+		if _, sending := n.xfer.out[to]; sending {
+			continue
+		}
+		if h.idle++; h.at+n.cfg.Compaction.Retain >= applied || h.idle >= 2*et {
 			delete(n.xfer.holds, to)
 		}
 	}
