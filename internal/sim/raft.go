@@ -51,9 +51,9 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
 	compactions, snapshots, rejoins, wipes, chunked uint64
-	maxBytes                               int64
-	maxEntries                             uint64
-	maxSnapshot                            int
+	maxBytes                                        int64
+	maxEntries                                      uint64
+	maxSnapshot                                     int
 }
 
 // sample notes the size of rn's Raft log.
