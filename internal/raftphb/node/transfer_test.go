@@ -78,8 +78,9 @@ func (c *cell) transferred(t *testing.T, what string) {
 }
 
 // TestCellSwarmChunked is the compacting swarm (crashes, leader crashes,
-// partitions, loss, delay, failed fsyncs) with every snapshot cut into
-// many chunks: the checker's rules hold, and snapshots do arrive.
+// partitions, loss, delay, failed fsyncs, wiped disks) with every
+// snapshot cut into many chunks: the checker's rules hold, and snapshots
+// do arrive.
 func TestCellSwarmChunked(t *testing.T) {
 	seeds := uint64(10)
 	if s, err := strconv.ParseUint(os.Getenv("RAFTPHB_SEEDS"), 10, 64); err == nil {
@@ -88,12 +89,14 @@ func TestCellSwarmChunked(t *testing.T) {
 	if testing.Short() {
 		seeds = 4
 	}
+	f := swarm
+	f.wipes = true
 	for _, n := range []int{3, 5} {
 		var sum Stats
 		for seed := uint64(1); seed <= seeds; seed++ {
-			c := newCell(t, n, seed, swarm)
+			c := newCell(t, n, seed, f)
 			c.compaction = chunkedCompaction
-			c.run(6000, 3000)
+			c.run(6000, 4000)
 			if len(c.errs) > 0 {
 				t.Fatalf("%d members, seed %d: %s\n%s; %s", n, seed, c.errs[0], c.report(), c.statsReport())
 			}
@@ -104,14 +107,18 @@ func TestCellSwarmChunked(t *testing.T) {
 			sum.Transfers.ChunksReceived += c.stats.Transfers.ChunksReceived
 			sum.Transfers.Abandoned += c.stats.Transfers.Abandoned
 			sum.SnapshotsInstalled += c.stats.SnapshotsInstalled
+			sum.Rejoins += c.stats.Rejoins
 			if seed == 1 {
 				t.Logf("%d members, seed 1: %s; %s", n, c.report(), c.statsReport())
 			}
 		}
-		t.Logf("%d members, %d seeds: %d chunked snapshots received (%d chunks), %d abandoned, %d installed",
-			n, seeds, sum.Transfers.Received, sum.Transfers.ChunksReceived, sum.Transfers.Abandoned, sum.SnapshotsInstalled)
+		t.Logf("%d members, %d seeds: %d chunked snapshots received (%d chunks), %d abandoned, %d installed, %d rejoins",
+			n, seeds, sum.Transfers.Received, sum.Transfers.ChunksReceived, sum.Transfers.Abandoned, sum.SnapshotsInstalled, sum.Rejoins)
 		c := &cell{stats: sum}
 		c.transferred(t, strconv.Itoa(n)+" members")
+		if sum.Rejoins == 0 {
+			t.Fatalf("%d members: no wiped member rejoined", n)
+		}
 	}
 }
 
