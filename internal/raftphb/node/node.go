@@ -128,9 +128,9 @@ type Compaction struct {
 	Retain uint64
 	// MaxSnapshotBytes bounds the snapshot (the store image) a leader
 	// sends to a member that needs compacted entries, and one a member
-	// accepts (default 1 GiB: the leader holds it in memory while it
-	// sends it, the receiver once it holds it whole; transfer.go). A
-	// larger one is not sent: the member cannot catch up.
+	// accepts (default 1 GiB: the receiver reads it back whole to install
+	// it; transfer_in.go). A larger one is not sent: the member cannot
+	// catch up.
 	MaxSnapshotBytes int
 	// ChunkBytes: a snapshot larger than this travels in chunks of this
 	// size (default 1 MiB, at most 8 MiB: a frame is at most 16 MiB);
