@@ -160,20 +160,40 @@ func DecodeImage(b []byte) (Image, error) {
 // Install creates a store in dir (which must hold no log) with snapPath
 // as its snapshot, holding img, and syncs it: durable when it returns.
 func Install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, img Image) (*Store, error) {
-	if err := eventlog.WriteSnapshot(fsys, snapPath, img.Snapshot); err != nil {
+	i := 0
+	return install(fsys, dir, snapPath, opts, img.First, img.Snapshot, func() ([]byte, error) {
+		if i == len(img.Records) {
+			return nil, nil
+		}
+		i++
+		return img.Records[i-1], nil
+	})
+}
+
+// install creates the store of Install from the records next returns
+// (nil after the last).
+func install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, first uint64, snapshot [][]byte, next func() ([]byte, error)) (*Store, error) {
+	if err := eventlog.WriteSnapshot(fsys, snapPath, snapshot); err != nil {
 		return nil, fmt.Errorf("storage: install: %w", err)
 	}
-	opts.Base = img.First
+	opts.Base = first
 	l, _, err := eventlog.Open(fsys, dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: install: %w", err)
 	}
-	if l.FirstIndex() != img.First || l.NextIndex() != img.First {
+	if l.FirstIndex() != first || l.NextIndex() != first {
 		l.Close()
 		return nil, fmt.Errorf("storage: install into %s: it holds records %d to %d", dir, l.FirstIndex(), l.NextIndex())
 	}
-	for _, p := range img.Records {
-		if _, err := l.Append(p); err != nil {
+	for {
+		p, err := next()
+		if err == nil && p == nil {
+			break
+		}
+		if err == nil {
+			_, err = l.Append(p)
+		}
+		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("storage: install: %w", err)
 		}

@@ -90,3 +90,57 @@ func TestImageReadInPieces(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestImageReader: an image read back record by record (ImageReader) is
+// the image encoded; an encoding cut short or with bytes after it is
+// refused; InstallFrom installs what Install does.
+func TestImageReader(t *testing.T) {
+	img := Image{First: 7, Snapshot: [][]byte{[]byte("snap")}, Records: [][]byte{[]byte("a"), []byte("c"), bytes.Repeat([]byte("b"), 300)}}
+	enc := img.Encode(nil)
+	read := func(b []byte) (Image, error) {
+		ir, err := NewImageReader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			return Image{}, err
+		}
+		got := Image{First: ir.First, Snapshot: ir.Snapshot}
+		for {
+			p, err := ir.Record()
+			if err != nil {
+				return got, err
+			}
+			if p == nil {
+				return got, nil
+			}
+			got.Records = append(got.Records, p)
+		}
+	}
+	got, err := read(enc)
+	if err != nil || !bytes.Equal(got.Encode(nil), enc) {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	for i := range len(enc) {
+		if _, err := read(enc[:i]); !errors.Is(err, ErrBadImage) {
+			t.Fatalf("cut at %d: %v", i, err)
+		}
+	}
+	if _, err := read(append(enc, 0)); !errors.Is(err, ErrBadImage) {
+		t.Fatalf("a byte after it: %v", err)
+	}
+	fsys := vfs.NewMem()
+	if err := fsys.MkdirAll("/d"); err != nil {
+		t.Fatal(err)
+	}
+	ir, err := NewImageReader(bytes.NewReader(enc), int64(len(enc)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := InstallFrom(fsys, "/d/log", "/d/snap", eventlog.Options{SegmentBytes: 1 << 10}, ir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := s.Image()
+	if err != nil || !bytes.Equal(back.Encode(nil), enc) {
+		t.Fatalf("installed %+v, %v", back, err)
+	}
+	s.Close()
+}
