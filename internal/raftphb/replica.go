@@ -305,7 +305,7 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	if st.Snapshot != nil && st.Snapshot.GetMetadata().GetIndex() > 0 {
 		// A compacted log starts after its snapshot.
 		next, store, err := DecodeSnapshot(st.Snapshot.GetData())
-		if err != nil || store != nil {
+		if err != nil || store != nil || IsStagedSnapshot(st.Snapshot.GetData()) {
 			return nil, fmt.Errorf("raftphb: restore snapshot at %d: not a reference (%v)", st.Snapshot.GetMetadata().GetIndex(), err)
 		}
 		if err := ms.ApplySnapshot(st.Snapshot); err != nil {

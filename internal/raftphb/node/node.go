@@ -762,6 +762,9 @@ func (n *Node) removeStore(gen uint64) error {
 // generation.
 func (n *Node) install(snap *raftpb.Snapshot) error {
 	want, data, err := raftphb.DecodeSnapshot(snap.GetData())
+	if err == nil && raftphb.IsStagedSnapshot(snap.GetData()) {
+		return n.installStaged(snap, want)
+	}
 	if err == nil && data == nil {
 		err = errors.New("a reference, not a transfer")
 	}
@@ -793,10 +796,19 @@ func (n *Node) install(snap *raftpb.Snapshot) error {
 		}
 		n.storeDirty += len(recs)
 	default:
-		if err := n.replaceStore(img); err != nil {
+		err := n.replaceStore(func(dir, snapPath string) (*storage.Store, error) {
+			return storage.Install(n.cfg.FS, dir, snapPath, n.cfg.LogOptions, img)
+		})
+		if err != nil {
 			return err
 		}
 	}
+	return n.installed(snap)
+}
+
+// installed completes an install: the store durable, then the snapshot
+// (its reference) replaces the Raft log.
+func (n *Node) installed(snap *raftpb.Snapshot) error {
 	if err := n.syncStore(); err != nil {
 		return err
 	}
@@ -815,14 +827,15 @@ func snapshotRef(snap *raftpb.Snapshot) *raftpb.Snapshot {
 	return s
 }
 
-// replaceStore installs img as the store's next generation.
-func (n *Node) replaceStore(img storage.Image) error {
+// replaceStore installs an image as the store's next generation, with
+// install (storage.Install or InstallFrom) into its paths.
+func (n *Node) replaceStore(install func(dir, snapPath string) (*storage.Store, error)) error {
 	gen := n.storeGen + 1
 	if err := n.removeStore(gen); err != nil { // a crash's half-installed one
 		return err
 	}
 	dir, snapPath := n.storePaths(gen)
-	store, err := storage.Install(n.cfg.FS, dir, snapPath, n.cfg.LogOptions, img)
+	store, err := install(dir, snapPath)
 	if err != nil {
 		return err
 	}

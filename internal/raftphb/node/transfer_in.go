@@ -5,20 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"path"
+	"strings"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/storage"
 )
 
 // The receiving end of a chunked snapshot transfer (transfer.go): chunks
-// are staged, in order, in one file of the member's data directory, so
-// that memory stays bounded while they arrive; the whole is read back once
-// the last one is in.
+// are staged, in order, in one file of the member's data directory, and
+// the image is installed from that file record by record, so that memory
+// stays bounded by a record (and a chunk), whatever the image's size.
 
 // stagingFile is where a member stages an incoming chunked snapshot.
 const stagingFile = "snapshot.incoming"
@@ -116,11 +119,19 @@ func (n *Node) ackIn(in *inTransfer) {
 	n.cfg.SendChunk(in.from, msg.RaftChunkAck{From: n.ID(), To: in.from, Seq: in.seq, Next: in.next})
 }
 
-// finishIn reads the whole staged transfer back, removes the staging
-// file, tells the leader it has every byte and steps the MsgSnap with the
-// store image in its data.
+// finishIn checks the staged transfer's MsgSnap, keeps its image in a
+// file of its own (readyPath) and steps the message, its data a staged
+// snapshot: the install reads the image from that file, record by record
+// (installStaged), so it is never in memory whole. It tells the leader it
+// has every byte first.
 func (n *Node) finishIn(in *inTransfer) error {
-	m, err := n.readStaged(in)
+	m, off, err := n.readHeader(in)
+	_ = in.file.Close()
+	if err == nil {
+		if err = n.cfg.FS.Rename(n.stagingPath(), n.readyPath(in.index, off)); err != nil {
+			err = fmt.Errorf("keep the staged image: %w", err)
+		}
+	}
 	n.closeIn()
 	if err != nil {
 		n.xfer.stats.Abandoned++
@@ -131,44 +142,147 @@ func (n *Node) finishIn(in *inTransfer) error {
 	return n.Step(m)
 }
 
-// readStaged decodes the staged transfer: the MsgSnap it announced, its
-// reference replaced by the transfer of the image that follows it.
-func (n *Node) readStaged(in *inTransfer) (*raftpb.Message, error) {
+// readHeader decodes the staged transfer's MsgSnap and returns it, its
+// reference replaced by a staged snapshot, and the offset of the image
+// that follows it.
+func (n *Node) readHeader(in *inTransfer) (*raftpb.Message, int64, error) {
 	head := make([]byte, min(in.next, binary.MaxVarintLen64))
 	if _, err := in.file.ReadAt(head, 0); err != nil {
-		return nil, fmt.Errorf("read back: %w", err)
+		return nil, 0, fmt.Errorf("read back: %w", err)
 	}
 	hl, k := binary.Uvarint(head)
 	if k <= 0 || hl > in.next-uint64(k) {
-		return nil, errors.New("bad header length")
+		return nil, 0, errors.New("bad header length")
 	}
 	hdr := make([]byte, hl)
 	if _, err := in.file.ReadAt(hdr, int64(k)); err != nil {
-		return nil, fmt.Errorf("read back: %w", err)
+		return nil, 0, fmt.Errorf("read back: %w", err)
 	}
 	m := &raftpb.Message{}
 	if err := proto.Unmarshal(hdr, m); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if m.GetType() != raftpb.MsgSnap || m.GetFrom() != in.from || m.GetTo() != n.ID() || m.GetTerm() != in.term ||
 		m.GetSnapshot().GetMetadata().GetIndex() != in.index {
-		return nil, fmt.Errorf("a %v from %d to %d at term %d, not the snapshot it announced", m.GetType(), m.GetFrom(), m.GetTo(), m.GetTerm())
+		return nil, 0, fmt.Errorf("a %v from %d to %d at term %d, not the snapshot it announced", m.GetType(), m.GetFrom(), m.GetTo(), m.GetTerm())
 	}
 	next, store, err := raftphb.DecodeSnapshot(m.GetSnapshot().GetData())
-	if err != nil || store != nil {
-		return nil, fmt.Errorf("the snapshot's data is not a reference (%v)", err)
+	if err != nil || store != nil || raftphb.IsStagedSnapshot(m.GetSnapshot().GetData()) {
+		return nil, 0, fmt.Errorf("the snapshot's data is not a reference (%v)", err)
 	}
-	// The image is read straight into the snapshot's data: one copy of it
-	// in memory.
-	pre := raftphb.EncodeSnapshot(next, []byte{})
-	off := uint64(k) + hl
-	data := make([]byte, uint64(len(pre))+in.next-off)
-	copy(data, pre)
-	if _, err := in.file.ReadAt(data[len(pre):], int64(off)); err != nil {
-		return nil, fmt.Errorf("read back: %w", err)
+	m.Snapshot.Data = raftphb.EncodeStagedSnapshot(next)
+	return m, int64(k) + int64(hl), nil
+}
+
+// readyPrefix names the files that hold the image of a staged snapshot
+// the member stepped and has not installed yet: readyPrefix + its Raft
+// index + "." + the image's offset in the file. Raft keeps at most one
+// snapshot to install, the newest it accepted: the file of its index is
+// there when the install comes (a later transfer of the same index
+// replaces it with an image as good), and the install removes them all.
+const readyPrefix = "snapshot.ready."
+
+func (n *Node) readyPath(index uint64, off int64) string {
+	return path.Join(n.cfg.Dir, fmt.Sprintf("%s%d.%d", readyPrefix, index, off))
+}
+
+// installStaged installs a staged snapshot from its file: like install,
+// reading the image one record at a time.
+func (n *Node) installStaged(snap *raftpb.Snapshot, want uint64) error {
+	at := snap.GetMetadata().GetIndex()
+	name, off, err := n.findReady(at)
+	if err != nil {
+		return fmt.Errorf("raftphb: staged snapshot at %d: %w", at, err)
 	}
-	m.Snapshot.Data = data
-	return m, nil
+	f, err := n.cfg.FS.Open(name)
+	if err != nil {
+		return fmt.Errorf("raftphb: staged snapshot at %d: %w", at, err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return fmt.Errorf("raftphb: staged snapshot at %d: %w", at, err)
+	}
+	ir, err := storage.NewImageReader(io.NewSectionReader(f, off, size-off), size-off)
+	if err == nil && ir.Next() < want {
+		err = fmt.Errorf("the image ends at %d, before the snapshot's pubend index %d", ir.Next(), want)
+	}
+	if err == nil {
+		err = n.installImage(ir)
+	}
+	if err != nil {
+		return fmt.Errorf("raftphb: staged snapshot at %d: %w", at, err)
+	}
+	if err := n.installed(snap); err != nil {
+		return err
+	}
+	return n.removeReady()
+}
+
+// installImage makes the store hold ir's image, as install does with an
+// image in memory.
+func (n *Node) installImage(ir *storage.ImageReader) error {
+	_, next := n.store.Bounds()
+	switch {
+	case next >= ir.Next():
+		return nil // already held (the store kept more than its Raft log)
+	case next >= ir.First:
+		if err := ir.Skip(next - ir.First); err != nil {
+			return err
+		}
+		for {
+			p, err := ir.Record()
+			if err != nil || p == nil {
+				return err
+			}
+			r, err := msg.DecodeRecord(p)
+			if err != nil {
+				return err
+			}
+			if _, err := n.store.Append([]msg.Record{r}); err != nil {
+				return fmt.Errorf("pubend store: %w", err)
+			}
+			n.storeDirty++
+		}
+	default:
+		return n.replaceStore(func(dir, snapPath string) (*storage.Store, error) {
+			return storage.InstallFrom(n.cfg.FS, dir, snapPath, n.cfg.LogOptions, ir)
+		})
+	}
+}
+
+// findReady returns the file holding the image of the staged snapshot at
+// Raft index at, and the image's offset in it.
+func (n *Node) findReady(at uint64) (string, int64, error) {
+	names, err := n.cfg.FS.ReadDir(n.cfg.Dir)
+	if err != nil {
+		return "", 0, err
+	}
+	for _, name := range names {
+		var index uint64
+		var off int64
+		if _, err := fmt.Sscanf(name, readyPrefix+"%d.%d", &index, &off); err == nil && index == at {
+			return path.Join(n.cfg.Dir, name), off, nil
+		}
+	}
+	return "", 0, fmt.Errorf("no staged image (%s%d.*)", readyPrefix, at)
+}
+
+// removeReady removes every staged image: after an install, and at a
+// start (a crash between a transfer's end and its install).
+func (n *Node) removeReady() error {
+	names, err := n.cfg.FS.ReadDir(n.cfg.Dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("raftphb: remove staged images: %w", err)
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, readyPrefix) {
+			if err := n.cfg.FS.Remove(path.Join(n.cfg.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("raftphb: remove staged images: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // abandonIn drops the incoming transfer and its staged bytes.
@@ -191,11 +305,11 @@ func (n *Node) closeIn() {
 
 func (n *Node) stagingPath() string { return path.Join(n.cfg.Dir, stagingFile) }
 
-// removeStaging removes what a crash left of an incoming transfer.
+// removeStaging removes what a crash left of incoming transfers.
 func removeStaging(n *Node) error {
 	err := n.cfg.FS.Remove(n.stagingPath())
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("raftphb: remove a staged snapshot: %w", err)
 	}
-	return nil
+	return n.removeReady()
 }

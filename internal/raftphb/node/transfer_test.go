@@ -382,8 +382,9 @@ func TestBadChunksAreDropped(t *testing.T) {
 	}
 }
 
-// TestStagingRemovedOnOpen: a crash in the middle of a transfer leaves
-// staged bytes, which the next start removes.
+// TestStagingRemovedOnOpen: a crash in the middle of a transfer, or
+// between its end and its install, leaves staged bytes, which the next
+// start removes.
 func TestStagingRemovedOnOpen(t *testing.T) {
 	nd, _, fsys := chunkNode(t)
 	if err := nd.StepChunk(chunk(1, 1, 0, false, []byte("12345678"))); err != nil {
@@ -392,14 +393,23 @@ func TestStagingRemovedOnOpen(t *testing.T) {
 	if _, err := fsys.Stat("/data/" + stagingFile); err != nil {
 		t.Fatalf("nothing staged: %v", err)
 	}
+	// And a whole one, stepped but not installed yet.
+	ready := nd.readyPath(40, 12)
+	if f, err := fsys.Create(ready); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
 	if err := nd.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(nd.cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fsys.Stat("/data/" + stagingFile); err == nil {
-		t.Fatal("the staged bytes survived a restart")
+	for _, name := range []string{"/data/" + stagingFile, ready} {
+		if _, err := fsys.Stat(name); err == nil {
+			t.Fatalf("%s survived a restart", name)
+		}
 	}
 }
 
