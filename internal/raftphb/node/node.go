@@ -128,8 +128,8 @@ type Compaction struct {
 	Retain uint64
 	// MaxSnapshotBytes bounds the snapshot (the store image) a leader
 	// sends to a member that needs compacted entries, and one a member
-	// accepts (default 1 GiB: the receiver reads it back whole to install
-	// it; transfer_in.go). A larger one is not sent: the member cannot
+	// accepts and stages on its disk (default 16 GiB; neither holds it in
+	// memory, transfer.go). A larger one is not sent: the member cannot
 	// catch up.
 	MaxSnapshotBytes int
 	// ChunkBytes: a snapshot larger than this travels in chunks of this
@@ -146,7 +146,7 @@ func (c Compaction) withDefaults() Compaction {
 		c.Retain = 512
 	}
 	if c.MaxSnapshotBytes == 0 {
-		c.MaxSnapshotBytes = 1 << 30
+		c.MaxSnapshotBytes = 16 << 30
 	}
 	if c.ChunkBytes <= 0 {
 		c.ChunkBytes = 1 << 20

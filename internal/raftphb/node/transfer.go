@@ -15,8 +15,9 @@ package node
 //	header length uvarint | MsgSnap (protobuf) | store image (storage.Image.Encode)
 //
 // Only once the receiver holds the last chunk, each chunk checked against
-// its CRC, does it read the MsgSnap back, put the image in its data and
-// step it, so the install path runs as for a small image and a transfer
+// its CRC, does it read the MsgSnap back and step it, its data a staged
+// snapshot that names the file: the install reads the image from there
+// record by record, into the store as for a small image, and a transfer
 // cut short installs nothing (transfer_in.go).
 //
 // Flow control: the leader keeps at most ChunkWindow chunks beyond the
