@@ -113,6 +113,9 @@ func (n *Node) startIn(c msg.RaftChunk) error {
 }
 
 func (n *Node) ackIn(in *inTransfer) {
+	if n.cfg.SendChunk == nil {
+		return // a member that cannot send chunks cannot ack them either
+	}
 	n.cfg.SendChunk(in.from, msg.RaftChunkAck{From: n.ID(), To: in.from, Seq: in.seq, Next: in.next})
 }
 
