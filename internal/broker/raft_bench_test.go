@@ -161,6 +161,19 @@ type raftCell struct {
 	nodes  []*broker.Node
 	stops  []func() // stop member i (graceful: its context ends)
 	leader int      // the member that served when startRaftCell returned
+	// opts and run start member i again (restart): its options, and
+	// what starts a broker and appends it to nodes and stops.
+	opts []broker.Options
+	run  func(o broker.Options) *broker.Node
+}
+
+// restart starts member i again (stopped first with stops[i]) with its
+// options; it becomes nodes[i].
+func (c *raftCell) restart(i int) {
+	c.run(c.opts[i])
+	last := len(c.nodes) - 1
+	c.nodes[i], c.stops[i] = c.nodes[last], c.stops[last]
+	c.nodes, c.stops = c.nodes[:last], c.stops[:last]
 }
 
 // startRaftCell starts a PHB cell of k members hosting P1, with clients
@@ -231,8 +244,10 @@ func startRaftCellWith(t testing.TB, ctx context.Context, k int, clients broker.
 		if nodeMod != nil {
 			nodeMod(&o)
 		}
+		c.opts = append(c.opts, o)
 		run(o)
 	}
+	c.run = run
 	ups := map[msg.NodeID]string{}
 	for _, m := range members {
 		ups[m] = listen[m]

@@ -88,6 +88,11 @@ type Options struct {
 	// RaftCompactUnsynced (tests only): a replicated PHB member compacts
 	// its Raft log past what its pubend store has fsynced.
 	RaftCompactUnsynced bool
+	// RaftChunkBytes, when set, cuts the snapshots of replicated PHB
+	// members into chunks of this size (raftphb/node.Compaction); the
+	// default (1 MiB) is above any store the simulator builds, so its
+	// snapshots travel in one message.
+	RaftChunkBytes int
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool

@@ -84,6 +84,9 @@ type Result struct {
 	// RaftWipes: members whose disk was wiped (FaultWipe); RaftRejoins:
 	// members that rejoined their cell as a new member.
 	RaftWipes, RaftRejoins uint64
+	// RaftChunked: snapshots members received whole in chunks (only with
+	// Options.RaftChunkBytes below the stores' size).
+	RaftChunked uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -181,6 +184,7 @@ func Run(o Options) (Result, error) {
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
+	res.RaftChunked = w.raftStats.chunked
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}

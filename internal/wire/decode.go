@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -129,6 +130,10 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		// A copy: the member keeps entries it is handed, the frame is
 		// reused by the reader.
 		m = msg.Raft{Data: slices.Clone(d.raw())}
+	case TypeRaftChunk:
+		m = d.raftChunk()
+	case TypeRaftChunkAck:
+		m = msg.RaftChunkAck{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Next: d.uvarint()}
 	case TypeRefetch:
 		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
 	case TypePayloads:
@@ -355,6 +360,36 @@ func (d *decoder) replayData() msg.ReplayData {
 		return msg.ReplayData{}
 	}
 	return r
+}
+
+// raftChunk reads a RaftChunk: its data is a copy (the member stages it
+// after the reader reused the frame), never empty.
+func (d *decoder) raftChunk() msg.RaftChunk {
+	c := msg.RaftChunk{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Term: d.uvarint(),
+		Index: d.uvarint(), Offset: d.uvarint(), Last: d.bool(), CRC: d.u32()}
+	data := d.raw()
+	switch {
+	case d.err != nil:
+		return msg.RaftChunk{}
+	case len(data) == 0:
+		d.failf("empty chunk")
+	}
+	c.Data = slices.Clone(data)
+	return c
+}
+
+// u32 reads a little-endian uint32.
+func (d *decoder) u32() uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if d.rest() < 4 {
+		d.failf("truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b[d.off:])
+	d.off += 4
+	return v
 }
 
 // raw reads a length-prefixed byte string without copying it.
