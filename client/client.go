@@ -400,7 +400,7 @@ func (c *Client) dispatch(m msg.Msg) {
 			delete(c.subs, string(m.Sub))
 			c.mu.Unlock()
 		}
-	case msg.Delivery:
+	case *msg.Delivery: // as the wire decodes it, with its event
 		if s := c.sub(string(m.Sub)); s != nil {
 			s.deliver(m.Event) // blocks when the application does not keep up
 		}

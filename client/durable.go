@@ -79,9 +79,7 @@ func (s *Subscription) startDurable(tok msg.Token) {
 		if t > s.checkpoint[p] {
 			s.checkpoint[p] = t
 		}
-		if uint64(t) > s.delivered[string(p)] {
-			s.delivered[string(p)] = uint64(t)
-		}
+		s.delivered.raise(string(p), uint64(t))
 	}
 	s.mu.Unlock()
 	if first {
@@ -95,9 +93,7 @@ func (s *Subscription) gap(m msg.Gap) {
 	if m.To > s.checkpoint[m.Pubend] {
 		s.checkpoint[m.Pubend] = m.To
 	}
-	if uint64(m.To) > s.delivered[string(m.Pubend)] {
-		s.delivered[string(m.Pubend)] = uint64(m.To)
-	}
+	s.delivered.raise(string(m.Pubend), uint64(m.To))
 	ev := Event{Pubend: string(m.Pubend), Gap: &Gap{Pubend: string(m.Pubend), From: uint64(m.From), To: uint64(m.To)},
 		Checkpoint: s.checkpoint.String()}
 	s.mu.Unlock()
@@ -112,9 +108,7 @@ func (s *Subscription) progress(tok msg.Token) {
 		if t > s.checkpoint[p] {
 			s.checkpoint[p], moved = t, true
 		}
-		if uint64(t) > s.delivered[string(p)] {
-			s.delivered[string(p)] = uint64(t)
-		}
+		s.delivered.raise(string(p), uint64(t))
 	}
 	ev := Event{Progress: true, Checkpoint: s.checkpoint.String()}
 	s.mu.Unlock()

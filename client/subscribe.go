@@ -25,7 +25,7 @@ type Subscription struct {
 	// delivered is, per pubend, the highest tick delivered or covered by
 	// the token: after a resubscription, events at or below it are dropped
 	// (the new broker may start earlier), so none is delivered twice.
-	delivered map[string]uint64
+	delivered highWater
 	moving    bool // the connection was lost; subscribing again
 	err       error
 	ended     chan struct{}
@@ -78,7 +78,7 @@ func (c *Client) SubscribeTotalOrder(ctx context.Context, pattern, selector stri
 func (c *Client) newSubscription(name, pattern, selector string) *Subscription {
 	return &Subscription{c: c, name: name, pattern: pattern, selector: selector,
 		events: make(chan Event, c.opts.SubscriptionBuffer), started: make(chan struct{}), ended: make(chan struct{}),
-		delivered: map[string]uint64{}}
+		delivered: highWater{}}
 }
 
 // subscribe waits for a connection, registers the subscription that build
@@ -159,7 +159,7 @@ func (s *Subscription) start(tok msg.Token) {
 	s.token = map[string]uint64{}
 	for p, t := range tok {
 		s.token[string(p)] = uint64(t)
-		had, ok := s.delivered[string(p)]
+		had, ok := s.delivered.get(string(p))
 		switch {
 		case first || !ok:
 			// A pubend new to this subscription starts at its token.
@@ -168,7 +168,7 @@ func (s *Subscription) start(tok msg.Token) {
 		default:
 			continue // the new start is behind: keep dropping up to had
 		}
-		s.delivered[string(p)] = uint64(t)
+		s.delivered.set(string(p), uint64(t))
 	}
 	s.mu.Unlock()
 	sort.Slice(gaps, func(i, j int) bool { return gaps[i].Pubend < gaps[j].Pubend })
@@ -181,13 +181,13 @@ func (s *Subscription) start(tok msg.Token) {
 }
 
 func (s *Subscription) deliver(e *msg.Event) {
-	p := string(e.Pubend)
 	s.mu.Lock()
-	if uint64(e.Tick) <= s.delivered[p] {
+	hw := s.delivered.at(string(e.Pubend)) // one map lookup per event
+	if uint64(e.Tick) <= *hw {
 		s.mu.Unlock()
 		return // delivered before a resubscription
 	}
-	s.delivered[p] = uint64(e.Tick)
+	*hw = uint64(e.Tick)
 	ev := eventOf(e)
 	if s.durable {
 		s.checkpoint[e.Pubend] = e.Tick
@@ -281,4 +281,35 @@ func (s *Subscription) Close() {
 		conn.Send(msg.Unsubscribe{Sub: msg.SubID(s.name)})
 	}
 	s.end(ErrClosed)
+}
+
+// highWater is, per pubend, the highest tick a subscription delivered or
+// was told it need not (Subscription.delivered). Values are pointers so
+// that a delivery reads and moves its pubend's mark with one map lookup.
+type highWater map[string]*uint64
+
+// at returns p's mark, made (at 0) if absent.
+func (h highWater) at(p string) *uint64 {
+	v := h[p]
+	if v == nil {
+		v = new(uint64)
+		h[p] = v
+	}
+	return v
+}
+
+func (h highWater) get(p string) (uint64, bool) {
+	if v := h[p]; v != nil {
+		return *v, true
+	}
+	return 0, false
+}
+
+func (h highWater) set(p string, t uint64) { *h.at(p) = t }
+
+// raise moves p's mark up to t (never down).
+func (h highWater) raise(p string, t uint64) {
+	if v := h.at(p); t > *v {
+		*v = t
+	}
 }

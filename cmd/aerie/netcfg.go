@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
@@ -58,6 +60,16 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	if rs := n.Replicas(id); rs != nil {
 		// A replicated PHB cell: one Raft group for its pubends.
 		opts.Raft = &broker.RaftOptions{Cell: msg.NodeID(b.CellID()), Clients: broker.RaftClients(b.RaftClients)}
+		if d := b.RaftElection; d != nil {
+			// Ten ticks to an election, a heartbeat every tick (the
+			// defaults' proportions: 10 × 100 ms).
+			opts.Raft.TickInterval, opts.Raft.ElectionTicks = *d/10, 10
+		}
+		chunk, err := snapshotChunkBytes()
+		if err != nil {
+			return broker.Options{}, err
+		}
+		opts.Raft.Compaction.ChunkBytes = chunk
 		for _, m := range rs {
 			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
 		}
@@ -75,4 +87,23 @@ func seedsFor(n *config.Network, b config.Broker) []string {
 		return nil
 	}
 	return n.SeedAddrs()
+}
+
+// snapshotChunkEnv sets the size of the chunks a replicated PHB member
+// sends a large snapshot in (raftphb/node.Compaction.ChunkBytes; default
+// 1 MiB): a test knob, so that tests with small stores exercise chunked
+// transfers across processes.
+const snapshotChunkEnv = "AERIE_RAFT_SNAPSHOT_CHUNK"
+
+// snapshotChunkBytes reads snapshotChunkEnv (0: the default).
+func snapshotChunkBytes() (int, error) {
+	v := os.Getenv(snapshotChunkEnv)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive number of bytes", snapshotChunkEnv, v)
+	}
+	return n, nil
 }

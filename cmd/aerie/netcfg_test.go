@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
@@ -47,6 +48,20 @@ func TestReplicatedCellOptions(t *testing.T) {
 	}
 	if opts.Raft.Clients != broker.RaftClientsRedirect {
 		t.Fatalf("raft_clients = \"redirect\": Clients %q", opts.Raft.Clients)
+	}
+	if opts.Raft.TickInterval != 0 || opts.Raft.ElectionTicks != 0 {
+		t.Fatalf("raft_election_timeout absent: tick %v × %d, want the broker's defaults", opts.Raft.TickInterval, opts.Raft.ElectionTicks)
+	}
+	// raft_election_timeout reaches the broker as ten ticks.
+	n, err = config.Parse([]byte(strings.ReplaceAll(src.String(), "cell = \"phb\"\n", "cell = \"phb\"\nraft_election_timeout = \"300ms\"\n")), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts, err = brokerOptions(n, "p2", t.TempDir(), slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if opts.Raft.TickInterval != 30*time.Millisecond || opts.Raft.ElectionTicks != 10 {
+		t.Fatalf("raft_election_timeout = \"300ms\": tick %v × %d, want 30ms × 10", opts.Raft.TickInterval, opts.Raft.ElectionTicks)
 	}
 }
 

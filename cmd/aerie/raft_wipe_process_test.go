@@ -25,6 +25,25 @@ import (
 // rejoined member's vote elects a new leader, and the subscriber gets
 // every acknowledged event exactly once, in order.
 func TestKill9ReplicatedPHBWipedMember(t *testing.T) {
+	testWipedMember(t, func(*testing.T, broker.RaftStatus) {})
+}
+
+// TestKill9ReplicatedPHBWipedMemberChunked is the same with the members'
+// snapshots cut into 1 KiB chunks (AERIE_RAFT_SNAPSHOT_CHUNK): the
+// leader's store image, some 500 events, is many of them, and the wiped
+// member catches up from a chunked transfer.
+func TestKill9ReplicatedPHBWipedMemberChunked(t *testing.T) {
+	t.Setenv(snapshotChunkEnv, "1024")
+	testWipedMember(t, func(t *testing.T, st broker.RaftStatus) {
+		if st.TransfersReceived == 0 {
+			t.Fatalf("the rejoined member received no chunked snapshot: %+v", st)
+		}
+	})
+}
+
+// testWipedMember runs the wiped-member scenario; rejoined checks the
+// rejoined member's status once it is a voter.
+func testWipedMember(t *testing.T, rejoined func(*testing.T, broker.RaftStatus)) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
@@ -68,7 +87,9 @@ func TestKill9ReplicatedPHBWipedMember(t *testing.T) {
 			t.Logf("killed %s, deleted its data directory and started it again", wiped)
 		case 1000:
 			st := waitRejoined(t, ctx, https[wiped])
-			t.Logf("%s rejoined as Raft member %d; voters %v", wiped, st.ID, st.Voters)
+			t.Logf("%s rejoined as Raft member %d; voters %v; %d snapshots installed, %d chunked", wiped, st.ID, st.Voters,
+				st.SnapshotsInstalled, st.TransfersReceived)
+			rejoined(t, st)
 			waitAcked(t, ctx, acks)
 			leader = waitLeader(t, ctx, https, wiped)
 			f.kill(leader)

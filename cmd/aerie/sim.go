@@ -26,15 +26,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
 	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but overload, \"none\" for none")
-	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2; cc-e3 the five-SHB network of E3 with limits and a failure in several places; cc-e4 E1's failure for each Δt_rec of --dt-rec, E4)")
+	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2; cc-e3 the five-SHB network of E3 with limits and a failure in several places; cc-e4 E1's failure for each Δt_rec of --dt-rec, E4; cc-collapse-ib and cc-collapse-pb the two collapses of Gryphon CC §2 without congestion control, Figs. 2–4: IB–SB1 throttled below the publication rate, and PB–IB limited while IB–SB2 is down 120 s)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
-	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2, cc-e3, cc-e4); false shows the collapse of Gryphon CC §2")
+	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (overload faults, --topology cc, cc-e2, cc-e3, cc-e4, cc-collapse-ib, cc-collapse-pb); false shows the collapse of Gryphon CC §2")
 	linkQueue := fs.Int("link-queue", 0, "bytes one direction of a capped link queues before the connection resets (default 256 KiB)")
 	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
+	ibCache := fs.Int64("ib-relay-cache", 0, "bytes of a pubend's events each IB keeps to answer nacks (gd RelayCacheBytes, default 64 MiB; --topology cc-collapse-pb sets 1 MiB, smaller than its outage)")
 	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
@@ -104,6 +105,15 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			vals, _ := ccE4Values(*dtRec) // one value, checked above
 			o = sim.CCE4Options(s, vals[0])
 		}
+		if *topology == "cc-collapse-ib" {
+			o = sim.CCCollapseIBOptions(s)
+		}
+		if *topology == "cc-collapse-pb" {
+			o = sim.CCCollapsePBOptions(s)
+		}
+		if *ibCache > 0 {
+			o.IBRelayCacheBytes = *ibCache
+		}
 		o.NoCongestionControl = !*cc
 		if *nrtMin > 0 {
 			o.Config.NackRepetitionMin = *nrtMin
@@ -148,6 +158,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *linkQueue > 0 {
 			fmt.Fprintf(&b, " --link-queue %d", *linkQueue)
+		}
+		if *ibCache > 0 {
+			fmt.Fprintf(&b, " --ib-relay-cache %d", *ibCache)
 		}
 		return b.String()
 	}
@@ -239,6 +252,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 					o.res.DCQs, o.res.RateDecreases, o.res.QueueResets, o.res.MaxLinkQueue)
 			}
 			printCCE3(stdout, o.res.CCE3Phases)
+			printCCWindows(stdout, o.res.CCWindows)
 			if o.res.CCRecovery > 0 {
 				fmt.Fprintf(stdout, "  s2 back within 2 s of the present %.1f s after b1–s2 returned\n", o.res.CCRecovery.Seconds())
 			} else if o.res.CCRecovery < 0 {

@@ -53,3 +53,13 @@ func runCCE4(vals []float64, seed int64, workers int, tweak func(*sim.Options), 
 	}
 	return 0
 }
+
+// printCCWindows prints the stretches a collapse run measured (Gryphon CC
+// §2, --topology cc-collapse-ib, cc-collapse-pb).
+func printCCWindows(stdout io.Writer, ws []sim.CCWindow) {
+	for _, w := range ws {
+		fmt.Fprintf(stdout, "  %s (%.0f–%.0f s): %.1f events/s published, s1 %.1f, s2 %.1f; lag at most s1 %.1f s, s2 %.1f s; %d queue resets, at most %d KB queued\n",
+			w.Name, w.From.Seconds(), w.To.Seconds(), w.Published, w.Delivered[0], w.Delivered[1],
+			w.MaxLag[0].Seconds(), w.MaxLag[1].Seconds(), w.Resets, w.MaxQueued/1000)
+	}
+}

@@ -179,6 +179,16 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 			}
 			return
 		}
+		switch m.(type) {
+		case msg.RaftChunk, msg.RaftChunkAck:
+			if n.raft != nil {
+				if err := n.stepRaftChunk(src.peer, m); err != nil {
+					n.log.Warn("closing link after protocol error", "peer", string(src.peer), "err", err)
+					src.conn.CloseWith(err, "protocol error: "+err.Error())
+				}
+				return
+			}
+		}
 		if r, ok := m.(msg.Raft); ok && n.raft != nil {
 			if err := n.stepRaft(src.peer, r); err != nil {
 				n.log.Warn("closing link after protocol error", "peer", string(src.peer), "err", err)

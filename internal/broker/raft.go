@@ -143,6 +143,7 @@ func (n *Node) openRaft() error {
 			Jitter: rng.IntN},
 		FS: n.opts.FS, Dir: n.opts.DataDir, LogOptions: eventlog.Options{SegmentBytes: n.opts.SegmentBytes},
 		Send:       n.sendRaft,
+		SendChunk:  n.sendRaftChunk,
 		Compaction: r.opts.Compaction,
 	})
 	if err != nil {
@@ -172,6 +173,50 @@ func (n *Node) sendRaft(m *raftpb.Message) {
 		return
 	}
 	c.Send(msg.Raft{Data: data})
+}
+
+// sendRaftChunk hands a piece of a chunked snapshot, or its ack, to the
+// link to its member. The member's window bounds what is queued (a few
+// chunks per transfer), far below the link's outbound queue.
+func (n *Node) sendRaftChunk(to uint64, m msg.Msg) {
+	i := int(raftphb.Slot(to)) - 1
+	if i < 0 || i >= len(n.raft.opts.Members) {
+		return
+	}
+	if c := n.peers[n.raft.opts.Members[i]]; c != nil {
+		c.Send(m)
+	}
+}
+
+// stepRaftChunk hands the member a piece of a chunked snapshot, or an
+// ack of one, from a cell peer. A piece it drops is logged, not an error
+// of the link: a transfer cut short by a leader change leaves some.
+func (n *Node) stepRaftChunk(from msg.NodeID, m msg.Msg) error {
+	slot := n.raft.raftID(from)
+	if slot == 0 {
+		return fmt.Errorf("broker %s: a Raft snapshot chunk from %s, which is not a member of cell %s", n.opts.ID, from, n.raft.opts.Cell)
+	}
+	var err error
+	switch v := m.(type) {
+	case msg.RaftChunk:
+		if raftphb.Slot(v.From) != slot {
+			return fmt.Errorf("broker %s: a Raft snapshot chunk from %s signed by Raft member %d, of another slot", n.opts.ID, from, v.From)
+		}
+		err = n.raft.rn.StepChunk(v)
+	case msg.RaftChunkAck:
+		if raftphb.Slot(v.From) != slot {
+			return fmt.Errorf("broker %s: a Raft snapshot chunk ack from %s signed by Raft member %d, of another slot", n.opts.ID, from, v.From)
+		}
+		err = n.raft.rn.StepChunkAck(v)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, raftnode.ErrChunkStale):
+		n.log.Debug("Raft snapshot chunk dropped", "from", string(from), "err", err)
+	default:
+		n.log.Warn("Raft snapshot chunk dropped", "from", string(from), "err", err)
+	}
+	return nil
 }
 
 // stepRaft hands the member a Raft message from a cell peer.

@@ -161,6 +161,19 @@ type raftCell struct {
 	nodes  []*broker.Node
 	stops  []func() // stop member i (graceful: its context ends)
 	leader int      // the member that served when startRaftCell returned
+	// opts and run start member i again (restart): its options, and
+	// what starts a broker and appends it to nodes and stops.
+	opts []broker.Options
+	run  func(o broker.Options) *broker.Node
+}
+
+// restart starts member i again (stopped first with stops[i]) with its
+// options; it becomes nodes[i].
+func (c *raftCell) restart(i int) {
+	c.run(c.opts[i])
+	last := len(c.nodes) - 1
+	c.nodes[i], c.stops[i] = c.nodes[last], c.stops[last]
+	c.nodes, c.stops = c.nodes[:last], c.stops[:last]
 }
 
 // startRaftCell starts a PHB cell of k members hosting P1, with clients
@@ -231,8 +244,10 @@ func startRaftCellWith(t testing.TB, ctx context.Context, k int, clients broker.
 		if nodeMod != nil {
 			nodeMod(&o)
 		}
+		c.opts = append(c.opts, o)
 		run(o)
 	}
+	c.run = run
 	ups := map[msg.NodeID]string{}
 	for _, m := range members {
 		ups[m] = listen[m]
@@ -342,11 +357,23 @@ func benchRaftClients(b *testing.B, mode string) {
 // address.
 func BenchmarkRaftClientsFailover(b *testing.B) {
 	for _, mode := range []string{"redirect", "forward", "forward-follower"} {
-		b.Run(mode, func(b *testing.B) { benchFailover(b, mode) })
+		b.Run(mode, func(b *testing.B) { benchFailover(b, mode, 0) })
 	}
 }
 
-func benchFailover(b *testing.B, mode string) {
+// BenchmarkFailoverElectionTimeout is BenchmarkRaftClientsFailover's
+// forwarding publisher (every member's address) under election timeouts
+// from the default down to what raft_election_timeout allows: the outage
+// follows the timeout (a follower campaigns after between it and twice it).
+func BenchmarkFailoverElectionTimeout(b *testing.B) {
+	for _, et := range []time.Duration{time.Second, 500 * time.Millisecond, 300 * time.Millisecond} {
+		b.Run(et.String(), func(b *testing.B) { benchFailover(b, "forward", et) })
+	}
+}
+
+// benchFailover measures the publisher's outage when the leader stops;
+// election is the cell's election timeout (0: the broker's default).
+func benchFailover(b *testing.B, mode string, election time.Duration) {
 	var outages []time.Duration
 	for i := 0; i < b.N; i++ {
 		func() {
@@ -356,7 +383,11 @@ func benchFailover(b *testing.B, mode string) {
 			if mode == "redirect" {
 				clients = broker.RaftClientsRedirect
 			}
-			c := startRaftCell(b, ctx, 3, clients)
+			c := startRaftCell(b, ctx, 3, clients, func(o *broker.RaftOptions) {
+				if election > 0 {
+					o.TickInterval, o.ElectionTicks = election/10, 10 // as raft_election_timeout sets them
+				}
+			})
 			addr := c.nodes[c.leader].ClientAddr()
 			for j := 1; j < 3; j++ {
 				addr += "," + c.nodes[(c.leader+j)%3].ClientAddr()

@@ -85,6 +85,14 @@ type RaftStatus struct {
 	StoreNext     uint64 `json:"store_next"`
 	TrimsProposed uint64 `json:"trims_proposed"`
 	TrimsApplied  uint64 `json:"trims_applied"`
+	// Snapshots larger than one chunk travel in chunks: transfers this
+	// member completed as sender and as receiver, transfers given up at
+	// either end (a leader change, a crash, silence), and chunks it
+	// dropped (stale, out of order, or bad: the log says which).
+	TransfersSent      uint64 `json:"snapshot_transfers_sent,omitempty"`
+	TransfersReceived  uint64 `json:"snapshot_transfers_received,omitempty"`
+	TransfersAbandoned uint64 `json:"snapshot_transfers_abandoned,omitempty"`
+	ChunksDropped      uint64 `json:"snapshot_chunks_dropped,omitempty"`
 	// Clients is what the member does with clients while it does not
 	// serve ("forward" or "redirect"); Forwarding counts the clients it
 	// forwards for now, Forwarded those forwarded to it (serving).
@@ -135,6 +143,8 @@ func (n *Node) snapshot() Status {
 			LogFirstIndex: ns.Log.FirstIndex, LogEntries: ns.Log.Entries, LogRecords: ns.Log.Records, LogBytes: ns.Log.Bytes,
 			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled,
 			TrimsProposed: ns.TrimsProposed, TrimsApplied: ns.TrimsApplied,
+			TransfersSent: ns.Transfers.Sent, TransfersReceived: ns.Transfers.Received,
+			TransfersAbandoned: ns.Transfers.Abandoned, ChunksDropped: ns.Transfers.ChunksDropped,
 			Clients: string(r.opts.Clients), Forwarding: len(r.fwd.clients), Forwarded: len(r.fwd.in)}
 		s.Raft.StoreFirst, s.Raft.StoreNext = r.rn.StoreBounds()
 		for _, m := range r.opts.Members {

@@ -1,7 +1,9 @@
 // Package ccexp plots and summarises the simulated congestion control
 // experiments of Gryphon CC, Middleware 2003 §5 E1 to E4 (scenarios "cc",
-// "cc-e2", "cc-e3" and "cc-e4" of internal/sim), for `aerie experiment
-// --case cc-e1,cc-e2,cc-e3,cc-e4` and docs/BENCHMARKS.md.
+// "cc-e2", "cc-e3" and "cc-e4" of internal/sim) and the collapses of its
+// §2 without congestion control ("cc-collapse-ib", "cc-collapse-pb"), for
+// `aerie experiment --case cc-e1,cc-e2,cc-e3,cc-e4,cc-collapse-ib,
+// cc-collapse-pb` and docs/BENCHMARKS.md.
 package ccexp
 
 import (

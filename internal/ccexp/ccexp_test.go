@@ -4,6 +4,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -97,5 +98,54 @@ func checkPNG(t *testing.T, path string, panels int) {
 	}
 	if _, err := png.Decode(f); err != nil {
 		t.Errorf("%s does not decode: %v", path, err)
+	}
+}
+
+// TestCollapseIBPlot runs Gryphon CC §2 Fig. 2 (seed 1) without and with
+// congestion control, draws it with Fig. 3's queue, and checks the picture
+// and the summary: the run without congestion control breaks CC2, the run
+// with it does not.
+func TestCollapseIBPlot(t *testing.T) {
+	runs, err := RunCollapseIB(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cc-collapse-ib.png")
+	if err := PlotCollapseIB(runs, path); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path, 3)
+	sum := SummaryCollapse("cc-collapse-ib", runs)
+	for _, want := range []string{"no congestion control", "oracle: CC2", "congestion control (Table 1)", "oracle: no violation", "last minute (60–120 s)"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+}
+
+// TestCollapsePBPlot runs Gryphon CC §2 Fig. 4 (seed 1) with b1's small
+// and default caches, without and with congestion control, and checks the
+// picture and that only the small cache without congestion control breaks
+// CC2.
+func TestCollapsePBPlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates four runs of 250 s")
+	}
+	runs, err := RunCollapsePB(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cc-collapse-pb.png")
+	if err := PlotCollapsePB(runs, path); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path, 4)
+	for i, r := range runs {
+		if bad := len(r.Res.Violations) > 0; bad != (i == 0) {
+			t.Errorf("%s: violations %v", r.Name, r.Res.Violations)
+		}
+	}
+	if sum := SummaryCollapse("cc-collapse-pb", runs); !strings.Contains(sum, "s2 not within 2 s of the present at the end") {
+		t.Errorf("summary does not show s2's collapse:\n%s", sum)
 	}
 }

@@ -14,6 +14,8 @@
 //	max_retain = "168h"           # early-release bound of its pubends; optional
 //	raft_clients = "forward"      # a replicated PHB member's clients while another leads:
 //	                              # "forward" (default) or "redirect"; optional
+//	raft_election_timeout = "1s"  # a replicated PHB cell's election timeout (all its
+//	                              # members alike; 100ms to 60s, default 1s); optional
 //
 //	[[link]]                      # from an upstream cell to a downstream cell
 //	up   = "phb"
@@ -154,7 +156,20 @@ type Broker struct {
 	// RaftClientsRedirect (close it: "try another member"). "" when
 	// absent: the broker's default (forward; docs/ARCHITECTURE.md).
 	RaftClients string
+	// RaftElection is raft_election_timeout, the election timeout of a
+	// replicated PHB cell (every member of a cell alike): a follower that
+	// hears nothing from a leader for between it and twice it campaigns, so
+	// a leader's crash stops publishing for about that long. Shorter fails
+	// over sooner and mistakes a leader slowed by its machine for a dead
+	// one more often. nil when absent: the broker's default, 1s.
+	RaftElection *time.Duration
 }
+
+// RaftElectionBounds bound raft_election_timeout: below 100ms a leader's
+// heartbeats (a tenth of it) leave too little room for a loaded machine's
+// scheduling delays; above a minute a leader's crash stops publishing for
+// minutes.
+var RaftElectionBounds = [2]time.Duration{100 * time.Millisecond, time.Minute}
 
 // The values of raft_clients.
 const (
@@ -181,7 +196,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "congestion_control", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt", "raft_clients"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt", "raft_clients", "raft_election_timeout"}
 	linkKeys   = []string{"up", "down", "bandwidth"}
 )
 

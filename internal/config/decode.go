@@ -45,6 +45,8 @@ type rawBroker struct {
 	MQTT      any `toml:"mqtt"`
 	// RaftClients is raft_clients (Broker.RaftClients).
 	RaftClients any `toml:"raft_clients"`
+	// RaftElection is raft_election_timeout (Broker.RaftElection).
+	RaftElection any `toml:"raft_election_timeout"`
 }
 
 type rawLink struct {
@@ -155,6 +157,9 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			default:
 				b.MaxRetain = &d
 			}
+		}
+		if rb.RaftElection != nil {
+			b.RaftElection = p.raftElection(b, i, rb.RaftElection, bad)
 		}
 		n.Brokers = append(n.Brokers, b)
 	}
@@ -326,4 +331,23 @@ func coveredBy(k toml.Key, isUndecoded map[string]bool, known map[string][]strin
 		}
 	}
 	return len(k) > 2 && slices.Contains(known[k[0]], k[1])
+}
+
+// raftElection parses a broker's raft_election_timeout (nil, reported, when
+// it is not a duration within RaftElectionBounds).
+func (p *problems) raftElection(b Broker, i int, v any, bad map[fieldRef]bool) *time.Duration {
+	s, _ := v.(string)
+	d, err := time.ParseDuration(s)
+	lo, hi := RaftElectionBounds[0], RaftElectionBounds[1]
+	switch {
+	case err != nil:
+		p.field("broker", i, "raft_election_timeout", "%s: raft_election_timeout must be a duration such as \"1s\", not %v", p.who(b, i), v)
+	case d < lo || d > hi:
+		p.field("broker", i, "raft_election_timeout", "%s: raft_election_timeout %v is outside %v to %v "+
+			"(shorter mistakes a slow leader for a dead one; longer stops publishing that long when a leader dies)", p.who(b, i), d, lo, hi)
+	default:
+		return &d
+	}
+	bad[fieldRef{"broker", i, "raft_election_timeout"}] = true
+	return nil
 }

@@ -69,6 +69,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.RaftClients != "" {
 			kv(&b, "raft_clients", br.RaftClients)
 		}
+		if br.RaftElection != nil {
+			kv(&b, "raft_election_timeout", br.RaftElection.String())
+		}
 	}
 	for _, l := range n.Links {
 		b.WriteString("\n[[link]]\n")

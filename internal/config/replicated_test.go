@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 )
@@ -166,5 +167,51 @@ func TestRaftClients(t *testing.T) {
 	n.Brokers[0].RaftClients = "sometimes"
 	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), `raft_clients must be "forward" or "redirect", not "sometimes"`) {
 		t.Errorf("Validate with raft_clients \"sometimes\": %v", err)
+	}
+}
+
+// TestRaftElectionTimeout: raft_election_timeout is read and written back,
+// and refused with a reason when it is not a duration, out of bounds, set
+// outside a replicated PHB cell, or different between a cell's members.
+func TestRaftElectionTimeout(t *testing.T) {
+	withKey := func(src, id, line string) string {
+		return strings.Replace(src, "id = \""+id+"\"\n", "id = \""+id+"\"\n"+line+"\n", 1)
+	}
+	all := replicatedNet
+	for _, id := range []string{"p1", "p2", "p3"} {
+		all = withKey(all, id, `raft_election_timeout = "300ms"`)
+	}
+	n, err := Parse([]byte(all), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := n.Broker("p2"); b.RaftElection == nil || *b.RaftElection != 300*time.Millisecond {
+		t.Fatalf("raft_election_timeout: %v, want 300ms", b.RaftElection)
+	}
+	out, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(out, "marshalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := again.Broker("p3"); b.RaftElection == nil || *b.RaftElection != 300*time.Millisecond {
+		t.Errorf("after Marshal: raft_election_timeout %v, want 300ms", b.RaftElection)
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"not a duration", strings.ReplaceAll(all, `"300ms"`, `"soon"`), `broker "p2": raft_election_timeout must be a duration such as "1s", not soon`},
+		{"too short", strings.ReplaceAll(all, `"300ms"`, `"10ms"`), `raft_election_timeout 10ms is outside 100ms to 1m0s`},
+		{"not a member", withKey(all, "s1", `raft_election_timeout = "1s"`),
+			`broker "s1": raft_election_timeout applies to the members of a replicated PHB cell`},
+		{"members differ", strings.Replace(all, `raft_election_timeout = "300ms"`, `raft_election_timeout = "2s"`, 1),
+			`must have the same raft_election_timeout`},
+		{"one member without", strings.Replace(all, `raft_election_timeout = "300ms"`+"\n", "", 1),
+			`none (the default, 1s)`},
+	} {
+		_, err := Parse([]byte(c.src), "net.toml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want error containing\n  %s\ngot\n  %v", c.name, c.want, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // check reports every semantic problem of n. bad marks fields already
@@ -21,6 +22,46 @@ func (n *Network) check(p *problems, bad map[fieldRef]bool) {
 	n.checkTrees(p)
 	n.checkSecurity(p, bad)
 	n.checkRaftClients(p, bad)
+	n.checkRaftElection(p, bad)
+}
+
+// checkRaftElection: raft_election_timeout only on the members of a
+// replicated PHB cell, and the same at all of them (a member with a
+// shorter timeout would campaign while the others still follow a
+// leader they hear).
+func (n *Network) checkRaftElection(p *problems, bad map[fieldRef]bool) {
+	first := map[string]int{} // cell -> index of its first member
+	for i, b := range n.Brokers {
+		if bad[fieldRef{"broker", i, "raft_election_timeout"}] {
+			continue
+		}
+		if n.Replicas(b.ID) == nil {
+			if b.RaftElection != nil {
+				p.field("broker", i, "raft_election_timeout", "%s: raft_election_timeout applies to the members of a replicated PHB cell (a cell of 3, 5 or 7 brokers that host pubends), and this broker is not one", p.who(b, i))
+			}
+			continue
+		}
+		j, seen := first[b.cell()]
+		if !seen {
+			first[b.cell()] = i
+			continue
+		}
+		if o := n.Brokers[j]; !sameDuration(o.RaftElection, b.RaftElection) {
+			p.field("broker", i, "raft_election_timeout", "%s: the members of replicated PHB cell %q must have the same raft_election_timeout: %s has %s, %s has %s",
+				p.who(b, i), b.cell(), o.ID, durationOrDefault(o.RaftElection), b.ID, durationOrDefault(b.RaftElection))
+		}
+	}
+}
+
+func sameDuration(a, b *time.Duration) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func durationOrDefault(d *time.Duration) string {
+	if d == nil {
+		return "none (the default, 1s)"
+	}
+	return d.String()
 }
 
 // checkRaftClients: raft_clients is forward or redirect, and only on a

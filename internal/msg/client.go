@@ -87,7 +87,8 @@ type Delivery struct {
 // A broker's engine hands PubAcks of new publishes and Deliveries to its
 // shell as pointers into blocks (gd pubAckMsg, deliveryMsg), so that the
 // hot path does not box one per event; the wire encodes both forms alike
-// and decodes values. AsPubAck and AsDelivery read either form.
+// and decodes a PubAck as a value, a Delivery as a pointer allocated with
+// its event. AsPubAck and AsDelivery read either form.
 
 // AsPubAck returns m as a PubAck if it is one, by value or by pointer.
 func AsPubAck(m Msg) (PubAck, bool) {

@@ -311,7 +311,50 @@ type Raft struct {
 
 func (m Raft) String() string { return fmt.Sprintf("Raft{%d bytes}", len(m.Data)) }
 
+// RaftChunk carries one piece of a Raft snapshot message too large for one
+// frame, between the members of a replicated PHB cell: the leader's
+// MsgSnap and its store image (internal/raftphb/node), cut into pieces of
+// at most a configured size as the image is read. A transfer is named by
+// the sender's Raft id and its sequence number Seq; Term and Index are the
+// MsgSnap's term and the snapshot's index, which the reassembled message
+// must carry. Data is the transfer's bytes from Offset; Last marks the
+// final piece (the sender learns the size only at the end); CRC is the
+// CRC-32C (Castagnoli) of Data.
+type RaftChunk struct {
+	From, To    uint64
+	Seq         uint64
+	Term, Index uint64
+	Offset      uint64
+	Last        bool
+	CRC         uint32
+	Data        []byte
+}
+
+func (m RaftChunk) String() string {
+	last := ""
+	if m.Last {
+		last = ", last"
+	}
+	return fmt.Sprintf("RaftChunk{%d→%d #%d term %d index %d: %d+%d%s}", m.From, m.To, m.Seq, m.Term, m.Index, m.Offset, len(m.Data), last)
+}
+
+// RaftChunkAck answers RaftChunk: the receiver holds transfer Seq's first
+// Next bytes (all of them, after the last chunk: it has the whole message
+// and stepped it). The sender keeps a few chunks beyond Next in flight,
+// no more.
+type RaftChunkAck struct {
+	From, To uint64
+	Seq      uint64
+	Next     uint64
+}
+
+func (m RaftChunkAck) String() string {
+	return fmt.Sprintf("RaftChunkAck{%d→%d #%d next %d}", m.From, m.To, m.Seq, m.Next)
+}
+
 func (Raft) isMsg()         {}
+func (RaftChunk) isMsg()    {}
+func (RaftChunkAck) isMsg() {}
 func (Relay) isMsg()        {}
 func (Refetch) isMsg()      {}
 func (Payloads) isMsg()     {}

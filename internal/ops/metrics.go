@@ -44,37 +44,39 @@ var (
 		{desc("congestion_ignored_total", "Congestion queries or alerts ignored: from outside the pubend's tree, or with an impossible rate."), func(s *broker.Status) uint64 { return s.Stats.CCIgnored }},
 		{desc("handshake_failures_total", "Connections refused before they were up: TLS, Hello, certificate name or credentials."), func(s *broker.Status) uint64 { return s.HandshakeFailures }},
 	}
-	peersDesc   = desc("peers", "Connected neighbour brokers.")
-	clientsDesc = desc("clients", "Connected clients.")
-	logDesc     = desc("log_records", "Records the event log holds (hosted pubends).")
-	chaosDesc   = desc("chaos_actions_total", "Actions of the chaos monkey in this broker, by kind: failures the monkey caused, not real ones.", "action")
-	dhDesc      = desc("stream_doubt_horizon_tick", "Doubt horizon of a pubend's stream: every tick up to it is known.", "pubend")
-	lagDesc     = desc("stream_unknown_ticks", "Ticks known above the doubt horizon's gaps: how far the stream is behind what it has heard.", "pubend")
-	gapsDesc    = desc("stream_gaps", "Gaps a subscriber broker is recovering by nacking.", "pubend")
-	pubDesc     = desc("events_published_total", "Events a hosted pubend announced since the broker started.", "pubend")
-	lagDesc2    = desc("stream_doubt_horizon_lag_seconds", "How far a pubend's doubt horizon is behind this broker's clock: the delay before an event can be delivered here.", "pubend")
-	fsyncDesc   = desc("fsync_seconds", "Latency of the event log's fsyncs (one per group commit).")
-	batchDesc   = desc("group_commit_records", "Records per group commit of the event log.")
-	linkDesc    = desc("link_up", "1 when the connection the config asks for with a neighbour broker is up, else 0.", "peer")
-	fwdDesc     = desc("events_forwarded_total", "Events sent to a downstream cell (first-time and in answer to its nacks).", "cell")
-	limitDesc   = desc("congestion_rate_limit", "A hosted pubend's publication rate limit in events per second (0: unlimited).", "pubend")
-	heldDesc    = desc("congestion_held_publishes", "Publishes waiting for a hosted pubend's rate.", "pubend")
-	dhRateDesc  = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
-	recDesc     = desc("congestion_recovering", "1 while a subscriber broker is recovering the stream.", "pubend")
-	nwndDesc    = desc("congestion_nack_window_ms", "The NACK window of a recovering stream, in milliseconds of pubend time.", "pubend")
-	raftEntDesc = desc("raft_log_entries", "Entries in this replicated PHB member's Raft log (after the snapshot it was compacted to).")
-	raftByDesc  = desc("raft_log_bytes", "Bytes of this replicated PHB member's Raft log files.")
-	raftCmpDesc = desc("raft_log_compactions_total", "Compactions of this replicated PHB member's Raft log since it started.")
-	raftSnDesc  = desc("raft_snapshots_installed_total", "Snapshots (the leader's store image) this replicated PHB member installed to catch up.")
-	raftRjDesc  = desc("raft_rejoins_total", "Times this replicated PHB member found its Raft state lost (a new or wiped data directory) and rejoined its cell as a new member, since it started.")
-	delivDesc   = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
+	peersDesc    = desc("peers", "Connected neighbour brokers.")
+	clientsDesc  = desc("clients", "Connected clients.")
+	logDesc      = desc("log_records", "Records the event log holds (hosted pubends).")
+	chaosDesc    = desc("chaos_actions_total", "Actions of the chaos monkey in this broker, by kind: failures the monkey caused, not real ones.", "action")
+	dhDesc       = desc("stream_doubt_horizon_tick", "Doubt horizon of a pubend's stream: every tick up to it is known.", "pubend")
+	lagDesc      = desc("stream_unknown_ticks", "Ticks known above the doubt horizon's gaps: how far the stream is behind what it has heard.", "pubend")
+	gapsDesc     = desc("stream_gaps", "Gaps a subscriber broker is recovering by nacking.", "pubend")
+	pubDesc      = desc("events_published_total", "Events a hosted pubend announced since the broker started.", "pubend")
+	lagDesc2     = desc("stream_doubt_horizon_lag_seconds", "How far a pubend's doubt horizon is behind this broker's clock: the delay before an event can be delivered here.", "pubend")
+	fsyncDesc    = desc("fsync_seconds", "Latency of the event log's fsyncs (one per group commit).")
+	batchDesc    = desc("group_commit_records", "Records per group commit of the event log.")
+	linkDesc     = desc("link_up", "1 when the connection the config asks for with a neighbour broker is up, else 0.", "peer")
+	fwdDesc      = desc("events_forwarded_total", "Events sent to a downstream cell (first-time and in answer to its nacks).", "cell")
+	limitDesc    = desc("congestion_rate_limit", "A hosted pubend's publication rate limit in events per second (0: unlimited).", "pubend")
+	heldDesc     = desc("congestion_held_publishes", "Publishes waiting for a hosted pubend's rate.", "pubend")
+	dhRateDesc   = desc("congestion_dh_rate", "Smoothed doubt-horizon rate of a subscriber broker's stream, in tick-seconds per second (1: keeping up).", "pubend")
+	recDesc      = desc("congestion_recovering", "1 while a subscriber broker is recovering the stream.", "pubend")
+	nwndDesc     = desc("congestion_nack_window_ms", "The NACK window of a recovering stream, in milliseconds of pubend time.", "pubend")
+	raftEntDesc  = desc("raft_log_entries", "Entries in this replicated PHB member's Raft log (after the snapshot it was compacted to).")
+	raftByDesc   = desc("raft_log_bytes", "Bytes of this replicated PHB member's Raft log files.")
+	raftCmpDesc  = desc("raft_log_compactions_total", "Compactions of this replicated PHB member's Raft log since it started.")
+	raftSnDesc   = desc("raft_snapshots_installed_total", "Snapshots (the leader's store image) this replicated PHB member installed to catch up.")
+	raftXfDesc   = desc("raft_snapshot_transfers_total", "Snapshots larger than one chunk this replicated PHB member sent or received whole, or abandoned (a leader change, a crash, silence), since it started.", "result")
+	raftDropDesc = desc("raft_snapshot_chunks_dropped_total", "Snapshot chunks this replicated PHB member dropped (stale, out of order, or bad: its log says which), since it started.")
+	raftRjDesc   = desc("raft_rejoins_total", "Times this replicated PHB member found its Raft state lost (a new or wiped data directory) and rejoined its cell as a new member, since it started.")
+	delivDesc    = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftRjDesc, delivDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc} {
 		ch <- d
 	}
 }
@@ -95,6 +97,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(raftCmpDesc, prometheus.CounterValue, float64(r.Compactions), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftSnDesc, prometheus.CounterValue, float64(r.SnapshotsInstalled), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftRjDesc, prometheus.CounterValue, float64(r.Rejoins), s.ID)
+			for result, v := range map[string]uint64{"sent": r.TransfersSent, "received": r.TransfersReceived, "abandoned": r.TransfersAbandoned} {
+				ch <- prometheus.MustNewConstMetric(raftXfDesc, prometheus.CounterValue, float64(v), s.ID, result)
+			}
+			ch <- prometheus.MustNewConstMetric(raftDropDesc, prometheus.CounterValue, float64(r.ChunksDropped), s.ID)
 		}
 		for action, n := range s.Chaos {
 			ch <- prometheus.MustNewConstMetric(chaosDesc, prometheus.CounterValue, float64(n), s.ID, action)

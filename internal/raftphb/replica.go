@@ -309,7 +309,7 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	if st.Snapshot != nil && st.Snapshot.GetMetadata().GetIndex() > 0 {
 		// A compacted log starts after its snapshot.
 		next, store, err := DecodeSnapshot(st.Snapshot.GetData())
-		if err != nil || store != nil {
+		if err != nil || store != nil || IsStagedSnapshot(st.Snapshot.GetData()) {
 			return nil, fmt.Errorf("raftphb: restore snapshot at %d: not a reference (%v)", st.Snapshot.GetMetadata().GetIndex(), err)
 		}
 		if err := ms.ApplySnapshot(st.Snapshot); err != nil {
@@ -418,6 +418,29 @@ func (r *Replica) retrySnapshots() {
 		}
 	}
 }
+
+// SnapshotProgress tells the leader that the snapshot it sent to member
+// to is still on its way (a chunked transfer advanced): its two election
+// timeouts (retrySnapshots) start again, so that a transfer longer than
+// that is not reported failed while it makes progress.
+func (r *Replica) SnapshotProgress(to uint64) {
+	if _, ok := r.snapsSent[to]; ok {
+		r.snapsSent[to] = r.ticks
+	}
+}
+
+// Match is the leader's view of the last Raft index member id holds (0:
+// unknown, or this replica does not lead).
+func (r *Replica) Match(id uint64) uint64 {
+	if pr, ok := r.rn.Status().Progress[id]; ok {
+		return pr.Match
+	}
+	return 0
+}
+
+// ElectionTicks is the election timeout in ticks (the configured one, or
+// its default).
+func (r *Replica) ElectionTicks() int { return r.cfg.ElectionTicks }
 
 // Campaign makes the replica start an election now (tests, and a cell
 // that knows its leader is gone).

@@ -30,6 +30,7 @@ func (w *world) queueOn(l *link, dir int, m msg.Msg, size int, earliest tick.Tim
 		start := max(w.now, l.busy[dir])
 		queued := start.Sub(w.now).Seconds() * l.bw
 		l.maxQueued[dir] = max(l.maxQueued[dir], queued)
+		l.peak[dir] = max(l.peak[dir], queued)
 		if limit := w.linkQueueLimit(); queued+float64(size) > float64(limit) {
 			w.queueResets++
 			w.watchf("queue of %s-%s over %d B: reset", l.a, l.b, limit)

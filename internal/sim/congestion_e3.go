@@ -43,6 +43,14 @@ type CCSample struct {
 	Limit     float64
 	Delivered [5]float64
 	Lag       time.Duration // the recovering SHB's doubt horizon behind its clock
+	// Lags: each SHB's doubt horizon behind its clock (s1 to s5; 0 when
+	// it is down or has no stream yet).
+	Lags [5]time.Duration
+	// Queued: bytes waiting at the end of the second on the watched
+	// capped link, downstream (the IB's or PB's queue of Gryphon CC §2
+	// Fig. 3; 0 where the scenario watches none); Resets: connections
+	// reset by a full queue so far.
+	Queued, Resets int
 }
 
 // E3's bandwidths, at simulation scale. The publishers offer about 190 KB/s
@@ -176,6 +184,15 @@ func (w *world) ccSample(prev ccCounts) {
 			s.Lag = time.Duration(w.localNow(n).Millis()-st[0].DoubtHorizon.Millis()) * time.Millisecond
 		}
 	}
+	for i, id := range ccE3SHBs {
+		if lag, ok := w.ccLag(w.nodes[id]); ok && lag < 24*time.Hour { // before its stream starts: the epoch
+			s.Lags[i] = lag
+		}
+	}
+	if l := w.ccQueueOf; l != nil && l.up && l.bw > 0 && l.busy[0] > w.now {
+		s.Queued = int(l.busy[0].Sub(w.now).Seconds() * l.bw)
+	}
+	s.Resets = w.queueResets
 	w.ccSeries = append(w.ccSeries, s)
 	if s.At < w.opts.FaultPhase {
 		w.after(time.Second, func() { w.ccSample(cur) })

@@ -88,6 +88,11 @@ type Options struct {
 	// RaftCompactUnsynced (tests only): a replicated PHB member compacts
 	// its Raft log past what its pubend store has fsynced.
 	RaftCompactUnsynced bool
+	// RaftChunkBytes, when set, cuts the snapshots of replicated PHB
+	// members into chunks of this size (raftphb/node.Compaction); the
+	// default (1 MiB) is above any store the simulator builds, so its
+	// snapshots travel in one message.
+	RaftChunkBytes int
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool
@@ -103,6 +108,11 @@ type Options struct {
 	// queues before the connection resets (congestion.go); 0 is
 	// linkQueueBytes.
 	LinkQueueBytes int
+	// IBRelayCacheBytes, when positive, is the relay cache of every IB
+	// (gd.Config.RelayCacheBytes there): the scenario "cc-collapse-pb"
+	// makes it smaller than an outage, as in Gryphon CC §2 where the IB
+	// could not answer a recovering SHB from its cache.
+	IBRelayCacheBytes int64
 	// Watch, when set with WatchLog, logs every message, delivery and
 	// subscription event that concerns one tick of one pubend (diagnosis).
 	WatchPubend msg.PubendID
@@ -265,6 +275,11 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	p.cc = (p.faults[FaultOverload] || isCCScenario(o.Scenario)) && !o.NoCongestionControl
+	if isCollapseScenario(o.Scenario) {
+		// The collapses are about what each broker's cache holds
+		// (Options.IBRelayCacheBytes): no seed shrinks them.
+		p.cacheBytes = 0
+	}
 	return p, nil
 }
 
@@ -284,5 +299,8 @@ func makeScalePlan(o Options, rng *rand.Rand) (plan, error) {
 }
 
 // isCCScenario: the scripted congestion control experiments of Gryphon CC
-// §5 (congestion*.go), which run with congestion control on.
-func isCCScenario(s string) bool { return s == "cc" || s == "cc-e2" || s == "cc-e3" || s == "cc-e4" }
+// §5 and the collapses of §2 (congestion*.go), which run with congestion
+// control on.
+func isCCScenario(s string) bool {
+	return s == "cc" || s == "cc-e2" || s == "cc-e3" || s == "cc-e4" || isCollapseScenario(s)
+}

@@ -69,9 +69,15 @@ func (p *port) Send(to msg.NodeID, m msg.Msg) {
 	w.transmit(msg.Envelope{From: n.id, To: to, Msg: m}, len(w.frame))
 }
 
-// ToClient hands m to a simulated client, through the codec.
+// ToClient hands m to a simulated client, through the codec. The wire
+// decodes a Delivery as a pointer (allocated with its event); the
+// simulated clients read values.
 func (p *port) ToClient(c shell.ClientID, m msg.Msg) {
-	p.w.toClient(p.n, p.wire(m))
+	m = p.wire(m)
+	if d, ok := msg.AsDelivery(m); ok {
+		m = d
+	}
+	p.w.toClient(p.n, m)
 }
 
 // CloseClient: simulated clients send only valid requests, so the broker

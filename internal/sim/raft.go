@@ -18,6 +18,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/vfs"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // Replicated PHB cells (DESIGN.md §6b; internal/raftphb). A PHB cell of 3
@@ -49,10 +50,10 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
-	compactions, snapshots, rejoins, wipes uint64
-	maxBytes                               int64
-	maxEntries                             uint64
-	maxSnapshot                            int
+	compactions, snapshots, rejoins, wipes, chunked uint64
+	maxBytes                                        int64
+	maxEntries                                      uint64
+	maxSnapshot                                     int
 }
 
 // sample notes the size of rn's Raft log.
@@ -67,6 +68,7 @@ func (s *raftStats) tally(rn *raftnode.Node) {
 	st := rn.Stats()
 	s.compactions += st.Compactions
 	s.snapshots += st.SnapshotsInstalled
+	s.chunked += st.Transfers.Received
 	s.maxSnapshot = max(s.maxSnapshot, st.MaxSnapshotBytes)
 }
 
@@ -163,7 +165,8 @@ func (w *world) openRaft(n *node) error {
 		Replica: raftphb.Config{ID: id, Peers: peers, ElectionTicks: raftElectionTicks, HeartbeatTicks: 1,
 			Jitter: w.rrng.IntN},
 		FS: r.fs, Dir: "/data", LogOptions: diskOpts,
-		Send: func(m *raftpb.Message) { w.transmitRaft(n, inc, m) },
+		Send:      func(m *raftpb.Message) { w.transmitRaft(n, inc, m) },
+		SendChunk: func(to uint64, m msg.Msg) { w.transmitChunk(n, inc, to, m) },
 		Applied: func(b raftphb.Batch) {
 			recs, err := b.Records()
 			if err != nil {
@@ -176,7 +179,7 @@ func (w *world) openRaft(n *node) error {
 			}
 		},
 		AckOwnFsync:     w.opts.RaftAckEarly,
-		Compaction:      raftCompaction,
+		Compaction:      w.raftCompaction(),
 		CompactUnsynced: w.opts.RaftCompactUnsynced,
 	})
 	if err != nil {
@@ -213,6 +216,36 @@ func (w *world) raftTickLoop(n *node, inc int) {
 	w.after(raftTick, func() { w.raftTickLoop(n, inc) })
 }
 
+// raftCompaction is the members' compaction, with the run's chunk size.
+func (w *world) raftCompaction() raftnode.Compaction {
+	c := raftCompaction
+	c.ChunkBytes = w.opts.RaftChunkBytes
+	return c
+}
+
+// transmitChunk carries a piece of a chunked snapshot, or its ack, over
+// the cell's simulated link like a Raft message (transmitRaft), through
+// the wire codec.
+func (w *world) transmitChunk(from *node, inc int, to uint64, m msg.Msg) {
+	frame, err := wire.AppendFrame(nil, m)
+	if err != nil {
+		panic(fmt.Sprintf("sim: raft chunk: %v", err))
+	}
+	w.transmitCell(from, inc, to, func(dst *raftnode.Node) error {
+		got, err := wire.Decode(frame[4:])
+		if err != nil {
+			panic(fmt.Sprintf("sim: raft chunk: %v", err))
+		}
+		switch v := got.(type) {
+		case msg.RaftChunk:
+			return dst.StepChunk(v)
+		case msg.RaftChunkAck:
+			return dst.StepChunkAck(v)
+		}
+		return nil
+	})
+}
+
 // transmitRaft carries a Raft message over the cell's simulated link,
 // marshalled and unmarshalled as on the wire, in FIFO order, lost when the
 // link is down, stalled or reset.
@@ -220,14 +253,30 @@ func (w *world) transmitRaft(from *node, inc int, m *raftpb.Message) {
 	if !from.up || from.inc != inc {
 		return
 	}
-	to := w.nodes[from.raft.members[raftphb.Slot(m.GetTo())-1]]
-	l := w.byPair[pairKey(from.id, to.id)]
-	if l == nil || !l.up || l.stalled {
-		return
-	}
 	data, err := proto.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("sim: raft message: %v", err))
+	}
+	w.transmitCell(from, inc, m.GetTo(), func(dst *raftnode.Node) error {
+		got := &raftpb.Message{}
+		if err := proto.Unmarshal(data, got); err != nil {
+			panic(fmt.Sprintf("sim: raft message: %v", err))
+		}
+		return dst.Step(got)
+	})
+}
+
+// transmitCell carries a message of member from to Raft member to over
+// the cell's simulated link, in FIFO order, lost when the link is down,
+// stalled or reset: step hands it to the receiving member.
+func (w *world) transmitCell(from *node, inc int, toID uint64, step func(dst *raftnode.Node) error) {
+	if !from.up || from.inc != inc {
+		return
+	}
+	to := w.nodes[from.raft.members[raftphb.Slot(toID)-1]]
+	l := w.byPair[pairKey(from.id, to.id)]
+	if l == nil || !l.up || l.stalled {
+		return
 	}
 	dir := 0
 	if from.id == l.b {
@@ -244,11 +293,7 @@ func (w *world) transmitRaft(from *node, inc int, m *raftpb.Message) {
 		if l.epoch != ep || !l.up || !to.up || to.raft.rn == nil {
 			return
 		}
-		got := &raftpb.Message{}
-		if err := proto.Unmarshal(data, got); err != nil {
-			panic(fmt.Sprintf("sim: raft message: %v", err))
-		}
-		if err := to.raft.rn.Step(got); err != nil {
+		if err := step(to.raft.rn); err != nil {
 			w.watchf("%s: raft step: %v", to.id, err)
 		}
 		w.raftWork(to)

@@ -84,6 +84,9 @@ type Result struct {
 	// RaftWipes: members whose disk was wiped (FaultWipe); RaftRejoins:
 	// members that rejoined their cell as a new member.
 	RaftWipes, RaftRejoins uint64
+	// RaftChunked: snapshots members received whole in chunks (only with
+	// Options.RaftChunkBytes below the stores' size).
+	RaftChunked uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -94,12 +97,17 @@ type Result struct {
 	// CCPhases: the phases of Gryphon CC §5 E2 (scenario "cc-e2").
 	CCPhases []CCPhase
 	// CCE3Phases: the phases of Gryphon CC §5 E3 (scenario "cc-e3");
-	// CCSeries: one sample a second of scenarios "cc-e3" and "cc-e4".
+	// CCSeries: one sample a second of scenarios "cc-e3", "cc-e4",
+	// "cc-collapse-ib" and "cc-collapse-pb".
 	CCE3Phases []CCE3Phase
 	CCSeries   []CCSample
 	// CCRecovery: scenario "cc-e4", how long s2 took to come within 2 s
 	// of the present after b1–s2 returned; -1 when it did not.
 	CCRecovery time.Duration
+	// CCWindows: scenarios "cc-collapse-ib" and "cc-collapse-pb", the
+	// stretches of the run (steady, after the fault, the last minute) and
+	// what CCSeries says of each.
+	CCWindows []CCWindow
 	// Trace: every broker's row of every 100 ms window, with
 	// Options.KeepTrace.
 	Trace []TraceRow
@@ -176,6 +184,7 @@ func Run(o Options) (Result, error) {
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
+	res.RaftChunked = w.raftStats.chunked
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
@@ -188,6 +197,7 @@ func Run(o Options) (Result, error) {
 	res.QueueResets = w.queueResets
 	res.CCPhases = w.ccPhases
 	res.CCE3Phases, res.CCSeries, res.CCRecovery = w.ccE3Phases, w.ccSeries, w.ccRecovery
+	res.CCWindows = w.measureWindows()
 	res.MaxLinkQueue = int(w.maxQueueSeen)
 	if w.trace != nil {
 		res.Trace = w.trace.rows
@@ -340,6 +350,12 @@ func (w *world) schedule() {
 		return
 	case sc == "cc-e4":
 		w.scheduleCCE4(shbs)
+		return
+	case sc == "cc-collapse-ib":
+		w.scheduleCCCollapseIB(shbs)
+		return
+	case sc == "cc-collapse-pb":
+		w.scheduleCCCollapsePB(shbs)
 		return
 	}
 	for _, b := range w.plan.topo.Brokers {

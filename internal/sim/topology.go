@@ -109,7 +109,7 @@ func (t Topology) Physical() []Link {
 }
 
 // Topologies lists the named topologies `aerie sim --topology` accepts.
-var topologyNames = []string{"swarm", "line", "fig6", "ds", "cc", "cc-e2", "cc-e3", "cc-e4", "scale"}
+var topologyNames = []string{"swarm", "line", "fig6", "ds", "cc", "cc-e2", "cc-e3", "cc-e4", "cc-collapse-ib", "cc-collapse-pb", "scale"}
 
 // TopologyNames returns the names accepted by BuildTopology.
 func TopologyNames() []string { return append([]string(nil), topologyNames...) }
@@ -141,7 +141,7 @@ func BuildTopology(name string, rng *rand.Rand) (Topology, error) {
 				{ID: "b1", Role: IB}, {ID: "b2", Role: IB}, {ID: "b3", Role: IB},
 				{ID: "s1", Role: SHB}, {ID: "s2", Role: SHB}, {ID: "s3", Role: SHB}, {ID: "s4", Role: SHB}, {ID: "s5", Role: SHB}},
 			Links: []Link{{"p1", "b1"}, {"p1", "b2"}, {"b1", "s1"}, {"b1", "s2"}, {"b1", "b3"}, {"b2", "s3"}, {"b3", "s4"}, {"b3", "s5"}}}, nil
-	case "cc", "cc-e2", "cc-e4":
+	case "cc", "cc-e2", "cc-e4", "cc-collapse-ib", "cc-collapse-pb":
 		// Gryphon CC Fig. 1: one PHB, an IB and two SHBs.
 		return Topology{Name: name,
 			Brokers: []Broker{{ID: "p1", Role: PHB, Pubends: []msg.PubendID{"P1"}}, {ID: "b1", Role: IB},

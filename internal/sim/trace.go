@@ -62,8 +62,11 @@ type TraceRow struct {
 	HasLag bool
 	Lag    time.Duration
 	// Queued: bytes waiting at the end of the window on the broker's
-	// capped links downstream (congestion.go); not in the CSV.
-	Queued int
+	// capped links downstream (congestion.go); QueuedPeak: the most that
+	// waited on one of them at any moment of the window (a queue that
+	// overflows and resets within the window shows here, not in Queued).
+	// Not in the CSV.
+	Queued, QueuedPeak int
 }
 
 func newTracer(out io.Writer, keep bool) *tracer {
@@ -113,6 +116,10 @@ func (t *tracer) sample(w *world) {
 		for _, l := range w.links {
 			if l.a == id && l.up && l.bw > 0 && l.busy[0] > w.now {
 				row.Queued += int(l.busy[0].Sub(w.now).Seconds() * l.bw)
+			}
+			if l.a == id {
+				row.QueuedPeak = max(row.QueuedPeak, int(l.peak[0]))
+				l.peak[0] = 0
 			}
 		}
 		if t.w != nil {

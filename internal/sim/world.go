@@ -61,6 +61,8 @@ type world struct {
 	// congestion scenario reset the link's maximum (resetQueueMax).
 	maxQueueSeen float64
 	ccLagOf      msg.NodeID    // the SHB whose lag CCSample records
+	ccQueueOf    *link         // the capped link whose queue CCSample records
+	ccWindows    []CCWindow    // the stretches a collapse run measures
 	ccRecovery   time.Duration // E4: link return to s2 within 2 s (-1: not yet)
 	// relays counts messages sent sideways within a cell (msg.Relay).
 	relays int
@@ -147,6 +149,9 @@ type link struct {
 	bw        float64
 	busy      [2]tick.Time
 	maxQueued [2]float64
+	// peak: the most bytes queued since the tracer last sampled the link
+	// (TraceRow.QueuedPeak).
+	peak [2]float64
 	// flights are the messages on their way in each direction, in order,
 	// so that lifting a cap can move their arrivals up (congestion.go).
 	flights [2][]*flight
@@ -207,6 +212,9 @@ func (w *world) newEngine(n *node, standby bool) {
 		// brokers refetch from upstream (gd/refetch.go).
 		cfg.PubendCacheBytes = w.plan.cacheBytes
 		cfg.RelayCacheBytes = w.plan.cacheBytes
+	}
+	if w.opts.IBRelayCacheBytes > 0 && n.broker.Role == IB {
+		cfg.RelayCacheBytes = w.opts.IBRelayCacheBytes
 	}
 	if n.eng != nil {
 		w.asksMoved += int(n.eng.Stats().AsksMoved)

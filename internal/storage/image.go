@@ -49,15 +49,83 @@ func (img Image) Next() uint64 { return img.First + uint64(len(img.Records)) }
 //
 // the n snapshot payloads, then the m log records.
 func (img Image) Encode(dst []byte) []byte {
-	dst = binary.AppendUvarint(dst, img.First)
-	for _, ps := range [][][]byte{img.Snapshot, img.Records} {
-		dst = binary.AppendUvarint(dst, uint64(len(ps)))
-		for _, p := range ps {
-			dst = binary.AppendUvarint(dst, uint64(len(p)))
-			dst = append(dst, p...)
-		}
+	dst = AppendImageHead(dst, img.First, img.Snapshot, uint64(len(img.Records)))
+	for _, p := range img.Records {
+		dst = AppendImageRecord(dst, p)
 	}
 	return dst
+}
+
+// AppendImageHead appends the start of an image's encoding (Encode): its
+// first index, snapshot and record count, which AppendImageRecord's
+// records follow. An image can so be encoded piece by piece, as its
+// records are read (ImageSource).
+func AppendImageHead(dst []byte, first uint64, snapshot [][]byte, records uint64) []byte {
+	dst = binary.AppendUvarint(dst, first)
+	dst = binary.AppendUvarint(dst, uint64(len(snapshot)))
+	for _, p := range snapshot {
+		dst = AppendImageRecord(dst, p)
+	}
+	return binary.AppendUvarint(dst, records)
+}
+
+// AppendImageRecord appends one payload of an image's encoding.
+func AppendImageRecord(dst, p []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(p)))
+	return append(dst, p...)
+}
+
+// ImageSource is the state of an image's encoding read piece by piece
+// (Store.ReadImage), its records read as it goes, so that a large image
+// is never held whole. The image is the store's content when the source
+// was made; records appended since are not part of it. It holds no
+// reference to the store: a store closed and opened again in between
+// (a replicated PHB member's serve) reads on where it left off, and a
+// Trim that drops records it has not read yet fails the next read.
+type ImageSource struct {
+	next, end uint64 // the next record to encode; the image's end
+	head      []byte // the encoding's start, until read
+}
+
+// errFull stops a Replay once a read has what it asked for.
+var errFull = errors.New("storage: image piece full")
+
+// ImageSource returns a source of the store's image.
+func (s *Store) ImageSource() (*ImageSource, error) {
+	snap, err := eventlog.ReadSnapshot(s.fs, s.snapPath)
+	if err != nil {
+		return nil, fmt.Errorf("storage: image: %w", err)
+	}
+	first, end := s.Bounds()
+	return &ImageSource{next: first, end: end, head: AppendImageHead(nil, first, snap, end-first)}, nil
+}
+
+// Next is the index after the image's last record.
+func (src *ImageSource) Next() uint64 { return src.end }
+
+// ReadImage appends at least n bytes of src's next part to dst (less at
+// its end; done once it is all read).
+func (s *Store) ReadImage(src *ImageSource, dst []byte, n int) (out []byte, done bool, err error) {
+	start := len(dst)
+	dst = append(dst, src.head...)
+	src.head = nil
+	if src.next < src.end && len(dst)-start < n {
+		err := s.log.Replay(src.next, func(i uint64, p []byte) error {
+			if i >= src.end {
+				return errFull
+			}
+			dst = AppendImageRecord(dst, p)
+			src.next = i + 1
+			if len(dst)-start >= n {
+				return errFull
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errFull) {
+			return dst, false, fmt.Errorf("storage: image at record %d: %w", src.next, err)
+		}
+	}
+	return dst, src.next == src.end, nil
 }
 
 // DecodeImage decodes Image.Encode's encoding; the payloads alias b.
@@ -92,20 +160,40 @@ func DecodeImage(b []byte) (Image, error) {
 // Install creates a store in dir (which must hold no log) with snapPath
 // as its snapshot, holding img, and syncs it: durable when it returns.
 func Install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, img Image) (*Store, error) {
-	if err := eventlog.WriteSnapshot(fsys, snapPath, img.Snapshot); err != nil {
+	i := 0
+	return install(fsys, dir, snapPath, opts, img.First, img.Snapshot, func() ([]byte, error) {
+		if i == len(img.Records) {
+			return nil, nil
+		}
+		i++
+		return img.Records[i-1], nil
+	})
+}
+
+// install creates the store of Install from the records next returns
+// (nil after the last).
+func install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, first uint64, snapshot [][]byte, next func() ([]byte, error)) (*Store, error) {
+	if err := eventlog.WriteSnapshot(fsys, snapPath, snapshot); err != nil {
 		return nil, fmt.Errorf("storage: install: %w", err)
 	}
-	opts.Base = img.First
+	opts.Base = first
 	l, _, err := eventlog.Open(fsys, dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: install: %w", err)
 	}
-	if l.FirstIndex() != img.First || l.NextIndex() != img.First {
+	if l.FirstIndex() != first || l.NextIndex() != first {
 		l.Close()
 		return nil, fmt.Errorf("storage: install into %s: it holds records %d to %d", dir, l.FirstIndex(), l.NextIndex())
 	}
-	for _, p := range img.Records {
-		if _, err := l.Append(p); err != nil {
+	for {
+		p, err := next()
+		if err == nil && p == nil {
+			break
+		}
+		if err == nil {
+			_, err = l.Append(p)
+		}
+		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("storage: install: %w", err)
 		}

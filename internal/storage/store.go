@@ -119,6 +119,9 @@ func (s *Store) TrimEncoded(cut uint64, snap [][]byte) (first, dropped uint64, e
 	return s.log.FirstIndex(), s.log.FirstIndex() - before, nil
 }
 
+// Size returns the bytes of the log's files (and of what it buffers).
+func (s *Store) Size() int64 { return s.log.Size() }
+
 // Bounds returns the log's first and next index.
 func (s *Store) Bounds() (first, next uint64) { return s.log.FirstIndex(), s.log.NextIndex() }
 

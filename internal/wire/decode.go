@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -128,6 +130,10 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		// A copy: the member keeps entries it is handed, the frame is
 		// reused by the reader.
 		m = msg.Raft{Data: slices.Clone(d.raw())}
+	case TypeRaftChunk:
+		m = d.raftChunk()
+	case TypeRaftChunkAck:
+		m = msg.RaftChunkAck{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Next: d.uvarint()}
 	case TypeRefetch:
 		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
 	case TypePayloads:
@@ -180,7 +186,7 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 	case TypeSubRejected:
 		m = msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
 	case TypeDelivery:
-		m = msg.Delivery{Sub: msg.SubID(d.string()), Event: d.optEvent()}
+		m = d.delivery()
 
 	default:
 		return nil, fmt.Errorf("%w: 0x%02x at offset 0", ErrUnknownType, uint8(t))
@@ -356,6 +362,36 @@ func (d *decoder) replayData() msg.ReplayData {
 	return r
 }
 
+// raftChunk reads a RaftChunk: its data is a copy (the member stages it
+// after the reader reused the frame), never empty.
+func (d *decoder) raftChunk() msg.RaftChunk {
+	c := msg.RaftChunk{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Term: d.uvarint(),
+		Index: d.uvarint(), Offset: d.uvarint(), Last: d.bool(), CRC: d.u32()}
+	data := d.raw()
+	switch {
+	case d.err != nil:
+		return msg.RaftChunk{}
+	case len(data) == 0:
+		d.failf("empty chunk")
+	}
+	c.Data = slices.Clone(data)
+	return c
+}
+
+// u32 reads a little-endian uint32.
+func (d *decoder) u32() uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if d.rest() < 4 {
+		d.failf("truncated")
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b[d.off:])
+	d.off += 4
+	return v
+}
+
 // raw reads a length-prefixed byte string without copying it.
 func (d *decoder) raw() []byte {
 	if d.err != nil {
@@ -370,7 +406,16 @@ func (d *decoder) raw() []byte {
 	return s
 }
 
-func (d *decoder) string() string { return string(d.raw()) }
+// string reads a string field: a copy, or, when the frame is write-once
+// memory (DecodeView), a view of it (no allocation; it pins only its own
+// frame, as the events in it do).
+func (d *decoder) string() string {
+	b := d.raw()
+	if d.view && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
+	return string(b)
+}
 
 // count reads an element count whose elements take at least min bytes each,
 // refusing counts the rest of the frame cannot hold: allocation stays
@@ -469,6 +514,45 @@ func (d *decoder) inner(err error) {
 }
 
 // knowledgeFrame holds a decoded Knowledge and its event in one allocation.
+// deliveryFrame is a decoded Delivery and its event, one allocation.
+type deliveryFrame struct {
+	d  msg.Delivery
+	ev msg.Event
+}
+
+// delivery reads a Delivery body into a *msg.Delivery allocated with its
+// event (msg.AsDelivery reads either form).
+func (d *decoder) delivery() msg.Msg {
+	f := &deliveryFrame{}
+	f.d.Sub = msg.SubID(d.string())
+	if d.bool() && d.err == nil {
+		if !d.eventInto(&f.ev) {
+			return nil
+		}
+		f.d.Event = &f.ev
+	}
+	return &f.d
+}
+
+// eventInto reads an event into ev: a copy of its encoding, or a view of
+// the frame when it is write-once memory (DecodeView).
+func (d *decoder) eventInto(ev *msg.Event) bool {
+	if d.err != nil {
+		return false
+	}
+	read := msg.ReadEventTo
+	if d.view {
+		read = msg.ViewEventTo
+	}
+	n, err := read(ev, d.b[d.off:])
+	if err != nil {
+		d.inner(err)
+		return false
+	}
+	d.off += n
+	return true
+}
+
 type knowledgeFrame struct {
 	k  msg.Knowledge
 	ev msg.Event
@@ -486,16 +570,9 @@ func (d *decoder) knowledge() *msg.Knowledge {
 	k.VTick = d.tick()
 	k.Retrans = d.bool()
 	if d.bool() && d.err == nil {
-		read := msg.ReadEventTo
-		if d.view {
-			read = msg.ViewEventTo
-		}
-		n, err := read(&f.ev, d.b[d.off:])
-		if err != nil {
-			d.inner(err)
+		if !d.eventInto(&f.ev) {
 			return nil
 		}
-		d.off += n
 		k.Event = &f.ev
 	}
 	if k.Event != nil && string(pubend) == string(k.Event.Pubend) {
@@ -514,27 +591,11 @@ func (d *decoder) optEvent() *msg.Event {
 	return d.event()
 }
 
-// event reads an event: one copy of its encoding, which the event's fields
-// view and which it forwards as it is (msg.ReadEvent).
+// event reads an event (eventInto) into an allocation of its own.
 func (d *decoder) event() *msg.Event {
-	if d.err != nil {
+	ev := new(msg.Event)
+	if !d.eventInto(ev) {
 		return nil
 	}
-	if d.view {
-		ev := new(msg.Event)
-		n, err := msg.ViewEventTo(ev, d.b[d.off:])
-		if err != nil {
-			d.inner(err)
-			return nil
-		}
-		d.off += n
-		return ev
-	}
-	ev, n, err := msg.ReadEvent(d.b[d.off:])
-	if err != nil {
-		d.inner(err)
-		return nil
-	}
-	d.off += n
 	return ev
 }

@@ -158,6 +158,23 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.Raft:
 		b = append(b, byte(TypeRaft))
 		return appendBytes(b, v.Data), nil
+	case msg.RaftChunk:
+		if len(v.Data) == 0 {
+			return nil, fmt.Errorf("%w: empty RaftChunk at %d", ErrMalformed, v.Offset)
+		}
+		b = append(b, byte(TypeRaftChunk))
+		for _, x := range []uint64{v.From, v.To, v.Seq, v.Term, v.Index, v.Offset} {
+			b = binary.AppendUvarint(b, x)
+		}
+		b = appendBool(b, v.Last)
+		b = binary.LittleEndian.AppendUint32(b, v.CRC)
+		return appendBytes(b, v.Data), nil
+	case msg.RaftChunkAck:
+		b = append(b, byte(TypeRaftChunkAck))
+		for _, x := range []uint64{v.From, v.To, v.Seq, v.Next} {
+			b = binary.AppendUvarint(b, x)
+		}
+		return b, nil
 	case msg.LinkStatus:
 		b = append(b, byte(TypeLinkStatus))
 		return appendPath(b, v.Unreachable), nil

@@ -44,8 +44,10 @@ import (
 // are not concerned). 9 — Payloads carries the answering broker's final
 // prefix: ticks released upstream are taken as released, not as lost;
 // Subscribe's long form may end with an order byte (1: uniform total
-// order across pubends).
-const Version uint16 = 9
+// order across pubends). 10 — RaftChunk and RaftChunkAck (0x42, 0x43): a
+// replicated PHB member's snapshot larger than one chunk travels in
+// acknowledged pieces (clients are not concerned).
+const Version uint16 = 10
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
@@ -109,6 +111,8 @@ const (
 	TypeUCA          Type = 0x1f // congestion alert, up towards the pubend, folded on the way
 	TypeSummaryDelta Type = 0x40 // what changed in the summary last sent on the link
 	TypeForward      Type = 0x41 // a client's publish and its answer between members of a replicated PHB cell
+	TypeRaftChunk    Type = 0x42 // a piece of a Raft snapshot too large for one frame, within a replicated PHB cell
+	TypeRaftChunkAck Type = 0x43 // how much of a chunked Raft snapshot its receiver holds
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -136,7 +140,7 @@ var typeNames = map[Type]string{
 	TypeSubRejected: "SubRejected", TypeDelivery: "Delivery",
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 	TypeDCQ: "DCQ", TypeUCA: "UCA", TypeSummaryDelta: "SummaryDelta",
-	TypeForward: "Forward",
+	TypeForward: "Forward", TypeRaftChunk: "RaftChunk", TypeRaftChunkAck: "RaftChunkAck",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

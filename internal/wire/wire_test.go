@@ -68,6 +68,9 @@ var cases = []struct {
 	{"LinkStatus", msg.LinkStatus{Unreachable: []msg.NodeID{"s1", "shb-cell"}}},
 	{"LinkStatusHealthy", msg.LinkStatus{}},
 	{"Raft", msg.Raft{Data: []byte{0x08, 0x03, 0x10, 0x01}}},
+	{"RaftChunk", msg.RaftChunk{From: 1, To: 2<<8 | 3, Seq: 7, Term: 4, Index: 1 << 20, Offset: 1 << 20, CRC: 0xdeadbeef, Data: []byte{1, 2, 3}}},
+	{"RaftChunkLast", msg.RaftChunk{From: 3, To: 1, Seq: 1, Term: 1, Index: 9, Offset: 0, Last: true, Data: []byte{0, 0}}},
+	{"RaftChunkAck", msg.RaftChunkAck{From: 2<<8 | 3, To: 1, Seq: 7, Next: 2 << 20}},
 	{"ForwardPublish", msg.Forward{Client: 300, Msg: msg.Publish{Pubend: "P1", Publisher: "pub-1", Seq: 99, Topic: "a.b", Props: testEvent().Props, Payload: []byte("x")}}},
 	{"ForwardPubAck", msg.Forward{Client: 1, Msg: msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 1, Duplicate: true}}},
 	{"ForwardPubReject", msg.Forward{Client: 2, Msg: msg.PubReject{Publisher: "pub-1", Seq: 3, Reason: "no"}}},
@@ -118,6 +121,9 @@ type floatBits uint64
 // equal when their norms are reflect.DeepEqual.
 func norm(m msg.Msg) msg.Msg {
 	if p, ok := m.(*msg.Knowledge); ok && p != nil {
+		m = *p
+	}
+	if p, ok := m.(*msg.Delivery); ok && p != nil {
 		m = *p
 	}
 	switch v := m.(type) {
@@ -289,6 +295,9 @@ func TestGolden(t *testing.T) {
 	}{
 		{msg.Hello{Version: 1, Role: msg.RoleBroker, ID: "b1", Incarnation: 300}, "08000000" + "01" + "01" + "01" + "026231" + "ac02"},
 		{msg.Heartbeat{}, "01000000" + "02"},
+		{msg.RaftChunk{From: 1, To: 2, Seq: 3, Term: 4, Index: 5, Offset: 298, Last: true, CRC: 0x01020304, Data: []byte{0xaa, 0xbb}},
+			"10000000" + "42" + "01" + "02" + "03" + "04" + "05" + "aa02" + "01" + "04030201" + "02aabb"},
+		{msg.RaftChunkAck{From: 2, To: 1, Seq: 3, Next: 300}, "06000000" + "43" + "02" + "01" + "03" + "ac02"},
 		{msg.Forward{Client: 300, Msg: msg.Goodbye{Reason: "x"}}, "06000000" + "41" + "ac02" + "03" + "0178"},
 		{msg.SummaryDelta{Seq: 2, Add: []msg.Clause{{Pattern: "a", Selector: "k = 1"}}, Remove: []msg.Clause{{Pattern: "b", Selector: ""}}}, "10000000" + "40" + "02" + "00" + "01" + "0161" + "056b203d2031" + "01" + "0162" + "00"},
 		{msg.Ack{Pubend: "P1", T: 5, Released: 5, Delivered: 5}, "05000000" + "12" + "025031" + "05"},
@@ -459,6 +468,10 @@ func TestMalformed(t *testing.T) {
 		{"replay data too many events", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 100, 0}, "100 events cannot fit"},
 		{"UCA rate absurd", []byte{byte(TypeUCA), 1, 'P', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, "UCA rate"},
 		{"forward of nothing", []byte{byte(TypeForward), 1}, "forwarded message missing"},
+		{"raft chunk empty", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0}, "empty chunk"},
+		{"raft chunk bad last", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 0, 2, 0, 0, 0, 0, 1, 9}, "bool byte 2"},
+		{"raft chunk truncated checksum", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 5, 0, 0, 0}, "truncated"},
+		{"raft chunk data past the frame", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 5, 0, 0, 0, 0, 0, 5, 9}, "RaftChunk at offset"},
 		{"forward of a subscribe", []byte{byte(TypeForward), 1, byte(TypeSubscribe), 1, 's', 1, 'a', 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
 		{"forward of a forward", []byte{byte(TypeForward), 1, byte(TypeForward), 1, byte(TypeGoodbye), 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
 		{"forward of a bad goodbye", []byte{byte(TypeForward), 7, byte(TypeGoodbye), 5}, "inside Forward for client 7, from offset 2"},

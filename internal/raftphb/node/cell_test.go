@@ -111,6 +111,11 @@ type cell struct {
 	wiped    int
 	// rejoinLog says why and when members rejoined.
 	rejoinLog []string
+	// chunkAt is when the last chunk message between two members (by
+	// slot) arrives: they travel in order, as on a TCP link.
+	chunkAt map[[2]uint64]int
+	// chunkHook, when set, sees every chunk message; false drops it.
+	chunkHook func(from *member, m msg.Msg) bool
 }
 
 type serveAt struct {
@@ -157,6 +162,7 @@ func (c *cell) start(m *member) {
 		Dir:        "/data",
 		LogOptions: eventlog.Options{SegmentBytes: 2 << 10},
 		Send:       func(msg *raftpb.Message) { c.send(m, inc, msg) },
+		SendChunk:  func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
 		Compaction: c.compaction,
 		// The mutation is set on the node below, like ackEarly.
 	})

@@ -33,11 +33,17 @@ func (c *cell) tally(nd *Node) {
 	c.stats.SnapshotsInstalled += st.SnapshotsInstalled
 	c.stats.MaxSnapshotBytes = max(c.stats.MaxSnapshotBytes, st.MaxSnapshotBytes)
 	c.stats.Rejoins += st.Rejoins
+	x, y := &c.stats.Transfers, st.Transfers
+	x.Sent, x.Received, x.Abandoned = x.Sent+y.Sent, x.Received+y.Received, x.Abandoned+y.Abandoned
+	x.ChunksSent, x.ChunksReceived, x.ChunksDropped = x.ChunksSent+y.ChunksSent, x.ChunksReceived+y.ChunksReceived, x.ChunksDropped+y.ChunksDropped
 }
 
 func (c *cell) statsReport() string {
-	return fmt.Sprintf("%d compactions, %d snapshots sent (largest %d bytes), %d installed, %d rejoins",
-		c.stats.Compactions, c.stats.SnapshotsSent, c.stats.MaxSnapshotBytes, c.stats.SnapshotsInstalled, c.stats.Rejoins)
+	x := c.stats.Transfers
+	return fmt.Sprintf("%d compactions, %d snapshots sent (largest %d bytes), %d installed, %d rejoins; "+
+		"chunked transfers: %d sent, %d received, %d abandoned; chunks: %d sent, %d staged, %d dropped",
+		c.stats.Compactions, c.stats.SnapshotsSent, c.stats.MaxSnapshotBytes, c.stats.SnapshotsInstalled, c.stats.Rejoins,
+		x.Sent, x.Received, x.Abandoned, x.ChunksSent, x.ChunksReceived, x.ChunksDropped)
 }
 
 // TestCellSwarmCompacting is TestCellSwarm with frequent compaction: the

@@ -93,6 +93,12 @@ type Config struct {
 	// Send hands a Raft message to the transport. It must not block; a
 	// message it cannot deliver is lost (Raft retransmits).
 	Send func(m *raftpb.Message)
+	// SendChunk hands the transport a piece of a snapshot too large for
+	// one message (msg.RaftChunk) or a receiver's acknowledgement of one
+	// (msg.RaftChunkAck), for member to (transfer.go). Like Send it must
+	// not block, and may lose what it cannot deliver. Nil: snapshots
+	// larger than one chunk are not sent.
+	SendChunk func(to uint64, m msg.Msg)
 	// Applied, when set, learns of every committed batch as this member
 	// applies it, before the shell hears of its commit (the simulator's
 	// oracle: committed is what "durable" means for a replicated pubend).
@@ -120,11 +126,16 @@ type Compaction struct {
 	// that lags by less catches up from the log, not by a snapshot
 	// (default 512).
 	Retain uint64
-	// MaxSnapshotBytes bounds the store image a leader sends to a member
-	// that needs compacted entries (default 15 MiB, under the wire's
-	// frame limit); a larger one is not sent (the member cannot catch up:
-	// see docs/ARCHITECTURE.md).
+	// MaxSnapshotBytes bounds the snapshot (the store image) a leader
+	// sends to a member that needs compacted entries, and one a member
+	// accepts and stages on its disk (default 16 GiB; neither holds it in
+	// memory, transfer.go). A larger one is not sent: the member cannot
+	// catch up.
 	MaxSnapshotBytes int
+	// ChunkBytes: a snapshot larger than this travels in chunks of this
+	// size (default 1 MiB, at most 8 MiB: a frame is at most 16 MiB);
+	// ChunkWindow chunks at most are unacknowledged (default 4).
+	ChunkBytes, ChunkWindow int
 }
 
 func (c Compaction) withDefaults() Compaction {
@@ -135,7 +146,14 @@ func (c Compaction) withDefaults() Compaction {
 		c.Retain = 512
 	}
 	if c.MaxSnapshotBytes == 0 {
-		c.MaxSnapshotBytes = 15 << 20
+		c.MaxSnapshotBytes = 16 << 30
+	}
+	if c.ChunkBytes <= 0 {
+		c.ChunkBytes = 1 << 20
+	}
+	c.ChunkBytes = min(c.ChunkBytes, maxChunkBytes)
+	if c.ChunkWindow <= 0 {
+		c.ChunkWindow = 4
 	}
 	return c
 }
@@ -207,6 +225,8 @@ type Node struct {
 	// entries while it served; trimsApplied: trim entries that dropped
 	// segments of its store (raftphb/trim.go).
 	trimsProposed, trimsApplied uint64
+	// xfer: chunked snapshot transfers, both ways (transfer.go).
+	xfer transfers
 	// logStats is the Raft log's size as of the last Complete: Stats may
 	// be called while SyncLog runs on another goroutine.
 	logStats raftlog.Stats
@@ -254,6 +274,10 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen}
+	if err := removeStaging(nd); err != nil { // a transfer a crash cut short
+		rl.Close()
+		return nil, err
+	}
 	if nd.storeGen, err = readGen(cfg.FS, cfg.Dir, storeGenFile); err != nil {
 		rl.Close()
 		return nil, err
@@ -313,6 +337,7 @@ func (n *Node) ID() uint64 { return raftphb.MemberID(n.slot, n.gen) }
 func (n *Node) Tick() {
 	if n.rejoining == nil {
 		n.rep.Tick()
+		n.tickTransfers()
 	}
 }
 
@@ -531,6 +556,7 @@ func (n *Node) lost(l raftphb.Lost) {
 		ev.ShellErr = n.sh.Persisted(0, ErrLostLeadership)
 	}
 	n.outs, n.sh, n.serving, n.jobs = nil, nil, false, nil
+	n.dropOutgoing()
 	n.events = append(n.events, ev)
 }
 
@@ -774,6 +800,9 @@ func (n *Node) removeStore(gen uint64) error {
 // generation.
 func (n *Node) install(snap *raftpb.Snapshot) error {
 	want, data, err := raftphb.DecodeSnapshot(snap.GetData())
+	if err == nil && raftphb.IsStagedSnapshot(snap.GetData()) {
+		return n.installStaged(snap, want)
+	}
 	if err == nil && data == nil {
 		err = errors.New("a reference, not a transfer")
 	}
@@ -805,10 +834,19 @@ func (n *Node) install(snap *raftpb.Snapshot) error {
 		}
 		n.storeDirty += len(recs)
 	default:
-		if err := n.replaceStore(img); err != nil {
+		err := n.replaceStore(func(dir, snapPath string) (*storage.Store, error) {
+			return storage.Install(n.cfg.FS, dir, snapPath, n.cfg.LogOptions, img)
+		})
+		if err != nil {
 			return err
 		}
 	}
+	return n.installed(snap)
+}
+
+// installed completes an install: the store durable, then the snapshot
+// (its reference) replaces the Raft log.
+func (n *Node) installed(snap *raftpb.Snapshot) error {
 	if err := n.syncStore(); err != nil {
 		return err
 	}
@@ -827,14 +865,15 @@ func snapshotRef(snap *raftpb.Snapshot) *raftpb.Snapshot {
 	return s
 }
 
-// replaceStore installs img as the store's next generation.
-func (n *Node) replaceStore(img storage.Image) error {
+// replaceStore installs an image as the store's next generation, with
+// install (storage.Install or InstallFrom) into its paths.
+func (n *Node) replaceStore(install func(dir, snapPath string) (*storage.Store, error)) error {
 	gen := n.storeGen + 1
 	if err := n.removeStore(gen); err != nil { // a crash's half-installed one
 		return err
 	}
 	dir, snapPath := n.storePaths(gen)
-	store, err := storage.Install(n.cfg.FS, dir, snapPath, n.cfg.LogOptions, img)
+	store, err := install(dir, snapPath)
 	if err != nil {
 		return err
 	}
@@ -862,6 +901,10 @@ func (n *Node) send(m *raftpb.Message) error {
 	if err := n.syncStore(); err != nil {
 		return err
 	}
+	c := n.cfg.Compaction
+	if n.cfg.SendChunk != nil && n.store.Size() > int64(c.ChunkBytes) {
+		return n.sendTransfer(m, next)
+	}
 	img, err := n.store.Image()
 	if err != nil {
 		return fmt.Errorf("pubend store: %w", err)
@@ -870,9 +913,13 @@ func (n *Node) send(m *raftpb.Message) error {
 		return fmt.Errorf("raftphb: snapshot at pubend index %d, the store ends at %d", next, img.Next())
 	}
 	data := raftphb.EncodeSnapshot(next, img.Encode(nil))
-	if len(data) > n.cfg.Compaction.MaxSnapshotBytes {
-		return nil // the leader reports it failed later and tries again
+	if len(data) > c.ChunkBytes {
+		if n.cfg.SendChunk == nil {
+			return nil // the leader reports it failed later and tries again
+		}
+		return n.sendTransfer(m, next)
 	}
+	// One message, as every other: no staging, no round trip.
 	m = proto.CloneOf(m)
 	m.Snapshot.Data = data
 	n.snapshotsSent++
@@ -906,6 +953,9 @@ func (n *Node) maybeCompact() error {
 		bound = n.inStore
 	}
 	top := min(bound, st.Applied)
+	if hold, ok := n.compactionHold(); ok && top > hold+c.Retain {
+		top = hold + c.Retain // to is top-Retain: members catching up keep their entries
+	}
 	if top < st.FirstIndex+c.Retain {
 		return nil
 	}
@@ -934,6 +984,8 @@ type Stats struct {
 	// entries while serving; TrimsApplied: trim entries that dropped
 	// segments of its store (every member, leader or follower).
 	TrimsProposed, TrimsApplied uint64
+	// Transfers: snapshots larger than one chunk, sent and received.
+	Transfers TransferStats
 }
 
 // StoreBounds returns the first and next index of the member's pubend
@@ -946,5 +998,5 @@ func (n *Node) StoreBounds() (first, next uint64) { return n.store.Bounds() }
 func (n *Node) Stats() Stats {
 	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
 		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins,
-		TrimsProposed: n.trimsProposed, TrimsApplied: n.trimsApplied}
+		TrimsProposed: n.trimsProposed, TrimsApplied: n.trimsApplied, Transfers: n.xfer.stats}
 }

@@ -89,6 +89,10 @@ func (n *Node) rejoin() error {
 		n.lost(raftphb.Lost{Term: n.rep.Status().Term})
 	}
 	gen := max(lost.Gen, n.gen+1)
+	n.dropOutgoing()
+	if n.xfer.in != nil {
+		n.abandonIn()
+	}
 	if err := n.rlog.Close(); err != nil {
 		return fmt.Errorf("raftphb: rejoin: close the Raft log: %w", err)
 	}
