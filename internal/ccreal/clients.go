@@ -98,8 +98,14 @@ func (p *publisher) fail(err error) {
 // it returns how many were published.
 func (p *publisher) finish(ctx context.Context, within time.Duration) (int, error) {
 	close(p.stop)
-	<-p.done
 	deadline := time.Now().Add(within)
+	select { // a publish blocked at MaxInflight returns with the next ack
+	case <-p.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(within):
+		return 0, fmt.Errorf("ccreal: the publisher still blocked %v after it was stopped", within)
+	}
 	for {
 		p.mu.Lock()
 		sent, acked, err := p.sent, p.acked, p.failure
