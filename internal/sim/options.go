@@ -88,6 +88,10 @@ type Options struct {
 	// RaftCompactUnsynced (tests only): a replicated PHB member compacts
 	// its Raft log past what its pubend store has fsynced.
 	RaftCompactUnsynced bool
+	// RaftLeaderTrimOnly (tests only): a replicated PHB's leader proposes
+	// no trim entries, so its followers keep their whole stores
+	// (raftnode.Config.LeaderTrimOnly).
+	RaftLeaderTrimOnly bool
 	// RaftChunkBytes, when set, cuts the snapshots of replicated PHB
 	// members into chunks of this size (raftphb/node.Compaction); the
 	// default (1 MiB) is above any store the simulator builds, so its

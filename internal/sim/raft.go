@@ -181,6 +181,7 @@ func (w *world) openRaft(n *node) error {
 		AckOwnFsync:     w.opts.RaftAckEarly,
 		Compaction:      w.raftCompaction(),
 		CompactUnsynced: w.opts.RaftCompactUnsynced,
+		LeaderTrimOnly:  w.opts.RaftLeaderTrimOnly,
 	})
 	if err != nil {
 		return err

@@ -115,6 +115,13 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // since the serving leader pipelines its batches (277 did before, 350
 // before SubReqs were shared); the test tries those first and then scans,
 // so that a change of timing finds another seed instead of failing.
+//
+// It runs with the leader's trim entries off (RaftLeaderTrimOnly): with
+// them, no seed of 2 300 scanned (1–1500 and 7000–7400 with every default
+// fault, 1–800 with replicas, crashes, partitions and cuts) showed the
+// stuck request under the mutation, and seed 439's requests moved on 4
+// times instead of 13 without it. Why follower trims make the stuck
+// request so rare is not understood yet (docs/known-issues/trim-entries-ask.md).
 func TestOracleBitesAskSameMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates swarm runs until one shows the fault")
@@ -125,7 +132,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		o := DefaultOptions(seed)
-		o.Mutation = gd.MutAskSameMember
+		o.Mutation, o.RaftLeaderTrimOnly = gd.MutAskSameMember, true
 		res, err := Run(o)
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +141,9 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 			continue
 		}
 		t.Logf("seed %d caught: %v", seed, res.Violations[0])
-		res, err = Run(DefaultOptions(seed))
+		o = DefaultOptions(seed)
+		o.RaftLeaderTrimOnly = true
+		res, err = Run(o)
 		if err != nil {
 			t.Fatal(err)
 		}

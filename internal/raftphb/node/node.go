@@ -113,6 +113,11 @@ type Config struct {
 	// for the pubend store's fsync, so a crash can lose records that the
 	// Raft log no longer holds. The oracles must catch it.
 	CompactUnsynced bool
+	// LeaderTrimOnly (tests only): the serving leader trims its own store
+	// and proposes no trim entry, so followers keep everything, as before
+	// trim entries (raftphb/trim.go). The simulator's mutation test of
+	// gd.MutAskSameMember needs it (sim.Options.RaftLeaderTrimOnly).
+	LeaderTrimOnly bool
 }
 
 // Compaction configures Raft log compaction. A member compacts its log to
@@ -660,7 +665,7 @@ func (n *Node) Fetch(f gd.Fetch, from []uint64) {
 func (n *Node) Trim(cut uint64, snap []msg.Record) {
 	n.jobs = append(n.jobs, func() {
 		first, dropped, err := n.store.Trim(cut, snap)
-		if err == nil && dropped > 0 && n.serving {
+		if err == nil && dropped > 0 && n.serving && !n.cfg.LeaderTrimOnly {
 			if perr := n.rep.ProposeTrim(cut, snap); perr == nil {
 				n.trimsProposed++
 			}
