@@ -39,6 +39,12 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aerie broker: --config and --id are required")
 		return 2
 	}
+	// SIGHUP reloads the links' bandwidths (reload.go). Caught from here
+	// on, so that one sent while the broker opens its log does not kill it
+	// (the default action); it is acted on once the broker runs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	logger, err := lf.logger(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
@@ -73,9 +79,6 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go reloadBandwidth(ctx, hup, *cfgPath, *id, opts.GD.CongestionControl, node, logger)
 	go func() {
 		select {
