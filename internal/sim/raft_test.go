@@ -120,8 +120,10 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // them, no seed of 2 300 scanned (1–1500 and 7000–7400 with every default
 // fault, 1–800 with replicas, crashes, partitions and cuts) showed the
 // stuck request under the mutation, and seed 439's requests moved on 4
-// times instead of 13 without it. Why follower trims make the stuck
-// request so rare is not understood yet (docs/known-issues/trim-entries-ask.md).
+// times instead of 13 without it: a new leader restored from a trim's
+// snapshot knows the release point the old leader reached, so a durable
+// subscriber resuming in a run that releases early gets a gap notice
+// where it used to need a replay (docs/known-issues/trim-entries-ask.md).
 func TestOracleBitesAskSameMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates swarm runs until one shows the fault")
