@@ -102,6 +102,10 @@ func (s *Store) Trim(cut uint64, snap []msg.Record) (first, dropped uint64, err 
 	return s.TrimEncoded(cut, payloads)
 }
 
+// Trimmable reports whether a trim at cut would drop a segment (a cut
+// within the first segment, or a trim already made, would not).
+func (s *Store) Trimmable(cut uint64) bool { return s.log.Removable(cut) }
+
 // TrimEncoded is Trim with the snapshot's records already encoded
 // (msg.EncodeRecord's bytes). A cut at or below the first segment's end
 // (a trim already made, replayed) does nothing.

@@ -682,8 +682,8 @@ func (n *Node) Trim(cut uint64, snap []msg.Record) {
 // snapshot it writes summarises records up to its end.
 func (n *Node) trim(ts []raftphb.Trim) error {
 	for _, t := range ts {
-		if first, _ := n.store.Bounds(); t.Cut <= first {
-			continue
+		if !n.store.Trimmable(t.Cut) {
+			continue // the leader's own (it trimmed already), a replay, or nothing whole to drop: no fsync for it
 		}
 		if err := n.syncStore(); err != nil {
 			return err
