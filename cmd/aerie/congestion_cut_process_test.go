@@ -51,3 +51,36 @@ func TestCongestionControlRecoversAfterCut(t *testing.T) {
 		t.Errorf("s2 never had a NACK window: it did not recover by SDCC")
 	}
 }
+
+// TestCongestionControlShortCutNacksOnce: the same network with b1 → s2
+// cut for 6 s, shorter than s2's receive window, so s2 never counts as
+// recovering when its first nacks go out and has no NACK window then. Its
+// nacks must still not be repeated while their answers queue on the capped
+// link (Gryphon CC §3.2: the retransmissions are the congestion), and it
+// must be back within a bound. Before subends under congestion control held
+// their repeats, s2 nacked 18.8 s of ticks for a 6 s outage (3.1 times the
+// outage) and needed 17.8–21.5 s to come back; with the hold 11.2–11.4 s of
+// ticks and 10.8–11.0 s (docs/known-issues/congestion-real-links.md, 1).
+func TestCongestionControlShortCutNacksOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	o := ccreal.E1Options(aerieBinary(t), t.TempDir(), true)
+	o.CutAt, o.BackAt, o.End, o.Drain = 2*time.Second, 8*time.Second, 22*time.Second, 40*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := ccreal.Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", res.Summary())
+	outage := (o.BackAt - o.CutAt).Seconds()
+	if n := res.NackedAfterRestore(); n > 2.5*outage {
+		t.Errorf("s2 nacked %.1f s of ticks after a %.0f s outage: repeats went out while answers queued", n, outage)
+	}
+	const bound = 14 * time.Second
+	if rec, ok := res.Recovered(); !ok || rec-o.BackAt > bound {
+		t.Errorf("s2 not back within %v of the present by %v after b1 → s2 returned (recovered %v at %v; at most %v behind)",
+			ccreal.CaughtUp, bound, ok, rec, res.MaxLag())
+	}
+}

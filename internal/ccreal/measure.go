@@ -141,6 +141,22 @@ func (r *Result) summaryE1(b *strings.Builder) {
 	}
 }
 
+// NackedAfterRestore returns how much of the stream, in seconds of ticks,
+// s2 nacked from b1 → s2's return until it was back within CaughtUp of the
+// present (until publishing stopped if it never was): about the outage's
+// length when each missing tick is asked for once.
+func (r *Result) NackedAfterRestore() float64 {
+	end := r.Options.End
+	if rec, ok := r.Recovered(); ok {
+		end = rec
+	}
+	a, z := r.between(r.Options.BackAt, end)
+	if a == nil {
+		return 0
+	}
+	return float64(z.S2NackTicks-a.S2NackTicks) / 1024 / 1000
+}
+
 func countIn(rs []Recv, from, to time.Duration) int {
 	n := 0
 	for _, r := range rs {

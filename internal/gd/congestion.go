@@ -54,6 +54,10 @@ func (e *Engine) initCC(ps *pstream) {
 	ps.cc.agg = congestion.NewAggregator()
 	ps.cc.mon = congestion.NewMonitor(cfg)
 	ps.cc.nw = congestion.NewNackWindow(cfg)
+	// A link congested by retransmissions is congested whether or not the
+	// SHB counts as recovering yet: answers still arriving mean the
+	// upstream is working through the nacks, so a repeat waits (§3.2).
+	ps.sub.HoldRepeats = true
 }
 
 type pubSeq struct {

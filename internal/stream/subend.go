@@ -41,6 +41,13 @@ type Subend struct {
 	// SDCC): a recovering SHB nacks no Q tick above it; gaps above it wait
 	// until the doubt horizon, and the window with it, moves up.
 	Window tick.Tick
+	// HoldRepeats makes the subend hold a repeated nack while answers to
+	// its earlier nacks are still arriving, recovering or not: set where
+	// congestion control runs (Gryphon CC §3.2). Without it only a
+	// recovering subend (Window set) holds; an outage shorter than the
+	// receive window then repeated its whole backlog onto the bottleneck
+	// every NRT (docs/known-issues/congestion-real-links.md, 1).
+	HoldRepeats bool
 	// answering is when a retransmission last arrived inside a nacked gap:
 	// the upstream is still answering earlier nacks.
 	answering tick.Time
@@ -180,8 +187,8 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 		if g.due > now || (s.Window != 0 && g.r.Lo > s.Window) {
 			continue
 		}
-		if s.Window != 0 && g.tries > 0 && now.Sub(s.answering) < s.NRT(l) && now.Sub(g.last) < l.NRTMax {
-			// Recovering (Gryphon CC §3.2): answers to earlier nacks are
+		if (s.Window != 0 || s.HoldRepeats) && g.tries > 0 && now.Sub(s.answering) < s.NRT(l) && now.Sub(g.last) < l.NRTMax {
+			// Recovering, or congestion-controlled (Gryphon CC §3.2): answers to earlier nacks are
 			// still arriving, so the upstream is working through them and
 			// this one's answer is queued behind them on the FIFO link.
 			// Asking again would put a second copy of it in the queue of a

@@ -12,21 +12,25 @@ import (
 // Gryphon CC §3.2) does not repeat a nack while answers to its earlier nacks
 // are still arriving, because on a FIFO link the repeat's answer would queue
 // behind the first one's and take the bottleneck's bandwidth twice; once
-// answers stop for NRT, it repeats. Without a NACK window (not recovering)
-// the repeat goes after NRT as before.
+// answers stop for NRT, it repeats. A subend under congestion control that
+// is not recovering (HoldRepeats, no window: an outage shorter than the
+// receive window) holds the same way. Without either the repeat goes after
+// NRT as before.
 func TestRecoveringRepeatWaitsForAnswers(t *testing.T) {
 	l := Liveness{GCT: 100 * time.Millisecond, NRTMin: 600 * time.Millisecond, NRTMax: 10 * time.Second}
 	ms := func(v int64) tick.Time { return tick.Time(v * int64(time.Millisecond)) }
-	for _, recovering := range []bool{true, false} {
+	for _, c := range []struct{ recovering, hold bool }{{true, false}, {false, true}, {false, false}} {
+		recovering := c.recovering || c.hold // holds its repeats
 		var k tick.Knowledge[*msg.Event]
 		for _, r := range []tick.Range{{Lo: 1, Hi: 10}, {Lo: 21, Hi: 30}, {Lo: 41, Hi: 50}} {
 			k.AddSilence(r, nil)
 		}
 		var s Subend
 		s.FloorSet = true
-		if recovering {
+		if c.recovering {
 			s.Window = 100
 		}
+		s.HoldRepeats = c.hold
 		if got := s.Scan(&k, ms(0), l); len(got) != 0 {
 			t.Fatalf("gaps nacked before GCT: %v", got)
 		}
