@@ -152,6 +152,10 @@ func (n *Node) openRaft() error {
 	r.rn = rn
 	rn.Attach(raftReport{n})
 	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", rn.ID(), "slot", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
+	if w := raftphb.EvenCellWarning(len(r.opts.Members)); w != "" {
+		// Allowed (internal/config), but an odd count is better.
+		n.log.Warn("even number of replicated PHB members: "+w, "cell", string(r.opts.Cell), "members", len(r.opts.Members))
+	}
 	return nil
 }
 
