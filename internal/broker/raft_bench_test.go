@@ -202,7 +202,9 @@ func startRaftCellWith(t testing.TB, ctx context.Context, k int, clients broker.
 	}
 	c := &raftCell{}
 	run := func(o broker.Options) *broker.Node {
-		o.Logger = quietLogger()
+		if o.Logger == nil {
+			o.Logger = quietLogger()
+		}
 		n, err := broker.New(o)
 		if err != nil {
 			t.Fatal(err)
