@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -151,6 +152,14 @@ func (n *Node) openRaft() error {
 	}
 	r.rn = rn
 	rn.Attach(raftReport{n})
+	if c := rn.Corruption(); c != nil {
+		n.log.Error("the Raft log or pubend store of this replicated PHB member is corrupt: its Raft state is lost. "+
+			"It was moved aside, untouched, for inspection, and the member rejoins its cell as a new member: "+
+			"without a vote until the cell's serving leader admits it and it has caught up from the leader's store image. "+
+			"If most of the cell lost its state, no leader can admit it and the cell stays stopped: restore the members' data",
+			"cell", string(r.opts.Cell), "found", c.Err.Error(), "moved_to", filepath.Join(n.opts.DataDir, c.Aside),
+			"old_raft_id", c.From, "new_raft_id", rn.ID())
+	}
 	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", rn.ID(), "slot", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
 	if w := raftphb.EvenCellWarning(len(r.opts.Members)); w != "" {
 		// Allowed (internal/config), but an odd count is better.
@@ -325,6 +334,9 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		kept = n.forwardServe()
 		n.log.Info("leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Serve.Term, "records", ev.Serve.Next)
 	case raftnode.EventRejoin:
+		if ev.Corrupt != nil {
+			return nil // openRaft logged it
+		}
 		n.log.Warn("this member has lost the Raft state its cell relies on (a new or wiped data directory): "+
 			"it rejoins the cell as a new member, first without a vote, and catches up from the leader",
 			"cell", string(r.opts.Cell), "old_raft_id", ev.Rejoin.ID,
