@@ -72,6 +72,9 @@ type raftState struct {
 	syncing bool
 	synced  chan error
 	fwd     *forwarding // one-hop forwarding of clients (forward.go)
+	// joinTicks counts the ticks this member has waited to be admitted
+	// to its cell as a new member (joinWatch).
+	joinTicks int
 }
 
 func (r *raftState) raftID(id msg.NodeID) uint64 {
@@ -373,6 +376,29 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		n.sh.PeerUp(peer, n.peerInc[peer])
 	}
 	return nil
+}
+
+// joinWaitTimeouts: a member that has waited this many election
+// timeouts to be admitted as a new member says so (and again after as
+// many more).
+const joinWaitTimeouts = 30
+
+// joinWatch, on every Raft tick, warns when this member has waited long to
+// be admitted to its cell as a new member (after a wiped or corrupt Raft
+// state): only a serving leader admits it, and a cell most of whose
+// members lost their state has none.
+func (n *Node) joinWatch() {
+	r := n.raft
+	if !r.rn.Replica().Joining() {
+		r.joinTicks = 0
+		return
+	}
+	r.joinTicks++
+	if r.joinTicks%(joinWaitTimeouts*r.opts.ElectionTicks) == 0 {
+		n.log.Warn("this member still waits to be admitted to its cell as a new member: no serving leader has admitted it. "+
+			"If most of the cell lost its Raft state, none can: the cell stays stopped until an operator restores the members' data",
+			"cell", string(r.opts.Cell), "raft_id", r.rn.ID(), "waited", time.Duration(r.joinTicks)*r.opts.TickInterval)
+	}
 }
 
 var errNotLeader = errors.New("broker: not the leader of its replicated PHB cell")
