@@ -26,7 +26,9 @@
 // A member that lost its Raft state (a wiped data directory) never steps
 // the cell's messages under its old id: its replica reports the loss
 // (raftphb.LostState) and the node rejoins the cell as the next
-// generation of its slot (rejoin.go; EventRejoin tells the caller).
+// generation of its slot (rejoin.go; EventRejoin tells the caller). One
+// that finds its Raft log or store corrupt at start does the same at once,
+// after moving its state aside for the operator (corrupt.go).
 //
 // A Node is single-threaded and driven by its caller: Tick and Step feed
 // the replica; Write and Sync carry out a Ready in two steps, so that a
