@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -41,9 +42,54 @@ func TestKill9ReplicatedPHBWipedMemberChunked(t *testing.T) {
 	})
 }
 
+// TestKill9ReplicatedPHBCorruptMember is the same with the follower's Raft
+// log damaged instead of deleted: a byte flipped in the middle of a
+// segment while the broker is down. It finds the log corrupt at start,
+// logs so at error level, moves its Raft state aside (the damaged file
+// kept as it was, in DATA/raft.corrupt-<unix time>) and rejoins as a new
+// member; the rest of the scenario is the wiped member's.
+func TestKill9ReplicatedPHBCorruptMember(t *testing.T) {
+	var seg string
+	var damaged []byte
+	testLostMember(t, func(t *testing.T, data string) {
+		segs, err := filepath.Glob(filepath.Join(data, "raft", "*.log"))
+		if err != nil || len(segs) == 0 {
+			t.Fatalf("no Raft log segment in %s (%v)", data, err)
+		}
+		seg = segs[len(segs)/2]
+		if damaged, err = os.ReadFile(seg); err != nil {
+			t.Fatal(err)
+		}
+		damaged[len(damaged)/2] ^= 0x20
+		if err := os.WriteFile(seg, damaged, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}, "corrupted a byte in the middle of its Raft log", "Raft state is lost", func(t *testing.T, data string, _ broker.RaftStatus) {
+		kept, _ := filepath.Glob(filepath.Join(data, "raft.corrupt-*", "raft", filepath.Base(seg)))
+		if len(kept) != 1 {
+			t.Fatalf("the damaged segment %s is not in %s", filepath.Base(seg), filepath.Join(data, "raft.corrupt-*", "raft"))
+		}
+		if b, err := os.ReadFile(kept[0]); err != nil || !bytes.Equal(b, damaged) {
+			t.Fatalf("%s is not the damaged segment as it was (%v)", kept[0], err)
+		}
+	})
+}
+
 // testWipedMember runs the wiped-member scenario; rejoined checks the
 // rejoined member's status once it is a voter.
 func testWipedMember(t *testing.T, rejoined func(*testing.T, broker.RaftStatus)) {
+	testLostMember(t, func(t *testing.T, data string) {
+		if err := os.RemoveAll(data); err != nil {
+			t.Fatal(err)
+		}
+	}, "deleted its data directory", "rejoins the cell as a new member", func(t *testing.T, _ string, st broker.RaftStatus) { rejoined(t, st) })
+}
+
+// testLostMember runs the scenario with damage done to the follower's
+// data directory while it is down (what says what it did); its log must
+// then hold logged, and rejoined checks the rejoined member once it is a
+// voter.
+func testLostMember(t *testing.T, damage func(t *testing.T, data string), what, logged string, rejoined func(*testing.T, string, broker.RaftStatus)) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
@@ -80,16 +126,14 @@ func testWipedMember(t *testing.T, rejoined func(*testing.T, broker.RaftStatus))
 				}
 			}
 			f.kill(wiped)
-			if err := os.RemoveAll(filepath.Join(f.dir, "data", wiped)); err != nil {
-				t.Fatal(err)
-			}
+			damage(t, filepath.Join(f.dir, "data", wiped))
 			f.start(wiped)
-			t.Logf("killed %s, deleted its data directory and started it again", wiped)
+			t.Logf("killed %s, %s and started it again", wiped, what)
 		case 1000:
 			st := waitRejoined(t, ctx, https[wiped])
 			t.Logf("%s rejoined as Raft member %d; voters %v; %d snapshots installed, %d chunked", wiped, st.ID, st.Voters,
 				st.SnapshotsInstalled, st.TransfersReceived)
-			rejoined(t, st)
+			rejoined(t, filepath.Join(f.dir, "data", wiped), st)
 			waitAcked(t, ctx, acks)
 			leader = waitLeader(t, ctx, https, wiped)
 			f.kill(leader)
@@ -99,8 +143,8 @@ func testWipedMember(t *testing.T, rejoined func(*testing.T, broker.RaftStatus))
 	waitAcked(t, ctx, acks)
 	got.wait(t, ctx, total)
 	got.inOrder(t)
-	if log, err := os.ReadFile(f.logPath(wiped)); err != nil || !strings.Contains(string(log), "rejoins the cell as a new member") {
-		t.Fatalf("%s's log does not say that it rejoins (%v)", wiped, err)
+	if log, err := os.ReadFile(f.logPath(wiped)); err != nil || !strings.Contains(string(log), logged) {
+		t.Fatalf("%s's log does not say %q (%v)", wiped, logged, err)
 	}
 }
 

@@ -241,6 +241,7 @@ func (n *Node) loop(ctx context.Context) error {
 		select {
 		case <-raftTick:
 			n.raft.rn.Tick()
+			n.joinWatch()
 			n.forwardCheck(true)
 		case err := <-raftSynced:
 			if err := n.raftSynced(err); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -71,6 +72,9 @@ type raftState struct {
 	syncing bool
 	synced  chan error
 	fwd     *forwarding // one-hop forwarding of clients (forward.go)
+	// joinTicks counts the ticks this member has waited to be admitted
+	// to its cell as a new member (joinWatch).
+	joinTicks int
 }
 
 func (r *raftState) raftID(id msg.NodeID) uint64 {
@@ -151,7 +155,19 @@ func (n *Node) openRaft() error {
 	}
 	r.rn = rn
 	rn.Attach(raftReport{n})
+	if c := rn.Corruption(); c != nil {
+		n.log.Error("the Raft log or pubend store of this replicated PHB member is corrupt: its Raft state is lost. "+
+			"It was moved aside, untouched, for inspection, and the member rejoins its cell as a new member: "+
+			"without a vote until the cell's serving leader admits it and it has caught up from the leader's store image. "+
+			"If most of the cell lost its state, no leader can admit it and the cell stays stopped: restore the members' data",
+			"cell", string(r.opts.Cell), "found", c.Err.Error(), "moved_to", filepath.Join(n.opts.DataDir, c.Aside),
+			"old_raft_id", c.From, "new_raft_id", rn.ID())
+	}
 	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", rn.ID(), "slot", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
+	if w := raftphb.EvenCellWarning(len(r.opts.Members)); w != "" {
+		// Allowed (internal/config), but an odd count is better.
+		n.log.Warn("even number of replicated PHB members: "+w, "cell", string(r.opts.Cell), "members", len(r.opts.Members))
+	}
 	return nil
 }
 
@@ -321,6 +337,9 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		kept = n.forwardServe()
 		n.log.Info("leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Serve.Term, "records", ev.Serve.Next)
 	case raftnode.EventRejoin:
+		if ev.Corrupt != nil {
+			return nil // openRaft logged it
+		}
 		n.log.Warn("this member has lost the Raft state its cell relies on (a new or wiped data directory): "+
 			"it rejoins the cell as a new member, first without a vote, and catches up from the leader",
 			"cell", string(r.opts.Cell), "old_raft_id", ev.Rejoin.ID,
@@ -357,6 +376,29 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		n.sh.PeerUp(peer, n.peerInc[peer])
 	}
 	return nil
+}
+
+// joinWaitTimeouts: a member that has waited this many election
+// timeouts to be admitted as a new member says so (and again after as
+// many more).
+const joinWaitTimeouts = 30
+
+// joinWatch, on every Raft tick, warns when this member has waited long to
+// be admitted to its cell as a new member (after a wiped or corrupt Raft
+// state): only a serving leader admits it, and a cell most of whose
+// members lost their state has none.
+func (n *Node) joinWatch() {
+	r := n.raft
+	if !r.rn.Replica().Joining() {
+		r.joinTicks = 0
+		return
+	}
+	r.joinTicks++
+	if r.joinTicks%(joinWaitTimeouts*r.opts.ElectionTicks) == 0 {
+		n.log.Warn("this member still waits to be admitted to its cell as a new member: no serving leader has admitted it. "+
+			"If most of the cell lost its Raft state, none can: the cell stays stopped until an operator restores the members' data",
+			"cell", string(r.opts.Cell), "raft_id", r.rn.ID(), "waited", time.Duration(r.joinTicks)*r.opts.TickInterval)
+	}
 }
 
 var errNotLeader = errors.New("broker: not the leader of its replicated PHB cell")

@@ -202,26 +202,33 @@ func startRaftCellWith(t testing.TB, ctx context.Context, k int, clients broker.
 	}
 	c := &raftCell{}
 	run := func(o broker.Options) *broker.Node {
-		o.Logger = quietLogger()
+		if o.Logger == nil {
+			o.Logger = quietLogger()
+		}
 		n, err := broker.New(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		runCtx, stop := context.WithCancel(context.Background())
 		done := make(chan struct{})
+		var runErr error
 		go func() {
 			defer close(done)
 			// Every goroutine of the broker inherits the label, so that a
 			// CPU profile (-cpuprofile; go tool pprof -tags) splits the
 			// process's CPU by broker: the cost per member.
-			pprof.Do(runCtx, pprof.Labels("broker", string(o.ID)), func(ctx context.Context) { n.Run(ctx) })
+			pprof.Do(runCtx, pprof.Labels("broker", string(o.ID)), func(ctx context.Context) { runErr = n.Run(ctx) })
 		}()
 		stopWait := func() {
 			stop()
 			<-done
 		}
 		t.Cleanup(stopWait)
-		<-n.Listening()
+		select {
+		case <-n.Listening():
+		case <-done:
+			t.Fatalf("%s stopped before it listened: %v", o.ID, runErr)
+		}
 		c.nodes = append(c.nodes, n)
 		c.stops = append(c.stops, stopWait)
 		return n

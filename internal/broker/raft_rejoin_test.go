@@ -1,8 +1,11 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -146,6 +149,174 @@ func waitVoter(t *testing.T, ctx context.Context, n *broker.Node) broker.RaftSta
 			t.Error("the wiped member never rejoined as a voter")
 			return broker.RaftStatus{}
 		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TestRaftCorruptMemberRejoins: a follower of a cell of 3 is stopped, a
+// byte in the middle of its Raft log file is flipped, and it starts
+// again: it logs at error level what it found and where it moved it,
+// rejoins as a new member (a Raft id of a later generation) and is a
+// voter once caught up, while a publisher publishes throughout; the
+// subscriber gets every event once, in order, and the damaged file is
+// kept as it was.
+func TestRaftCorruptMemberRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	logs := make([]warnLog, 3)
+	i := 0
+	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
+		logs[i] = newWarnLog()
+		o.Logger = slog.New(logs[i])
+		i++
+	})
+	subc, err := client.Dial(ctx, c.nodes[3].ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subc.Close()
+	sub, err := subc.Subscribe(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, sub)
+	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	want := map[int64]bool{}
+	publish := func(from, to int) {
+		for s := from; s <= to; s++ {
+			if _, err := pub.Publish(ctx, client.Message{Topic: "t", Props: map[string]any{"seq": int64(s)}}); err != nil {
+				t.Errorf("publish %d: %v", s, err)
+				return
+			}
+			want[int64(s)] = true
+		}
+	}
+	publish(1, 300)
+
+	f := (c.leader + 1) % 3
+	c.stops[f]()
+	dir := filepath.Join(c.opts[f].DataDir, "raft")
+	segs, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no Raft log segment in %s (%v)", dir, err)
+	}
+	seg := segs[len(segs)/2]
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x20
+	if err := os.WriteFile(seg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		publish(301, 600)
+	}()
+	c.restart(f)
+	st := waitVoter(t, ctx, c.nodes[f])
+	<-done
+	if t.Failed() {
+		return
+	}
+	t.Logf("p%d rejoined as Raft member %d; voters %v; %d snapshots installed", f+1, st.ID, st.Voters, st.SnapshotsInstalled)
+	m := logs[f].has("ERROR", "corrupt", "moved aside")
+	if m == "" {
+		t.Fatalf("p%d logged no error about its corrupt Raft log", f+1)
+	}
+	aside, _ := filepath.Glob(filepath.Join(c.opts[f].DataDir, "raft.corrupt-*", "raft", filepath.Base(seg)))
+	if len(aside) != 1 {
+		t.Fatalf("the damaged segment is not in %s/raft.corrupt-*/raft", c.opts[f].DataDir)
+	}
+	if kept, err := os.ReadFile(aside[0]); err != nil || !bytes.Equal(kept, data) {
+		t.Fatalf("the damaged segment was not kept as it was (%v)", err)
+	}
+	got.waitFor(t, len(want), 20*time.Second)
+	got.check(t, want)
+}
+
+// TestRaftCorruptMajorityStops: two members of a cell of 3 are stopped and
+// find their Raft logs corrupt when they start again. Each moves its state
+// aside and waits to be admitted as a new member; the third, with its log,
+// is no majority: no member serves, so nothing forms a new cell without
+// the committed log, and each corrupt member warns that it still waits,
+// and why it may never be admitted.
+func TestRaftCorruptMajorityStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	logs := make([]warnLog, 3)
+	i := 0
+	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
+		logs[i] = newWarnLog()
+		o.Logger = slog.New(logs[i])
+		i++
+	}, func(o *broker.RaftOptions) { o.TickInterval, o.ElectionTicks = 20*time.Millisecond, 3 })
+	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 1; s <= 200; s++ {
+		if _, err := pub.Publish(ctx, client.Message{Topic: "t", Props: map[string]any{"seq": int64(s)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub.Close()
+	bad := []int{c.leader, (c.leader + 1) % 3}
+	for _, b := range bad {
+		c.stops[b]()
+	}
+	for _, b := range bad {
+		segs, _ := filepath.Glob(filepath.Join(c.opts[b].DataDir, "raft", "*.log"))
+		if len(segs) == 0 {
+			t.Fatalf("p%d has no Raft log segment", b+1)
+		}
+		data, err := os.ReadFile(segs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 0x20
+		if err := os.WriteFile(segs[0], data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range bad {
+		c.restart(b)
+	}
+	// 30 election timeouts of 60 ms: the warning after 1.8 s.
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		for j, n := range c.nodes[:3] {
+			st, err := n.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Raft.Serving {
+				t.Fatalf("p%d serves with two of three members' Raft state lost (Raft id %d, voters %v)", j+1, st.Raft.ID, st.Raft.Voters)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, b := range bad {
+		st, err := c.nodes[b].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Raft.Joining || st.Raft.ID <= 255 || slices.Contains(st.Raft.Voters, st.Raft.ID) {
+			t.Fatalf("p%d: Raft id %d, joining %v, voters %v: want a joiner under a new id", b+1, st.Raft.ID, st.Raft.Joining, st.Raft.Voters)
+		}
+		if logs[b].has("ERROR", "corrupt") == "" || logs[b].has("WARN", "still waits to be admitted") == "" {
+			t.Fatalf("p%d did not log its corrupt state and its wait to be admitted", b+1)
 		}
 	}
 }

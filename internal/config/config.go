@@ -48,8 +48,12 @@
 // (seed 000 §3): its brokers share the cell's place in every tree, each
 // with its own replica of the streams, and every link to or from the cell
 // is a bundle of connections to each of them (Cells, Peers). A cell of
-// 3, 5 or 7 brokers that all list the same pubends is a replicated PHB
+// 2 to 7 brokers that all list the same pubends is a replicated PHB
 // instead: one Raft group for those pubends (replicated.go, Replicas).
+// An odd count is best: an even one is allowed, and the broker warns at
+// start (raftphb.EvenCellWarning) that a cell of 2n members tolerates no more
+// failures than one of 2n−1 (a majority of 4 is 3, so it survives one
+// failure, like a cell of 3) while every write waits for one more member.
 package config
 
 import (

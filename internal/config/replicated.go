@@ -10,12 +10,14 @@ import (
 // loss of a minority of the cell. P2S (DEBS 2014 §3) replicates a broker the
 // same way, with Multi-Paxos.
 
-// ReplicaCounts are the sizes a replicated PHB cell may have. An odd size is
-// what a majority quorum rewards: 4 members tolerate one failure, as 3 do,
-// with one more disk in every commit; 2 members tolerate none, worse than
-// one. Past 7, every commit waits for a fourth fsync while the cell rarely
-// loses four machines at once (P2S §4 measures up to 7).
-var ReplicaCounts = []int{3, 5, 7}
+// ReplicaCounts are the sizes a replicated PHB cell may have: 2 to 7. An
+// odd size is what a majority quorum rewards, so an even one is allowed
+// but warned about (raftphb.EvenCellWarning, which the broker logs at
+// start): 4 members tolerate one failure, as 3 do, with one more member in
+// every commit; 2 members tolerate none, worse than one. Past 7, every
+// commit waits for a fourth fsync while the cell rarely loses four
+// machines at once (P2S §4 measures up to 7).
+var ReplicaCounts = []int{2, 3, 4, 5, 6, 7}
 
 // hostsPubends reports whether some broker of cell c lists a pubend.
 func (n *Network) hostsPubends(c string) bool {
@@ -30,9 +32,11 @@ func (n *Network) hostsPubends(c string) bool {
 // checkReplicatedCell: every member of the replicated PHB cell c lists the
 // same pubends (each is one Raft group's state: a member without one of
 // them could be elected and lose it), has a data directory (its Raft log),
-// and the cell has 3, 5 or 7 members. No link leads into it: its brokers
-// host pubends and relay nothing (the engine runs at the Raft leader only),
-// and they take no MQTT clients yet. first is the index of c's first broker.
+// and the cell has 2 to 7 members (an even count is allowed, and warned
+// about by the broker: raftphb.EvenCellWarning). No link leads into it:
+// its brokers host pubends and relay nothing (the engine runs at the Raft
+// leader only), and they take no MQTT clients yet. first is the index of
+// c's first broker.
 func (n *Network) checkReplicatedCell(p *problems, c string, first int) {
 	var members []int
 	for i, b := range n.Brokers {
@@ -41,8 +45,9 @@ func (n *Network) checkReplicatedCell(p *problems, c string, first int) {
 		}
 	}
 	if k := len(members); !slices.Contains(ReplicaCounts, k) {
-		p.field("broker", first, "cell", "cell %q hosts pubends on %d brokers: a replicated PHB cell needs 3, 5 or 7 members "+
-			"(a Raft majority of an even number tolerates no more failures than one member less; 2 tolerate none)", c, k)
+		p.field("broker", first, "cell", "cell %q hosts pubends on %d brokers: a replicated PHB cell has %d to %d members "+
+			"(3, 5 or 7 is best: a Raft majority of an even number tolerates no more failures than one member less; past 7 every commit waits for more fsyncs)",
+			c, k, ReplicaCounts[0], ReplicaCounts[len(ReplicaCounts)-1])
 	}
 	want := sortedPubends(n.Brokers[first])
 	for _, i := range members {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -72,6 +73,58 @@ func TestReplicatedCell(t *testing.T) {
 	}
 }
 
+// withMembers returns replicatedNet with its cell grown to k members (p1
+// to pk; k at least 3).
+func withMembers(k int) string {
+	src := replicatedNet
+	for i := 4; i <= k; i++ {
+		src += fmt.Sprintf("[[broker]]\nid = \"p%d\"\ncell = \"phb\"\nlisten = \"h:%d\"\ndata = \"d/p%d\"\npubends = [\"P1\", \"P2\"]\n", i, 100+i, i)
+	}
+	return src
+}
+
+// TestEvenReplicatedCell: a cell of 2, 4 or 6 members is accepted (the
+// broker warns about it at start: raftphb.EvenCellWarning), with the slots and
+// links of any replicated cell, and raft_clients and
+// raft_election_timeout apply to its members; 1 member is a single PHB,
+// and 8 are refused (TestReplicatedCellErrors).
+func TestEvenReplicatedCell(t *testing.T) {
+	two := strings.Replace(replicatedNet, "[[broker]]\nid = \"p3\"\ncell = \"phb\"\nlisten = \"h:3\"\nclients = \"h:13\"\ndata = \"d/p3\"\npubends = [\"P2\", \"P1\"]\n", "", 1)
+	two = strings.Replace(two, "id = \"p1\"\n", "id = \"p1\"\nraft_clients = \"redirect\"\nraft_election_timeout = \"300ms\"\n", 1)
+	two = strings.Replace(two, "id = \"p2\"\n", "id = \"p2\"\nraft_election_timeout = \"300ms\"\n", 1)
+	for _, c := range []struct {
+		k   int
+		src string
+	}{{2, two}, {4, withMembers(4)}, {6, withMembers(6)}} {
+		n, err := Parse([]byte(c.src), "net.toml")
+		if err != nil {
+			t.Fatalf("%d members: %v", c.k, err)
+		}
+		var want []string
+		for i := 1; i <= c.k; i++ {
+			want = append(want, fmt.Sprintf("p%d", i))
+		}
+		for i, id := range want {
+			if got := n.Replicas(id); !reflect.DeepEqual(got, want) {
+				t.Errorf("%d members: Replicas(%s) = %v, want %v", c.k, id, got, want)
+			}
+			if got := n.RaftID(id); got != uint64(i+1) {
+				t.Errorf("%d members: RaftID(%s) = %d, want %d", c.k, id, got, i+1)
+			}
+		}
+		if got := n.Dials("s1"); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d members: Dials(s1) = %v, want %v", c.k, got, want)
+		}
+		if got := n.Dials("p1"); !reflect.DeepEqual(got, want[1:]) {
+			t.Errorf("%d members: Dials(p1) = %v, want %v", c.k, got, want[1:])
+		}
+	}
+	n := mustParse(t, two)
+	if b, _ := n.Broker("p1"); b.RaftClients != RaftClientsRedirect || b.RaftElection == nil || *b.RaftElection != 300*time.Millisecond {
+		t.Errorf("p1 of a cell of 2: raft_clients %q, raft_election_timeout %v", b.RaftClients, b.RaftElection)
+	}
+}
+
 // TestSinglePHBNotReplicated: a PHB in a cell of its own is what it always
 // was.
 func TestSinglePHBNotReplicated(t *testing.T) {
@@ -86,14 +139,9 @@ func TestSinglePHBNotReplicated(t *testing.T) {
 
 // TestReplicatedCellErrors: the refusals, each naming the cell and why.
 func TestReplicatedCellErrors(t *testing.T) {
-	drop := func(id string) string { // the broker table of id removed
-		i := strings.Index(replicatedNet, "id = \""+id+"\"")
-		j := strings.Index(replicatedNet[i:], "[[broker]]")
-		return replicatedNet[:i-len("[[broker]]\n")] + replicatedNet[i+j:]
-	}
 	for _, c := range []struct{ name, src, want string }{
-		{"two members", drop("p3"),
-			`cell "phb" hosts pubends on 2 brokers: a replicated PHB cell needs 3, 5 or 7 members (a Raft majority of an even number tolerates no more failures than one member less; 2 tolerate none)`},
+		{"eight members", withMembers(8),
+			`cell "phb" hosts pubends on 8 brokers: a replicated PHB cell has 2 to 7 members (3, 5 or 7 is best: a Raft majority of an even number tolerates no more failures than one member less; past 7 every commit waits for more fsyncs)`},
 		{"different pubends", strings.Replace(replicatedNet, `data = "d/p2"
 pubends = ["P1", "P2"]`, `data = "d/p2"
 pubends = ["P1"]`, 1),
@@ -153,7 +201,7 @@ func TestRaftClients(t *testing.T) {
 		{"empty", withKey("p2", `raft_clients = ""`), `broker "p2": raft_clients must be "forward" or "redirect" (leave it out for the default, "forward"), not an empty string`},
 		{"not a string", withKey("p2", `raft_clients = true`), `raft_clients must be a string, not a boolean`},
 		{"not a member", withKey("s1", `raft_clients = "forward"`),
-			`broker "s1": raft_clients applies to the members of a replicated PHB cell (a cell of 3, 5 or 7 brokers that host pubends), and this broker is not one`},
+			`broker "s1": raft_clients applies to the members of a replicated PHB cell (a cell of 2 to 7 brokers that host pubends), and this broker is not one`},
 	} {
 		_, err := Parse([]byte(c.src), "net.toml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

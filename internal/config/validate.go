@@ -37,7 +37,7 @@ func (n *Network) checkRaftElection(p *problems, bad map[fieldRef]bool) {
 		}
 		if n.Replicas(b.ID) == nil {
 			if b.RaftElection != nil {
-				p.field("broker", i, "raft_election_timeout", "%s: raft_election_timeout applies to the members of a replicated PHB cell (a cell of 3, 5 or 7 brokers that host pubends), and this broker is not one", p.who(b, i))
+				p.field("broker", i, "raft_election_timeout", "%s: raft_election_timeout applies to the members of a replicated PHB cell (a cell of 2 to 7 brokers that host pubends), and this broker is not one", p.who(b, i))
 			}
 			continue
 		}
@@ -80,7 +80,7 @@ func (n *Network) checkRaftClients(p *problems, bad map[fieldRef]bool) {
 		case b.RaftClients != RaftClientsForward && b.RaftClients != RaftClientsRedirect:
 			p.field("broker", i, "raft_clients", "%s: raft_clients must be %q or %q, not %q", p.who(b, i), RaftClientsForward, RaftClientsRedirect, b.RaftClients)
 		case len(size[b.cell()]) < 2 || !n.hostsPubends(b.cell()):
-			p.field("broker", i, "raft_clients", "%s: raft_clients applies to the members of a replicated PHB cell (a cell of 3, 5 or 7 brokers that host pubends), and this broker is not one", p.who(b, i))
+			p.field("broker", i, "raft_clients", "%s: raft_clients applies to the members of a replicated PHB cell (a cell of 2 to 7 brokers that host pubends), and this broker is not one", p.who(b, i))
 		}
 	}
 }

@@ -25,6 +25,28 @@ const SlotBits = 8
 // MaxSlots bounds a cell's size.
 const MaxSlots = 1<<SlotBits - 1
 
+// EvenCellWarning says why a replicated PHB cell of k members is a poor
+// choice when k is even, and returns "" when k is odd (the broker logs it
+// at start; internal/config allows 2 to 7 members). A cell of 2n members
+// needs a majority of n+1, so it survives n−1 failures, no more than a
+// cell of 2n−1, while every commit waits for one more member's fsync; a
+// cell of 2 survives none, and a member of it that loses its state cannot
+// rejoin (the other alone is no majority to remove its old id).
+func EvenCellWarning(k int) string {
+	if k%2 != 0 {
+		return ""
+	}
+	w := fmt.Sprintf("a replicated PHB cell of %d members tolerates no more failures than one of %d: a majority of %d is %d, so it survives %d failure(s), like a cell of %d, while every write waits for one more member",
+		k, k-1, k, k/2+1, k/2-1, k-1)
+	if k == 2 {
+		w += "; with 2 members, either one down stops the cell, and a member that loses its disk cannot rejoin (the other alone is no majority to replace it)"
+	}
+	if k == 2 {
+		return w + ": prefer 3 members"
+	}
+	return w + fmt.Sprintf(": prefer %d or %d members", k-1, k+1)
+}
+
 // MemberID returns the Raft id of generation gen of slot.
 func MemberID(slot, gen uint64) uint64 { return gen<<SlotBits | slot }
 

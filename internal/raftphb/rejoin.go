@@ -111,6 +111,10 @@ func (r *Replica) loseState(m *raftpb.Message, gen uint64, reason string) error 
 // configuration does not hold it).
 func (r *Replica) joining() bool { return Gen(r.cfg.ID) > 0 && !inConf(r.conf, r.cfg.ID) }
 
+// Joining reports whether this member rejoins the cell as a new member
+// and is not yet admitted.
+func (r *Replica) Joining() bool { return r.joining() }
+
 // askToJoin queues a join request to every other member every half
 // election timeout while this member waits to be admitted: it cannot know
 // which member leads, and only the serving leader answers.

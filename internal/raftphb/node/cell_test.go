@@ -116,6 +116,11 @@ type cell struct {
 	chunkAt map[[2]uint64]int
 	// chunkHook, when set, sees every chunk message; false drops it.
 	chunkHook func(from *member, m msg.Msg) bool
+	// corruptOK: a test corrupts disks, so a member's start may find its
+	// state corrupt (else that fails the run).
+	corruptOK bool
+	// mutCorruptBlank: the mutation Config.corruptBlank.
+	mutCorruptBlank bool
 }
 
 type serveAt struct {
@@ -157,13 +162,14 @@ func (c *cell) start(m *member) {
 	m.inc++
 	inc := m.inc
 	nd, err := Open(Config{
-		Replica:    raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN},
-		FS:         m.fs,
-		Dir:        "/data",
-		LogOptions: eventlog.Options{SegmentBytes: 2 << 10},
-		Send:       func(msg *raftpb.Message) { c.send(m, inc, msg) },
-		SendChunk:  func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
-		Compaction: c.compaction,
+		Replica:      raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN},
+		FS:           m.fs,
+		Dir:          "/data",
+		LogOptions:   eventlog.Options{SegmentBytes: 2 << 10},
+		Send:         func(msg *raftpb.Message) { c.send(m, inc, msg) },
+		SendChunk:    func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
+		Compaction:   c.compaction,
+		corruptBlank: c.mutCorruptBlank,
 		// The mutation is set on the node below, like ackEarly.
 	})
 	if err != nil {
@@ -174,6 +180,12 @@ func (c *cell) start(m *member) {
 		// A disk that fails while the member recovers (an injected
 		// fsync failure): it does not start, and is tried again.
 		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
+		return
+	}
+	if cr := nd.Corruption(); cr != nil && !c.corruptOK {
+		// The cell's disks lose unsynced bytes, never synced ones: a
+		// corrupt state is a bug, not something to rejoin from.
+		c.failf("member %d: open: %v", m.id, cr)
 		return
 	}
 	if c.opened == nil {

@@ -26,7 +26,9 @@
 // A member that lost its Raft state (a wiped data directory) never steps
 // the cell's messages under its old id: its replica reports the loss
 // (raftphb.LostState) and the node rejoins the cell as the next
-// generation of its slot (rejoin.go; EventRejoin tells the caller).
+// generation of its slot (rejoin.go; EventRejoin tells the caller). One
+// that finds its Raft log or store corrupt at start does the same at once,
+// after moving its state aside for the operator (corrupt.go).
 //
 // A Node is single-threaded and driven by its caller: Tick and Step feed
 // the replica; Write and Sync carry out a Ready in two steps, so that a
@@ -40,6 +42,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -113,6 +116,15 @@ type Config struct {
 	// for the pubend store's fsync, so a crash can lose records that the
 	// Raft log no longer holds. The oracles must catch it.
 	CompactUnsynced bool
+	// Now names the directory a corrupt Raft state is moved aside to
+	// (raft.corrupt-<unix time>, corrupt.go); nil: time.Now.
+	Now func() time.Time
+	// corruptBlank is a mutation (tests only): a member whose state is
+	// corrupt moves it aside and restarts under its old id with a blank
+	// log, like a wiped disk before it notices, instead of as a new
+	// member. The tests must catch it (a majority corrupt at once elects
+	// a leader without the committed log).
+	corruptBlank bool
 	// LeaderTrimOnly (tests only): the serving leader trims its own store
 	// and proposes no trim entry, so followers keep everything, as before
 	// trim entries (raftphb/trim.go). The simulator's mutation test of
@@ -187,6 +199,9 @@ type Event struct {
 	Loaded   retention.Loaded
 	ShellErr error
 	Rejoin   raftphb.LostState
+	// Corrupt, with EventRejoin, says that the member rejoins because
+	// Open found its Raft log or store corrupt and moved it aside.
+	Corrupt *Corruption
 }
 
 // Node is one running member.
@@ -212,6 +227,8 @@ type Node struct {
 	slot, gen uint64
 	rejoining *raftphb.LostState
 	rejoins   uint64
+	// corrupt: Open found the state corrupt and moved it aside.
+	corrupt *Corruption
 
 	// durableTerm and durableVote are the hard state's, as last synced.
 	durableTerm, durableVote uint64
@@ -259,13 +276,45 @@ type batch struct {
 	n     int
 }
 
-// Open recovers the member's disks and starts its replica.
+// Open recovers the member's disks and starts its replica. A member whose
+// Raft log or store is corrupt has its state moved aside and starts as a
+// new member of its cell (corrupt.go): Corruption says so, and Events
+// has its EventRejoin.
 func Open(cfg Config) (*Node, error) {
 	cfg.Compaction = cfg.Compaction.withDefaults()
 	slot := cfg.Replica.ID
 	if slot == 0 || slot > raftphb.MaxSlots {
 		return nil, fmt.Errorf("raftphb: slot %d: slots are 1 to %d", slot, raftphb.MaxSlots)
 	}
+	c, err := resumeAside(cfg)
+	if err != nil {
+		return nil, err
+	}
+	nd, err := open(cfg, slot)
+	if err != nil && c == nil && isCorrupt(err) {
+		if c, err = setAside(cfg, slot, err); err != nil {
+			return nil, err
+		}
+		nd, err = open(cfg, slot)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		nd.corrupt = c
+		nd.rejoins++
+		nd.events = append(nd.events, Event{Kind: EventRejoin, Corrupt: c, Rejoin: raftphb.LostState{
+			ID: c.From, Gen: c.Gen, Reason: "its Raft log or pubend store is corrupt: " + c.Err.Error()}})
+	}
+	return nd, nil
+}
+
+// Corruption returns what Open found corrupt and moved aside (nil:
+// nothing); the member then rejoins its cell as a new member.
+func (n *Node) Corruption() *Corruption { return n.corrupt }
+
+// open is Open without its handling of a corrupt state.
+func open(cfg Config, slot uint64) (*Node, error) {
 	gen, err := readGen(cfg.FS, cfg.Dir, raftGenFile)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,124 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
+)
+
+// warnLog keeps the messages of a broker's warnings and errors.
+type warnLog struct {
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func newWarnLog() warnLog { return warnLog{mu: &sync.Mutex{}, msgs: new([]string)} }
+
+func (w warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnLog) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	*w.msgs = append(*w.msgs, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (w warnLog) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnLog) WithGroup(string) slog.Handler      { return w }
+
+// has returns the first message containing every one of parts ("": none).
+func (w warnLog) has(parts ...string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+next:
+	for _, m := range *w.msgs {
+		for _, p := range parts {
+			if !strings.Contains(m, p) {
+				continue next
+			}
+		}
+		return m
+	}
+	return ""
+}
+
+// TestEvenRaftCell: a replicated PHB cell of 2 and of 4 members (allowed,
+// config.ReplicaCounts) elects a leader, and a publisher connected to a
+// member that does not serve gets every publish acked (forwarded); every
+// member warns at start why an even count is a poor choice. The cell of 4
+// then loses its leader and, with 3 of 4 (a majority), elects another and
+// acks the rest: the subscriber at the SHB gets every event once, in
+// order.
+func TestEvenRaftCell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	for _, k := range []int{2, 4} {
+		t.Run(fmt.Sprintf("%d members", k), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			logs := make([]warnLog, k)
+			i := 0
+			c := startRaftCellWith(t, ctx, k, broker.RaftClientsForward, func(o *broker.Options) {
+				logs[i] = newWarnLog()
+				o.Logger = slog.New(logs[i])
+				i++
+			})
+			for j, l := range logs {
+				if m := l.has("even number of replicated PHB members", "tolerates no more failures",
+					"every write waits for one more member"); m == "" {
+					t.Errorf("member p%d did not warn about the even member count", j+1)
+				} else if j == 0 {
+					t.Logf("p1: %s", m)
+				}
+			}
+			follower := (c.leader + 1) % k
+			shb := c.nodes[k]
+			subc, err := client.Dial(ctx, shb.ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer subc.Close()
+			sub, err := subc.Subscribe(ctx, ">")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := collect(t, sub)
+			pub, err := client.Dial(ctx, c.nodes[follower].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			want := map[int64]bool{}
+			publish := func(from, to int) {
+				for s := from; s <= to; s++ {
+					if _, err := pub.Publish(ctx, client.Message{Topic: "t", Props: map[string]any{"seq": int64(s)}}); err != nil {
+						t.Fatalf("publish %d: %v", s, err)
+					}
+					want[int64(s)] = true
+				}
+			}
+			publish(1, 100)
+			if k == 4 {
+				st, err := c.nodes[c.leader].Status(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Raft.Voters) != 4 {
+					t.Fatalf("the leader's voters are %v, want 4", st.Raft.Voters)
+				}
+				c.stops[c.leader]()
+				next := c.waitServing(t, ctx, c.leader)
+				t.Logf("p%d led; p%d leads with 3 of the 4 members up", c.leader+1, next+1)
+				publish(101, 200)
+			}
+			got.waitFor(t, len(want), 20*time.Second)
+			got.check(t, want)
+		})
+	}
+}
