@@ -61,9 +61,11 @@ const (
 var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
-// every kind but overload, which is asked for by name (--faults …,overload)
-// until the swarm passes with it (docs/known-issues/congestion-swarm.md).
-var defaultFaults = slices.DeleteFunc(slices.Clone(allFaults), func(f string) bool { return f == FaultOverload })
+// every kind. Overload (congestion control under capped links) joined them
+// once the swarm passed with it (docs/known-issues/congestion-swarm.md); it
+// decides from its own sub-seed, so every other fault of a seed replays as
+// before.
+var defaultFaults = slices.Clone(allFaults)
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }
