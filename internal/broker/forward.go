@@ -26,6 +26,14 @@ import (
 // acknowledged duplicate). A client whose publishes find no serving leader
 // for ForwardTimeout is closed with the reason, as under redirect. All of
 // it runs on the loop; the engine never sees it.
+//
+// A leader takes a forwarded client's publishes as a prefix of what the
+// member sends (fwdRefusals): once it refused one, because it did not
+// serve yet or lost the shell that held some, it refuses the client's
+// later ones too until the member's resend, which starts again from the
+// oldest unanswered. Without that, a leader that started to serve between
+// two of a client's publishes logged the later one first, and the
+// resent earlier ones after it: acked, delivered, out of order.
 
 // RaftClients says what a member that does not serve does with a client.
 type RaftClients string
@@ -117,6 +125,66 @@ func (c fwdConn) CloseFlush(reason string)         { c.Send(msg.Goodbye{Reason: 
 
 var errNoServingLeader = errors.New("broker: no serving leader to forward to")
 
+// fwdClientGone is the reason of the Goodbye a forwarding member sends the
+// leader when its client is gone.
+const fwdClientGone = "client gone"
+
+// fwdRefusals are the forwarded clients whose publishes this member
+// refused and whose forwarding member has not resent them yet: for each,
+// the highest seq refused per publisher. It outlives the member's shells
+// (raftState.refused): a refusal made while standing by holds once the
+// member serves.
+type fwdRefusals map[fwdKey]map[string]uint64
+
+// refuse records that k's publish (publisher, seq) was refused.
+func (r fwdRefusals) refuse(k fwdKey, publisher string, seq uint64) {
+	last := r[k]
+	if last == nil {
+		last = map[string]uint64{}
+		r[k] = last
+	}
+	last[publisher] = max(last[publisher], seq)
+}
+
+// refuseAll refuses every one of keys from now on (a lost shell held
+// publishes of theirs): their next publish too, unless it opens a resend
+// of one refused.
+func (r fwdRefusals) refuseAll(keys map[fwdKey]shell.ClientID) {
+	for k := range keys {
+		if r[k] == nil {
+			r[k] = map[string]uint64{}
+		}
+	}
+}
+
+// admit says whether a publish of k may go to the serving engine: yes
+// unless k was refused and this publish is not the start of the member's
+// resend. The member sends a client's publishes in the order the client
+// sent them (increasing seqs per publisher), and resends from the oldest
+// unanswered, which is at or below every refused one: a seq at or below
+// the highest refused is the resend, and k is taken again from it on.
+func (r fwdRefusals) admit(k fwdKey, publisher string, seq uint64) bool {
+	last, ok := r[k]
+	if !ok {
+		return true
+	}
+	if top, ok := last[publisher]; ok && seq <= top {
+		delete(r, k)
+		return true
+	}
+	return false
+}
+
+// forgetPeer drops the refusals of every client of peer: the link to it
+// is down, and its member resends everything on the next.
+func (r fwdRefusals) forgetPeer(peer msg.NodeID) {
+	for k := range r {
+		if k.peer == peer {
+			delete(r, k)
+		}
+	}
+}
+
 func (n *Node) forwards() bool {
 	return n.raft != nil && n.raft.opts.Clients == RaftClientsForward
 }
@@ -135,7 +203,7 @@ func (n *Node) forwardClientDown(cid shell.ClientID) {
 	}
 	delete(f.clients, cid)
 	if l := n.peers[f.target]; l != nil && f.target != "" {
-		l.Send(msg.Forward{Client: uint64(cid), Msg: msg.Goodbye{Reason: "client gone"}})
+		l.Send(msg.Forward{Client: uint64(cid), Msg: msg.Goodbye{Reason: fwdClientGone}})
 	}
 }
 
@@ -184,7 +252,10 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	key := fwdKey{from, f.Client}
 	switch m := f.Msg.(type) {
 	case msg.Publish:
-		if !r.serving {
+		if !r.serving || !r.refused.admit(key, m.Publisher, m.Seq) {
+			// Refused: and so is every later publish of this client until
+			// its member resends them, from the oldest unanswered.
+			r.refused.refuse(key, m.Publisher, m.Seq)
 			n.peers[from].Send(msg.Forward{Client: f.Client, Msg: msg.Goodbye{Reason: n.notLeaderReason()}})
 			return nil
 		}
@@ -201,6 +272,9 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	case msg.PubReject:
 		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
 	case msg.Goodbye:
+		if m.Reason == fwdClientGone {
+			delete(r.refused, key)
+		}
 		if cid, ok := r.fwd.in[key]; ok {
 			// The forwarding member's client is gone.
 			delete(r.fwd.in, key)

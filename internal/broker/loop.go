@@ -92,6 +92,7 @@ func (peerDown) apply(n *Node, src source) {
 		n.sh.PeerDown(src.peer)
 		if n.raft != nil {
 			// The clients that member forwarded for are gone with it.
+			n.raft.refused.forgetPeer(src.peer)
 			for k, cid := range n.raft.fwd.in {
 				if k.peer == src.peer {
 					delete(n.raft.fwd.in, k)

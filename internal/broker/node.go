@@ -281,7 +281,7 @@ func (n *Node) initRaft() error {
 	if r.ForwardTimeout <= 0 {
 		r.ForwardTimeout = 5 * time.Duration(r.ElectionTicks) * r.TickInterval
 	}
-	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwd: newForwarding()}
+	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwd: newForwarding(), refused: fwdRefusals{}}
 	if n.raft.raftID(n.opts.ID) == 0 {
 		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)
 	}

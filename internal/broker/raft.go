@@ -75,6 +75,7 @@ type raftState struct {
 	// joinTicks counts the ticks this member has waited to be admitted
 	// to its cell as a new member (joinWatch).
 	joinTicks int
+	refused   fwdRefusals // forwarded clients refused until resent (forward.go)
 }
 
 func (r *raftState) raftID(id msg.NodeID) uint64 {
@@ -353,7 +354,10 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		r.serving = false
 		n.sh, n.eng = sh, eng
 		// Forwarded clients are told (fwdConn.CloseWith below): their
-		// members resend to the next leader.
+		// members resend to the next leader. Their publishes the lost
+		// shell held went with it: should this member serve again, their
+		// later ones wait for the resend (fwdRefusals).
+		r.refused.refuseAll(r.fwd.in)
 		r.fwd = newForwarding()
 		n.log.Info("no longer leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Lost.Term, "unacked_batches", len(ev.Lost.Pending))
 	}
