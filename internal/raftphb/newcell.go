@@ -224,6 +224,13 @@ func (r *Replica) maybeFormed() {
 		return
 	}
 	r.awaiting, r.heard = false, nil
+	// Its empty log is a new cell's, not a lost one: every member was
+	// blank a moment ago, and this member has kept everything it persisted
+	// since it started. So a history it hears of from now on began after
+	// that (the cell formed, committed, and this member lagged), and it
+	// catches up from index 1 instead of rejoining (lostEvidence's blank
+	// rule is for a member that may have lost a history before it started).
+	r.blank = false
 	r.resetTimer()
 }
 
