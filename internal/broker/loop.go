@@ -243,6 +243,7 @@ func (n *Node) loop(ctx context.Context) error {
 		case <-raftTick:
 			n.raft.rn.Tick()
 			n.joinWatch()
+			n.awaitWatch()
 			n.forwardCheck(true)
 		case err := <-raftSynced:
 			if err := n.raftSynced(err); err != nil {

@@ -73,9 +73,21 @@ type raftState struct {
 	synced  chan error
 	fwd     *forwarding // one-hop forwarding of clients (forward.go)
 	// joinTicks counts the ticks this member has waited to be admitted
-	// to its cell as a new member (joinWatch).
-	joinTicks int
-	refused   fwdRefusals // forwarded clients refused until resent (forward.go)
+	// to its cell as a new member (joinWatch); awaitTicks those it has
+	// waited, with an empty Raft state, to learn whether its cell is new.
+	joinTicks, awaitTicks int
+	refused               fwdRefusals // forwarded clients refused until resent (forward.go)
+}
+
+// memberNames returns the brokers of the cell's slots.
+func (r *raftState) memberNames(slots []uint64) []string {
+	out := make([]string, 0, len(slots))
+	for _, s := range slots {
+		if s >= 1 && int(s) <= len(r.opts.Members) {
+			out = append(out, string(r.opts.Members[s-1]))
+		}
+	}
+	return out
 }
 
 func (r *raftState) raftID(id msg.NodeID) uint64 {
@@ -165,6 +177,12 @@ func (n *Node) openRaft() error {
 			"old_raft_id", c.From, "new_raft_id", rn.ID())
 	}
 	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", rn.ID(), "slot", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
+	if _, awaiting := rn.Replica().Awaiting(); awaiting && rn.Corruption() == nil {
+		n.log.Info("this member's Raft state is empty (a new cell, or a lost data directory): "+
+			"it forms a new cell only once every member of the cell reports an empty state too, and rejoins as a new member "+
+			"if one reports the cell's history; it neither votes nor campaigns meanwhile",
+			"cell", string(r.opts.Cell), "members", fmt.Sprint(r.opts.Members))
+	}
 	if w := raftphb.EvenCellWarning(len(r.opts.Members)); w != "" {
 		// Allowed (internal/config), but an odd count is better.
 		n.log.Warn("even number of replicated PHB members: "+w, "cell", string(r.opts.Cell), "members", len(r.opts.Members))
@@ -382,6 +400,37 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 	return nil
 }
 
+// awaitWarnTimeouts: a member that has waited this many election
+// timeouts to learn whether its cell is new says so (and again after as
+// many more).
+const awaitWarnTimeouts = 10
+
+// awaitWatch, on every Raft tick, warns when this member, started with an
+// empty Raft state, has waited long to learn whether its cell is new: it
+// forms a new cell only once every member reports an empty state, so a
+// member that does not answer keeps it waiting — one that is down, or
+// unreachable. If a majority of the cell lost its state, the members that
+// kept theirs cannot lead alone and the cell stays stopped.
+func (n *Node) awaitWatch() {
+	r := n.raft
+	missing, awaiting := r.rn.Replica().Awaiting()
+	if !awaiting {
+		r.awaitTicks = 0
+		return
+	}
+	r.awaitTicks++
+	if r.awaitTicks%(awaitWarnTimeouts*r.opts.ElectionTicks) == 0 {
+		n.log.Warn("this member's Raft state is empty and it still waits to learn whether its cell is new: "+
+			"it forms a new cell only when every member reports an empty state, and rejoins as a new member when one reports the cell's history. "+
+			"Start the members it waits for, or check the links to them. If a majority of the cell's members lost their state "+
+			"(wiped or replaced data directories), the others cannot lead alone and the cell stays stopped: "+
+			"restore the members' data directories, or re-create the cell (empty every member's data directory and start them all: "+
+			"its acknowledged events are then lost)",
+			"cell", string(r.opts.Cell), "raft_id", r.rn.ID(), "waiting_for", fmt.Sprint(r.memberNames(missing)),
+			"waited", time.Duration(r.awaitTicks)*r.opts.TickInterval)
+	}
+}
+
 // joinWaitTimeouts: a member that has waited this many election
 // timeouts to be admitted as a new member says so (and again after as
 // many more).
@@ -400,7 +449,9 @@ func (n *Node) joinWatch() {
 	r.joinTicks++
 	if r.joinTicks%(joinWaitTimeouts*r.opts.ElectionTicks) == 0 {
 		n.log.Warn("this member still waits to be admitted to its cell as a new member: no serving leader has admitted it. "+
-			"If most of the cell lost its Raft state, none can: the cell stays stopped until an operator restores the members' data",
+			"If a majority of the cell's members lost their Raft state, none can: the cell stays stopped until an operator restores "+
+			"the members' data directories, or re-creates the cell (empty every member's data directory and start them all: "+
+			"its acknowledged events are then lost)",
 			"cell", string(r.opts.Cell), "raft_id", r.rn.ID(), "waited", time.Duration(r.joinTicks)*r.opts.TickInterval)
 	}
 }

@@ -64,6 +64,11 @@ type RaftStatus struct {
 	Voters   []uint64 `json:"voters"`
 	Learners []uint64 `json:"learners,omitempty"`
 	Joining  bool     `json:"joining,omitempty"`
+	// Awaiting says it started with an empty Raft state and waits until
+	// every member of the cell reports one too (a new cell) before it
+	// votes; AwaitingFrom are the members it has not heard that from.
+	Awaiting     bool     `json:"awaiting_new_cell,omitempty"`
+	AwaitingFrom []string `json:"awaiting_from,omitempty"`
 	// Rejoins counts the times this member rejoined since it started.
 	Rejoins uint64 `json:"rejoins,omitempty"`
 	// Log is this member's Raft log: its first Raft index (after the
@@ -147,6 +152,9 @@ func (n *Node) snapshot() Status {
 			TransfersAbandoned: ns.Transfers.Abandoned, ChunksDropped: ns.Transfers.ChunksDropped,
 			Clients: string(r.opts.Clients), Forwarding: len(r.fwd.clients), Forwarded: len(r.fwd.in)}
 		s.Raft.StoreFirst, s.Raft.StoreNext = r.rn.StoreBounds()
+		if missing, ok := r.rn.Replica().Awaiting(); ok {
+			s.Raft.Awaiting, s.Raft.AwaitingFrom = true, r.memberNames(missing)
+		}
 		for _, m := range r.opts.Members {
 			s.Raft.Members = append(s.Raft.Members, string(m))
 		}

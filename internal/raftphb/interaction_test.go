@@ -266,7 +266,15 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, b *strings.Builder) 
 				continue
 			}
 			s := r.Status()
-			fmt.Fprintf(b, "%d: %v term=%d lead=%d serving=%v applied=%d next=%d\n", id, s.State, s.Term, s.Lead, s.Serving, s.Applied, s.Next)
+			awaiting := ""
+			if missing, ok := r.Awaiting(); ok && r.lost == nil {
+				awaiting = fmt.Sprintf(" awaiting=%v", missing)
+			}
+			lost := ""
+			if r.lost != nil {
+				lost = fmt.Sprintf(" lost(rejoin as %d)", MemberID(Slot(r.lost.ID), r.lost.Gen))
+			}
+			fmt.Fprintf(b, "%d: %v term=%d lead=%d serving=%v applied=%d next=%d%s%s\n", id, s.State, s.Term, s.Lead, s.Serving, s.Applied, s.Next, awaiting, lost)
 		}
 	case "log":
 		for _, id := range ids(d) {
@@ -294,6 +302,9 @@ func (h *harness) sorted() []uint64 {
 func fmtBatch(data []byte) string {
 	if len(data) == 0 {
 		return "(empty: the leader's first entry of its term)"
+	}
+	if s := DescribeState(data); s != "" {
+		return s
 	}
 	first, recs, err := DecodeBatch(data)
 	if err != nil {

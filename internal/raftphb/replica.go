@@ -89,6 +89,12 @@ type Config struct {
 	MaxInflightMsgs int
 	// Logger receives etcd raft's log lines (default: none).
 	Logger raft.Logger
+	// UnsafeBlankBootstrap is a mutation (tests only): a member that
+	// starts with an empty Raft state is a voter of the cell's first
+	// configuration at once, without establishing that the cell is new
+	// (newcell.go), as before. A majority of wiped members restarted
+	// before the others then forms a new cell without the committed log.
+	UnsafeBlankBootstrap bool
 }
 
 // Restored is what the replica's durable Raft log held at startup
@@ -98,6 +104,10 @@ type Restored struct {
 	Snapshot  *raftpb.Snapshot
 	HardState *raftpb.HardState
 	Entries   []*raftpb.Entry
+	// StoreNext is the next index of the member's pubend store: a store
+	// that holds records beside an empty Raft log is a member's that has
+	// been part of the cell (newcell.go).
+	StoreNext uint64
 }
 
 // Batch is a committed batch of pubend records, in log order.
@@ -182,8 +192,11 @@ type Status struct {
 	// member waits to be admitted (it rejoins under a new id).
 	Conf    *raftpb.ConfState
 	Joining bool
-	Applied uint64 // Raft index
-	Next    uint64 // pubend log's next index, as applied
+	// Awaiting says that this member started with an empty Raft state and
+	// still waits to establish that its cell is new (newcell.go).
+	Awaiting bool
+	Applied  uint64 // Raft index
+	Next     uint64 // pubend log's next index, as applied
 	// FirstIndex is the first Raft index still in the log (after the
 	// snapshot it was compacted to).
 	FirstIndex uint64
@@ -237,6 +250,14 @@ type Replica struct {
 	// replica steps and ticks nothing more.
 	blank bool
 	lost  *LostState
+	// awaiting: this member started with an empty Raft state and has not
+	// yet established that its cell is new (newcell.go): it neither votes
+	// nor campaigns. heard is, per other slot, the tick at which that
+	// member last said it is blank too. storeHeld: the pubend store held
+	// records at start.
+	awaiting  bool
+	heard     map[uint64]uint64
+	storeHeld bool
 	// Replacing members (serving leader only): joins are the admissions
 	// asked for, by slot; a configuration change was proposed at tick
 	// ccAt and is not applied yet (ccPending).
@@ -360,9 +381,16 @@ func New(cfg Config, st Restored) (*Replica, error) {
 		return nil, fmt.Errorf("raftphb: %w", err)
 	}
 	r := &Replica{cfg: cfg, rn: rn, ms: ms, applied: snapIndex, next: snapNext, snapNext: snapNext,
-		conf: conf, snapConf: conf, blank: blank}
+		conf: conf, snapConf: conf, blank: blank, storeHeld: st.StoreNext > 0}
 	r.term = r.rn.BasicStatus().GetTerm()
 	r.resetTimer()
+	if blankLog(cfg.ID, st) && !cfg.UnsafeBlankBootstrap {
+		r.awaiting, r.heard = true, map[uint64]uint64{}
+		r.maybeFormed() // a cell of one
+		if r.awaiting {
+			r.probe()
+		}
+	}
 	return r, nil
 }
 
@@ -377,6 +405,14 @@ func (r *Replica) Tick() {
 		return // it must not campaign under an id whose state it lost
 	}
 	r.ticks++
+	if r.awaiting {
+		// No election timer: it must not campaign before it knows the
+		// cell is new.
+		if r.ticks%uint64(max(1, r.cfg.ElectionTicks/2)) == 0 {
+			r.probe()
+		}
+		return
+	}
 	st := r.rn.BasicStatus()
 	if st.RaftState == raft.StateLeader {
 		r.rn.Tick()
@@ -445,6 +481,9 @@ func (r *Replica) ElectionTicks() int { return r.cfg.ElectionTicks }
 // Campaign makes the replica start an election now (tests, and a cell
 // that knows its leader is gone).
 func (r *Replica) Campaign() {
+	if r.awaiting || r.lost != nil {
+		return
+	}
 	r.resetTimer()
 	_ = r.rn.Campaign()
 	r.noteTerm()
@@ -459,6 +498,9 @@ func (r *Replica) Step(m *raftpb.Message) error {
 		return r.lost
 	}
 	if m.GetType() == raftpb.MessageType_MsgProp {
+		if isStateMessage(m) {
+			return r.stepState(m)
+		}
 		return r.stepJoin(m)
 	}
 	if Slot(m.GetTo()) != Slot(r.cfg.ID) {
@@ -477,6 +519,12 @@ func (r *Replica) Step(m *raftpb.Message) error {
 		if reason := r.notYetAdmitted(m); reason != "" {
 			return r.loseState(m, Gen(r.cfg.ID)+1, reason)
 		}
+	}
+	if r.awaiting {
+		// Not yet known to be a new cell's member: it grants no vote and
+		// takes no entry (newcell.go). A message showing a history was
+		// caught above.
+		return nil
 	}
 	switch m.GetType() {
 	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap:
@@ -689,7 +737,7 @@ func (r *Replica) Status() Status {
 	st := r.rn.BasicStatus()
 	first, _ := r.ms.FirstIndex()
 	return Status{ID: r.cfg.ID, Term: st.GetTerm(), Lead: st.Lead, State: st.RaftState,
-		Serving: r.serving, Conf: proto.CloneOf(r.conf), Joining: r.joining(),
+		Serving: r.serving, Conf: proto.CloneOf(r.conf), Joining: r.joining(), Awaiting: r.awaiting,
 		Applied: r.applied, Next: r.next, FirstIndex: first}
 }
 

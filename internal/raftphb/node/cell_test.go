@@ -121,6 +121,12 @@ type cell struct {
 	corruptOK bool
 	// mutCorruptBlank: the mutation Config.corruptBlank.
 	mutCorruptBlank bool
+	// mutBlankBootstrap: the mutation raftphb.Config.UnsafeBlankBootstrap
+	// (a blank member votes at once, without establishing that its cell
+	// is new).
+	mutBlankBootstrap bool
+	// isFormed latches formed.
+	isFormed bool
 }
 
 type serveAt struct {
@@ -162,7 +168,7 @@ func (c *cell) start(m *member) {
 	m.inc++
 	inc := m.inc
 	nd, err := Open(Config{
-		Replica:      raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN},
+		Replica:      raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN, UnsafeBlankBootstrap: c.mutBlankBootstrap},
 		FS:           m.fs,
 		Dir:          "/data",
 		LogOptions:   eventlog.Options{SegmentBytes: 2 << 10},
@@ -268,7 +274,7 @@ func (c *cell) work(m *member) {
 		}
 		// Only a Ready that writes something fsyncs the Raft log (and so
 		// meets the injected failure).
-		if w := nd.written; c.f.fsyncFail && w != nil && (len(w.Entries) > 0 || w.HardState != nil) && c.rng.IntN(200) == 0 {
+		if w := nd.written; c.f.fsyncFail && c.formed() && w != nil && (len(w.Entries) > 0 || w.HardState != nil) && c.rng.IntN(200) == 0 {
 			c.fsyncFails++
 			m.fs.InjectError(vfs.OpSync, "", errors.New("injected fsync failure"))
 		}
@@ -442,7 +448,32 @@ func (c *cell) run(ms, settle int) {
 	c.final()
 }
 
+// formed reports whether the cell has formed: every member has applied
+// its first entry, so none can restart with an empty Raft state but by a
+// wipe. Crashes and failed fsyncs wait for it. Before, a crash that loses
+// the unsynced bytes of a majority during the cell's first election can
+// leave that majority blank beside a member with a term (its vote for
+// itself): to the blank members that is a cell with a history they lost,
+// just as after a wiped majority, and they wait to be admitted while the
+// member with the term is no majority: the cell stops for the operator
+// (newcell.go), which TestCrashInFirstElection shows.
+func (c *cell) formed() bool {
+	if c.isFormed {
+		return true
+	}
+	for _, m := range c.ms {
+		if m.node == nil || m.node.Replica().Status().Applied == 0 {
+			return false
+		}
+	}
+	c.isFormed = true
+	return true
+}
+
 func (c *cell) fault() {
+	if !c.formed() {
+		return
+	}
 	m := c.ms[c.rng.IntN(len(c.ms))]
 	switch k := c.rng.IntN(4); {
 	case k == 0 && c.f.crashes:

@@ -325,7 +325,11 @@ func (c *cell) runUnchecked(ms int) {
 // how many batches were acked after it.
 func majorityCorrupt(t *testing.T, n int, seed uint64, blank bool) (c *cell, bad []*member, served, granted bool, acked int) {
 	c = newCell(t, n, seed, faults{maxDelay: 4, diskMs: 2})
-	c.corruptOK, c.mutCorruptBlank = true, blank
+	// The mutation restarts the corrupt members blank under their old ids;
+	// with it, blank members also vote at once (UnsafeBlankBootstrap),
+	// else they would await their cell (raftphb/newcell.go), which now
+	// guards that case too (TestWipedMajorityStops).
+	c.corruptOK, c.mutCorruptBlank, c.mutBlankBootstrap = true, blank, blank
 	c.sendHook = func(from *member, m *raftpb.Message) {
 		if slices.Contains(bad, from) && !m.GetReject() &&
 			(m.GetType() == raftpb.MessageType_MsgVoteResp || m.GetType() == raftpb.MessageType_MsgPreVoteResp) {

@@ -369,6 +369,7 @@ func open(cfg Config, slot uint64) (*Node, error) {
 		}
 		nd.inStore, nd.synced = s.GetMetadata().GetIndex(), s.GetMetadata().GetIndex()
 	}
+	_, st.StoreNext = store.Bounds()
 	if nd.rep, err = raftphb.New(cfg.Replica, st); err != nil {
 		rl.Close()
 		store.Close()

@@ -386,7 +386,10 @@ func TestRejoinUnderAnIDInUseMovesOn(t *testing.T) {
 				st := l.node.Replica().Status()
 				second = true
 				c.wipe(w)
-				c.restart(w)
+				// Started, its first Ready (its state requests, at
+				// generation 0) not written yet: the stale heartbeat is the
+				// first message it steps.
+				c.start(w)
 				stale := &raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: new(st.ID),
 					To: new(raftphb.MemberID(w.id, 0)), Term: new(st.Term), Commit: new(st.Applied)}
 				if err := w.node.Step(stale); err != nil {
