@@ -79,6 +79,35 @@ type raftMember struct {
 	rn      *raftnode.Node // nil while the broker is down
 	busy    bool           // a Ready is written and its fsync pending
 	serving bool
+	// formed latches that every member of the cell had applied its first
+	// entry when this member was last looked at (cellFormed).
+	formed bool
+}
+
+// cellFormed reports whether n's cell has formed: every member has applied
+// an entry at some time. Until then a crash of a member is a killed
+// process, not a power loss (world.crash): a member that starts with an
+// empty Raft state waits for every other member to report an empty state
+// too before it forms a new cell (raftphb, "A new cell, or a lost one"),
+// and a power loss during the very first election can leave one member a
+// term without entries beside empty ones — indistinguishable from a wiped
+// majority beside a lagging member, so the cell stays stopped until an
+// operator re-creates it. That is the price of never forming a new cell
+// over lost acknowledged events, and not what the swarm is for.
+func (w *world) cellFormed(n *node) bool {
+	if n.raft.formed {
+		return true
+	}
+	for _, id := range w.plan.topo.members(n.cell) {
+		m := w.nodes[id]
+		if m.raft == nil || m.raft.rn == nil || m.raft.rn.Replica().Status().Applied == 0 {
+			return false
+		}
+	}
+	for _, id := range w.plan.topo.members(n.cell) {
+		w.nodes[id].raft.formed = true
+	}
+	return true
 }
 
 // withReplicas makes about half the PHBs replicated cells of 3 (or, one

@@ -375,7 +375,11 @@ func (w *world) crash(n *node) {
 		n.disk.crash(w.rng)
 	}
 	if n.raft != nil {
-		n.raft.fs.Crash(w.rng)
+		if w.cellFormed(n) {
+			n.raft.fs.Crash(w.rng)
+		} else {
+			n.raft.fs.Kill() // see cellFormed
+		}
 		n.raft.rn, n.raft.busy, n.raft.serving = nil, false, false
 	}
 	for _, l := range w.links {

@@ -92,3 +92,18 @@ func (m *MemFS) Crash(rng *rand.Rand) {
 	m.files = files
 	m.gen++
 }
+
+// Kill models a process killed without a power loss (kill -9): the kernel
+// keeps every byte written and every name made, so all of it survives as
+// it is; every File handle opened before fails with ErrCrashed.
+func (m *MemFS) Kill() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	durable := make(map[string]*memNode, len(m.files))
+	for n, node := range m.files {
+		node.synced = len(node.data)
+		durable[n] = node
+	}
+	m.durable = durable
+	m.gen++
+}
