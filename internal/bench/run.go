@@ -58,6 +58,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, w := range o.Workloads {
 		wf := facts
 		switch w {
+		case "throughput":
+			// Best effort too, so that its comparison with core NATS is
+			// made in the same run, point for point.
+			wf = slices.Insert(slices.Clone(facts), 1, aerie[1])
 		case "overhead":
 			wf = overheadSystems(aerie, facts)
 		case "mqtt":
