@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -26,18 +27,22 @@ import (
 //
 // Scaled for CI (5 000 events: ideal about 11 s at the link's ~450 events/s
 // of 1 KB, 3.3 s if the queues absorbed the offer); the full-size run of
-// docs/BENCHMARKS.md §11 (6× offered, 12 000 events, with and without
-// congestion control) is run by hand. The bounds are generous because the
+// docs/BENCHMARKS.md §11b (6× offered, 12 000 events) is this test with
+// AERIE_CC_FULL=1. The bounds are generous because the
 // test machine is shared.
 func TestCongestionControlThrottlesPublisher(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
 	}
+	total, rate := 5000, 1500  // events/s offered: 3× what 500KB/s carries in 1 KB events
+	minTime := 6 * time.Second // absorbed in queues: total/rate = 3.3 s
+	if os.Getenv("AERIE_CC_FULL") != "" {
+		// BENCHMARKS §11b's run: 6× offered, 12 000 events (absorbed in
+		// queues: 4 s; held at the link: about 24–27 s).
+		total, rate, minTime = 12000, 3000, 12*time.Second
+	}
 	const (
-		total   = 5000
-		rate    = 1500 // events/s offered: 3× what 500KB/s carries in 1 KB events
 		size    = 1000
-		minTime = 6 * time.Second // absorbed in queues: total/rate = 3.3 s
 		maxTime = 90 * time.Second
 	)
 	f := newProcFixture(t)
