@@ -209,25 +209,11 @@ func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
 				if len(c.acks) == acksAtCorrupt {
 					c.failf("nothing acked while member %d rejoined", w.id)
 				}
-				gone, acksAtLoss = c.leader(), len(c.acks)
-				if gone == w {
-					for _, m := range c.ms {
-						if m != w {
-							gone = m
-							break
-						}
-					}
-				}
-				c.crash(gone)
+				acksAtLoss = len(c.acks)
+				gone = c.crashAnother(w)
 			})
 			c.at(5000, func() {
-				newer := 0
-				for _, a := range c.acks[acksAtLoss:] {
-					if a.by != gone.id {
-						newer++
-					}
-				}
-				if newer == 0 {
+				if c.ackedSince(acksAtLoss, gone) == 0 {
 					c.failf("no batch acked after member %d was lost", gone.id)
 				}
 				c.restart(gone)
@@ -304,16 +290,7 @@ func (c *cell) runUnchecked(ms int) {
 	for _, m := range c.ms {
 		c.start(m)
 	}
-	for at := 0; at < ms; at += tickMs {
-		c.at(at, func() {
-			for _, m := range c.ms {
-				if m.node != nil {
-					m.node.Tick()
-					c.work(m)
-				}
-			}
-		})
-	}
+	c.tickAll(ms)
 	c.loop(ms)
 }
 
@@ -360,14 +337,7 @@ func majorityCorrupt(t *testing.T, n int, seed uint64, blank bool) (c *cell, bad
 		})
 		acks = len(c.acks)
 	})
-	c.serveHook = func(m *member, ev Event) {
-		if c.now > 1000 {
-			served = true
-		}
-		m.sh = &pubShell{c: c, m: m, inc: m.inc, term: ev.Serve.Term}
-		m.node.Attach(m.sh)
-		m.sh.next()
-	}
+	c.noteServesAfter(1000, &served)
 	c.runUnchecked(6000)
 	return c, bad, served, granted, len(c.acks) - acks
 }
