@@ -164,11 +164,7 @@ func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
 			var damaged []byte
 			var acksAtCorrupt, acksAtLoss int
 			c.at(1000, func() {
-				if seed%2 == 0 {
-					w = c.leader()
-				} else {
-					w = c.follower()
-				}
+				w = c.leaderInEvenSeeds(seed)
 				acksAtCorrupt = len(c.acks)
 				seg, damaged = c.corruptMiddleOf(w, path.Join("/data", what))
 				c.at(100, func() {

@@ -49,11 +49,7 @@ func TestWipedMemberRejoinsEvenCell(t *testing.T) {
 		c := newCell(t, 4, seed, faults{maxDelay: 4, diskMs: 2})
 		var w *member
 		c.at(1000, func() {
-			if seed%2 == 0 {
-				w = c.leader()
-			} else {
-				w = c.follower()
-			}
+			w = c.leaderInEvenSeeds(seed)
 			c.wipe(w)
 			c.at(100, func() { c.restart(w) })
 		})

@@ -121,6 +121,16 @@ func (c *cell) voters() []uint64 {
 	return slices.Sorted(slices.Values(l.node.Replica().Status().Conf.GetVoters()))
 }
 
+// leaderInEvenSeeds returns the serving leader in an even seed, a
+// follower in an odd one: a test's damaged member, so that its seeds try
+// both.
+func (c *cell) leaderInEvenSeeds(seed uint64) *member {
+	if seed%2 == 0 {
+		return c.leader()
+	}
+	return c.follower()
+}
+
 // follower returns a member that is up and does not serve.
 func (c *cell) follower() *member {
 	for _, m := range c.ms {
