@@ -312,10 +312,7 @@ func majorityCorrupt(t *testing.T, n int, seed uint64, blank bool) (c *cell, bad
 	acks := 0
 	c.at(1000, func() {
 		l := c.leader()
-		bad = append(bad, l)
-		for i := 1; len(bad) < n/2+1; i++ {
-			bad = append(bad, c.ms[(int(l.id)-1+i)%n])
-		}
+		bad = c.majorityFrom(l)
 		// A power cut takes the whole cell down; the corrupt members
 		// come back first, the others 800 ms later.
 		for _, m := range c.ms {

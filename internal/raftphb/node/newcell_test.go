@@ -48,10 +48,7 @@ func majorityWiped(t *testing.T, n int, seed uint64, mutant bool) (c *cell, wipe
 			c.failf("no leader at 1 s")
 			return
 		}
-		wiped = append(wiped, l)
-		for i := 1; len(wiped) < n/2+1; i++ {
-			wiped = append(wiped, c.ms[(int(l.id)-1+i)%n])
-		}
+		wiped = c.majorityFrom(l)
 		acks = len(c.acks)
 		for _, m := range c.ms {
 			if slices.Contains(wiped, m) {

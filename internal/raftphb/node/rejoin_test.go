@@ -131,6 +131,17 @@ func (c *cell) leaderInEvenSeeds(seed uint64) *member {
 	return c.follower()
 }
 
+// majorityFrom returns a majority of the cell: l and the members after
+// it in slot order.
+func (c *cell) majorityFrom(l *member) []*member {
+	n := len(c.ms)
+	out := []*member{l}
+	for i := 1; len(out) < n/2+1; i++ {
+		out = append(out, c.ms[(int(l.id)-1+i)%n])
+	}
+	return out
+}
+
 // follower returns a member that is up and does not serve.
 func (c *cell) follower() *member {
 	for _, m := range c.ms {
