@@ -23,27 +23,11 @@ import (
 // docs/BENCHMARKS.md §11f has the full-size run (`aerie experiment --case
 // cc-e1-real`). The bound is loose because the test machine is shared.
 func TestCongestionControlRecoversAfterCut(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs processes")
-	}
-	o := ccreal.E1Options(aerieBinary(t), t.TempDir(), true)
-	o.CutAt, o.BackAt, o.End, o.Drain = 2*time.Second, 13500*time.Millisecond, 29*time.Second, 40*time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	began := time.Now()
-	res, err := ccreal.Run(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s(ran %v)", res.Summary(), time.Since(began).Round(time.Millisecond))
+	o, res, ran := runE1Cut(t, 13500*time.Millisecond, 29*time.Second)
+	t.Logf("%s(ran %v)", res.Summary(), ran.Round(time.Millisecond))
 	// The full-size run recovers 15 s of stream in about 15 s; this one
 	// took 11.5 s for its 11.5 s.
-	const bound = 15 * time.Second
-	rec, ok := res.Recovered()
-	if !ok || rec-o.BackAt > bound {
-		t.Errorf("s2 not back within %v of the present by %v after b1 → s2 returned (recovered %v at %v; at most %v behind)",
-			ccreal.CaughtUp, bound, ok, rec, res.MaxLag())
-	}
+	checkS2Back(t, o, res, 15*time.Second)
 	if low := res.LowestLimitAfter(o.BackAt); low <= 0 || low >= o.Rate {
 		t.Errorf("p1's rate limit after the restore: lowest %.1f events/s, want below the %.0f offered (0: never limited)", low, o.Rate)
 	}
@@ -62,23 +46,39 @@ func TestCongestionControlRecoversAfterCut(t *testing.T) {
 // outage) and needed 17.8–21.5 s to come back; with the hold 11.2–11.4 s of
 // ticks and 10.8–11.0 s (docs/known-issues/congestion-real-links.md, 1).
 func TestCongestionControlShortCutNacksOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs processes")
-	}
-	o := ccreal.E1Options(aerieBinary(t), t.TempDir(), true)
-	o.CutAt, o.BackAt, o.End, o.Drain = 2*time.Second, 8*time.Second, 22*time.Second, 40*time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := ccreal.Run(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, res, _ := runE1Cut(t, 8*time.Second, 22*time.Second)
 	t.Logf("%s", res.Summary())
 	outage := (o.BackAt - o.CutAt).Seconds()
 	if n := res.NackedAfterRestore(); n > 2.5*outage {
 		t.Errorf("s2 nacked %.1f s of ticks after a %.0f s outage: repeats went out while answers queued", n, outage)
 	}
-	const bound = 14 * time.Second
+	checkS2Back(t, o, res, 14*time.Second)
+}
+
+// runE1Cut runs the E1 network with congestion control, b1 → s2 cut from
+// 2 s until backAt and publishing until end (skipped with -short), and
+// returns its options, its result and how long it ran.
+func runE1Cut(t *testing.T, backAt, end time.Duration) (ccreal.Options, *ccreal.Result, time.Duration) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	o := ccreal.E1Options(aerieBinary(t), t.TempDir(), true)
+	o.CutAt, o.BackAt, o.End, o.Drain = 2*time.Second, backAt, end, 40*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	res, err := ccreal.Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, res, time.Since(began)
+}
+
+// checkS2Back fails the test unless s2 was back within ccreal.CaughtUp of
+// the present by bound after b1 → s2 returned.
+func checkS2Back(t *testing.T, o ccreal.Options, res *ccreal.Result, bound time.Duration) {
+	t.Helper()
 	if rec, ok := res.Recovered(); !ok || rec-o.BackAt > bound {
 		t.Errorf("s2 not back within %v of the present by %v after b1 → s2 returned (recovered %v at %v; at most %v behind)",
 			ccreal.CaughtUp, bound, ok, rec, res.MaxLag())

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +18,6 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
-	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/proc"
 )
 
@@ -219,21 +216,6 @@ func waitCaughtUp(t *testing.T, ctx context.Context, https map[string]string, id
 		case <-tk.C:
 		}
 	}
-}
-
-// tryStatus reads a member's /status; false if it does not answer (yet).
-func tryStatus(ctx context.Context, addr string) (broker.Status, bool) {
-	var sts []broker.Status
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return broker.Status{}, false
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&sts); err != nil || len(sts) != 1 {
-		return broker.Status{}, false
-	}
-	return sts[0], true
 }
 
 // pubCollector records, per publisher (client id), the "seq" property of

@@ -170,6 +170,21 @@ func memberStatus(t *testing.T, ctx context.Context, addr string) broker.Status 
 	return sts[0]
 }
 
+// tryStatus reads a member's /status; false if it does not answer (yet).
+func tryStatus(ctx context.Context, addr string) (broker.Status, bool) {
+	var sts []broker.Status
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return broker.Status{}, false
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&sts); err != nil || len(sts) != 1 {
+		return broker.Status{}, false
+	}
+	return sts[0], true
+}
+
 // waitNotServing polls a member's /status until it answers and does not
 // serve its cell.
 func waitNotServing(t *testing.T, ctx context.Context, addr string) {
@@ -177,14 +192,8 @@ func waitNotServing(t *testing.T, ctx context.Context, addr string) {
 	tk := time.NewTicker(20 * time.Millisecond)
 	defer tk.Stop()
 	for {
-		var sts []broker.Status
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&sts)
-			resp.Body.Close()
-			if err == nil && len(sts) == 1 && sts[0].Raft != nil && !sts[0].Raft.Serving {
-				return
-			}
+		if st, ok := tryStatus(ctx, addr); ok && st.Raft != nil && !st.Raft.Serving {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -224,14 +233,8 @@ func waitLeader(t *testing.T, ctx context.Context, https map[string]string, not 
 			if id == not {
 				continue
 			}
-			var sts []broker.Status
-			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				err = json.NewDecoder(resp.Body).Decode(&sts)
-				resp.Body.Close()
-				if err == nil && len(sts) == 1 && sts[0].Raft != nil && sts[0].Raft.Serving {
-					return id
-				}
+			if st, ok := tryStatus(ctx, addr); ok && st.Raft != nil && st.Raft.Serving {
+				return id
 			}
 		}
 		select {

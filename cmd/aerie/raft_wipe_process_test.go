@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,15 +153,9 @@ func waitRejoined(t *testing.T, ctx context.Context, addr string) broker.RaftSta
 	tk := time.NewTicker(20 * time.Millisecond)
 	defer tk.Stop()
 	for {
-		var sts []broker.Status
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/status", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&sts)
-			resp.Body.Close()
-			if err == nil && len(sts) == 1 && sts[0].Raft != nil {
-				if r := sts[0].Raft; r.ID > 255 && slices.Contains(r.Voters, r.ID) {
-					return *r
-				}
+		if st, ok := tryStatus(ctx, addr); ok && st.Raft != nil {
+			if r := st.Raft; r.ID > 255 && slices.Contains(r.Voters, r.ID) {
+				return *r
 			}
 		}
 		select {

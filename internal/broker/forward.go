@@ -175,6 +175,18 @@ func (r fwdRefusals) admit(k fwdKey, publisher string, seq uint64) bool {
 	return false
 }
 
+// take says whether a publish of k goes to the engine, serving or not:
+// only while serving, and only if admitted. One refused is recorded, and
+// so every later publish of k is refused too until its member resends
+// them, from the oldest unanswered.
+func (r fwdRefusals) take(k fwdKey, publisher string, seq uint64, serving bool) bool {
+	if !serving || !r.admit(k, publisher, seq) {
+		r.refuse(k, publisher, seq)
+		return false
+	}
+	return true
+}
+
 // forgetPeer drops the refusals of every client of peer: the link to it
 // is down, and its member resends everything on the next.
 func (r fwdRefusals) forgetPeer(peer msg.NodeID) {
@@ -252,10 +264,7 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	key := fwdKey{from, f.Client}
 	switch m := f.Msg.(type) {
 	case msg.Publish:
-		if !r.serving || !r.refused.admit(key, m.Publisher, m.Seq) {
-			// Refused: and so is every later publish of this client until
-			// its member resends them, from the oldest unanswered.
-			r.refused.refuse(key, m.Publisher, m.Seq)
+		if !r.refused.take(key, m.Publisher, m.Seq, r.serving) {
 			n.peers[from].Send(msg.Forward{Client: f.Client, Msg: msg.Goodbye{Reason: n.notLeaderReason()}})
 			return nil
 		}

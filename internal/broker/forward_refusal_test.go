@@ -8,9 +8,9 @@ import (
 )
 
 // TestForwardedPublishesStayAPrefix: what a leader admits of one
-// forwarded client's stream, as forwardMsg decides it (refused while not
-// serving, and then until the member's resend), is always the client's
-// publishes in the order it sent them. The stream is the one
+// forwarded client's stream, as forwardMsg decides it (fwdRefusals.take:
+// refused while not serving, and then until the member's resend), is
+// always the client's publishes in the order it sent them. The stream is the one
 // TestKill9ReplicatedPHBEachMember caught out of order: a member forwards
 // 1–3 to a member elected but not serving yet, which refuses them; it
 // serves before 4 and 5 arrive (sent before the member heard of the
@@ -24,8 +24,7 @@ func TestForwardedPublishesStayAPrefix(t *testing.T) {
 	run := func(r fwdRefusals, stream []pub) []uint64 {
 		var logged []uint64
 		for _, p := range stream {
-			if !p.serving || !r.admit(k, "c", p.seq) {
-				r.refuse(k, "c", p.seq)
+			if !r.take(k, "c", p.seq, p.serving) {
 				continue
 			}
 			if !slices.Contains(logged, p.seq) { // the pubend's deduplication

@@ -414,12 +414,7 @@ const awaitWarnTimeouts = 10
 func (n *Node) awaitWatch() {
 	r := n.raft
 	missing, awaiting := r.rn.Replica().Awaiting()
-	if !awaiting {
-		r.awaitTicks = 0
-		return
-	}
-	r.awaitTicks++
-	if r.awaitTicks%(awaitWarnTimeouts*r.opts.ElectionTicks) == 0 {
+	if r.waitedAgain(&r.awaitTicks, awaiting, awaitWarnTimeouts) {
 		n.log.Warn("this member's Raft state is empty and it still waits to learn whether its cell is new: "+
 			"it forms a new cell only when every member reports an empty state, and rejoins as a new member when one reports the cell's history. "+
 			"Start the members it waits for, or check the links to them. If a majority of the cell's members lost their state "+
@@ -442,18 +437,25 @@ const joinWaitTimeouts = 30
 // members lost their state has none.
 func (n *Node) joinWatch() {
 	r := n.raft
-	if !r.rn.Replica().Joining() {
-		r.joinTicks = 0
-		return
-	}
-	r.joinTicks++
-	if r.joinTicks%(joinWaitTimeouts*r.opts.ElectionTicks) == 0 {
+	if r.waitedAgain(&r.joinTicks, r.rn.Replica().Joining(), joinWaitTimeouts) {
 		n.log.Warn("this member still waits to be admitted to its cell as a new member: no serving leader has admitted it. "+
 			"If a majority of the cell's members lost their Raft state, none can: the cell stays stopped until an operator restores "+
 			"the members' data directories, or re-creates the cell (empty every member's data directory and start them all: "+
 			"its acknowledged events are then lost)",
 			"cell", string(r.opts.Cell), "raft_id", r.rn.ID(), "waited", time.Duration(r.joinTicks)*r.opts.TickInterval)
 	}
+}
+
+// waitedAgain counts, in *ticks, the Raft ticks of a wait that goes on
+// while waiting (a tick not waiting ends it: 0), and reports whether the
+// wait has just lasted another timeouts election timeouts: time to warn.
+func (r *raftState) waitedAgain(ticks *int, waiting bool, timeouts int) bool {
+	if !waiting {
+		*ticks = 0
+		return false
+	}
+	*ticks++
+	return *ticks%(timeouts*r.opts.ElectionTicks) == 0
 }
 
 var errNotLeader = errors.New("broker: not the leader of its replicated PHB cell")

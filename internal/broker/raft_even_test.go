@@ -3,49 +3,11 @@ package broker_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
-	"github.com/aerie-mq/aerie/internal/broker"
 )
-
-// warnLog keeps the messages of a broker's warnings and errors.
-type warnLog struct {
-	mu   *sync.Mutex
-	msgs *[]string
-}
-
-func newWarnLog() warnLog { return warnLog{mu: &sync.Mutex{}, msgs: new([]string)} }
-
-func (w warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w warnLog) Handle(_ context.Context, r slog.Record) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	*w.msgs = append(*w.msgs, r.Level.String()+" "+r.Message)
-	return nil
-}
-func (w warnLog) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w warnLog) WithGroup(string) slog.Handler      { return w }
-
-// has returns the first message containing every one of parts ("": none).
-func (w warnLog) has(parts ...string) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-next:
-	for _, m := range *w.msgs {
-		for _, p := range parts {
-			if !strings.Contains(m, p) {
-				continue next
-			}
-		}
-		return m
-	}
-	return ""
-}
 
 // TestEvenRaftCell: a replicated PHB cell of 2 and of 4 members (allowed,
 // config.ReplicaCounts) elects a leader, and a publisher connected to a
@@ -62,13 +24,7 @@ func TestEvenRaftCell(t *testing.T) {
 		t.Run(fmt.Sprintf("%d members", k), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			logs := make([]warnLog, k)
-			i := 0
-			c := startRaftCellWith(t, ctx, k, broker.RaftClientsForward, func(o *broker.Options) {
-				logs[i] = newWarnLog()
-				o.Logger = slog.New(logs[i])
-				i++
-			})
+			c, logs := startRaftCellLogged(t, ctx, k)
 			for j, l := range logs {
 				if m := l.has("even number of replicated PHB members", "tolerates no more failures",
 					"every write waits for one more member"); m == "" {
@@ -79,16 +35,8 @@ func TestEvenRaftCell(t *testing.T) {
 			}
 			follower := (c.leader + 1) % k
 			shb := c.nodes[k]
-			subc, err := client.Dial(ctx, shb.ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			subc, got := subscribeAll(t, ctx, shb)
 			defer subc.Close()
-			sub, err := subc.Subscribe(ctx, ">")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := collect(t, sub)
 			pub, err := client.Dial(ctx, c.nodes[follower].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
 			if err != nil {
 				t.Fatal(err)

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"slices"
 	"testing"
@@ -28,23 +27,8 @@ func TestRaftWipedMajorityStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	logs := make([]warnLog, 3)
-	i := 0
-	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
-		logs[i] = newWarnLog()
-		o.Logger = slog.New(logs[i])
-		i++
-	}, func(o *broker.RaftOptions) { o.TickInterval, o.ElectionTicks = 20*time.Millisecond, 3 })
-	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := 1; s <= 100; s++ {
-		if _, err := pub.Publish(ctx, client.Message{Topic: "t", Props: map[string]any{"seq": int64(s)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub.Close()
+	c, logs := startRaftCellLogged(t, ctx, 3, func(o *broker.RaftOptions) { o.TickInterval, o.ElectionTicks = 20*time.Millisecond, 3 })
+	publishSeqs(t, ctx, c.nodes[c.leader], 100)
 	wiped := []int{c.leader, (c.leader + 1) % 3}
 	kept := (c.leader + 2) % 3
 	for j := range 3 {
@@ -56,21 +40,6 @@ func TestRaftWipedMajorityStops(t *testing.T) {
 		}
 		c.restart(w)
 	}
-	noServe := func(d time.Duration, members ...int) {
-		deadline := time.Now().Add(d)
-		for time.Now().Before(deadline) {
-			for _, j := range members {
-				st, err := c.nodes[j].Status(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if st.Raft.Serving {
-					t.Fatalf("p%d serves with two of three members' data directories wiped (Raft id %d, voters %v)", j+1, st.Raft.ID, st.Raft.Voters)
-				}
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 	// A publish through a wiped member: forwarded to no leader, never acked.
 	pctx, pcancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	if p, err := client.Dial(pctx, c.nodes[wiped[0]].ClientAddr(), client.Options{ID: "pub2", Pubend: "P1", Logger: quietLogger()}); err == nil {
@@ -81,7 +50,7 @@ func TestRaftWipedMajorityStops(t *testing.T) {
 	}
 	pcancel()
 	// 10 election timeouts of 60 ms: the warning after 0.6 s.
-	noServe(1500*time.Millisecond, wiped...)
+	noMemberServes(t, ctx, c, 1500*time.Millisecond, "data directories wiped", wiped...)
 	for _, w := range wiped {
 		st, err := c.nodes[w].Status(ctx)
 		if err != nil {
@@ -96,7 +65,7 @@ func TestRaftWipedMajorityStops(t *testing.T) {
 	}
 	c.restart(kept)
 	// 30 election timeouts: the joiners' warning after 1.8 s.
-	noServe(3*time.Second, 0, 1, 2)
+	noMemberServes(t, ctx, c, 3*time.Second, "data directories wiped", 0, 1, 2)
 	for _, w := range wiped {
 		st, err := c.nodes[w].Status(ctx)
 		if err != nil {

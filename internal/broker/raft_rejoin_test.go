@@ -3,7 +3,6 @@ package broker_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,23 +165,9 @@ func TestRaftCorruptMemberRejoins(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	logs := make([]warnLog, 3)
-	i := 0
-	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
-		logs[i] = newWarnLog()
-		o.Logger = slog.New(logs[i])
-		i++
-	})
-	subc, err := client.Dial(ctx, c.nodes[3].ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, logs := startRaftCellLogged(t, ctx, 3)
+	subc, got := subscribeAll(t, ctx, c.nodes[3])
 	defer subc.Close()
-	sub, err := subc.Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := collect(t, sub)
 	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -208,14 +193,7 @@ func TestRaftCorruptMemberRejoins(t *testing.T) {
 		t.Fatalf("no Raft log segment in %s (%v)", dir, err)
 	}
 	seg := segs[len(segs)/2]
-	data, err := os.ReadFile(seg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[len(data)/2] ^= 0x20
-	if err := os.WriteFile(seg, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	data := flipMiddleByte(t, seg)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -255,23 +233,8 @@ func TestRaftCorruptMajorityStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	logs := make([]warnLog, 3)
-	i := 0
-	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
-		logs[i] = newWarnLog()
-		o.Logger = slog.New(logs[i])
-		i++
-	}, func(o *broker.RaftOptions) { o.TickInterval, o.ElectionTicks = 20*time.Millisecond, 3 })
-	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for s := 1; s <= 200; s++ {
-		if _, err := pub.Publish(ctx, client.Message{Topic: "t", Props: map[string]any{"seq": int64(s)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub.Close()
+	c, logs := startRaftCellLogged(t, ctx, 3, func(o *broker.RaftOptions) { o.TickInterval, o.ElectionTicks = 20*time.Millisecond, 3 })
+	publishSeqs(t, ctx, c.nodes[c.leader], 200)
 	bad := []int{c.leader, (c.leader + 1) % 3}
 	for _, b := range bad {
 		c.stops[b]()
@@ -281,32 +244,13 @@ func TestRaftCorruptMajorityStops(t *testing.T) {
 		if len(segs) == 0 {
 			t.Fatalf("p%d has no Raft log segment", b+1)
 		}
-		data, err := os.ReadFile(segs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		data[len(data)/2] ^= 0x20
-		if err := os.WriteFile(segs[0], data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		flipMiddleByte(t, segs[0])
 	}
 	for _, b := range bad {
 		c.restart(b)
 	}
 	// 30 election timeouts of 60 ms: the warning after 1.8 s.
-	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
-		for j, n := range c.nodes[:3] {
-			st, err := n.Status(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Raft.Serving {
-				t.Fatalf("p%d serves with two of three members' Raft state lost (Raft id %d, voters %v)", j+1, st.Raft.ID, st.Raft.Voters)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	noMemberServes(t, ctx, c, 4*time.Second, "Raft state lost", 0, 1, 2)
 	for _, b := range bad {
 		st, err := c.nodes[b].Status(ctx)
 		if err != nil {

@@ -23,16 +23,8 @@ func TestEveryMemberTrimsItsStore(t *testing.T) {
 	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
 		o.SegmentBytes, o.TrimInterval = 4<<10, 20*time.Millisecond
 	})
-	subc, err := client.Dial(ctx, c.nodes[3].ClientAddr(), client.Options{ID: "sub", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	subc, got := subscribeAll(t, ctx, c.nodes[3])
 	defer subc.Close()
-	sub, err := subc.Subscribe(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := collect(t, sub)
 	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -39,10 +39,7 @@ func EvenCellWarning(k int) string {
 	w := fmt.Sprintf("a replicated PHB cell of %d members tolerates no more failures than one of %d: a majority of %d is %d, so it survives %d failure(s), like a cell of %d, while every write waits for one more member",
 		k, k-1, k, k/2+1, k/2-1, k-1)
 	if k == 2 {
-		w += "; with 2 members, either one down stops the cell, and a member that loses its disk cannot rejoin (the other alone is no majority to replace it)"
-	}
-	if k == 2 {
-		return w + ": prefer 3 members"
+		return w + "; with 2 members, either one down stops the cell, and a member that loses its disk cannot rejoin (the other alone is no majority to replace it): prefer 3 members"
 	}
 	return w + fmt.Sprintf(": prefer %d or %d members", k-1, k+1)
 }

@@ -311,9 +311,7 @@ func (c *cell) handle(m *member) {
 				c.serveHook(m, ev)
 				continue
 			}
-			m.sh = &pubShell{c: c, m: m, inc: m.inc, term: ev.Serve.Term}
-			m.node.Attach(m.sh)
-			m.sh.next()
+			c.attachPub(m, ev)
 		case EventLost:
 			c.lost++
 			m.sh, m.sh2 = nil, nil
@@ -422,16 +420,7 @@ func (c *cell) run(ms, settle int) {
 	for _, m := range c.ms {
 		c.start(m)
 	}
-	for t := 0; t < ms+settle; t += tickMs {
-		c.at(t, func() {
-			for _, m := range c.ms {
-				if m.node != nil {
-					m.node.Tick()
-					c.work(m)
-				}
-			}
-		})
-	}
+	c.tickAll(ms + settle)
 	if c.f.crashes || c.f.partition {
 		for t := 100; t < ms; t += 50 + c.rng.IntN(300) {
 			c.at(t, c.fault)
@@ -446,6 +435,39 @@ func (c *cell) run(ms, settle int) {
 	c.at(ms+settle-1000, func() { c.quiet = true })
 	c.loop(ms + settle)
 	c.final()
+}
+
+// tickAll ticks every member that is up, and lets it work, every tickMs
+// from 0 until until.
+func (c *cell) tickAll(until int) {
+	for t := 0; t < until; t += tickMs {
+		c.at(t, func() {
+			for _, m := range c.ms {
+				if m.node != nil {
+					m.node.Tick()
+					c.work(m)
+				}
+			}
+		})
+	}
+}
+
+// attachPub attaches the publisher stand-in to m, which serves from ev.
+func (c *cell) attachPub(m *member, ev Event) {
+	m.sh = &pubShell{c: c, m: m, inc: m.inc, term: ev.Serve.Term}
+	m.node.Attach(m.sh)
+	m.sh.next()
+}
+
+// noteServesAfter sets *served when a member serves after at ms, and
+// attaches the publisher stand-in to it as without a serveHook.
+func (c *cell) noteServesAfter(at int, served *bool) {
+	c.serveHook = func(m *member, ev Event) {
+		if c.now > at {
+			*served = true
+		}
+		c.attachPub(m, ev)
+	}
 }
 
 // formed reports whether the cell has formed: every member has applied
@@ -667,16 +689,7 @@ func TestIsolatedLeaderReportsNothing(t *testing.T) {
 			for _, m := range c.ms {
 				c.start(m)
 			}
-			for t := 0; t < 5000; t += tickMs {
-				c.at(t, func() {
-					for _, m := range c.ms {
-						if m.node != nil {
-							m.node.Tick()
-							c.work(m)
-						}
-					}
-				})
-			}
+			c.tickAll(5000)
 			c.loop(1000)
 			var old *member
 			for _, m := range c.ms {
@@ -737,16 +750,7 @@ func TestFailoverTicks(t *testing.T) {
 			for _, m := range c.ms {
 				c.start(m)
 			}
-			for t := 0; t < 4000; t += tickMs {
-				c.at(t, func() {
-					for _, m := range c.ms {
-						if m.node != nil {
-							m.node.Tick()
-							c.work(m)
-						}
-					}
-				})
-			}
+			c.tickAll(4000)
 			c.loop(1000)
 			var old *member
 			for _, m := range c.ms {

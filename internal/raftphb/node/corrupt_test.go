@@ -164,11 +164,7 @@ func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
 			var damaged []byte
 			var acksAtCorrupt, acksAtLoss int
 			c.at(1000, func() {
-				if seed%2 == 0 {
-					w = c.leader()
-				} else {
-					w = c.follower()
-				}
+				w = c.leaderInEvenSeeds(seed)
 				acksAtCorrupt = len(c.acks)
 				seg, damaged = c.corruptMiddleOf(w, path.Join("/data", what))
 				c.at(100, func() {
@@ -209,25 +205,11 @@ func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
 				if len(c.acks) == acksAtCorrupt {
 					c.failf("nothing acked while member %d rejoined", w.id)
 				}
-				gone, acksAtLoss = c.leader(), len(c.acks)
-				if gone == w {
-					for _, m := range c.ms {
-						if m != w {
-							gone = m
-							break
-						}
-					}
-				}
-				c.crash(gone)
+				acksAtLoss = len(c.acks)
+				gone = c.crashAnother(w)
 			})
 			c.at(5000, func() {
-				newer := 0
-				for _, a := range c.acks[acksAtLoss:] {
-					if a.by != gone.id {
-						newer++
-					}
-				}
-				if newer == 0 {
+				if c.ackedSince(acksAtLoss, gone) == 0 {
 					c.failf("no batch acked after member %d was lost", gone.id)
 				}
 				c.restart(gone)
@@ -304,16 +286,7 @@ func (c *cell) runUnchecked(ms int) {
 	for _, m := range c.ms {
 		c.start(m)
 	}
-	for at := 0; at < ms; at += tickMs {
-		c.at(at, func() {
-			for _, m := range c.ms {
-				if m.node != nil {
-					m.node.Tick()
-					c.work(m)
-				}
-			}
-		})
-	}
+	c.tickAll(ms)
 	c.loop(ms)
 }
 
@@ -339,10 +312,7 @@ func majorityCorrupt(t *testing.T, n int, seed uint64, blank bool) (c *cell, bad
 	acks := 0
 	c.at(1000, func() {
 		l := c.leader()
-		bad = append(bad, l)
-		for i := 1; len(bad) < n/2+1; i++ {
-			bad = append(bad, c.ms[(int(l.id)-1+i)%n])
-		}
+		bad = c.majorityFrom(l)
 		// A power cut takes the whole cell down; the corrupt members
 		// come back first, the others 800 ms later.
 		for _, m := range c.ms {
@@ -360,14 +330,7 @@ func majorityCorrupt(t *testing.T, n int, seed uint64, blank bool) (c *cell, bad
 		})
 		acks = len(c.acks)
 	})
-	c.serveHook = func(m *member, ev Event) {
-		if c.now > 1000 {
-			served = true
-		}
-		m.sh = &pubShell{c: c, m: m, inc: m.inc, term: ev.Serve.Term}
-		m.node.Attach(m.sh)
-		m.sh.next()
-	}
+	c.noteServesAfter(1000, &served)
 	c.runUnchecked(6000)
 	return c, bad, served, granted, len(c.acks) - acks
 }

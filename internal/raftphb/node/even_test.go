@@ -49,11 +49,7 @@ func TestWipedMemberRejoinsEvenCell(t *testing.T) {
 		c := newCell(t, 4, seed, faults{maxDelay: 4, diskMs: 2})
 		var w *member
 		c.at(1000, func() {
-			if seed%2 == 0 {
-				w = c.leader()
-			} else {
-				w = c.follower()
-			}
+			w = c.leaderInEvenSeeds(seed)
 			c.wipe(w)
 			c.at(100, func() { c.restart(w) })
 		})
@@ -84,20 +80,7 @@ func TestWipedMemberRejoinsEvenCell(t *testing.T) {
 		c.quiet = true
 	})
 	// run without its healing and final check: no leader serves at the end.
-	for _, m := range c.ms {
-		c.start(m)
-	}
-	for at := 0; at < 4000; at += tickMs {
-		c.at(at, func() {
-			for _, m := range c.ms {
-				if m.node != nil {
-					m.node.Tick()
-					c.work(m)
-				}
-			}
-		})
-	}
-	c.loop(4000)
+	c.runUnchecked(4000)
 	if len(c.errs) > 0 {
 		t.Fatalf("2 members: %s\n%s\n%s", c.errs[0], c.report(), c.states())
 	}

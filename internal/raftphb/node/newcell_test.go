@@ -48,10 +48,7 @@ func majorityWiped(t *testing.T, n int, seed uint64, mutant bool) (c *cell, wipe
 			c.failf("no leader at 1 s")
 			return
 		}
-		wiped = append(wiped, l)
-		for i := 1; len(wiped) < n/2+1; i++ {
-			wiped = append(wiped, c.ms[(int(l.id)-1+i)%n])
-		}
+		wiped = c.majorityFrom(l)
 		acks = len(c.acks)
 		for _, m := range c.ms {
 			if slices.Contains(wiped, m) {
@@ -75,14 +72,7 @@ func majorityWiped(t *testing.T, n int, seed uint64, mutant bool) (c *cell, wipe
 		}
 		before = b.String()
 	})
-	c.serveHook = func(m *member, ev Event) {
-		if c.now > 1000 {
-			served = true
-		}
-		m.sh = &pubShell{c: c, m: m, inc: m.inc, term: ev.Serve.Term}
-		m.node.Attach(m.sh)
-		m.sh.next()
-	}
+	c.noteServesAfter(1000, &served)
 	c.runUnchecked(6000)
 	return c, wiped, served, granted, len(c.acks) - acks, before
 }
@@ -224,16 +214,7 @@ func TestFreshCellStaggeredStart(t *testing.T) {
 				last = max(last, at)
 				c.at(at, func() { c.start(m); c.work(m) })
 			}
-			for at := 0; at < last+4000; at += tickMs {
-				c.at(at, func() {
-					for _, m := range c.ms {
-						if m.node != nil {
-							m.node.Tick()
-							c.work(m)
-						}
-					}
-				})
-			}
+			c.tickAll(last + 4000)
 			c.at(last+3000, func() { c.quiet = true })
 			c.loop(last + 4000)
 			if len(c.errs) > 0 {

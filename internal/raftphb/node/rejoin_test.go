@@ -35,6 +35,33 @@ func (c *cell) leader() *member {
 	return nil
 }
 
+// crashAnother crashes and returns an original member other than w: the
+// leader, unless w leads by now, then the first other member.
+func (c *cell) crashAnother(w *member) *member {
+	gone := c.leader()
+	if gone == w {
+		for _, m := range c.ms {
+			if m != w {
+				gone = m
+				break
+			}
+		}
+	}
+	c.crash(gone)
+	return gone
+}
+
+// ackedSince counts the acks from the from-th on that member not gave.
+func (c *cell) ackedSince(from int, not *member) int {
+	n := 0
+	for _, a := range c.acks[from:] {
+		if a.by != not.id {
+			n++
+		}
+	}
+	return n
+}
+
 // settled reports whether every member is up, holds some of the log and
 // is a voter, under its current id, of the serving leader's
 // configuration, which has no learner: no replacement is under way.
@@ -94,6 +121,27 @@ func (c *cell) voters() []uint64 {
 	return slices.Sorted(slices.Values(l.node.Replica().Status().Conf.GetVoters()))
 }
 
+// leaderInEvenSeeds returns the serving leader in an even seed, a
+// follower in an odd one: a test's damaged member, so that its seeds try
+// both.
+func (c *cell) leaderInEvenSeeds(seed uint64) *member {
+	if seed%2 == 0 {
+		return c.leader()
+	}
+	return c.follower()
+}
+
+// majorityFrom returns a majority of the cell: l and the members after
+// it in slot order.
+func (c *cell) majorityFrom(l *member) []*member {
+	n := len(c.ms)
+	out := []*member{l}
+	for i := 1; len(out) < n/2+1; i++ {
+		out = append(out, c.ms[(int(l.id)-1+i)%n])
+	}
+	return out
+}
+
 // follower returns a member that is up and does not serve.
 func (c *cell) follower() *member {
 	for _, m := range c.ms {
@@ -140,27 +188,11 @@ func testWipedRejoins(t *testing.T, pick func(*cell) *member) {
 				if len(c.acks) == acksAtWipe {
 					c.failf("nothing acked while member %d rejoined", w.id)
 				}
-				// Another original member: the leader, unless the rejoined
-				// member leads by now.
-				gone, acksAtLoss = c.leader(), len(c.acks)
-				if gone == w {
-					for _, m := range c.ms {
-						if m != w {
-							gone = m
-							break
-						}
-					}
-				}
-				c.crash(gone)
+				acksAtLoss = len(c.acks)
+				gone = c.crashAnother(w)
 			})
 			c.at(5000, func() {
-				newer := 0
-				for _, a := range c.acks[acksAtLoss:] {
-					if a.by != gone.id {
-						newer++
-					}
-				}
-				if newer == 0 {
+				if c.ackedSince(acksAtLoss, gone) == 0 {
 					c.failf("no batch acked after member %d, the leader, was lost", gone.id)
 				}
 				c.restart(gone)
