@@ -52,7 +52,9 @@ func TestCongestionControlShortCutNacksOnce(t *testing.T) {
 	if n := res.NackedAfterRestore(); n > 2.5*outage {
 		t.Errorf("s2 nacked %.1f s of ticks after a %.0f s outage: repeats went out while answers queued", n, outage)
 	}
-	checkS2Back(t, o, res, 14*time.Second)
+	// Loose, for a shared test machine: the nack count above is what
+	// tells the hold from its absence.
+	checkS2Back(t, o, res, 16*time.Second)
 }
 
 // runE1Cut runs the E1 network with congestion control, b1 → s2 cut from
