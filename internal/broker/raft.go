@@ -176,6 +176,9 @@ func (n *Node) openRaft() error {
 			"cell", string(r.opts.Cell), "found", c.Err.Error(), "moved_to", filepath.Join(n.opts.DataDir, c.Aside),
 			"old_raft_id", c.From, "new_raft_id", rn.ID())
 	}
+	if rec := rn.Recovery(); rec.TornTail {
+		n.log.Warn("Raft log had a torn tail after a crash; truncated it", "segment", rec.Segment, "offset", rec.Offset, "bytes", rec.TruncatedBytes)
+	}
 	n.log.Info("replicated PHB member started", "cell", string(r.opts.Cell), "raft_id", rn.ID(), "slot", r.raftID(n.opts.ID), "members", fmt.Sprint(r.opts.Members))
 	if _, awaiting := rn.Replica().Awaiting(); awaiting && rn.Corruption() == nil {
 		n.log.Info("this member's Raft state is empty (a new cell, or a lost data directory): "+

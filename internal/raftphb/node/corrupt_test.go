@@ -264,6 +264,9 @@ func TestTornTailIsTruncated(t *testing.T) {
 					if got, _ := w.fs.Stat(last); got > size {
 						c.failf("the torn tail of %s was not truncated: %d bytes, was %d", last, got, size)
 					}
+					if rec := w.node.Recovery(); !rec.TornTail || rec.TruncatedBytes == 0 {
+						c.failf("a truncated torn tail not reported (the broker logs it): %+v", rec)
+					}
 					if d := asideDir(t, w); d != "" {
 						c.failf("a torn tail moved the state aside to %s", d)
 					}

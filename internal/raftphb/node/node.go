@@ -229,6 +229,8 @@ type Node struct {
 	rejoins   uint64
 	// corrupt: Open found the state corrupt and moved it aside.
 	corrupt *Corruption
+	// recovery: what opening the Raft log repaired (a torn tail).
+	recovery eventlog.Recovery
 
 	// durableTerm and durableVote are the hard state's, as last synced.
 	durableTerm, durableVote uint64
@@ -313,6 +315,10 @@ func Open(cfg Config) (*Node, error) {
 // nothing); the member then rejoins its cell as a new member.
 func (n *Node) Corruption() *Corruption { return n.corrupt }
 
+// Recovery returns what opening the Raft log repaired: a torn tail after a
+// crash is truncated, as a single PHB's event log is.
+func (n *Node) Recovery() eventlog.Recovery { return n.recovery }
+
 // open is Open without its handling of a corrupt state.
 func open(cfg Config, slot uint64) (*Node, error) {
 	gen, err := readGen(cfg.FS, cfg.Dir, raftGenFile)
@@ -323,11 +329,11 @@ func open(cfg Config, slot uint64) (*Node, error) {
 		return nil, err
 	}
 	cfg.Replica.ID = raftphb.MemberID(slot, gen)
-	rl, st, _, err := raftlog.Open(cfg.FS, raftDir(cfg.Dir, gen), cfg.LogOptions)
+	rl, st, rec, err := raftlog.Open(cfg.FS, raftDir(cfg.Dir, gen), cfg.LogOptions)
 	if err != nil {
 		return nil, err
 	}
-	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen}
+	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen, recovery: rec}
 	if err := removeStaging(nd); err != nil { // a transfer a crash cut short
 		rl.Close()
 		return nil, err
