@@ -188,8 +188,9 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 			continue
 		}
 		if (s.Window != 0 || s.HoldRepeats) && g.tries > 0 && now.Sub(s.answering) < s.NRT(l) && now.Sub(g.last) < l.NRTMax {
-			// Recovering, or congestion-controlled (Gryphon CC §3.2): answers to earlier nacks are
-			// still arriving, so the upstream is working through them and
+			// Recovering, or under congestion control (Gryphon CC
+			// §3.2): answers to earlier nacks are still arriving, so
+			// the upstream is working through them and
 			// this one's answer is queued behind them on the FIFO link.
 			// Asking again would put a second copy of it in the queue of a
 			// link that is the bottleneck of the recovery (E3 with a

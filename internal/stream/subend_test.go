@@ -20,7 +20,7 @@ func TestRecoveringRepeatWaitsForAnswers(t *testing.T) {
 	l := Liveness{GCT: 100 * time.Millisecond, NRTMin: 600 * time.Millisecond, NRTMax: 10 * time.Second}
 	ms := func(v int64) tick.Time { return tick.Time(v * int64(time.Millisecond)) }
 	for _, c := range []struct{ recovering, hold bool }{{true, false}, {false, true}, {false, false}} {
-		recovering := c.recovering || c.hold // holds its repeats
+		holds := c.recovering || c.hold
 		var k tick.Knowledge[*msg.Event]
 		for _, r := range []tick.Range{{Lo: 1, Hi: 10}, {Lo: 21, Hi: 30}, {Lo: 41, Hi: 50}} {
 			k.AddSilence(r, nil)
@@ -35,25 +35,25 @@ func TestRecoveringRepeatWaitsForAnswers(t *testing.T) {
 			t.Fatalf("gaps nacked before GCT: %v", got)
 		}
 		if got := s.Scan(&k, ms(100), l); len(got) != 2 {
-			t.Fatalf("recovering %v: nacked %v at GCT, want both gaps", recovering, got)
+			t.Fatalf("%+v: nacked %v at GCT, want both gaps", c, got)
 		}
 		// Part of the first gap is answered 500 ms after the nacks; the
 		// second gap's answer is still on its way.
 		k.AddSilence(tick.Range{Lo: 11, Hi: 12}, nil)
 		s.Answered(tick.Range{Lo: 11, Hi: 12}, ms(600), true)
 		got := s.Scan(&k, ms(710), l) // NRT after the nacks: both are due
-		if recovering && len(got) != 0 {
-			t.Fatalf("recovering: repeated %v while answers still arrive", got)
+		if holds && len(got) != 0 {
+			t.Fatalf("%+v: repeated %v while answers still arrive", c, got)
 		}
-		if !recovering && len(got) != 2 {
-			t.Fatalf("not recovering: repeated %v after NRT, want both gaps", got)
+		if !holds && len(got) != 2 {
+			t.Fatalf("%+v: repeated %v after NRT, want both gaps", c, got)
 		}
-		if !recovering {
+		if !holds {
 			continue
 		}
 		// No answer for NRT since the last one: the repeats go out.
 		if got := s.Scan(&k, ms(1200), l); len(got) != 2 || got[0] != (tick.Range{Lo: 13, Hi: 20}) {
-			t.Fatalf("recovering: repeated %v once answers stopped for NRT, want [13,20] and [31,40]", got)
+			t.Fatalf("%+v: repeated %v once answers stopped for NRT, want [13,20] and [31,40]", c, got)
 		}
 	}
 }
