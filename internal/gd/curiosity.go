@@ -51,6 +51,7 @@ func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r t
 		// up to now.
 		e.announce(ps, nil)
 	}
+	r.Hi = silentRunEnd(&ps.in.K, r.Hi)
 	e.render(ps, o, r, true, from)
 	ps.in.K.VisitQ(r, o.C.Add)
 	if by := e.curiousBy(o, from); by != nil {
@@ -238,4 +239,27 @@ func (e *Engine) scanGaps(ps *pstream) {
 	for _, r := range ps.sub.Scan(&ps.in.K, e.now, l) {
 		e.sendNack(ps, r)
 	}
+}
+
+// silentRunEnd returns the last tick of the silence known here that runs on
+// from t, when t itself is silent (S or L); else t. A nack answered up to
+// the end of that run costs one message more of silence and no event, and
+// saves the downstream a round trip per NACK window through it: a
+// recovering SHB (Gryphon CC §3.2) whose subscription starts at the
+// pubend's final prefix would otherwise crawl through the pubend's whole
+// early-release bound (maxRetain, seven days by default) of silence, a
+// window at a time (simulator seed 3067).
+func silentRunEnd(k *tick.Knowledge[*msg.Event], t tick.Tick) tick.Tick {
+	if kind, _ := k.Get(t); kind != tick.S && kind != tick.L {
+		return t
+	}
+	end := t
+	k.Visit(tick.Range{Lo: t + 1, Hi: k.KnownHi()}, func(r tick.Range, kind tick.Kind, _ *msg.Event) bool {
+		if r.Lo != end+1 || kind == tick.D {
+			return false
+		}
+		end = r.Hi
+		return true
+	})
+	return end
 }
