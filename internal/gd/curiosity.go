@@ -51,7 +51,9 @@ func (e *Engine) answerNack(ps *pstream, o *stream.Ostream, from msg.NodeID, r t
 		// up to now.
 		e.announce(ps, nil)
 	}
-	r.Hi = silentRunEnd(&ps.in.K, r.Hi)
+	if e.mut&MutExactNackAnswers == 0 {
+		r.Hi = silentRunEnd(&ps.in.K, r.Hi)
+	}
 	e.render(ps, o, r, true, from)
 	ps.in.K.VisitQ(r, o.C.Add)
 	if by := e.curiousBy(o, from); by != nil {
@@ -240,6 +242,12 @@ func (e *Engine) scanGaps(ps *pstream) {
 		e.sendNack(ps, r)
 	}
 }
+
+// MutExactNackAnswers answers a nack with the range asked for and no
+// further silence, as before silentRunEnd: not a fault but the older rule,
+// for mutation tests whose seeds were found with it (the longer answers hide
+// their scenario).
+const MutExactNackAnswers Mutation = 1 << 22
 
 // silentRunEnd returns the last tick of the silence known here that runs on
 // from t, when t itself is silent (S or L); else t. A nack answered up to

@@ -117,7 +117,9 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // before SubReqs were shared); the test tries those first and then scans,
 // so that a change of timing finds another seed instead of failing. Its
 // seeds were found before overloaded links joined the default faults, and
-// it keeps the fault set they were found with.
+// before nack answers carried the silence that follows them
+// (gd.silentRunEnd); it keeps the fault set and the answer rule they were
+// found with.
 //
 // It runs with the leader's trim entries off (RaftLeaderTrimOnly): with
 // them, no seed of 2 300 scanned (1–1500 and 7000–7400 with every default
@@ -138,7 +140,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 	for _, seed := range seeds {
 		o := DefaultOptions(seed)
 		o.Faults = faultsBeforeOverload()
-		o.Mutation, o.RaftLeaderTrimOnly = gd.MutAskSameMember, true
+		o.Mutation, o.RaftLeaderTrimOnly = gd.MutAskSameMember|gd.MutExactNackAnswers, true
 		res, err := Run(o)
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +151,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 		t.Logf("seed %d caught: %v", seed, res.Violations[0])
 		o = DefaultOptions(seed)
 		o.Faults = faultsBeforeOverload()
-		o.RaftLeaderTrimOnly = true
+		o.Mutation, o.RaftLeaderTrimOnly = gd.MutExactNackAnswers, true
 		res, err = Run(o)
 		if err != nil {
 			t.Fatal(err)
