@@ -37,10 +37,7 @@ func TestEvenRaftCell(t *testing.T) {
 			shb := c.nodes[k]
 			subc, got := subscribeAll(t, ctx, shb)
 			defer subc.Close()
-			pub, err := client.Dial(ctx, c.nodes[follower].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			pub := dialPub(t, ctx, c.nodes[follower])
 			defer pub.Close()
 			want := map[int64]bool{}
 			publish := func(from, to int) {

@@ -75,13 +75,20 @@ func subscribeAll(t testing.TB, ctx context.Context, n *broker.Node) (*client.Cl
 	return subc, collect(t, sub)
 }
 
-// publishSeqs publishes events 1..n (the "seq" property) on topic t
-// through member as publisher "pub" of P1, each acked, and disconnects.
-func publishSeqs(t testing.TB, ctx context.Context, member *broker.Node, n int) {
+// dialPub connects publisher "pub" of P1 to member.
+func dialPub(t testing.TB, ctx context.Context, member *broker.Node) *client.Client {
+	t.Helper()
 	pub, err := client.Dial(ctx, member.ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pub
+}
+
+// publishSeqs publishes events 1..n (the "seq" property) on topic t
+// through member as publisher "pub" of P1, each acked, and disconnects.
+func publishSeqs(t testing.TB, ctx context.Context, member *broker.Node, n int) {
+	pub := dialPub(t, ctx, member)
 	for s := 1; s <= n; s++ {
 		if _, err := pub.Publish(ctx, client.Message{Topic: "t", Props: map[string]any{"seq": int64(s)}}); err != nil {
 			t.Fatal(err)

@@ -168,10 +168,7 @@ func TestRaftCorruptMemberRejoins(t *testing.T) {
 	c, logs := startRaftCellLogged(t, ctx, 3)
 	subc, got := subscribeAll(t, ctx, c.nodes[3])
 	defer subc.Close()
-	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := dialPub(t, ctx, c.nodes[c.leader])
 	defer pub.Close()
 	want := map[int64]bool{}
 	publish := func(from, to int) {

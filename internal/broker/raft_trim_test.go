@@ -25,10 +25,7 @@ func TestEveryMemberTrimsItsStore(t *testing.T) {
 	})
 	subc, got := subscribeAll(t, ctx, c.nodes[3])
 	defer subc.Close()
-	pub, err := client.Dial(ctx, c.nodes[c.leader].ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := dialPub(t, ctx, c.nodes[c.leader])
 	defer pub.Close()
 	const total = 500
 	want := map[int64]bool{}

@@ -637,14 +637,7 @@ func TestCellSwarm(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		total := 0
 		for seed := uint64(1); seed <= seeds; seed++ {
-			c := newCell(t, n, seed, swarm)
-			c.run(6000, 3000)
-			if len(c.errs) > 0 {
-				t.Fatalf("%d members, seed %d: %s\n%s", n, seed, c.errs[0], c.report())
-			}
-			if len(c.acks) == 0 {
-				t.Fatalf("%d members, seed %d: nothing acked (%s)", n, seed, c.report())
-			}
+			c := swarmSeed(t, n, seed, swarm)
 			total += len(c.acks)
 			if seed == 1 {
 				t.Logf("%d members, seed 1: %s", n, c.report())
@@ -798,4 +791,19 @@ func TestFailoverTicks(t *testing.T) {
 			t.Errorf("%d members: worst failover %d ticks, want ≤ 60", n, worst)
 		}
 	}
+}
+
+// swarmSeed runs one swarm seed of a cell of n members under f and fails
+// the test on a violation or when nothing was acked.
+func swarmSeed(t *testing.T, n int, seed uint64, f faults) *cell {
+	t.Helper()
+	c := newCell(t, n, seed, f)
+	c.run(6000, 3000)
+	if len(c.errs) > 0 {
+		t.Fatalf("%d members, seed %d: %s\n%s", n, seed, c.errs[0], c.report())
+	}
+	if len(c.acks) == 0 {
+		t.Fatalf("%d members, seed %d: nothing acked (%s)", n, seed, c.report())
+	}
+	return c
 }

@@ -24,14 +24,7 @@ func TestCellSwarmEven(t *testing.T) {
 		f.partition = n > 2
 		total := 0
 		for seed := uint64(1); seed <= seeds; seed++ {
-			c := newCell(t, n, seed, f)
-			c.run(6000, 3000)
-			if len(c.errs) > 0 {
-				t.Fatalf("%d members, seed %d: %s\n%s", n, seed, c.errs[0], c.report())
-			}
-			if len(c.acks) == 0 {
-				t.Fatalf("%d members, seed %d: nothing acked (%s)", n, seed, c.report())
-			}
+			c := swarmSeed(t, n, seed, f)
 			total += len(c.acks)
 		}
 		t.Logf("%d members: seeds 1..%d, %d acked batches, 0 violations", n, seeds, total)
