@@ -73,6 +73,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		for _, m := range rs {
 			opts.Raft.Members = append(opts.Raft.Members, msg.NodeID(m))
 		}
+		opts.Raft.Slots = n.RaftSlots(id)
 	}
 	opts.Bandwidth = downBandwidth(n, id)
 	if err := securityOptions(n, b, base, logger, &opts); err != nil {

@@ -323,11 +323,10 @@ func (n *Node) forwardAnswer(cid shell.ClientID, k pubKey, m msg.Msg) {
 func (n *Node) forwardTarget() (msg.NodeID, uint64) {
 	r := n.raft
 	lead, term := r.rn.Replica().Leader()
-	i := int(raftphb.Slot(lead)) - 1
-	if lead == 0 || i < 0 || i >= len(r.opts.Members) || r.opts.Members[i] == n.opts.ID {
+	to, ok := r.member(raftphb.Slot(lead))
+	if lead == 0 || !ok || to == n.opts.ID {
 		return "", term
 	}
-	to := r.opts.Members[i]
 	if n.peers[to] == nil {
 		return "", term
 	}

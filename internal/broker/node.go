@@ -271,6 +271,9 @@ func (n *Node) initRaft() error {
 	if r.ElectionTicks <= 0 {
 		r.ElectionTicks = 10
 	}
+	if err := checkSlots(r); err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
 	switch r.Clients {
 	case "":
 		r.Clients = DefaultRaftClients

@@ -35,12 +35,14 @@ import (
 
 // RaftOptions make the broker a member of a replicated PHB cell.
 type RaftOptions struct {
-	// Cell is the cell's id; Members its brokers, sorted: a member's slot
-	// is its index plus one (config.Network.RaftID), its Raft id the slot
-	// and the generation its data directory records (raftphb.MemberID: 0,
-	// the slot alone, until the member rejoins after losing its state).
+	// Cell is the cell's id; Members its brokers, sorted; Slots their
+	// slots, in the same order (config.Network.RaftSlots; nil: a member's
+	// index plus one). A member's Raft id is its slot and the generation
+	// its data directory records (raftphb.MemberID: 0, the slot alone,
+	// until the member rejoins after losing its state).
 	Cell    msg.NodeID
 	Members []msg.NodeID
+	Slots   []uint64
 	// TickInterval is Raft's timer (default 100 ms); ElectionTicks the
 	// election timeout in ticks (default 10: a leader's crash is noticed
 	// within 1–2 s, a follower campaigns after 1–2 s without one).
@@ -83,20 +85,69 @@ type raftState struct {
 func (r *raftState) memberNames(slots []uint64) []string {
 	out := make([]string, 0, len(slots))
 	for _, s := range slots {
-		if s >= 1 && int(s) <= len(r.opts.Members) {
-			out = append(out, string(r.opts.Members[s-1]))
+		if m, ok := r.member(s); ok {
+			out = append(out, string(m))
 		}
 	}
 	return out
 }
 
+// slot returns the slot of Members[i].
+func (o *RaftOptions) slot(i int) uint64 {
+	if o.Slots != nil {
+		return o.Slots[i]
+	}
+	return uint64(i + 1)
+}
+
+// raftID returns broker id's slot in the cell (0: not a member).
 func (r *raftState) raftID(id msg.NodeID) uint64 {
 	for i, m := range r.opts.Members {
 		if m == id {
-			return uint64(i + 1)
+			return r.opts.slot(i)
 		}
 	}
 	return 0
+}
+
+// member returns the broker in slot.
+func (r *raftState) member(slot uint64) (msg.NodeID, bool) {
+	for i, m := range r.opts.Members {
+		if r.opts.slot(i) == slot {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// checkSlots refuses Slots that do not give each member its own slot.
+func checkSlots(r RaftOptions) error {
+	if r.Slots == nil {
+		return nil
+	}
+	if len(r.Slots) != len(r.Members) {
+		return fmt.Errorf("replicated PHB cell %s: %d slots for %d members", r.Cell, len(r.Slots), len(r.Members))
+	}
+	seen := map[uint64]msg.NodeID{}
+	for i, s := range r.Slots {
+		if s == 0 || s > raftphb.MaxSlots {
+			return fmt.Errorf("replicated PHB cell %s: member %s on slot %d, outside 1 to %d", r.Cell, r.Members[i], s, raftphb.MaxSlots)
+		}
+		if o, dup := seen[s]; dup {
+			return fmt.Errorf("replicated PHB cell %s: members %s and %s both on slot %d", r.Cell, o, r.Members[i], s)
+		}
+		seen[s] = r.Members[i]
+	}
+	return nil
+}
+
+// peerSlots returns the cell's slots.
+func (r *raftState) peerSlots() []uint64 {
+	out := make([]uint64, len(r.opts.Members))
+	for i := range out {
+		out[i] = r.opts.slot(i)
+	}
+	return out
 }
 
 // engineCells is the cell map of a member's engine: itself alone in its
@@ -147,13 +198,10 @@ func (n *Node) newRaftShell(serving bool) (*shell.Broker, *gd.Engine, error) {
 // openRaft opens the member's disks (recovering its Raft log) at start.
 func (n *Node) openRaft() error {
 	r := n.raft
-	if err := checkMemberDir(n.opts.FS, n.opts.DataDir, r.opts.Cell, n.opts.ID, r.opts.Members); err != nil {
+	if err := checkMemberDir(n.opts.FS, n.opts.DataDir, r.opts.Cell, n.opts.ID, r.raftID(n.opts.ID)); err != nil {
 		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}
-	peers := make([]uint64, len(r.opts.Members))
-	for i := range peers {
-		peers[i] = uint64(i + 1)
-	}
+	peers := r.peerSlots()
 	rng := rand.New(rand.NewPCG(n.inc, uint64(time.Now().UnixNano())))
 	rn, err := raftnode.Open(raftnode.Config{
 		Replica: raftphb.Config{ID: r.raftID(n.opts.ID), Peers: peers, ElectionTicks: r.opts.ElectionTicks, HeartbeatTicks: 1,
@@ -197,11 +245,11 @@ func (n *Node) openRaft() error {
 // rejoined member keeps its broker), if connected; Raft retransmits what
 // a broken link loses.
 func (n *Node) sendRaft(m *raftpb.Message) {
-	i := int(raftphb.Slot(m.GetTo())) - 1
-	if i < 0 || i >= len(n.raft.opts.Members) {
+	to, ok := n.raft.member(raftphb.Slot(m.GetTo()))
+	if !ok {
 		return
 	}
-	c := n.peers[n.raft.opts.Members[i]]
+	c := n.peers[to]
 	if c == nil {
 		return
 	}
@@ -217,11 +265,11 @@ func (n *Node) sendRaft(m *raftpb.Message) {
 // link to its member. The member's window bounds what is queued (a few
 // chunks per transfer), far below the link's outbound queue.
 func (n *Node) sendRaftChunk(to uint64, m msg.Msg) {
-	i := int(raftphb.Slot(to)) - 1
-	if i < 0 || i >= len(n.raft.opts.Members) {
+	member, ok := n.raft.member(raftphb.Slot(to))
+	if !ok {
 		return
 	}
-	if c := n.peers[n.raft.opts.Members[i]]; c != nil {
+	if c := n.peers[member]; c != nil {
 		c.Send(m)
 	}
 }

@@ -16,6 +16,9 @@
 //	                              # "forward" (default) or "redirect"; optional
 //	raft_election_timeout = "1s"  # a replicated PHB cell's election timeout (all its
 //	                              # members alike; 100ms to 60s, default 1s); optional
+//	raft_slot = 4                 # a replicated PHB member's place in its cell (1 to 255;
+//	                              # default: its position in the cell's sorted member
+//	                              # list, among members without one); optional
 //
 //	[[link]]                      # from an upstream cell to a downstream cell
 //	up   = "phb"
@@ -167,7 +170,20 @@ type Broker struct {
 	// over sooner and mistakes a leader slowed by its machine for a dead
 	// one more often. nil when absent: the broker's default, 1s.
 	RaftElection *time.Duration
+	// RaftSlot is raft_slot, the member's slot in its replicated PHB cell
+	// (its Raft id's low bits, raftphb.MemberID): 0 when absent, then the
+	// slot is its position among the cell's members without one
+	// (Network.RaftSlots). A member's slot must never change while its
+	// data directory lives: a cell that gains or loses a member keeps the
+	// others' slots by giving the newcomer, or the members after a removed
+	// one, an explicit slot (docs/ARCHITECTURE.md "Changing a cell's
+	// members").
+	RaftSlot uint64
 }
+
+// MaxRaftSlot is the highest raft_slot (raftphb.MaxSlots: a Raft id keeps
+// the slot in its low 8 bits).
+const MaxRaftSlot = 255
 
 // RaftElectionBounds bound raft_election_timeout: below 100ms a leader's
 // heartbeats (a tenth of it) leave too little room for a loaded machine's
@@ -200,7 +216,7 @@ type Link struct {
 var (
 	topKeys    = []string{"seeds", "congestion_control", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
-	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt", "raft_clients", "raft_election_timeout"}
+	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt", "raft_clients", "raft_election_timeout", "raft_slot"}
 	linkKeys   = []string{"up", "down", "bandwidth"}
 )
 

@@ -47,6 +47,8 @@ type rawBroker struct {
 	RaftClients any `toml:"raft_clients"`
 	// RaftElection is raft_election_timeout (Broker.RaftElection).
 	RaftElection any `toml:"raft_election_timeout"`
+	// RaftSlot is raft_slot (Broker.RaftSlot).
+	RaftSlot any `toml:"raft_slot"`
 }
 
 type rawLink struct {
@@ -160,6 +162,9 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		}
 		if rb.RaftElection != nil {
 			b.RaftElection = p.raftElection(b, i, rb.RaftElection, bad)
+		}
+		if rb.RaftSlot != nil {
+			b.RaftSlot = p.raftSlot(b, i, rb.RaftSlot, bad)
 		}
 		n.Brokers = append(n.Brokers, b)
 	}
@@ -331,6 +336,17 @@ func coveredBy(k toml.Key, isUndecoded map[string]bool, known map[string][]strin
 		}
 	}
 	return len(k) > 2 && slices.Contains(known[k[0]], k[1])
+}
+
+// raftSlot parses a broker's raft_slot (0, reported, when it is not an
+// integer from 1 to MaxRaftSlot).
+func (p *problems) raftSlot(b Broker, i int, v any, bad map[fieldRef]bool) uint64 {
+	if k, ok := v.(int64); ok && k >= 1 && k <= MaxRaftSlot {
+		return uint64(k)
+	}
+	p.field("broker", i, "raft_slot", "%s: raft_slot must be an integer from 1 to %d, not %v", p.who(b, i), MaxRaftSlot, v)
+	bad[fieldRef{"broker", i, "raft_slot"}] = true
+	return 0
 }
 
 // raftElection parses a broker's raft_election_timeout (nil, reported, when

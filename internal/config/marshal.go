@@ -72,6 +72,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.RaftElection != nil {
 			kv(&b, "raft_election_timeout", br.RaftElection.String())
 		}
+		if br.RaftSlot != 0 {
+			fmt.Fprintf(&b, "%-7s = %d\n", "raft_slot", br.RaftSlot)
+		}
 	}
 	for _, l := range n.Links {
 		b.WriteString("\n[[link]]\n")

@@ -79,8 +79,6 @@ func sortedPubends(b Broker) []string {
 
 // Replicas returns the members of broker id's cell, sorted, when that cell
 // is a replicated PHB (brokers that list pubends, more than one), else nil.
-// A member's Raft id is its position in this list plus one: the same at
-// every member, whatever order the config lists them in.
 func (n *Network) Replicas(id string) []string {
 	me, ok := n.Broker(id)
 	if !ok || len(me.Pubends) == 0 {
@@ -95,9 +93,73 @@ func (n *Network) Replicas(id string) []string {
 	return out
 }
 
-// RaftID returns broker id's Raft id in its replicated PHB cell (1 …), or 0
-// when its cell is not one.
+// RaftSlots returns the slots of the members of broker id's replicated PHB
+// cell, in Replicas' order (nil when its cell is not one). A member's slot
+// is its raft_slot, or else its position among the cell's members without
+// one, in sorted order, skipping the slots taken by raft_slot: the same at
+// every member whatever order the config lists them in, and, with no
+// raft_slot anywhere, the sorted position plus one (which every cell had
+// before raft_slot existed). Two members on one slot are refused
+// (checkRaftSlots); here the later one keeps its position.
+func (n *Network) RaftSlots(id string) []uint64 {
+	ms := n.Replicas(id)
+	if ms == nil {
+		return nil
+	}
+	out := make([]uint64, len(ms))
+	taken := map[uint64]bool{}
+	for i, m := range ms {
+		b, _ := n.Broker(m)
+		out[i] = b.RaftSlot
+		taken[b.RaftSlot] = true
+	}
+	next := uint64(1)
+	for i := range out {
+		if out[i] != 0 {
+			continue
+		}
+		for taken[next] {
+			next++
+		}
+		out[i] = next
+		next++
+	}
+	return out
+}
+
+// RaftID returns broker id's slot in its replicated PHB cell (1 …), its
+// Raft id while it has not lost its state (raftphb.MemberID), or 0 when its
+// cell is not one.
 func (n *Network) RaftID(id string) uint64 {
 	i := slices.Index(n.Replicas(id), id)
-	return uint64(i + 1)
+	if i < 0 {
+		return 0
+	}
+	return n.RaftSlots(id)[i]
+}
+
+// checkRaftSlots: raft_slot only on the members of a replicated PHB cell,
+// and no two members of a cell on one slot (two brokers would answer for
+// one Raft member).
+func (n *Network) checkRaftSlots(p *problems, bad map[fieldRef]bool) {
+	for i, b := range n.Brokers {
+		if bad[fieldRef{"broker", i, "raft_slot"}] {
+			continue
+		}
+		ms := n.Replicas(b.ID)
+		if ms == nil {
+			if b.RaftSlot != 0 {
+				p.field("broker", i, "raft_slot", "%s: raft_slot applies to the members of a replicated PHB cell (a cell of 2 to 7 brokers that host pubends), and this broker is not one", p.who(b, i))
+			}
+			continue
+		}
+		slots := n.RaftSlots(b.ID)
+		me := slots[slices.Index(ms, b.ID)]
+		for j, m := range ms {
+			if m != b.ID && slots[j] == me && m < b.ID {
+				p.field("broker", i, "raft_slot", "%s: %s and %s of replicated PHB cell %q both have raft_slot %d: give one of them another",
+					p.who(b, i), m, b.ID, b.cell(), me)
+			}
+		}
+	}
 }

@@ -263,3 +263,72 @@ func TestRaftElectionTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftSlot: a member's slot is its raft_slot, else its position among
+// the members without one, skipping taken slots — so a cell that loses p2
+// keeps p3 on slot 3 by giving it raft_slot = 3, and a newcomer "a0" that
+// sorts first takes raft_slot = 4 without moving anyone.
+func TestRaftSlot(t *testing.T) {
+	withKey := func(src, id, line string) string {
+		return strings.Replace(src, "id = \""+id+"\"\n", "id = \""+id+"\"\n"+line+"\n", 1)
+	}
+	slots := func(src string) map[string]uint64 {
+		t.Helper()
+		n, err := Parse([]byte(src), "net.toml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, b := range n.Brokers {
+			if id := n.RaftID(b.ID); id != 0 {
+				out[b.ID] = id
+			}
+		}
+		return out
+	}
+	if got, want := slots(replicatedNet), map[string]uint64{"p1": 1, "p2": 2, "p3": 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("no raft_slot: %v, want %v", got, want)
+	}
+	// p2 removed, p3 keeps slot 3.
+	without := strings.Replace(replicatedNet, "[[broker]]\nid = \"p2\"\ncell = \"phb\"\nlisten = \"h:2\"\nclients = \"h:12\"\ndata = \"d/p2\"\npubends = [\"P1\", \"P2\"]\n", "", 1)
+	if got, want := slots(withKey(without, "p3", "raft_slot = 3")), map[string]uint64{"p1": 1, "p3": 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("p2 removed, p3 raft_slot = 3: %v, want %v", got, want)
+	}
+	// a0 added on slot 4: p1, p2, p3 keep 1, 2, 3.
+	added := replicatedNet + "[[broker]]\nid = \"a0\"\ncell = \"phb\"\nlisten = \"h:5\"\ndata = \"d/a0\"\npubends = [\"P1\", \"P2\"]\nraft_slot = 4\n"
+	if got, want := slots(added), map[string]uint64{"a0": 4, "p1": 1, "p2": 2, "p3": 3}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a0 added on slot 4: %v, want %v", got, want)
+	}
+	// An explicit slot is skipped by the positional ones.
+	if got, want := slots(withKey(replicatedNet, "p3", "raft_slot = 1")), map[string]uint64{"p1": 2, "p2": 3, "p3": 1}; !reflect.DeepEqual(got, want) {
+		t.Errorf("p3 on slot 1: %v, want %v", got, want)
+	}
+	n, err := Parse([]byte(added), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(out, "marshalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := again.RaftID("a0"); got != 4 {
+		t.Errorf("after Marshal: a0 on slot %d, want 4", got)
+	}
+	for _, c := range []struct{ name, src, want string }{
+		{"zero", withKey(replicatedNet, "p1", "raft_slot = 0"), `broker "p1": raft_slot must be an integer from 1 to 255, not 0`},
+		{"too high", withKey(replicatedNet, "p1", "raft_slot = 256"), `raft_slot must be an integer from 1 to 255, not 256`},
+		{"a string", withKey(replicatedNet, "p1", `raft_slot = "1"`), `raft_slot must be an integer from 1 to 255, not 1`},
+		{"not a member", withKey(replicatedNet, "s1", "raft_slot = 1"), `broker "s1": raft_slot applies to the members of a replicated PHB cell`},
+		{"two on one slot", withKey(withKey(replicatedNet, "p1", "raft_slot = 7"), "p3", "raft_slot = 7"),
+			`p1 and p3 of replicated PHB cell "phb" both have raft_slot 7`},
+	} {
+		_, err := Parse([]byte(c.src), "net.toml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want error containing\n  %s\ngot\n  %v", c.name, c.want, err)
+		}
+	}
+}

@@ -23,6 +23,7 @@ func (n *Network) check(p *problems, bad map[fieldRef]bool) {
 	n.checkSecurity(p, bad)
 	n.checkRaftClients(p, bad)
 	n.checkRaftElection(p, bad)
+	n.checkRaftSlots(p, bad)
 }
 
 // checkRaftElection: raft_election_timeout only on the members of a

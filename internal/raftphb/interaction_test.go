@@ -23,6 +23,9 @@ package raftphb
 //	                      messages; restart rebuilds it from its disk
 //	restart ID
 //	wipe ID               crash ID, empty its disk and restart it
+//	peers ID... slots=(S,S) the named replicas' cell becomes these slots
+//	                      (SetPeers: a member added or removed)
+//	conf ID...            the replica's Raft configuration
 //	status                every replica's view
 //	log ID                the pubend log the replica applied
 
@@ -257,6 +260,30 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, b *strings.Builder) 
 			if err := h.start(id); err != nil {
 				return err
 			}
+		}
+	case "peers":
+		var slots []uint64
+		for _, a := range d.CmdArgs {
+			if a.Key != "slots" {
+				continue
+			}
+			for _, v := range a.Vals {
+				x, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					return err
+				}
+				slots = append(slots, x)
+			}
+		}
+		for _, id := range ids(d) {
+			if err := h.reps[id].SetPeers(slots); err != nil {
+				return err
+			}
+		}
+	case "conf":
+		for _, id := range ids(d) {
+			c := h.reps[id].Status().Conf
+			fmt.Fprintf(b, "%d: voters=%v learners=%v\n", id, c.GetVoters(), c.GetLearners())
 		}
 	case "status":
 		for _, id := range h.sorted() {

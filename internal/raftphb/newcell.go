@@ -197,7 +197,7 @@ func (r *Replica) stepState(m *raftpb.Message) error {
 	}
 	if s.request {
 		ans := r.ownState()
-		ans.known = r.memberOf(slot)
+		ans.known = r.knownOf(slot)
 		r.extra = append(r.extra, stateMessage(r.cfg.ID, m.GetFrom(), ans))
 	}
 	if !r.awaiting {

@@ -142,8 +142,8 @@ func (r *Replica) stepJoin(m *raftpb.Message) error {
 	if slot == Slot(r.cfg.ID) || !slices.Contains(r.cfg.Peers, slot) || Gen(id) == 0 {
 		return fmt.Errorf("raftphb: member %d: a join request from %d, not a later generation of another slot of the cell", r.cfg.ID, id)
 	}
-	if !r.serving || r.memberOf(slot) >= id {
-		return nil // not the serving leader, or admitted already (or stale)
+	if !r.serving || r.knownOf(slot) >= id {
+		return nil // not the serving leader, or admitted already (or stale, or removed)
 	}
 	if r.joins == nil {
 		r.joins = map[uint64]uint64{}
@@ -165,20 +165,28 @@ func (r *Replica) memberOf(slot uint64) uint64 {
 	return out
 }
 
-// reconfigure moves the serving leader's replacements on, one
-// configuration change at a time: remove a rejoining member's earlier
-// generation, admit it as a learner, and promote a learner whose log holds
-// everything committed. A change not applied within two election timeouts
-// (etcd raft drops one proposed while another is pending) is proposed
-// again.
+// reconfigure moves the serving leader's changes of members on, one
+// configuration change at a time: remove a member whose slot left the
+// cell (members.go), remove a rejoining member's earlier generation, admit
+// it as a learner, and promote a learner whose log holds everything
+// committed. A change not applied within two election timeouts (etcd raft
+// drops one proposed while another is pending) is proposed again.
 func (r *Replica) reconfigure() {
-	if !r.serving || (len(r.joins) == 0 && len(r.conf.GetLearners()) == 0) {
+	if !r.serving {
+		return
+	}
+	gone := r.departed()
+	if gone == 0 && len(r.joins) == 0 && len(r.conf.GetLearners()) == 0 {
 		return
 	}
 	if r.ccPending && r.ticks-r.ccAt < uint64(2*r.cfg.ElectionTicks) {
 		return
 	}
 	r.ccPending = false
+	if gone != 0 {
+		r.proposeConf(confChange(raftpb.ConfChangeType_ConfChangeRemoveNode, gone))
+		return
+	}
 	for _, slot := range slices.Sorted(maps.Keys(r.joins)) {
 		id := r.joins[slot]
 		old := r.memberOf(slot)
@@ -249,6 +257,7 @@ func (r *Replica) applyConfChange(e *raftpb.Entry) {
 	r.conf = r.rn.ApplyConfChange(cc)
 	r.confs = append(r.confs, confMark{index: e.GetIndex(), conf: r.conf})
 	r.ccPending = false
+	r.noteRemoved(cc.AsV2())
 	for _, ch := range cc.AsV2().GetChanges() {
 		if ch.GetType() == raftpb.ConfChangeType_ConfChangeAddLearnerNode {
 			r.snapNeeded = e.GetIndex()

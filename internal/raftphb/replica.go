@@ -74,6 +74,12 @@ type Config struct {
 	// learns the configuration from the leader's snapshot.
 	ID    uint64
 	Peers []uint64
+	// First is the cell's first configuration, as this member recorded it
+	// when it first started (nil: Peers). Peers may change later (the
+	// cell's members change: members.go), the first configuration never:
+	// a member that restarts with a log from index 1 replays every
+	// change since from there.
+	First []uint64
 	// ElectionTicks is Raft's election timeout in ticks (default 10);
 	// HeartbeatTicks the leader's heartbeat interval (default 1).
 	ElectionTicks  int
@@ -267,6 +273,11 @@ type Replica struct {
 	// catchUp is, per learner, the commit index at the leader's last
 	// tick: the learner is promoted once its log reaches it.
 	catchUp map[uint64]uint64
+	// gone is, per slot, the highest Raft id this member saw removed
+	// from the configuration (members.go): a member that joins the slot
+	// again takes a later generation, so that no message to or from the
+	// removed one can be taken for its.
+	gone map[uint64]uint64
 	// snapNeeded is the index of the last applied admission of a learner:
 	// the log is compacted past it (node.maybeCompact), so that the new
 	// member catches up from a snapshot that carries a configuration
@@ -292,11 +303,8 @@ type mark struct{ index, next uint64 }
 // New returns a replica holding what its durable log restored (empty for
 // a new cell).
 func New(cfg Config, st Restored) (*Replica, error) {
-	if cfg.ID == 0 || !slices.Contains(cfg.Peers, Slot(cfg.ID)) {
-		return nil, fmt.Errorf("raftphb: member %d (slot %d) is not among the peers %v", cfg.ID, Slot(cfg.ID), cfg.Peers)
-	}
-	if slices.ContainsFunc(cfg.Peers, func(p uint64) bool { return p == 0 || p > MaxSlots }) {
-		return nil, fmt.Errorf("raftphb: peers %v: slots are 1 to %d", cfg.Peers, MaxSlots)
+	if err := checkPeers(cfg.ID, cfg.Peers); err != nil {
+		return nil, err
 	}
 	if cfg.Jitter == nil {
 		return nil, errors.New("raftphb: Config.Jitter is required (election timeouts are randomized)")
@@ -323,6 +331,9 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	// proper starts at index 1 and holds only batches and leaders' empty
 	// entries.
 	voters := slices.Clone(cfg.Peers)
+	if cfg.First != nil {
+		voters = slices.Clone(cfg.First)
+	}
 	slices.Sort(voters)
 	var snapIndex, snapNext uint64
 	conf := &raftpb.ConfState{}
@@ -505,6 +516,11 @@ func (r *Replica) Step(m *raftpb.Message) error {
 	}
 	if Slot(m.GetTo()) != Slot(r.cfg.ID) {
 		return fmt.Errorf("raftphb: member %d got a message for member %d", r.cfg.ID, m.GetTo())
+	}
+	if !slices.Contains(r.cfg.Peers, Slot(m.GetFrom())) {
+		// A member removed from the cell (members.go) that still runs
+		// with the cell it knew: its votes must not depose the leader.
+		return fmt.Errorf("raftphb: member %d: a %s from %d, whose slot is not one of the cell's %v", r.cfg.ID, m.GetType(), m.GetFrom(), r.cfg.Peers)
 	}
 	if to := m.GetTo(); to != r.cfg.ID {
 		if Gen(to) > Gen(r.cfg.ID) {

@@ -75,6 +75,9 @@ type member struct {
 	sh2  *realShell // the runtime shell, when the cell runs one (shell_test.go)
 	// busy: a Ready is written and its fsync is scheduled.
 	busy bool
+	// out: not a member of the cell's config (not yet added, or removed:
+	// members_test.go); it is not started.
+	out bool
 }
 
 type cell struct {
@@ -156,10 +159,13 @@ func (c *cell) at(d int, fn func()) {
 // by slot: a rejoined member keeps its address).
 func (c *cell) member(id uint64) *member { return c.ms[raftphb.Slot(id)-1] }
 
+// peers returns the slots of the cell's config: its members not out.
 func (c *cell) peers() []uint64 {
-	out := make([]uint64, len(c.ms))
-	for i := range out {
-		out[i] = uint64(i + 1)
+	var out []uint64
+	for _, m := range c.ms {
+		if !m.out {
+			out = append(out, raftphb.Slot(m.id))
+		}
 	}
 	return out
 }
@@ -292,7 +298,7 @@ func (c *cell) work(m *member) {
 }
 
 func (c *cell) restart(m *member) {
-	if m.node != nil {
+	if m.node != nil || m.out {
 		return
 	}
 	c.start(m)
@@ -418,7 +424,9 @@ func (p *pubShell) Trimmed(uint64, uint64, error) {}
 // drawn from the seed, then heals everything and runs quiet for settle ms.
 func (c *cell) run(ms, settle int) {
 	for _, m := range c.ms {
-		c.start(m)
+		if !m.out {
+			c.start(m)
+		}
 	}
 	c.tickAll(ms + settle)
 	if c.f.crashes || c.f.partition {
@@ -484,7 +492,7 @@ func (c *cell) formed() bool {
 		return true
 	}
 	for _, m := range c.ms {
-		if m.node == nil || m.node.Replica().Status().Applied == 0 {
+		if !m.out && (m.node == nil || m.node.Replica().Status().Applied == 0) {
 			return false
 		}
 	}
@@ -564,7 +572,12 @@ func (c *cell) final() {
 		c.failf("after healing, %d members serve", serving)
 	}
 	var logs [][]msg.Record
+	var slots []uint64 // of logs
 	for _, m := range c.ms {
+		if m.out {
+			continue
+		}
+		slots = append(slots, m.id)
 		if m.node == nil {
 			c.failf("member %d is down at the end", m.id)
 			return
@@ -590,12 +603,12 @@ func (c *cell) final() {
 		seen := map[tick.Tick]bool{}
 		for j, r := range l {
 			if seen[r.HWM] {
-				c.failf("member %d's store holds record %d twice", i+1, r.HWM)
+				c.failf("member %d's store holds record %d twice", slots[i], r.HWM)
 				return
 			}
 			seen[r.HWM] = true
 			if j < len(logs[0]) && r.HWM != logs[0][j].HWM {
-				c.failf("stores of members 1 and %d differ at index %d", i+1, j)
+				c.failf("stores of members %d and %d differ at index %d", slots[0], slots[i], j)
 				return
 			}
 		}
@@ -605,7 +618,7 @@ func (c *cell) final() {
 			for k, v := range a.values {
 				at := a.first + uint64(k)
 				if at >= uint64(len(l)) || l[at].HWM != v {
-					c.failf("member %d's store lacks acked record %d at %d", i+1, v, at)
+					c.failf("member %d's store lacks acked record %d at %d", slots[i], v, at)
 					return
 				}
 			}

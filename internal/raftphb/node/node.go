@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -329,6 +330,11 @@ func open(cfg Config, slot uint64) (*Node, error) {
 		return nil, err
 	}
 	cfg.Replica.ID = raftphb.MemberID(slot, gen)
+	if gen == 0 {
+		if cfg.Replica.First, err = firstConf(cfg.FS, cfg.Dir, cfg.Replica.Peers); err != nil {
+			return nil, err
+		}
+	}
 	rl, st, rec, err := raftlog.Open(cfg.FS, raftDir(cfg.Dir, gen), cfg.LogOptions)
 	if err != nil {
 		return nil, err
@@ -820,6 +826,45 @@ func readGen(fsys vfs.FS, dir, name string) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s", eventlog.ErrCorrupt, path.Join(dir, name))
 	}
 	return gen, nil
+}
+
+// firstConfFile records, in a member's data directory, the slots of the
+// cell's first configuration: the cell's members when this member first
+// started (raftphb.Config.First).
+const firstConfFile = "raft.first"
+
+// firstConf returns the cell's first configuration as recorded in dir,
+// recording peers as it when nothing is (a member's first start; or the
+// first start of a member whose directory predates the record, whose
+// cell's members cannot have changed since).
+func firstConf(fsys vfs.FS, dir string, peers []uint64) ([]uint64, error) {
+	name := path.Join(dir, firstConfFile)
+	frames, err := eventlog.ReadSnapshot(fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("raftphb: %w", err)
+	}
+	if len(frames) == 0 {
+		out := make([][]byte, len(peers))
+		for i, p := range peers {
+			out[i] = binary.AppendUvarint(nil, p)
+		}
+		if err := fsys.MkdirAll(dir); err != nil {
+			return nil, fmt.Errorf("raftphb: %w", err)
+		}
+		if err := eventlog.WriteSnapshot(fsys, name, out); err != nil {
+			return nil, fmt.Errorf("raftphb: record the cell's first configuration: %w", err)
+		}
+		return slices.Clone(peers), nil
+	}
+	slots := make([]uint64, len(frames))
+	for i, f := range frames {
+		s, k := binary.Uvarint(f)
+		if k <= 0 || k != len(f) || s == 0 || s > raftphb.MaxSlots {
+			return nil, fmt.Errorf("%w: %s", eventlog.ErrCorrupt, name)
+		}
+		slots[i] = s
+	}
+	return slots, nil
 }
 
 // writeGen replaces a generation file atomically.

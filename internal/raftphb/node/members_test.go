@@ -1,0 +1,135 @@
+package node
+
+// Changing a cell's members (raftphb/members.go): tests in the in-memory
+// cell of cell_test.go.
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/aerie-mq/aerie/internal/raftphb"
+)
+
+// reconfig gives every running member the cell's config (its peers): the
+// operator's rolling restart, without the restarts. Members that are down
+// read it when they start.
+func (c *cell) reconfig() {
+	for _, m := range c.ms {
+		if m.node != nil && !m.out {
+			if err := m.node.Replica().SetPeers(c.peers()); err != nil {
+				c.failf("member %d: set peers %v: %v", m.id, c.peers(), err)
+			}
+		}
+	}
+}
+
+// addMember adds m's slot to the config and starts m with an empty disk.
+func (c *cell) addMember(m *member) {
+	m.out = false
+	c.reconfig()
+	c.restart(m)
+}
+
+// removeMember drops m's slot from the config. m stops at once, or, with
+// linger, runs on for a while with the cell it knew (an operator who
+// edits the config before stopping it): the others must refuse it.
+func (c *cell) removeMember(m *member, linger int) {
+	m.out = true
+	c.reconfig()
+	if linger == 0 {
+		c.crash(m)
+		return
+	}
+	c.at(linger, func() { c.crash(m) })
+}
+
+// configured reports whether the serving leader's configuration is the
+// cell's config: every member in it a voter under its current id, no
+// learner, no one else.
+func (c *cell) configured() bool {
+	l := c.leader()
+	if l == nil {
+		return false
+	}
+	conf := l.node.Replica().Status().Conf
+	var want []uint64
+	for _, m := range c.ms {
+		if m.out {
+			continue
+		}
+		if m.node == nil {
+			return false
+		}
+		want = append(want, m.node.ID())
+	}
+	slices.Sort(want)
+	return len(conf.GetLearners()) == 0 && slices.Equal(slices.Sorted(slices.Values(conf.GetVoters())), want)
+}
+
+// membersSeed runs one seed: a cell of 3 (slot 4 out of the config)
+// publishes under crashes, partitions, loss and failed fsyncs; at 1.5 s
+// member 4 is added, at 4 s one of the original three — the serving
+// leader in even seeds — is removed (in seeds divisible by 3 it lingers
+// 1 s with the old config). The checker's rules hold throughout (every
+// acknowledged batch at every later leader, one pubend log); at the end
+// the serving leader's configuration is exactly the config's members,
+// and the added member's store holds every acknowledged batch.
+func membersSeed(t *testing.T, seed uint64) *cell {
+	t.Helper()
+	c := newCell(t, 4, seed, swarm)
+	c.ms[3].out = true
+	var removed *member
+	c.at(1500, func() { c.addMember(c.ms[3]) })
+	c.at(4000, func() {
+		removed = c.leaderInEvenSeeds(seed)
+		if removed == nil || removed == c.ms[3] {
+			removed = c.ms[seed%3]
+		}
+		linger := 0
+		if seed%3 == 0 {
+			linger = 1000
+		}
+		c.removeMember(removed, linger)
+	})
+	c.run(8000, 4000)
+	if len(c.errs) > 0 {
+		t.Fatalf("seed %d: %s\n%s", seed, c.errs[0], c.report())
+	}
+	if !c.configured() {
+		var l []uint64
+		if ld := c.leader(); ld != nil {
+			l = ld.node.Replica().Status().Conf.GetVoters()
+		}
+		t.Fatalf("seed %d: after settling, the leader's voters are %v, not the config's members (member %d removed, 4 added): %s", seed, l, removed.id, c.report())
+	}
+	if id := c.ms[3].node.ID(); raftphb.Slot(id) != 4 || raftphb.Gen(id) == 0 {
+		t.Fatalf("seed %d: the added member is %d, want a later generation of slot 4 (it joined by snapshot)", seed, id)
+	}
+	if len(c.acks) == 0 {
+		t.Fatalf("seed %d: nothing acked (%s)", seed, c.report())
+	}
+	return c
+}
+
+// TestCellMembersChange runs membersSeed over many seeds (RAFTPHB_SEEDS=N
+// runs more).
+func TestCellMembersChange(t *testing.T) {
+	seeds := uint64(30)
+	if s, err := strconv.ParseUint(os.Getenv("RAFTPHB_SEEDS"), 10, 64); err == nil {
+		seeds = s
+	}
+	if testing.Short() {
+		seeds = 8
+	}
+	total := 0
+	for seed := uint64(1); seed <= seeds; seed++ {
+		c := membersSeed(t, seed)
+		total += len(c.acks)
+		if seed == 1 {
+			t.Logf("seed 1: %s", c.report())
+		}
+	}
+	t.Logf("seeds 1..%d: %d acked batches, members added and removed, 0 violations", seeds, total)
+}
