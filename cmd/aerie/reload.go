@@ -23,6 +23,27 @@ func downBandwidth(n *config.Network, id string) map[msg.NodeID]int64 {
 	return out
 }
 
+// reloadRaftMembers hands a replicated PHB member the reloaded config's
+// members of its cell: members removed take effect at once
+// (broker.Node.SetRaftMembers), members added at the next restart.
+func reloadRaftMembers(ctx context.Context, n *config.Network, id string, node *broker.Node, log *slog.Logger) {
+	rs := n.Replicas(id)
+	if rs == nil {
+		return
+	}
+	ms := make([]msg.NodeID, len(rs))
+	for i, m := range rs {
+		ms[i] = msg.NodeID(m)
+	}
+	did, err := node.SetRaftMembers(ctx, ms, n.RaftSlots(id))
+	switch {
+	case err != nil:
+		log.Warn("replicated PHB cell members unchanged", "err", err)
+	case did != "":
+		log.Info("replicated PHB cell members reloaded: " + did)
+	}
+}
+
 // reloadBandwidth applies the links' `bandwidth` of the network config at
 // path to node each time hup fires, until ctx ends: an operator whose link
 // got slower or faster edits the config and sends SIGHUP, without
@@ -52,5 +73,6 @@ func reloadBandwidth(ctx context.Context, hup <-chan os.Signal, path, id string,
 		if n.CongestionOn() != ccOn {
 			log.Warn("congestion_control takes effect at start only; restart the brokers to change it", "running", ccOn)
 		}
+		reloadRaftMembers(ctx, n, id, node, log)
 	}
 }

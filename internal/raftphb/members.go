@@ -23,9 +23,11 @@ import (
 // any entry, and the snapshot streams in chunks (node/transfer.go).
 //
 // Only the serving leader's Peers matter for a change, but every member
-// refuses Raft messages from slots outside its own Peers, so that a removed
-// member that still runs with the cell it knew cannot depose a leader with
-// its votes. A leader never removes itself: its own slot is in its Peers
+// refuses vote requests from slots outside its own Peers, so that a
+// removed member that still runs with the cell it knew cannot depose a
+// leader with its votes. (Its other messages are taken: the members
+// restart with a new config one at a time, and until the last has, the
+// member being removed may lead a majority of them.) A leader never removes itself: its own slot is in its Peers
 // (checkPeers), and a leader whose broker left the config is stopped by
 // its operator; the next leader removes it.
 

@@ -517,10 +517,12 @@ func (r *Replica) Step(m *raftpb.Message) error {
 	if Slot(m.GetTo()) != Slot(r.cfg.ID) {
 		return fmt.Errorf("raftphb: member %d got a message for member %d", r.cfg.ID, m.GetTo())
 	}
-	if !slices.Contains(r.cfg.Peers, Slot(m.GetFrom())) {
+	if t := m.GetType(); (t == raftpb.MsgVote || t == raftpb.MsgPreVote) && !slices.Contains(r.cfg.Peers, Slot(m.GetFrom())) {
 		// A member removed from the cell (members.go) that still runs
 		// with the cell it knew: its votes must not depose the leader.
-		return fmt.Errorf("raftphb: member %d: a %s from %d, whose slot is not one of the cell's %v", r.cfg.ID, m.GetType(), m.GetFrom(), r.cfg.Peers)
+		// Its other messages are taken: while the members restart with
+		// the new config one at a time, it may still lead them.
+		return fmt.Errorf("raftphb: member %d: a %s from %d, whose slot is not one of the cell's %v", r.cfg.ID, t, m.GetFrom(), r.cfg.Peers)
 	}
 	if to := m.GetTo(); to != r.cfg.ID {
 		if Gen(to) > Gen(r.cfg.ID) {
