@@ -48,9 +48,10 @@ func reloadRaftMembers(ctx context.Context, n *config.Network, id string, node *
 // path to node each time hup fires, until ctx ends: an operator whose link
 // got slower or faster edits the config and sends SIGHUP, without
 // restarting the broker and so without a recovery (Gryphon CC §5 E2 changes
-// a bottleneck's bandwidth during a run). Only bandwidths change; a config
-// that does not load leaves them as they were, and congestion control stays
-// as it was at start (ccOn).
+// a bottleneck's bandwidth during a run). Bandwidths change, and a
+// replicated PHB member learns the members removed from its cell
+// (reloadRaftMembers); a config that does not load leaves everything as it
+// was, and congestion control stays as it was at start (ccOn).
 func reloadBandwidth(ctx context.Context, hup <-chan os.Signal, path, id string, ccOn bool, node *broker.Node, log *slog.Logger) {
 	for {
 		select {
