@@ -19,12 +19,13 @@ import (
 func runExperiment(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie experiment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e1, cc-e2, cc-e3, cc-e4 (congestion control, simulated); cc-collapse-ib, cc-collapse-pb (the collapses without congestion control, simulated); cc-e1-real, cc-e2-real, cc-e2-real-proxy (congestion control, broker processes); scale-control, scale-subs, scale-selectivity, scale-recovery (scaling laws, simulated)")
+	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e1, cc-e2, cc-e3, cc-e4 (congestion control, simulated); cc-collapse-ib, cc-collapse-pb (the collapses without congestion control, simulated); cc-e1-real, cc-e2-real, cc-e2-real-proxy (congestion control, broker processes); scale-control, scale-subs, scale-selectivity, scale-recovery (scaling laws, simulated); zap-plots (P2S's Figs. 6 and 7 from BenchmarkZapViewers's results, --from)")
 	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
+	from := fs.String("from", "", "for zap-plots: the CSV of BenchmarkZapViewers's results (AERIE_ZAP_OUT) to draw (default "+defaultZapFrom+")")
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: aerie experiment [--case a,b,c] [--gossip] [--out DIR] [--dir DIR]")
+		fmt.Fprintln(stderr, "usage: aerie experiment [--case a,b,c] [--gossip] [--out DIR] [--dir DIR] [--from FILE]")
 		fmt.Fprintln(stderr, "\nReproduces Gryphon GD (DSN 2002) §4.2: ten broker processes in the Fig. 3 network (intermediate cells of two")
 		fmt.Fprintln(stderr, "brokers), 4 publishers × 25 msgs/s × 100 B, GCT 200 ms, NRT 600 ms, AET 10 s, DCT off. Each case")
 		fmt.Fprintln(stderr, "stalls a link or broker for 2.5 s, then fails it, and plots latency at s1 and s2 and the nacks.")
@@ -47,6 +48,9 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "\nCases scale-control, scale-subs, scale-selectivity and scale-recovery sweep the simulated scale topology")
 		fmt.Fprintln(stderr, "(docs/SCALE.md): control traffic against depth and fan-out, subscription propagation against the number of")
 		fmt.Fprintln(stderr, "subscriptions, bytes per link against selectivity, recovery against the SHBs cut off; plots scale-<law>.png.")
+		fmt.Fprintln(stderr, "\nCase zap-plots runs nothing: it draws P2S (DEBS 2014 §4) Figs. 6 and 7, latency and throughput against the")
+		fmt.Fprintln(stderr, "publishers for each replication degree, from the CSV of --from (BenchmarkZapViewers with AERIE_ZAP_OUT=FILE);")
+		fmt.Fprintln(stderr, "plots zap-p2s-fig6-latency.png, zap-p2s-fig7-throughput.png.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +73,13 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	failed := false
 	for _, c := range strings.Split(*cases, ",") {
 		c = strings.TrimSpace(c)
+		if c == zapPlotsCase {
+			if err := runZapPlots(*from, *out, stdout); err != nil {
+				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)
+				failed = true
+			}
+			continue
+		}
 		if isCCRealCase(c) {
 			if err := runCCRealCase(ctx, c, bin, *out, *dir, stdout, stderr); err != nil {
 				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)

@@ -78,3 +78,44 @@ func TestExperimentCCE1(t *testing.T) {
 		}
 	}
 }
+
+// TestExperimentZapPlots runs `aerie experiment --case zap-plots --from
+// FILE`: both of P2S's figures as PNGs from a small CSV; a file that does
+// not parse fails the case.
+func TestExperimentZapPlots(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "zap.csv")
+	if err := os.WriteFile(csv, []byte("source,replicas,publishers,p50_ms,p99_ms,msgs_per_s,vs_r1\n"+
+		"aerie,1,1,1.6,2.6,128000,\naerie,1,3,1.3,3.4,257000,\naerie,3,1,1.6,4.5,,0.45\naerie,3,3,2.5,5.8,,0.39\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := runExperiment([]string{"--case", "zap-plots", "--from", csv, "--out", dir}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	for _, name := range []string{"zap-p2s-fig6-latency.png", "zap-p2s-fig7-throughput.png"} {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if cfg.Width < 600 || cfg.Height < cfg.Width/2 {
+			t.Errorf("%s is %d×%d pixels: want two panels stacked, at least 600 wide", name, cfg.Width, cfg.Height)
+		}
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("output does not name %s:\n%s", name, out.String())
+		}
+	}
+	if err := os.WriteFile(csv, []byte("source,replicas\naerie,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errs.Reset()
+	if code := runExperiment([]string{"--case", "zap-plots", "--from", csv, "--out", dir}, &out, &errs); code == 0 || !strings.Contains(errs.String(), "no column") {
+		t.Errorf("a CSV without the columns: exit %d, %q", code, errs.String())
+	}
+}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/zap"
+	"github.com/aerie-mq/aerie/internal/zapexp"
 )
 
 // BenchmarkZapViewers is P2S's evaluation (DEBS 2014 §4, Figs. 6 and 7,
@@ -27,15 +29,45 @@ import (
 // Every member, the SHB and the clients share this machine's CPUs and
 // disk (P2S gave each replica its own machine): compare the ratios between
 // replication degrees, not the absolute figures. Run with -benchtime 1x.
+//
+// With AERIE_ZAP_OUT=FILE it also writes the points it ran to FILE as
+// CSV (internal/zapexp), from which `aerie experiment --case zap-plots
+// --from FILE` draws P2S's Figs. 6 and 7.
 func BenchmarkZapViewers(b *testing.B) {
+	var pts []zapexp.Point
 	for _, r := range []int{1, 3, 5, 7} {
 		for _, p := range []int{1, 3, 6, 12, 24} {
-			b.Run(fmt.Sprintf("R%d/P%d", r, p), func(b *testing.B) { benchZap(b, r, p) })
+			var pt *zapexp.Point
+			b.Run(fmt.Sprintf("R%d/P%d", r, p), func(b *testing.B) { pt = benchZap(b, r, p) })
+			if pt != nil { // nil: filtered out by -bench, or failed
+				pts = append(pts, *pt)
+			}
 		}
+	}
+	if path := os.Getenv("AERIE_ZAP_OUT"); path != "" {
+		if err := writeZapCSV(path, pts); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("AERIE_ZAP_OUT: %d points in %s", len(pts), path)
 	}
 }
 
-func benchZap(b *testing.B, replicas, publishers int) {
+// writeZapCSV writes the benchmark's points to path.
+func writeZapCSV(path string, pts []zapexp.Point) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := zapexp.WriteCSV(f, pts); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// benchZap runs one point and returns its figures (the last run's, when
+// the benchmark runs it more than once).
+func benchZap(b *testing.B, replicas, publishers int) *zapexp.Point {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := startRaftCell(b, ctx, replicas, "")
@@ -73,6 +105,8 @@ func benchZap(b *testing.B, replicas, publishers int) {
 	b.ReportMetric(percentileUS(lat, 0.50), "e2e_p50_us")
 	b.ReportMetric(percentileUS(lat, 0.99), "e2e_p99_us")
 	b.ReportMetric(rate, "msgs/s")
+	return &zapexp.Point{Source: zapexp.SourceAerie, Replicas: replicas, Publishers: publishers,
+		P50: percentileUS(lat, 0.50) / 1000, P99: percentileUS(lat, 0.99) / 1000, MsgsPerSec: rate, VsR1: zapexp.NaN}
 }
 
 // zapMessage is event i of the workload, stamped with its send time.
