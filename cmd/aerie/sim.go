@@ -229,9 +229,11 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	wg.Wait()
 	violations := 0
 	var wipes, rejoins uint64
+	changed := 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
+			changed += o.res.MembersChanged
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -272,7 +274,11 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 		}
 	}
 	if wipes+rejoins > 0 {
-		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d disks wiped, %d members rejoined their cell as new members\n", wipes, rejoins)
+		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d disks wiped, %d members rejoined their cell as new members", wipes, rejoins)
+		if changed > 0 {
+			fmt.Fprintf(stdout, ", %d members removed from their cell's config and added back", changed)
+		}
+		fmt.Fprintln(stdout)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {

@@ -119,6 +119,7 @@ func (w *world) leaderToCrash() *node {
 func (w *world) healAll() {
 	w.healed = true
 	w.unhangAll()
+	w.addBackAll()
 	for _, id := range w.order {
 		w.restart(w.nodes[id])
 	}

@@ -55,10 +55,15 @@ const (
 	// and every member up: a second lost disk before the first member is
 	// back would be a majority's state lost in a cell of 3.
 	FaultWipe = "wipe"
+	// FaultMembers changes replicated PHB cells' members: a member of a
+	// settled cell (the serving leader half the time) is removed from the
+	// config and stops, and is added back 2–8 s later as a new machine with
+	// an empty disk (members.go).
+	FaultMembers = "members"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultMembers}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
 // every kind. Overload (congestion control under capped links) joined them
@@ -215,6 +220,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	replRng := rand.New(rand.NewPCG(o.Seed, 0x7265706c))    // "repl"
 	overRng := rand.New(rand.NewPCG(o.Seed, 0x6f766572))    // "over"
 	wipeRng := rand.New(rand.NewPCG(o.Seed, 0x77697065))    // "wipe"
+	membRng := rand.New(rand.NewPCG(o.Seed, 0x6d656d62))    // "memb"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -235,6 +241,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = overRng
 		case FaultWipe:
 			r = wipeRng
+		case FaultMembers:
+			r = membRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

@@ -181,10 +181,7 @@ func (w *world) engineCells(n *node) gd.Cells {
 func (w *world) openRaft(n *node) error {
 	r := n.raft
 	id := uint64(slices.Index(r.members, n.id) + 1)
-	peers := make([]uint64, len(r.members))
-	for i := range peers {
-		peers[i] = uint64(i + 1)
-	}
+	peers := w.peerSlots(n)
 	inc := n.inc
 	if r.rn != nil {
 		w.raftStats.tally(r.rn)

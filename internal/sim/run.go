@@ -84,6 +84,9 @@ type Result struct {
 	// RaftWipes: members whose disk was wiped (FaultWipe); RaftRejoins:
 	// members that rejoined their cell as a new member.
 	RaftWipes, RaftRejoins uint64
+	// MembersChanged: members removed from their cell's config and added
+	// back (FaultMembers).
+	MembersChanged int
 	// RaftChunked: snapshots members received whole in chunks (only with
 	// Options.RaftChunkBytes below the stores' size).
 	RaftChunked uint64
@@ -129,12 +132,14 @@ func Run(o Options) (Result, error) {
 	w := &world{opts: o, plan: p, rng: rng, now: epoch, nodes: map[msg.NodeID]*node{},
 		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New(),
 		// Membership and hangs came later: their own sub-seeds.
-		mrng:  rand.New(rand.NewPCG(o.Seed, 0x6d656d626572)), // "member"
-		hrng:  rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
-		lrng:  rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
-		rrng:  rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
-		wrng:  rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
-		fdGen: map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
+		mrng:    rand.New(rand.NewPCG(o.Seed, 0x6d656d626572)), // "member"
+		hrng:    rand.New(rand.NewPCG(o.Seed, 0x68616e6773)),   // "hangs"
+		lrng:    rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
+		rrng:    rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
+		wrng:    rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
+		crng:    rand.New(rand.NewPCG(o.Seed, 0x6d656d6273)),   // "membs"
+		cellOut: map[msg.NodeID]msg.NodeID{},
+		fdGen:   map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
 	if o.Trace != nil || o.KeepTrace {
 		w.trace = newTracer(o.Trace, o.KeepTrace)
 	}
@@ -184,6 +189,7 @@ func Run(o Options) (Result, error) {
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
+	res.MembersChanged = w.membersChanged
 	res.RaftChunked = w.raftStats.chunked
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
@@ -319,6 +325,7 @@ func (w *world) schedule() {
 	}
 	w.scheduleHangs()
 	w.scheduleLeaves()
+	w.scheduleMembers()
 	w.scheduleFloors()
 	var shbs []msg.NodeID
 	for _, b := range w.plan.topo.Brokers {

@@ -72,9 +72,15 @@ type world struct {
 	// leaderServes counts Raft members that started to serve.
 	rrng *rand.Rand
 	// wrng decides which crashes of replicated members wipe their disk.
-	wrng         *rand.Rand
-	leaderServes int
-	raftStats    raftStats
+	wrng *rand.Rand
+	// crng draws the changes of replicated cells' members (members.go);
+	// cellOut is, per cell, the member its config has removed;
+	// membersChanged counts the removals.
+	crng           *rand.Rand
+	cellOut        map[msg.NodeID]msg.NodeID
+	membersChanged int
+	leaderServes   int
+	raftStats      raftStats
 	// floors drives the release floors of SHBs (release.go).
 	floors *floorDriver
 	// durables are the durable subscribers (durable.go), drng their
@@ -405,7 +411,7 @@ func (w *world) crash(n *node) {
 
 // restart brings a node back with a fresh engine restored from its disk.
 func (w *world) restart(n *node) {
-	if n.up {
+	if n.up || w.isOut(n) {
 		return
 	}
 	w.watchf("restart %s", n.id)

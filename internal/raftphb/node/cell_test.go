@@ -122,8 +122,10 @@ type cell struct {
 	// corruptOK: a test corrupts disks, so a member's start may find its
 	// state corrupt (else that fails the run).
 	corruptOK bool
-	// mutCorruptBlank: the mutation Config.corruptBlank.
-	mutCorruptBlank bool
+	// mutCorruptBlank: the mutation Config.corruptBlank;
+	// mutFirstFromPeers: Config.firstFromPeers.
+	mutFirstFromPeers bool
+	mutCorruptBlank   bool
 	// mutBlankBootstrap: the mutation raftphb.Config.UnsafeBlankBootstrap
 	// (a blank member votes at once, without establishing that its cell
 	// is new).
@@ -174,14 +176,15 @@ func (c *cell) start(m *member) {
 	m.inc++
 	inc := m.inc
 	nd, err := Open(Config{
-		Replica:      raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN, UnsafeBlankBootstrap: c.mutBlankBootstrap},
-		FS:           m.fs,
-		Dir:          "/data",
-		LogOptions:   eventlog.Options{SegmentBytes: 2 << 10},
-		Send:         func(msg *raftpb.Message) { c.send(m, inc, msg) },
-		SendChunk:    func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
-		Compaction:   c.compaction,
-		corruptBlank: c.mutCorruptBlank,
+		Replica:        raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN, UnsafeBlankBootstrap: c.mutBlankBootstrap},
+		FS:             m.fs,
+		Dir:            "/data",
+		LogOptions:     eventlog.Options{SegmentBytes: 2 << 10},
+		Send:           func(msg *raftpb.Message) { c.send(m, inc, msg) },
+		SendChunk:      func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
+		Compaction:     c.compaction,
+		corruptBlank:   c.mutCorruptBlank,
+		firstFromPeers: c.mutFirstFromPeers,
 		// The mutation is set on the node below, like ackEarly.
 	})
 	if err != nil {

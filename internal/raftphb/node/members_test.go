@@ -78,7 +78,22 @@ func (c *cell) configured() bool {
 // and the added member's store holds every acknowledged batch.
 func membersSeed(t *testing.T, seed uint64) *cell {
 	t.Helper()
+	c := membersRun(seed, false, t)
+	if len(c.errs) > 0 {
+		t.Fatalf("seed %d: %s\n%s", seed, c.errs[0], c.report())
+	}
+	if len(c.acks) == 0 {
+		t.Fatalf("seed %d: nothing acked (%s)", seed, c.report())
+	}
+	return c
+}
+
+// membersRun runs the scenario of membersSeed, with the mutation
+// firstFromPeers or not; a configuration other than the config's at the
+// end is a failure (c.errs) like the checker's.
+func membersRun(seed uint64, mutFirst bool, t testing.TB) *cell {
 	c := newCell(t, 4, seed, swarm)
+	c.mutFirstFromPeers = mutFirst
 	c.ms[3].out = true
 	var removed *member
 	c.at(1500, func() { c.addMember(c.ms[3]) })
@@ -95,22 +110,30 @@ func membersSeed(t *testing.T, seed uint64) *cell {
 	})
 	c.run(8000, 4000)
 	if len(c.errs) > 0 {
-		t.Fatalf("seed %d: %s\n%s", seed, c.errs[0], c.report())
+		return c
 	}
 	if !c.configured() {
 		var l []uint64
 		if ld := c.leader(); ld != nil {
 			l = ld.node.Replica().Status().Conf.GetVoters()
 		}
-		t.Fatalf("seed %d: after settling, the leader's voters are %v, not the config's members (member %d removed, 4 added): %s", seed, l, removed.id, c.report())
-	}
-	if id := c.ms[3].node.ID(); raftphb.Slot(id) != 4 || raftphb.Gen(id) == 0 {
-		t.Fatalf("seed %d: the added member is %d, want a later generation of slot 4 (it joined by snapshot)", seed, id)
-	}
-	if len(c.acks) == 0 {
-		t.Fatalf("seed %d: nothing acked (%s)", seed, c.report())
+		c.failf("after settling, the leader's voters are %v, not the config's members (member %d removed, 4 added)", l, removed.id)
+	} else if id := c.ms[3].node.ID(); raftphb.Slot(id) != 4 || raftphb.Gen(id) == 0 {
+		c.failf("the added member is %d, want a later generation of slot 4 (it joined by snapshot)", id)
 	}
 	return c
+}
+
+// TestFirstFromPeersIsCaught: the mutation firstFromPeers (a member takes
+// today's config for the cell's first configuration) must fail some seeds.
+func TestFirstFromPeersIsCaught(t *testing.T) {
+	for seed := uint64(1); seed <= 60; seed++ {
+		if c := membersRun(seed, true, t); len(c.errs) > 0 {
+			t.Logf("caught at seed %d: %s", seed, c.errs[0])
+			return
+		}
+	}
+	t.Fatal("firstFromPeers passed 60 seeds: the test cannot tell a first configuration taken from today's config")
 }
 
 // TestCellMembersChange runs membersSeed over many seeds (RAFTPHB_SEEDS=N

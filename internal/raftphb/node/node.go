@@ -126,6 +126,12 @@ type Config struct {
 	// member. The tests must catch it (a majority corrupt at once elects
 	// a leader without the committed log).
 	corruptBlank bool
+	// firstFromPeers is a mutation (tests only): a member takes the cell's
+	// config of today for its first configuration, as before raft.first
+	// was recorded. The tests must catch it (a member restarted with a log
+	// from index 1 after a member was added believes a configuration that
+	// never existed).
+	firstFromPeers bool
 	// LeaderTrimOnly (tests only): the serving leader trims its own store
 	// and proposes no trim entry, so followers keep everything, as before
 	// trim entries (raftphb/trim.go). The simulator's mutation test of
@@ -330,7 +336,7 @@ func open(cfg Config, slot uint64) (*Node, error) {
 		return nil, err
 	}
 	cfg.Replica.ID = raftphb.MemberID(slot, gen)
-	if gen == 0 {
+	if gen == 0 && !cfg.firstFromPeers {
 		if cfg.Replica.First, err = firstConf(cfg.FS, cfg.Dir, cfg.Replica.Peers); err != nil {
 			return nil, err
 		}
