@@ -225,12 +225,13 @@ type pubCollector struct {
 	mu    sync.Mutex
 	seqs  map[string][]int64
 	ticks map[string][]uint64
-	last  map[string]uint64 // per pubend
+	at    map[string][]time.Time // arrival times
+	last  map[string]uint64      // per pubend
 	err   error
 }
 
 func collectPublishers(sub *client.Subscription) *pubCollector {
-	c := &pubCollector{seqs: map[string][]int64{}, ticks: map[string][]uint64{}, last: map[string]uint64{}}
+	c := &pubCollector{seqs: map[string][]int64{}, ticks: map[string][]uint64{}, at: map[string][]time.Time{}, last: map[string]uint64{}}
 	go func() {
 		for ev := range sub.Events() {
 			c.mu.Lock()
@@ -246,6 +247,7 @@ func collectPublishers(sub *client.Subscription) *pubCollector {
 					c.last[ev.Pubend] = ev.Tick
 					c.seqs[ev.Publisher] = append(c.seqs[ev.Publisher], seq)
 					c.ticks[ev.Publisher] = append(c.ticks[ev.Publisher], ev.Tick)
+					c.at[ev.Publisher] = append(c.at[ev.Publisher], time.Now())
 				}
 			}
 			c.mu.Unlock()
@@ -257,6 +259,21 @@ func collectPublishers(sub *client.Subscription) *pubCollector {
 		c.mu.Unlock()
 	}()
 	return c
+}
+
+// maxGap returns the longest time between two consecutive deliveries of
+// pub's events, the later one at or after from.
+func (c *pubCollector) maxGap(pub string, from time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out time.Duration
+	at := c.at[pub]
+	for i := 1; i < len(at); i++ {
+		if !at[i].Before(from) {
+			out = max(out, at[i].Sub(at[i-1]))
+		}
+	}
+	return out
 }
 
 func (c *pubCollector) count(pub string) int {
