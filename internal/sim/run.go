@@ -87,6 +87,9 @@ type Result struct {
 	// RaftChunked: snapshots members received whole in chunks (only with
 	// Options.RaftChunkBytes below the stores' size).
 	RaftChunked uint64
+	// RaftLinkCampaigns: campaigns of followers whose link to their
+	// leader closed (FaultFailover).
+	RaftLinkCampaigns uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -185,6 +188,7 @@ func Run(o Options) (Result, error) {
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
 	res.RaftChunked = w.raftStats.chunked
+	res.RaftLinkCampaigns = w.raftStats.linkCampaigns
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
