@@ -228,10 +228,11 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	close(jobs)
 	wg.Wait()
 	violations := 0
-	var wipes, rejoins uint64
+	var wipes, rejoins, campaigns uint64
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
+			campaigns += o.res.RaftLinkCampaigns
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -273,6 +274,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if wipes+rejoins > 0 {
 		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d disks wiped, %d members rejoined their cell as new members\n", wipes, rejoins)
+	}
+	if campaigns > 0 {
+		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d campaigns of followers whose link to their leader closed\n", campaigns)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {
