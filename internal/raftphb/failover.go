@@ -1,6 +1,9 @@
 package raftphb
 
-import "go.etcd.io/raft/v3"
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
 
 // Fast failover. A follower learns that its leader is gone when it stops
 // hearing from it: after its election timeout, one to two ElectionTicks
@@ -12,7 +15,9 @@ import "go.etcd.io/raft/v3"
 // slot, campaigns at once; the others campaign two ticks apart after it,
 // each only if no election has moved its term meanwhile (a leaderless
 // follower's timer restarts on every term change): they stand in for a
-// first one that is down too, or whose log is behind theirs. All the
+// first one that is down too. One whose log is ahead of the first one's
+// refuses its pre-vote (Raft §5.4.1: the first could not win without it)
+// and campaigns at once instead of at its turn. All the
 // survivors campaigning at once would split the vote (each a candidate
 // that voted for itself) and leave the cell leaderless for a whole
 // election timeout.
@@ -68,6 +73,26 @@ func (r *Replica) failoverDue(st raft.BasicStatus) bool {
 	}
 	r.failoverAt = 0
 	return st.Lead == raft.None && st.RaftState == raft.StateFollower
+}
+
+// failoverRefused, after a Ready was carried out: a follower waiting its
+// turn to campaign after PeerDown that has just refused a pre-vote — a
+// leaderless follower refuses one for a later term only when the
+// candidate's log is behind its own — campaigns now: the candidate cannot
+// win without it, and it can.
+func (r *Replica) failoverRefused(msgs []*raftpb.Message) {
+	if r.failoverAt == 0 {
+		return
+	}
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MessageType_MsgPreVoteResp && m.GetReject() {
+			if st := r.rn.BasicStatus(); st.Lead == raft.None && st.RaftState == raft.StateFollower {
+				r.failoverAt = 0
+				r.campaignNow()
+			}
+			return
+		}
+	}
 }
 
 // campaignNow starts an election (a pre-vote) with a new election timer.

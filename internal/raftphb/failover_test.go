@@ -154,3 +154,37 @@ func TestPeerDownLeaderDies(t *testing.T) {
 		h.expect(t, 2, 2)
 	}
 }
+
+// TestPeerDownStaggered: in a cell of 5, the leader 1 and member 2 (the
+// first of the others by slot) die together. 3, 4 and 5 see their links to
+// 1 close: none campaigns at once; 3 campaigns two ticks later (one voter
+// before it), 4 would four ticks later, and 3 wins with 4 and 5, which
+// forgot 1 and grant at once.
+func TestPeerDownStaggered(t *testing.T) {
+	h := failoverCell(t, 5)
+	for _, id := range []uint64{1, 2} {
+		h.reps[id] = nil
+		for l := range h.queue {
+			if l[0] == id || l[1] == id {
+				delete(h.queue, l)
+			}
+		}
+	}
+	for id := uint64(3); id <= 5; id++ {
+		if h.reps[id].PeerDown(1) {
+			t.Fatalf("member %d campaigned at once", id)
+		}
+	}
+	h.stabilize()
+	h.expect(t, 1, 0)
+	for tick := 1; tick <= 2; tick++ {
+		for id := uint64(3); id <= 5; id++ {
+			h.reps[id].Tick()
+		}
+		h.stabilize()
+	}
+	if st := h.reps[3].Status(); st.State != raft.StateLeader || !st.Serving || st.Term != 2 {
+		t.Fatalf("member 3 does not serve term 2 two ticks after the links closed: %+v", st)
+	}
+	h.expect(t, 2, 3)
+}

@@ -754,6 +754,7 @@ func (r *Replica) Advance() {
 	r.last = raft.Ready{}
 	r.rn.Advance(rd)
 	r.noteTerm()
+	r.failoverRefused(rd.Messages)
 }
 
 // Status returns the replica's view.
