@@ -17,7 +17,10 @@ import (
 // follower's timer restarts on every term change): they stand in for a
 // first one that is down too. One whose log is ahead of the first one's
 // refuses its pre-vote (Raft §5.4.1: the first could not win without it)
-// and campaigns at once instead of at its turn. All the
+// and campaigns at once instead of at its turn. A pre-vote that reached a
+// member before its own link to the leader closed was ignored (the lease,
+// below): PeerDown steps it again, as if it had come a moment later, so
+// that the first campaign need not wait for the fallback. All the
 // survivors campaigning at once would split the vote (each a candidate
 // that voted for itself) and leave the cell leaderless for a whole
 // election timeout.
@@ -58,10 +61,27 @@ func (r *Replica) PeerDown(slot uint64) bool {
 	if rank > 0 {
 		_ = r.rn.ForgetLeader()
 		r.failoverAt = r.ticks + uint64(2*rank)
+		if m := r.preVote; m != nil && r.ticks-r.preVoteAt <= 1 && m.GetTerm() > st.GetTerm() {
+			// Pre-votes bind nobody: a late answer is one to a message
+			// that was slow to arrive.
+			r.preVote = nil
+			_ = r.rn.Step(m)
+			r.noteTerm()
+		}
 		return false
 	}
 	r.campaignNow()
 	return r.rn.BasicStatus().RaftState != raft.StateFollower
+}
+
+// notePreVote keeps a pre-vote that a follower is about to ignore because
+// it still follows a leader (etcd raft ignores it without an answer), for
+// PeerDown.
+func (r *Replica) notePreVote(m *raftpb.Message) {
+	st := r.rn.BasicStatus()
+	if st.RaftState == raft.StateFollower && st.Lead != raft.None && m.GetTerm() > st.GetTerm() {
+		r.preVote, r.preVoteAt = m, r.ticks
+	}
 }
 
 // failoverDue, on a follower's tick, reports whether the campaign that

@@ -188,3 +188,30 @@ func TestPeerDownStaggered(t *testing.T) {
 	}
 	h.expect(t, 2, 3)
 }
+
+// TestPeerDownPreVoteBeforeItsOwnLinkDown: the leader dies; 2's pre-vote
+// reaches 3 before 3's own link to the leader is seen to close, and 3,
+// still in the leader's lease, ignores it. When 3's link closes, it
+// answers that pre-vote after all, and 2 wins at once, not at 3's turn.
+func TestPeerDownPreVoteBeforeItsOwnLinkDown(t *testing.T) {
+	h := failoverCell(t, 3)
+	h.reps[1] = nil
+	for l := range h.queue {
+		if l[0] == 1 || l[1] == 1 {
+			delete(h.queue, l)
+		}
+	}
+	if !h.reps[2].PeerDown(1) {
+		t.Fatal("member 2 did not campaign")
+	}
+	h.stabilize() // the pre-vote reaches 3, which ignores it
+	if st := h.reps[3].Status(); st.Lead != 1 || st.Term != 1 {
+		t.Fatalf("member 3 answered in the lease: %+v", st)
+	}
+	h.reps[3].PeerDown(1)
+	h.stabilize()
+	if st := h.reps[2].Status(); st.State != raft.StateLeader || !st.Serving || st.Term != 2 {
+		t.Fatalf("member 2 does not serve term 2: %+v", st)
+	}
+	h.expect(t, 2, 2)
+}

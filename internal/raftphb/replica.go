@@ -218,8 +218,12 @@ type Replica struct {
 	// The follower's election timer (see the package doc).
 	elapsed, timeout int
 	term             uint64 // the term the timer last saw
-	// failoverAt is the tick of a campaign put off by PeerDown (0: none).
+	// failoverAt is the tick of a campaign put off by PeerDown (0: none);
+	// preVote the last pre-vote this follower ignored for its leader's
+	// lease, and the tick it came at (failover.go).
 	failoverAt uint64
+	preVote    *raftpb.Message
+	preVoteAt  uint64
 
 	outstanding bool       // a Ready was handed out and not advanced
 	last        raft.Ready // the RawNode's Ready behind it
@@ -554,7 +558,10 @@ func (r *Replica) Step(m *raftpb.Message) error {
 		// A leader of our term or a later one is alive.
 		if m.GetTerm() >= r.rn.BasicStatus().GetTerm() {
 			r.elapsed = 0
+			r.preVote = nil // that campaign did not end the leader's
 		}
+	case raftpb.MsgPreVote:
+		r.notePreVote(m)
 	}
 	err := r.rn.Step(m)
 	r.noteTerm()
