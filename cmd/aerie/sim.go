@@ -228,12 +228,13 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	close(jobs)
 	wg.Wait()
 	violations := 0
-	var wipes, rejoins uint64
+	var wipes, rejoins, campaigns uint64
 	changed := 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
 			changed += o.res.MembersChanged
+			campaigns += o.res.RaftLinkCampaigns
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -279,6 +280,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			fmt.Fprintf(stdout, ", %d members removed from their cell's config and added back", changed)
 		}
 		fmt.Fprintln(stdout)
+	}
+	if campaigns > 0 {
+		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d campaigns of followers whose link to their leader closed\n", campaigns)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {

@@ -91,6 +91,7 @@ func (peerDown) apply(n *Node, src source) {
 		n.log.Info("link down", "peer", string(src.peer), "err", src.conn.Err())
 		n.sh.PeerDown(src.peer)
 		if n.raft != nil {
+			n.raftPeerDown(src.peer)
 			// The clients that member forwarded for are gone with it.
 			n.raft.refused.forgetPeer(src.peer)
 			for k, cid := range n.raft.fwd.in {

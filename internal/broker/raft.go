@@ -44,8 +44,9 @@ type RaftOptions struct {
 	Members []msg.NodeID
 	Slots   []uint64
 	// TickInterval is Raft's timer (default 100 ms); ElectionTicks the
-	// election timeout in ticks (default 10: a leader's crash is noticed
-	// within 1–2 s, a follower campaigns after 1–2 s without one).
+	// election timeout in ticks (default 10: a follower campaigns after
+	// 1–2 s without a leader; one whose link to the leader closes, at once:
+	// raft_failover.go).
 	TickInterval  time.Duration
 	ElectionTicks int
 	// Compaction says when the member compacts its Raft log (zero: every

@@ -10,6 +10,9 @@ package raftphb
 //
 //	cell n=N [seed=S]     replicas 1..N (election ticks 10, heartbeat 1)
 //	campaign ID           the replica starts an election now
+//	peerdown ID from=S    the replica's link to the member of slot S
+//	                      closed (Replica.PeerDown): prints whether it
+//	                      campaigns
 //	tick ID... [n=K]      K ticks (default 1) to each named replica
 //	propose ID hwm=T,T..  a batch of HWM records of pubend P1
 //	process ID...         carry out one Ready of each named replica:
@@ -162,6 +165,16 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, b *strings.Builder) 
 	case "campaign":
 		for _, id := range ids(d) {
 			h.reps[id].Campaign()
+		}
+	case "peerdown":
+		var from uint64
+		d.ScanArgs(t, "from", &from)
+		for _, id := range ids(d) {
+			if h.reps[id].PeerDown(from) {
+				fmt.Fprintf(b, "%d: campaigns\n", id)
+			} else {
+				fmt.Fprintf(b, "%d: no campaign\n", id)
+			}
 		}
 	case "tick":
 		k := 1

@@ -34,7 +34,8 @@
 // leader after ElectionTicks (the end of Raft's leader lease, so that it
 // grants pre-votes) and campaigns after a timeout drawn from
 // [ElectionTicks, 2·ElectionTicks) with the caller's jitter — Raft §5.2's
-// randomized timeouts, seeded.
+// randomized timeouts, seeded. A follower told that its link to the leader
+// closed (PeerDown, failover.go) does not wait for that timeout.
 package raftphb
 
 import (
@@ -217,6 +218,12 @@ type Replica struct {
 	// The follower's election timer (see the package doc).
 	elapsed, timeout int
 	term             uint64 // the term the timer last saw
+	// failoverAt is the tick of a campaign put off by PeerDown (0: none);
+	// preVote the last pre-vote this follower ignored for its leader's
+	// lease, and the tick it came at (failover.go).
+	failoverAt uint64
+	preVote    *raftpb.Message
+	preVoteAt  uint64
 
 	outstanding bool       // a Ready was handed out and not advanced
 	last        raft.Ready // the RawNode's Ready behind it
@@ -433,6 +440,10 @@ func (r *Replica) Tick() {
 	}
 	r.askToJoin()
 	clear(r.snapsSent)
+	if r.failoverDue(st) {
+		r.campaignNow()
+		return
+	}
 	r.elapsed++
 	if r.elapsed == r.cfg.ElectionTicks && st.Lead != raft.None {
 		_ = r.rn.ForgetLeader() // only a follower forgets; nothing else to do
@@ -495,9 +506,7 @@ func (r *Replica) Campaign() {
 	if r.awaiting || r.lost != nil {
 		return
 	}
-	r.resetTimer()
-	_ = r.rn.Campaign()
-	r.noteTerm()
+	r.campaignNow()
 }
 
 // Step hands the replica a Raft message from a peer. It answers
@@ -549,7 +558,10 @@ func (r *Replica) Step(m *raftpb.Message) error {
 		// A leader of our term or a later one is alive.
 		if m.GetTerm() >= r.rn.BasicStatus().GetTerm() {
 			r.elapsed = 0
+			r.preVote = nil // that campaign did not end the leader's
 		}
+	case raftpb.MsgPreVote:
+		r.notePreVote(m)
 	}
 	err := r.rn.Step(m)
 	r.noteTerm()
@@ -562,6 +574,7 @@ func (r *Replica) noteTerm() {
 	if t := r.rn.BasicStatus().GetTerm(); t != r.term {
 		r.term = t
 		r.resetTimer()
+		r.failoverAt = 0
 	}
 }
 
@@ -748,6 +761,7 @@ func (r *Replica) Advance() {
 	r.last = raft.Ready{}
 	r.rn.Advance(rd)
 	r.noteTerm()
+	r.failoverRefused(rd.Messages)
 }
 
 // Status returns the replica's view.

@@ -60,10 +60,17 @@ const (
 	// config and stops, and is added back 2–8 s later as a new machine with
 	// an empty disk (members.go).
 	FaultMembers = "members"
+	// FaultFailover is not a fault but a replicated PHB cell's fast
+	// failover: a member whose link to another closes is told, as the
+	// broker tells its Raft member (raftphb.Replica.PeerDown), so that a
+	// follower of a crashed or cut-off leader campaigns at once instead of
+	// after its election timeout. Runs without it (every seed found
+	// before it, which keeps its fault set) elect on timeouts alone.
+	FaultFailover = "failover"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultMembers}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
 // every kind. Overload (congestion control under capped links) joined them
@@ -221,6 +228,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	overRng := rand.New(rand.NewPCG(o.Seed, 0x6f766572))    // "over"
 	wipeRng := rand.New(rand.NewPCG(o.Seed, 0x77697065))    // "wipe"
 	membRng := rand.New(rand.NewPCG(o.Seed, 0x6d656d62))    // "memb"
+	failRng := rand.New(rand.NewPCG(o.Seed, 0x6661696c))    // "fail"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -243,6 +251,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = wipeRng
 		case FaultMembers:
 			r = membRng
+		case FaultFailover:
+			r = failRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

@@ -51,6 +51,7 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
 	compactions, snapshots, rejoins, wipes, chunked uint64
+	linkCampaigns                                   uint64 // PeerDown campaigns (FaultFailover)
 	maxBytes                                        int64
 	maxEntries                                      uint64
 	maxSnapshot                                     int
@@ -246,6 +247,25 @@ func (w *world) raftTickLoop(n *node, inc int) {
 	w.raftStats.sample(n.raft.rn)
 	w.raftWork(n)
 	w.after(raftTick, func() { w.raftTickLoop(n, inc) })
+}
+
+// raftPeerDown: n's link to peer closed. With FaultFailover, n's Raft
+// member is told when peer is a member of its cell, as the broker tells
+// its own (internal/broker raftPeerDown): a follower of peer campaigns at
+// once.
+func (w *world) raftPeerDown(n *node, peer msg.NodeID) {
+	if !w.plan.faults[FaultFailover] || !n.up || n.raft == nil || n.raft.rn == nil {
+		return
+	}
+	slot := slices.Index(n.raft.members, peer) + 1
+	if slot == 0 {
+		return
+	}
+	if n.raft.rn.PeerDown(uint64(slot)) {
+		w.watchf("%s campaigns: its link to its leader %s closed", n.id, peer)
+		w.raftStats.linkCampaigns++
+	}
+	w.raftWork(n)
 }
 
 // raftCompaction is the members' compaction, with the run's chunk size.

@@ -37,6 +37,31 @@ func TestReplicatedCells(t *testing.T) {
 	}
 }
 
+// TestReplicatedCellsFailover is TestReplicatedCells with fast failover
+// (FaultFailover): followers whose link to their leader closes — the
+// leader crashed, hung or was cut off — campaign at once. No violation,
+// leaders do change, and some changes began with such a campaign.
+func TestReplicatedCellsFailover(t *testing.T) {
+	serves, campaigns := 0, uint64(0)
+	for s := uint64(1); s <= 12; s++ {
+		o := DefaultOptions(s)
+		o.Faults = []string{FaultReplicas, FaultFailover, FaultCrash, FaultCut, FaultPartition, FaultIOError, FaultDrift, FaultLoss}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		serves += res.LeaderServes
+		campaigns += res.RaftLinkCampaigns
+	}
+	t.Logf("%d leaders served, %d campaigns on a closed link to the leader", serves, campaigns)
+	if campaigns == 0 {
+		t.Fatal("no follower campaigned on a closed link to its leader")
+	}
+}
+
 // TestOracleBitesReplicated breaks the replicated PHB's three rules and
 // requires the oracle to catch each within a bounded number of seeds:
 // acknowledging a batch before a majority holds it (the ack precedes the
@@ -191,8 +216,8 @@ func TestReplicatedCellsChunked(t *testing.T) {
 }
 
 // faultsBeforeOverload is the default fault set before overloaded links
-// (congestion control) joined it: tests whose seeds were found with it keep
-// it, as regressions.txt's lines keep theirs.
+// (congestion control) joined it, and fast failover after them: tests whose
+// seeds were found with it keep it, as regressions.txt's lines keep theirs.
 func faultsBeforeOverload() []string {
-	return slices.DeleteFunc(FaultNames(), func(f string) bool { return f == FaultOverload })
+	return slices.DeleteFunc(FaultNames(), func(f string) bool { return f == FaultOverload || f == FaultFailover })
 }

@@ -90,6 +90,9 @@ type Result struct {
 	// RaftChunked: snapshots members received whole in chunks (only with
 	// Options.RaftChunkBytes below the stores' size).
 	RaftChunked uint64
+	// RaftLinkCampaigns: campaigns of followers whose link to their
+	// leader closed (FaultFailover).
+	RaftLinkCampaigns uint64
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -191,6 +194,7 @@ func Run(o Options) (Result, error) {
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
 	res.MembersChanged = w.membersChanged
 	res.RaftChunked = w.raftStats.chunked
+	res.RaftLinkCampaigns = w.raftStats.linkCampaigns
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}

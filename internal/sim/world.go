@@ -511,6 +511,7 @@ func (w *world) cut(l *link) {
 
 func (w *world) linkDown(at, peer msg.NodeID) {
 	w.input(w.nodes[at], func(b *shell.Broker) { b.PeerDown(peer) })
+	w.raftPeerDown(w.nodes[at], peer)
 }
 
 func (w *world) heal(l *link) {

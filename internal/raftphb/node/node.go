@@ -414,6 +414,14 @@ func (n *Node) Tick() {
 	}
 }
 
+// PeerDown tells the replica that the connection to the member of slot
+// closed: a follower of that member campaigns now rather than after its
+// election timeout (raftphb.Replica.PeerDown). It reports whether this
+// member campaigned.
+func (n *Node) PeerDown(slot uint64) bool {
+	return n.rejoining == nil && n.rep.PeerDown(slot)
+}
+
 // Step hands the replica a message from a peer. A message showing that
 // the member lost its Raft state is not stepped: the member rejoins the
 // cell under a new id in the next Write (EventRejoin). A message for an
