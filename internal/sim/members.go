@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -68,7 +69,7 @@ func (w *world) removeMember() {
 	}
 	var cells []msg.NodeID
 	for _, id := range w.order {
-		if n := w.nodes[id]; n.raft != nil && n.cell == id && w.outOf(id) == "" && w.cellSettled(id) {
+		if n := w.nodes[id]; n.raft != nil && n.cell == id && w.outOf(id) == "" && w.cellSettled(id) && w.confsAgree(id) {
 			cells = append(cells, id)
 		}
 	}
@@ -87,6 +88,32 @@ func (w *world) removeMember() {
 	w.crash(n)
 	w.membersChanged++
 	w.after(time.Duration(2000+w.crng.IntN(6000))*time.Millisecond, func() { w.addBack(cell) })
+}
+
+// confsAgree reports whether every member of cell has applied the same
+// configuration: the operator's check that the last change is in force
+// everywhere (each member's /status shows the same voters) before the
+// next. etcd raft applies a change once a member learns it committed; a
+// member that has not learned it yet still counts the configuration
+// before, and when that one cannot lose the member being removed — a cell
+// of two voters that admitted a third, whose leader is then stopped — the
+// others wait for it forever (seed 1504).
+func (w *world) confsAgree(cell msg.NodeID) bool {
+	var first string
+	for i, id := range w.plan.topo.members(cell) {
+		m := w.nodes[id]
+		if !m.up || m.raft == nil || m.raft.rn == nil {
+			return false
+		}
+		c := m.raft.rn.Replica().Status().Conf
+		k := fmt.Sprint(slices.Sorted(slices.Values(c.GetVoters())), slices.Sorted(slices.Values(c.GetLearners())))
+		if i == 0 {
+			first = k
+		} else if k != first {
+			return false
+		}
+	}
+	return true
 }
 
 // addBack lists cell's removed member in its config again and starts it
