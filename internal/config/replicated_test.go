@@ -180,14 +180,7 @@ func TestRaftClients(t *testing.T) {
 			t.Errorf("broker %s: raft_clients %q, want %q", id, b.RaftClients, want)
 		}
 	}
-	out, err := n.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := Parse(out, "marshalled")
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := remarshal(t, n)
 	if b, _ := again.Broker("p1"); b.RaftClients != RaftClientsRedirect {
 		t.Errorf("after Marshal: raft_clients %q, want %q", b.RaftClients, RaftClientsRedirect)
 	}
@@ -222,9 +215,6 @@ func TestRaftClients(t *testing.T) {
 // and refused with a reason when it is not a duration, out of bounds, set
 // outside a replicated PHB cell, or different between a cell's members.
 func TestRaftElectionTimeout(t *testing.T) {
-	withKey := func(src, id, line string) string {
-		return strings.Replace(src, "id = \""+id+"\"\n", "id = \""+id+"\"\n"+line+"\n", 1)
-	}
 	all := replicatedNet
 	for _, id := range []string{"p1", "p2", "p3"} {
 		all = withKey(all, id, `raft_election_timeout = "300ms"`)
@@ -236,14 +226,7 @@ func TestRaftElectionTimeout(t *testing.T) {
 	if b, _ := n.Broker("p2"); b.RaftElection == nil || *b.RaftElection != 300*time.Millisecond {
 		t.Fatalf("raft_election_timeout: %v, want 300ms", b.RaftElection)
 	}
-	out, err := n.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := Parse(out, "marshalled")
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := remarshal(t, n)
 	if b, _ := again.Broker("p3"); b.RaftElection == nil || *b.RaftElection != 300*time.Millisecond {
 		t.Errorf("after Marshal: raft_election_timeout %v, want 300ms", b.RaftElection)
 	}
@@ -269,9 +252,6 @@ func TestRaftElectionTimeout(t *testing.T) {
 // keeps p3 on slot 3 by giving it raft_slot = 3, and a newcomer "a0" that
 // sorts first takes raft_slot = 4 without moving anyone.
 func TestRaftSlot(t *testing.T) {
-	withKey := func(src, id, line string) string {
-		return strings.Replace(src, "id = \""+id+"\"\n", "id = \""+id+"\"\n"+line+"\n", 1)
-	}
 	slots := func(src string) map[string]uint64 {
 		t.Helper()
 		n, err := Parse([]byte(src), "net.toml")
@@ -307,14 +287,7 @@ func TestRaftSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := n.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := Parse(out, "marshalled")
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := remarshal(t, n)
 	if got := again.RaftID("a0"); got != 4 {
 		t.Errorf("after Marshal: a0 on slot %d, want 4", got)
 	}
@@ -331,4 +304,23 @@ func TestRaftSlot(t *testing.T) {
 			t.Errorf("%s: want error containing\n  %s\ngot\n  %v", c.name, c.want, err)
 		}
 	}
+}
+
+// remarshal writes n and parses it again.
+func remarshal(t *testing.T, n *Network) *Network {
+	t.Helper()
+	out, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(out, "marshalled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return again
+}
+
+// withKey adds line to broker id's table of src.
+func withKey(src, id, line string) string {
+	return strings.Replace(src, "id = \""+id+"\"\n", "id = \""+id+"\"\n"+line+"\n", 1)
 }

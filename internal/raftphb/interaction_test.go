@@ -134,6 +134,24 @@ func ids(d *datadriven.TestData) []uint64 {
 	return out
 }
 
+// uints returns the values of argument key, as numbers.
+func uints(d *datadriven.TestData, key string) ([]uint64, error) {
+	var out []uint64
+	for _, a := range d.CmdArgs {
+		if a.Key != key {
+			continue
+		}
+		for _, v := range a.Vals {
+			x, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s=%s: %w", key, v, err)
+			}
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
 func link(s string) ([2]uint64, error) {
 	a, b, ok := strings.Cut(s, "->")
 	if !ok {
@@ -186,18 +204,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, b *strings.Builder) 
 		}
 	case "propose":
 		id := ids(d)[0]
+		hwms, err := uints(d, "hwm")
+		if err != nil {
+			return err
+		}
 		var recs []msg.Record
-		for _, a := range d.CmdArgs {
-			if a.Key != "hwm" {
-				continue
-			}
-			for _, v := range a.Vals {
-				x, err := strconv.ParseUint(v, 10, 64)
-				if err != nil {
-					return err
-				}
-				recs = append(recs, msg.Record{Pubend: "P1", HWM: tick.Tick(x)})
-			}
+		for _, x := range hwms {
+			recs = append(recs, msg.Record{Pubend: "P1", HWM: tick.Tick(x)})
 		}
 		first, err := h.reps[id].Propose(recs)
 		if err != nil {
@@ -275,18 +288,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData, b *strings.Builder) 
 			}
 		}
 	case "peers":
-		var slots []uint64
-		for _, a := range d.CmdArgs {
-			if a.Key != "slots" {
-				continue
-			}
-			for _, v := range a.Vals {
-				x, err := strconv.ParseUint(v, 10, 64)
-				if err != nil {
-					return err
-				}
-				slots = append(slots, x)
-			}
+		slots, err := uints(d, "slots")
+		if err != nil {
+			return err
 		}
 		for _, id := range ids(d) {
 			if err := h.reps[id].SetPeers(slots); err != nil {
