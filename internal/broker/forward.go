@@ -397,7 +397,7 @@ func (n *Node) forwardServe() map[shell.ClientID]bool {
 	f := n.raft.fwd
 	kept := map[shell.ClientID]bool{}
 	for cid, fc := range f.clients {
-		n.sh.ClientUpAs(cid, fc.perms)
+		n.sh.ClientUpWith(cid, fc.perms, readsAckRanges(fc.conn))
 		ps := make([]fwdPub, 0, len(fc.pending))
 		for _, p := range fc.pending {
 			ps = append(ps, p)
