@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/wire"
@@ -144,4 +145,27 @@ func TestClientRangeAcksResolveOnce(t *testing.T) {
 			t.Fatalf("#%d: %+v, delivered at tick %d", seq, r, delivered[seq])
 		}
 	}
+}
+
+// Through a member of a replicated PHB cell that forwards to the serving
+// leader: a client of version 11 gets the leader's ranges, relayed; one
+// of version 10 gets a PubAck per publish.
+func TestForwardedAckRanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startRaftCell(t, ctx, 3, broker.RaftClientsForward)
+	follower := c.nodes[(c.leader+1)%3].ClientAddr()
+	const n = 300
+	acks, ranges, ticks := rawPublish(t, follower, wire.VersionPubAckRange-1, "old", n)
+	if ranges != 0 || acks != n || len(ticks) != n {
+		t.Fatalf("version %d client: %d PubAcks and %d ranges for %d publishes, want a PubAck each", wire.VersionPubAckRange-1, acks, ranges, n)
+	}
+	acks, ranges, ticks = rawPublish(t, follower, wire.Version, "new", n)
+	if ranges == 0 || acks+ranges >= n || len(ticks) != n {
+		t.Fatalf("version %d client: %d PubAcks and %d ranges for %d publishes, want fewer frames than publishes", wire.Version, acks, ranges, n)
+	}
+	t.Logf("forwarded version %d client: %d publishes acked by %d ranges and %d PubAcks", wire.Version, n, ranges, acks)
 }

@@ -75,9 +75,9 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 				break
 			}
 			switch Type(inner[0]) {
-			case TypePublish, TypePubAck, TypePubReject, TypeGoodbye:
+			case TypePublish, TypePubAck, TypePubAckRange, TypePubReject, TypeGoodbye:
 			default:
-				d.failf("forwarded message must be a Publish, PubAck, PubReject or Goodbye, not %v", Type(inner[0]))
+				d.failf("forwarded message must be a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %v", Type(inner[0]))
 			}
 			if d.err != nil {
 				break

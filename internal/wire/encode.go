@@ -73,9 +73,9 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 
 	case msg.Forward:
 		switch v.Msg.(type) {
-		case msg.Publish, msg.PubAck, msg.PubReject, msg.Goodbye:
+		case msg.Publish, msg.PubAck, msg.PubAckRange, msg.PubReject, msg.Goodbye:
 		default:
-			return nil, fmt.Errorf("wire: Forward may carry only a Publish, PubAck, PubReject or Goodbye, not %T", v.Msg)
+			return nil, fmt.Errorf("wire: Forward may carry only a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %T", v.Msg)
 		}
 		b = append(b, byte(TypeForward))
 		b = binary.AppendUvarint(b, v.Client)
