@@ -165,6 +165,9 @@ type Client struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	slots   chan struct{} // one token per unacknowledged publish
+	// acked is dispatch's scratch for the publishes one PubAckRange
+	// answers (used on the connection's reader goroutine only).
+	acked []*publish
 }
 
 type publish struct {
@@ -387,6 +390,8 @@ func (c *Client) dispatch(m msg.Msg) {
 		}
 		c.mu.Unlock()
 		c.finish(m.Seq, Ack{Pubend: string(m.Pubend), Tick: uint64(m.Tick), Duplicate: m.Duplicate}, nil)
+	case msg.PubAckRange: // from a broker of version 11 on: the acks of consecutive publishes
+		c.finishRange(&m)
 	case msg.PubReject:
 		c.finish(m.Seq, Ack{}, fmt.Errorf("%w: %s", ErrRejected, m.Reason))
 	case msg.SubStarted:
@@ -430,6 +435,32 @@ func (c *Client) finish(seq uint64, ack Ack, err error) {
 		<-c.slots
 		p.done(Result{Ack: ack, Seq: p.seq, Err: err})
 	}
+}
+
+// finishRange completes the publishes a PubAckRange acknowledges, each
+// with its own tick, as the PubAcks it stands for would: one pass under
+// the lock for the range, then their outcomes. A seq that is no longer
+// pending (answered before, as after a resend) is skipped, as finish does.
+func (c *Client) finishRange(r *msg.PubAckRange) {
+	ps := c.acked[:0]
+	c.mu.Lock()
+	if c.pubend == "" {
+		c.pubend = r.Pubend
+	}
+	for i := range r.Ticks {
+		seq := r.Seq + uint64(i)
+		if p := c.pending[seq]; p != nil {
+			delete(c.pending, seq)
+			ps = append(ps, p)
+		}
+	}
+	c.mu.Unlock()
+	for i, p := range ps {
+		<-c.slots
+		p.done(Result{Ack: Ack{Pubend: string(r.Pubend), Tick: uint64(r.Ticks[p.seq-r.Seq])}, Seq: p.seq})
+		ps[i] = nil
+	}
+	c.acked = ps[:0]
 }
 
 // failPending ends every unacknowledged publish with ErrClosed once the

@@ -24,7 +24,9 @@ var allocBudget = map[msg.NodeID]float64{
 	// Publish frame, read into memory of its own and viewed there
 	// (transport.Options.ViewFrames), boxed as msg.Msg → event and its one
 	// encoding → log record → Knowledge frame; the PubAck from the engine's
-	// blocks (gd pubAckMsg; boxed one by one before: 5.1).
+	// blocks (gd pubAckMsg; boxed one by one before: 5.1), sent to a client
+	// that reads ranges in a PubAckRange per burst, carved from the
+	// shell's blocks (shell acks.go).
 	"p1": 4.5,
 	// Knowledge frame, read into memory of its own → Knowledge and event in
 	// one allocation, viewing the frame → the same bytes in the Knowledge
@@ -136,7 +138,7 @@ func newHopChain(tb testing.TB) *hopChain {
 		h.sh = shell.New(sc)
 		c.hops[id] = h
 	}
-	c.input("p1", func(b *shell.Broker) { b.PeerUp("b1", 1); b.ClientUp(1) })
+	c.input("p1", func(b *shell.Broker) { b.PeerUp("b1", 1); b.ClientUpWith(1, nil, true) })
 	c.input("b1", func(b *shell.Broker) { b.PeerUp("p1", 1); b.PeerUp("s1", 1) })
 	c.input("s1", func(b *shell.Broker) {
 		b.PeerUp("b1", 1)

@@ -109,8 +109,11 @@ type fwdConn struct {
 }
 
 func (c fwdConn) Send(m msg.Msg) bool {
-	if a, ok := m.(*msg.PubAck); ok {
+	switch a := m.(type) {
+	case *msg.PubAck:
 		m = *a // the engine's form (gd pubAckMsg); a Forward carries the value
+	case *msg.PubAckRange:
+		m = *a // the shell's form (shell acks.go)
 	}
 	if l := c.n.peers[c.peer]; l != nil {
 		return l.Send(msg.Forward{Client: c.cid, Msg: m})
@@ -273,11 +276,16 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 			cid = n.newClientID()
 			r.fwd.in[key] = cid
 			n.clients[cid] = fwdConn{n: n, peer: from, cid: f.Client}
-			n.sh.ClientUpAs(cid, nil) // the forwarding member checked the user's permissions
+			// The forwarding member checked the user's permissions; it reads
+			// ranges (the members of a cell speak one version) and passes
+			// them on as its client reads them.
+			n.sh.ClientUpWith(cid, nil, true)
 		}
 		n.sh.ClientRequest(cid, m)
 	case msg.PubAck:
 		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
+	case msg.PubAckRange:
+		n.forwardRange(shell.ClientID(f.Client), m)
 	case msg.PubReject:
 		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
 	case msg.Goodbye:
@@ -316,6 +324,41 @@ func (n *Node) forwardAnswer(cid shell.ClientID, k pubKey, m msg.Msg) {
 	delete(fc.pending, k)
 	fc.stalled = time.Time{}
 	fc.conn.Send(m)
+}
+
+// forwardRange relays the leader's range of acks for a client of this
+// member: whole, if the client reads ranges and every publish in it was
+// unanswered; else a PubAck for each one that was (a resend's duplicate
+// answer is dropped, as in forwardAnswer).
+func (n *Node) forwardRange(cid shell.ClientID, r msg.PubAckRange) {
+	fc := n.raft.fwd.clients[cid]
+	if fc == nil {
+		return
+	}
+	answered := 0
+	for i := range r.Len() {
+		if _, ok := fc.pending[pubKey{r.Publisher, r.Seq + uint64(i)}]; ok {
+			answered++
+		}
+	}
+	if answered == 0 {
+		return
+	}
+	fc.stalled = time.Time{}
+	whole := answered == r.Len() && readsAckRanges(fc.conn)
+	for i := range r.Len() {
+		k := pubKey{r.Publisher, r.Seq + uint64(i)}
+		if _, ok := fc.pending[k]; !ok {
+			continue
+		}
+		delete(fc.pending, k)
+		if !whole {
+			fc.conn.Send(r.Ack(i))
+		}
+	}
+	if whole {
+		fc.conn.Send(r)
+	}
 }
 
 // forwardTarget is the member this one forwards to: the Raft leader it
@@ -397,7 +440,7 @@ func (n *Node) forwardServe() map[shell.ClientID]bool {
 	f := n.raft.fwd
 	kept := map[shell.ClientID]bool{}
 	for cid, fc := range f.clients {
-		n.sh.ClientUpAs(cid, fc.perms)
+		n.sh.ClientUpWith(cid, fc.perms, readsAckRanges(fc.conn))
 		ps := make([]fwdPub, 0, len(fc.pending))
 		for _, p := range fc.pending {
 			ps = append(ps, p)

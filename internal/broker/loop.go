@@ -11,6 +11,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/transport"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // event is what a connection or membership goroutine hands to the loop:
@@ -119,7 +120,7 @@ func (c clientUp) apply(n *Node, src source) {
 	} else {
 		n.clients[src.cid] = src.conn
 	}
-	n.sh.ClientUpAs(src.cid, c.perms)
+	n.sh.ClientUpWith(src.cid, c.perms, readsAckRanges(n.clients[src.cid]))
 	if n.raft != nil && !n.raft.serving {
 		if n.forwards() {
 			n.forwardClientUp(src.cid, n.clients[src.cid], c.perms)
@@ -127,6 +128,14 @@ func (c clientUp) apply(n *Node, src source) {
 		}
 		n.standbyClient(n.clients[src.cid])
 	}
+}
+
+// readsAckRanges says whether a client connection reads PubAckRange: an
+// aerie client of protocol version 11 or later (an MQTT client, or a
+// forwarded one, gets a PubAck per publish).
+func readsAckRanges(c clientConn) bool {
+	tc, ok := c.(*transport.Conn)
+	return ok && tc.Peer.Version >= wire.VersionPubAckRange
 }
 
 type clientDown struct{}

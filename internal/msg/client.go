@@ -33,6 +33,41 @@ type PubAck struct {
 	Duplicate bool
 }
 
+// PubAckRange confirms, in one message, the consecutive publishes Seq,
+// Seq+1, …, Seq+len(Ticks)-1 of Publisher: each is durable at Pubend (or,
+// in best-effort mode, ticked there) at Ticks[i], which increase strictly.
+// It says exactly what the len(Ticks) PubAcks it stands for would say; no
+// publish in it is a Duplicate (those are acked one by one). A broker
+// sends it only to clients that announce protocol version 11 or later
+// (wire.VersionPubAckRange), when several acks of one publisher leave
+// together: one group commit, or one burst of best-effort publishes.
+type PubAckRange struct {
+	Pubend    PubendID
+	Publisher string
+	Seq       uint64
+	Ticks     []tick.Tick
+}
+
+// Len is the number of publishes the range acknowledges.
+func (m *PubAckRange) Len() int { return len(m.Ticks) }
+
+// Ack returns the ack of the range's i-th publish, as a PubAck would say it.
+func (m *PubAckRange) Ack(i int) PubAck {
+	return PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq + uint64(i), Tick: m.Ticks[i]}
+}
+
+// AsPubAckRange returns m as a PubAckRange if it is one, by value or by
+// pointer.
+func AsPubAckRange(m Msg) (*PubAckRange, bool) {
+	switch a := m.(type) {
+	case PubAckRange:
+		return &a, true
+	case *PubAckRange:
+		return a, a != nil
+	}
+	return nil, false
+}
+
 // PubReject refuses a publish (unknown pubend, bad request) with a reason.
 type PubReject struct {
 	Publisher string
@@ -175,6 +210,13 @@ func (m PubAck) String() string {
 	}
 	return fmt.Sprintf("PubAck{%s %s#%d @%d%s}", m.Pubend, m.Publisher, m.Seq, m.Tick, dup)
 }
+func (m PubAckRange) String() string {
+	if len(m.Ticks) == 0 {
+		return fmt.Sprintf("PubAckRange{%s %s#%d empty}", m.Pubend, m.Publisher, m.Seq)
+	}
+	return fmt.Sprintf("PubAckRange{%s %s#%d..%d @%d..%d}", m.Pubend, m.Publisher, m.Seq, m.Seq+uint64(len(m.Ticks))-1,
+		m.Ticks[0], m.Ticks[len(m.Ticks)-1])
+}
 func (m PubReject) String() string {
 	return fmt.Sprintf("PubReject{%s#%d %s}", m.Publisher, m.Seq, m.Reason)
 }
@@ -199,6 +241,7 @@ func (m Delivery) String() string    { return fmt.Sprintf("Deliver{%s %v}", m.Su
 func (Publish) isMsg()     {}
 func (PubAck) isMsg()      {}
 func (PubReject) isMsg()   {}
+func (PubAckRange) isMsg() {}
 func (Subscribe) isMsg()   {}
 func (Unsubscribe) isMsg() {}
 func (SubStarted) isMsg()  {}

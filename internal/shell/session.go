@@ -21,6 +21,10 @@ type session struct {
 	// has no users). Checked here, at the broker the client is connected
 	// to, on every request: another hop never checks nor trusts it.
 	perms *auth.Perms
+	// ackRanges: the client reads PubAckRange (protocol version 11 on),
+	// so the acks of its consecutive publishes that leave together go in
+	// one (acks.go).
+	ackRanges bool
 }
 
 func (b *Broker) engineSub(c ClientID, name msg.SubID) msg.SubID {
@@ -32,8 +36,15 @@ func (b *Broker) ClientUp(c ClientID) { b.ClientUpAs(c, nil) }
 
 // ClientUpAs: client connection c is open, authenticated as a user who may
 // do what perms allows (nil: everything).
-func (b *Broker) ClientUpAs(c ClientID, perms *auth.Perms) {
-	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}, perms: perms}
+func (b *Broker) ClientUpAs(c ClientID, perms *auth.Perms) { b.ClientUpWith(c, perms, false) }
+
+// ClientUpWith: client connection c is open, as ClientUpAs; ackRanges says
+// that it reads PubAckRange (a client of protocol version 11 or later,
+// wire.VersionPubAckRange): the acks of its consecutive publishes that
+// leave together (one group commit, one burst) go in one frame. Without
+// it every publish gets a PubAck of its own.
+func (b *Broker) ClientUpWith(c ClientID, perms *auth.Perms, ackRanges bool) {
+	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}, perms: perms, ackRanges: ackRanges}
 }
 
 // ClientDown: client connection c is gone; its subscriptions end with it.
@@ -138,8 +149,14 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 // toClient routes an engine answer to the connection it is for, under the
 // name that client uses.
 func (b *Broker) toClient(m msg.Msg) {
-	var c ClientID
-	var ok bool
+	if c, m, ok := b.route(m); ok {
+		b.net.ToClient(c, m)
+	}
+}
+
+// route finds the connection an engine answer is for and renames what it
+// names in the client's terms; ok is false when that connection is gone.
+func (b *Broker) route(m msg.Msg) (c ClientID, _ msg.Msg, ok bool) {
 	switch x := m.(type) {
 	case *msg.PubAck: // the engine's form for a new publish (gd pubAckMsg)
 		c, ok = b.pubOwner[x.Publisher]
@@ -178,7 +195,5 @@ func (b *Broker) toClient(m msg.Msg) {
 			m = x
 		}
 	}
-	if ok {
-		b.net.ToClient(c, m)
-	}
+	return c, m, ok
 }

@@ -106,6 +106,7 @@ type Broker struct {
 	localIn gd.Local
 
 	sessions map[ClientID]*session
+	acks     acker // coalesces the acks of a batch into ranges (acks.go)
 	pubOwner map[string]ClientID
 	subOwner map[msg.SubID]ClientID
 
@@ -227,9 +228,7 @@ func (b *Broker) Persisted(first uint64, err error) error {
 	}
 	b.next = first + uint64(len(bt.all))
 	if rd := bt.rd; rd != nil {
-		for _, m := range rd.ToClientsAfterPersist {
-			b.toClient(m)
-		}
+		b.toClients(rd.ToClientsAfterPersist)
 		b.eng.Advance(*rd)
 	}
 	if len(bt.own) > 0 {
@@ -309,9 +308,7 @@ func (b *Broker) Drain() {
 			for _, env := range rd.Send {
 				b.net.Send(env.To, env.Msg)
 			}
-			for _, m := range rd.ToClients {
-				b.toClient(m)
-			}
+			b.toClients(rd.ToClients)
 			if len(rd.Persist) > 0 {
 				r := rd // valid until its Advance
 				b.waiting = append(b.waiting, &r)

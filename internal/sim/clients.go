@@ -58,7 +58,9 @@ func (c *clientConn) open(w *world, n *node) shell.ClientID {
 	if !c.ok || c.node != n.id || c.gen != n.gen {
 		n.nextCID++
 		*c = clientConn{id: n.nextCID, node: n.id, gen: n.gen, ok: true}
-		w.input(n, func(b *shell.Broker) { b.ClientUp(c.id) })
+		// Every other connection reads PubAckRange (a client of version 11
+		// on), so both forms of acks run under every scenario.
+		w.input(n, func(b *shell.Broker) { b.ClientUpWith(c.id, nil, c.id%2 == 1) })
 	}
 	return c.id
 }
@@ -284,6 +286,16 @@ func (w *world) toClient(n *node, m msg.Msg) {
 		for _, p := range w.pubs {
 			if p.id == m.Publisher {
 				p.acked(w, m)
+			}
+		}
+	case msg.PubAckRange:
+		// The PubAcks the range stands for, one by one, as a client sees
+		// them.
+		for _, p := range w.pubs {
+			if p.id == m.Publisher {
+				for i := range m.Len() {
+					p.acked(w, m.Ack(i))
+				}
 			}
 		}
 	default:

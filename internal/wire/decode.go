@@ -75,9 +75,9 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 				break
 			}
 			switch Type(inner[0]) {
-			case TypePublish, TypePubAck, TypePubReject, TypeGoodbye:
+			case TypePublish, TypePubAck, TypePubAckRange, TypePubReject, TypeGoodbye:
 			default:
-				d.failf("forwarded message must be a Publish, PubAck, PubReject or Goodbye, not %v", Type(inner[0]))
+				d.failf("forwarded message must be a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %v", Type(inner[0]))
 			}
 			if d.err != nil {
 				break
@@ -179,6 +179,8 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 
 	case TypePubAck:
 		m = msg.PubAck{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Tick: d.tick(), Duplicate: d.bool()}
+	case TypePubAckRange:
+		m = d.pubAckRange()
 	case TypePubReject:
 		m = msg.PubReject{Publisher: d.string(), Seq: d.uvarint(), Reason: d.string()}
 	case TypeSubStarted:
@@ -430,6 +432,32 @@ func (d *decoder) count(min int, what string) int {
 		return 0
 	}
 	return int(n)
+}
+
+// pubAckRange reads a PubAckRange (appendPubAckRange): n ticks, the
+// first whole and each later one as its distance from the one before.
+func (d *decoder) pubAckRange() msg.Msg {
+	r := msg.PubAckRange{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint()}
+	n := d.count(1, "acks") // the first tick and every distance take a byte at least
+	if d.err != nil {
+		return nil
+	}
+	if n == 0 || r.Seq+uint64(n)-1 < r.Seq {
+		d.failf("%d acks from seq %d", n, r.Seq)
+		return nil
+	}
+	r.Ticks = make([]tick.Tick, n)
+	r.Ticks[0] = d.tick()
+	for i := 1; i < n && d.err == nil; i++ {
+		delta := d.uvarint()
+		t := r.Ticks[i-1] + tick.Tick(delta)
+		if delta == 0 || t < r.Ticks[i-1] {
+			d.failf("tick distance %d after tick %d", delta, r.Ticks[i-1])
+			return nil
+		}
+		r.Ticks[i] = t
+	}
+	return r
 }
 
 // clauses reads count + (pattern, selector) pairs.

@@ -46,8 +46,15 @@ import (
 // Subscribe's long form may end with an order byte (1: uniform total
 // order across pubends). 10 — RaftChunk and RaftChunkAck (0x42, 0x43): a
 // replicated PHB member's snapshot larger than one chunk travels in
-// acknowledged pieces (clients are not concerned).
-const Version uint16 = 10
+// acknowledged pieces (clients are not concerned). 11 — PubAckRange
+// (0x37): one frame acknowledges several consecutive publishes of one
+// publisher; a broker sends it only to clients of version 11 on
+// (VersionPubAckRange), older ones still get a PubAck per publish.
+const Version uint16 = 11
+
+// VersionPubAckRange is the first client version a broker may send
+// PubAckRange frames to.
+const VersionPubAckRange uint16 = 11
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
@@ -128,6 +135,7 @@ const (
 	TypeDelivery    Type = 0x34
 	TypeGap         Type = 0x35 // ticks a durable subscriber will never get (released)
 	TypeProgress    Type = 0x36 // a durable subscriber's checkpoint moved without a delivery
+	TypePubAckRange Type = 0x37 // the acks of consecutive publishes of one publisher (version 11)
 )
 
 var typeNames = map[Type]string{
@@ -141,6 +149,7 @@ var typeNames = map[Type]string{
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 	TypeDCQ: "DCQ", TypeUCA: "UCA", TypeSummaryDelta: "SummaryDelta",
 	TypeForward: "Forward", TypeRaftChunk: "RaftChunk", TypeRaftChunkAck: "RaftChunkAck",
+	TypePubAckRange: "PubAckRange",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -73,6 +74,7 @@ var cases = []struct {
 	{"RaftChunkAck", msg.RaftChunkAck{From: 2<<8 | 3, To: 1, Seq: 7, Next: 2 << 20}},
 	{"ForwardPublish", msg.Forward{Client: 300, Msg: msg.Publish{Pubend: "P1", Publisher: "pub-1", Seq: 99, Topic: "a.b", Props: testEvent().Props, Payload: []byte("x")}}},
 	{"ForwardPubAck", msg.Forward{Client: 1, Msg: msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 1, Duplicate: true}}},
+	{"ForwardPubAckRange", msg.Forward{Client: 1, Msg: msg.PubAckRange{Pubend: "P1", Publisher: "pub-1", Seq: 99, Ticks: []tick.Tick{1<<40 + 1, 1<<40 + 2}}}},
 	{"ForwardPubReject", msg.Forward{Client: 2, Msg: msg.PubReject{Publisher: "pub-1", Seq: 3, Reason: "no"}}},
 	{"ForwardGoodbye", msg.Forward{Client: 0, Msg: msg.Goodbye{Reason: "p1 does not lead replicated PHB cell phb now"}}},
 	{"Refetch", msg.Refetch{Pubend: "P1", Ranges: []tick.Range{{Lo: 5, Hi: 5}, {Lo: 9, Hi: 1 << 40}}, Path: []msg.NodeID{"s1", "b2"}}},
@@ -104,6 +106,9 @@ var cases = []struct {
 	{"ReplayDataGapAtZero", msg.ReplayData{Pubend: "P1", Sub: "d", From: 0, To: 9, Gap: tick.Range{Lo: 1, Hi: 1}}},
 	{"PubAck", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7}},
 	{"PubAckDuplicate", msg.PubAck{Pubend: "P1", Publisher: "pub-1", Seq: 99, Tick: 1<<40 + 7, Duplicate: true}},
+	{"PubAckRange", msg.PubAckRange{Pubend: "P1", Publisher: "pub-1", Seq: 99, Ticks: []tick.Tick{1<<40 + 7, 1<<40 + 8, 1<<40 + 1024, 1<<41 + 3}}},
+	{"PubAckRangeOne", msg.PubAckRange{Pubend: "P1", Publisher: "pub-1", Seq: 1, Ticks: []tick.Tick{0}}},
+	{"PubAckRangeToLastSeq", msg.PubAckRange{Pubend: "", Publisher: "", Seq: math.MaxUint64 - 1, Ticks: []tick.Tick{5, math.MaxUint64}}},
 	{"PubReject", msg.PubReject{Publisher: "pub-1", Seq: 100, Reason: `unknown pubend "P7"`}},
 	{"SubStarted", msg.SubStarted{Sub: "c1/s1", Token: msg.Token{"P3": 30, "P1": 1 << 41, "P2": 0, "P10": 5}}},
 	{"SubStartedEmpty", msg.SubStarted{Sub: "c1/s2"}},
@@ -258,7 +263,7 @@ func TestRoundTrip(t *testing.T) {
 			pv.Elem().Set(reflect.ValueOf(c.m))
 			pf, perr := AppendFrame(nil, pv.Interface().(msg.Msg))
 			switch c.m.(type) {
-			case msg.Knowledge, msg.Delivery, msg.PubAck, msg.Publish:
+			case msg.Knowledge, msg.Delivery, msg.PubAck, msg.PubAckRange, msg.Publish:
 				if perr != nil || !bytes.Equal(pf, f) {
 					t.Fatalf("*%T encodes differently: %v", c.m, perr)
 				}
@@ -298,6 +303,8 @@ func TestGolden(t *testing.T) {
 		{msg.RaftChunk{From: 1, To: 2, Seq: 3, Term: 4, Index: 5, Offset: 298, Last: true, CRC: 0x01020304, Data: []byte{0xaa, 0xbb}},
 			"10000000" + "42" + "01" + "02" + "03" + "04" + "05" + "aa02" + "01" + "04030201" + "02aabb"},
 		{msg.RaftChunkAck{From: 2, To: 1, Seq: 3, Next: 300}, "06000000" + "43" + "02" + "01" + "03" + "ac02"},
+		{msg.PubAckRange{Pubend: "P1", Publisher: "c", Seq: 7, Ticks: []tick.Tick{1024, 1025, 2048}},
+			"0d000000" + "37" + "025031" + "0163" + "07" + "03" + "8008" + "01" + "ff07"},
 		{msg.Forward{Client: 300, Msg: msg.Goodbye{Reason: "x"}}, "06000000" + "41" + "ac02" + "03" + "0178"},
 		{msg.SummaryDelta{Seq: 2, Add: []msg.Clause{{Pattern: "a", Selector: "k = 1"}}, Remove: []msg.Clause{{Pattern: "b", Selector: ""}}}, "10000000" + "40" + "02" + "00" + "01" + "0161" + "056b203d2031" + "01" + "0162" + "00"},
 		{msg.Ack{Pubend: "P1", T: 5, Released: 5, Delivered: 5}, "05000000" + "12" + "025031" + "05"},
@@ -468,12 +475,19 @@ func TestMalformed(t *testing.T) {
 		{"replay data too many events", []byte{byte(TypeReplayData), 1, 'P', 1, 's', 0, 9, 100, 0}, "100 events cannot fit"},
 		{"UCA rate absurd", []byte{byte(TypeUCA), 1, 'P', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0}, "UCA rate"},
 		{"forward of nothing", []byte{byte(TypeForward), 1}, "forwarded message missing"},
+		{"pub ack range of none", []byte{byte(TypePubAckRange), 1, 'P', 1, 'c', 1, 0}, "0 acks from seq 1"},
+		{"pub ack range of more acks than bytes", []byte{byte(TypePubAckRange), 1, 'P', 1, 'c', 1, 3, 5, 1}, "3 acks cannot fit"},
+		{"pub ack range with a tick repeated", []byte{byte(TypePubAckRange), 1, 'P', 1, 'c', 1, 2, 5, 0}, "tick distance 0 after tick 5"},
+		{"pub ack range past the last tick", []byte{byte(TypePubAckRange), 1, 'P', 1, 'c', 1, 2,
+			0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 2}, "tick distance 2 after tick 18446744073709551614"},
+		{"pub ack range past the last seq", []byte{byte(TypePubAckRange), 1, 'P', 1, 'c',
+			0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 2, 5, 1}, "2 acks from seq 18446744073709551615"},
 		{"raft chunk empty", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0}, "empty chunk"},
 		{"raft chunk bad last", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 0, 2, 0, 0, 0, 0, 1, 9}, "bool byte 2"},
 		{"raft chunk truncated checksum", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 5, 0, 0, 0}, "truncated"},
 		{"raft chunk data past the frame", []byte{byte(TypeRaftChunk), 1, 2, 1, 1, 1, 5, 0, 0, 0, 0, 0, 5, 9}, "RaftChunk at offset"},
-		{"forward of a subscribe", []byte{byte(TypeForward), 1, byte(TypeSubscribe), 1, 's', 1, 'a', 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
-		{"forward of a forward", []byte{byte(TypeForward), 1, byte(TypeForward), 1, byte(TypeGoodbye), 0}, "must be a Publish, PubAck, PubReject or Goodbye"},
+		{"forward of a subscribe", []byte{byte(TypeForward), 1, byte(TypeSubscribe), 1, 's', 1, 'a', 0}, "must be a Publish, PubAck, PubAckRange, PubReject or Goodbye"},
+		{"forward of a forward", []byte{byte(TypeForward), 1, byte(TypeForward), 1, byte(TypeGoodbye), 0}, "must be a Publish, PubAck, PubAckRange, PubReject or Goodbye"},
 		{"forward of a bad goodbye", []byte{byte(TypeForward), 7, byte(TypeGoodbye), 5}, "inside Forward for client 7, from offset 2"},
 		{"forward with a truncated client", []byte{byte(TypeForward), 0x80}, "truncated varint"},
 		{"relay of a replay", []byte{byte(TypeRelay), 1, 's', byte(TypeReplay), 1, 'P', 1, 's', 0, 9, 0, 0, 0}, "must be a broker-to-broker GD message"},
@@ -694,6 +708,25 @@ func TestUCARateRefused(t *testing.T) {
 	}
 }
 
+// A PubAckRange that would not decode — no acks, ticks that do not
+// increase, seqs past the last — cannot be written either.
+func TestPubAckRangeRefused(t *testing.T) {
+	for _, r := range []msg.PubAckRange{
+		{Pubend: "P", Publisher: "c", Seq: 1},
+		{Pubend: "P", Publisher: "c", Seq: 1, Ticks: []tick.Tick{5, 5}},
+		{Pubend: "P", Publisher: "c", Seq: 1, Ticks: []tick.Tick{5, 6, 4}},
+		{Pubend: "P", Publisher: "c", Seq: math.MaxUint64, Ticks: []tick.Tick{5, 6}},
+	} {
+		out, err := AppendFrame([]byte("keep"), r)
+		if !errors.Is(err, ErrMalformed) || string(out) != "keep" {
+			t.Errorf("AppendFrame(%v): %q, %v", r, out, err)
+		}
+	}
+	if _, err := AppendFrame(nil, (*msg.PubAckRange)(nil)); err == nil {
+		t.Error("nil *PubAckRange encoded")
+	}
+}
+
 // Ready is true exactly when Next would return without reading: a whole
 // frame is buffered. A burst stops at a frame that is only partly there.
 func TestReaderReady(t *testing.T) {
@@ -741,5 +774,51 @@ func TestNilEnginePointersRefused(t *testing.T) {
 		if _, err := AppendFrame(nil, m); err == nil {
 			t.Errorf("nil %T encoded", m)
 		}
+	}
+}
+
+// BenchmarkAcks64 encodes and decodes the acks of 64 consecutive publishes
+// of one publisher: 64 PubAck frames, or one PubAckRange (protocol version
+// 11). ns/op and allocs/op are for all 64.
+func BenchmarkAcks64(b *testing.B) {
+	ticks := make([]tick.Tick, 64)
+	for i := range ticks {
+		ticks[i] = 1<<40 + tick.Tick(i)
+	}
+	r := msg.PubAckRange{Pubend: "P1", Publisher: "c-0123456789abcdef", Seq: 1000, Ticks: ticks}
+	for _, c := range []struct {
+		name string
+		ms   []msg.Msg
+	}{
+		{"PubAck", func() (ms []msg.Msg) {
+			for i := range r.Len() {
+				a := r.Ack(i)
+				ms = append(ms, &a)
+			}
+			return ms
+		}()},
+		{"PubAckRange", []msg.Msg{&r}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = buf[:0]
+				for _, m := range c.ms {
+					var err error
+					if buf, err = AppendFrame(buf, m); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for f := buf; len(f) > 0; {
+					n := 4 + int(binary.LittleEndian.Uint32(f))
+					if _, err := Decode(f[4:n]); err != nil {
+						b.Fatal(err)
+					}
+					f = f[n:]
+				}
+			}
+			b.ReportMetric(float64(len(buf)), "bytes")
+		})
 	}
 }
