@@ -98,11 +98,11 @@ type RaftStatus struct {
 	// Flow: batches proposed (serving) and applied, with their records,
 	// Raft log writes and fsyncs, and append messages sent with the
 	// entries they carried, since the broker started.
-	Flow raftnode.Flow `json:"flow"`
-	TransfersSent      uint64 `json:"snapshot_transfers_sent,omitempty"`
-	TransfersReceived  uint64 `json:"snapshot_transfers_received,omitempty"`
-	TransfersAbandoned uint64 `json:"snapshot_transfers_abandoned,omitempty"`
-	ChunksDropped      uint64 `json:"snapshot_chunks_dropped,omitempty"`
+	Flow               raftnode.Flow `json:"flow"`
+	TransfersSent      uint64        `json:"snapshot_transfers_sent,omitempty"`
+	TransfersReceived  uint64        `json:"snapshot_transfers_received,omitempty"`
+	TransfersAbandoned uint64        `json:"snapshot_transfers_abandoned,omitempty"`
+	ChunksDropped      uint64        `json:"snapshot_chunks_dropped,omitempty"`
 	// Clients is what the member does with clients while it does not
 	// serve ("forward" or "redirect"); Forwarding counts the clients it
 	// forwards for now, Forwarded those forwarded to it (serving).
