@@ -80,6 +80,9 @@ type raftState struct {
 	// waited, with an empty Raft state, to learn whether its cell is new.
 	joinTicks, awaitTicks int
 	refused               fwdRefusals // forwarded clients refused until resent (forward.go)
+	// apps encodes the appends sent, their entries once for every
+	// follower (raft_wire.go).
+	apps appendCache
 }
 
 // memberNames returns the brokers of the cell's slots.
@@ -254,7 +257,7 @@ func (n *Node) sendRaft(m *raftpb.Message) {
 	if c == nil {
 		return
 	}
-	data, err := proto.Marshal(m)
+	data, err := n.raft.apps.marshal(m)
 	if err != nil {
 		n.log.Error("cannot encode a Raft message", "err", err)
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
 )
 
 // BenchmarkReplicationCost measures what replicating a PHB costs (P2S,
@@ -45,7 +46,20 @@ func benchReplicas(b *testing.B, k, window int) {
 		b.Fatal(err)
 	}
 	defer pub.Close()
-	r := publishLoad(b, ctx, pub)
+	flows := func() []raftnode.Flow {
+		var out []raftnode.Flow
+		for _, n := range members {
+			var f raftnode.Flow
+			if st, err := n.Status(ctx); err == nil && st.Raft != nil {
+				f = st.Raft.Flow
+			}
+			out = append(out, f)
+		}
+		return out
+	}
+	var flow0 []raftnode.Flow
+	r := publishLoad(b, ctx, pub, func() { flow0 = flows() })
+	flow1 := flows()
 	el, cpu, lat, seq := r.elapsed, r.cpu, r.lat, r.seq
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
 	b.ReportMetric(percentileUS(lat, 0.50), "p50_us")
@@ -70,7 +84,33 @@ func benchReplicas(b *testing.B, k, window int) {
 		// Raft entries the leader's log holds: events per entry is the
 		// group commit's size (the 200 one at a time are one each).
 		b.ReportMetric(float64(entries), "raft_entries")
+		// The group commit over the pipelined part, at the leader: records
+		// per batch proposed, entries per append sent, and the Raft log's
+		// fsyncs per 1000 events (leader, and the followers' mean).
+		var lead raftnode.Flow
+		var fsyncs uint64
+		for i := range members {
+			d := flowDelta(flow1[i], flow0[i])
+			if d.Proposed > 0 {
+				lead = d
+			} else {
+				fsyncs += d.Syncs
+			}
+		}
+		if lead.Proposed > 0 {
+			b.ReportMetric(float64(lead.ProposedRecords)/float64(lead.Proposed), "recs/batch")
+			b.ReportMetric(float64(lead.AppendEntries)/float64(max(lead.Appends, 1)), "ents/app")
+			b.ReportMetric(float64(lead.Syncs)*1000/float64(b.N), "lead_fsyncs/kmsg")
+			b.ReportMetric(float64(fsyncs)*1000/float64(b.N)/float64(k-1), "foll_fsyncs/kmsg")
+		}
 	}
+}
+
+// flowDelta is a member's flow between two readings.
+func flowDelta(a, b raftnode.Flow) raftnode.Flow {
+	return raftnode.Flow{Proposed: a.Proposed - b.Proposed, ProposedRecords: a.ProposedRecords - b.ProposedRecords,
+		Applied: a.Applied - b.Applied, AppliedRecords: a.AppliedRecords - b.AppliedRecords,
+		Writes: a.Writes - b.Writes, Syncs: a.Syncs - b.Syncs, Appends: a.Appends - b.Appends, AppendEntries: a.AppendEntries - b.AppendEntries}
 }
 
 // loadResult is what publishLoad measured.
@@ -82,7 +122,7 @@ type loadResult struct {
 // publishLoad is the load of the replication benchmarks: 200 publishes of
 // 256 bytes one at a time (the commit latency alone), then b.N with at
 // most 1024 unacknowledged, timed.
-func publishLoad(b *testing.B, ctx context.Context, pub *client.Client) loadResult {
+func publishLoad(b *testing.B, ctx context.Context, pub *client.Client, atStart func()) loadResult {
 	payload := make([]byte, 256)
 	msgOf := func(i int) client.Message {
 		return client.Message{Topic: "bench.t", Props: map[string]any{"seq": int64(i)}, Payload: payload}
@@ -114,6 +154,9 @@ func publishLoad(b *testing.B, ctx context.Context, pub *client.Client) loadResu
 		done <- nil
 	}()
 	b.SetBytes(int64(len(payload)))
+	if atStart != nil {
+		atStart()
+	}
 	b.ResetTimer()
 	began, cpu0 := time.Now(), cpuTime()
 	for i := 1; i <= b.N; i++ {
@@ -343,7 +386,7 @@ func benchRaftClients(b *testing.B, mode string) {
 		b.Fatal(err)
 	}
 	defer pub.Close()
-	r := publishLoad(b, ctx, pub)
+	r := publishLoad(b, ctx, pub, nil)
 	el, lat, seq := r.elapsed, r.lat, r.seq
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
 	b.ReportMetric(percentileUS(lat, 0.50), "p50_us")

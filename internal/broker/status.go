@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 
 	"github.com/aerie-mq/aerie/internal/gd"
+	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
 )
 
 // Status is a snapshot of a broker for dashboards and tests.
@@ -94,10 +95,14 @@ type RaftStatus struct {
 	// member completed as sender and as receiver, transfers given up at
 	// either end (a leader change, a crash, silence), and chunks it
 	// dropped (stale, out of order, or bad: the log says which).
-	TransfersSent      uint64 `json:"snapshot_transfers_sent,omitempty"`
-	TransfersReceived  uint64 `json:"snapshot_transfers_received,omitempty"`
-	TransfersAbandoned uint64 `json:"snapshot_transfers_abandoned,omitempty"`
-	ChunksDropped      uint64 `json:"snapshot_chunks_dropped,omitempty"`
+	// Flow: batches proposed (serving) and applied, with their records,
+	// Raft log writes and fsyncs, and append messages sent with the
+	// entries they carried, since the broker started.
+	Flow               raftnode.Flow `json:"flow"`
+	TransfersSent      uint64        `json:"snapshot_transfers_sent,omitempty"`
+	TransfersReceived  uint64        `json:"snapshot_transfers_received,omitempty"`
+	TransfersAbandoned uint64        `json:"snapshot_transfers_abandoned,omitempty"`
+	ChunksDropped      uint64        `json:"snapshot_chunks_dropped,omitempty"`
 	// Clients is what the member does with clients while it does not
 	// serve ("forward" or "redirect"); Forwarding counts the clients it
 	// forwards for now, Forwarded those forwarded to it (serving).
@@ -146,7 +151,7 @@ func (n *Node) snapshot() Status {
 		s.Raft = &RaftStatus{Cell: string(r.opts.Cell), ID: st.ID, Serving: r.serving, Term: st.Term, Leader: st.Lead,
 			Voters: st.Conf.GetVoters(), Learners: st.Conf.GetLearners(), Joining: st.Joining, Rejoins: ns.Rejoins,
 			LogFirstIndex: ns.Log.FirstIndex, LogEntries: ns.Log.Entries, LogRecords: ns.Log.Records, LogBytes: ns.Log.Bytes,
-			Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled,
+			Flow: ns.Flow, Compactions: ns.Compactions, SnapshotsSent: ns.SnapshotsSent, SnapshotsInstalled: ns.SnapshotsInstalled,
 			TrimsProposed: ns.TrimsProposed, TrimsApplied: ns.TrimsApplied,
 			TransfersSent: ns.Transfers.Sent, TransfersReceived: ns.Transfers.Received,
 			TransfersAbandoned: ns.Transfers.Abandoned, ChunksDropped: ns.Transfers.ChunksDropped,

@@ -25,19 +25,33 @@ var ErrBadBatch = errors.New("raftphb: bad batch entry")
 const batchKind byte = 1
 
 // encodeBatch appends the entry data of a batch of recs stamped first.
+// Each record is encoded in place, behind room for its length (2 bytes:
+// records of 128 B to 16 KiB, an event's usual size), and moved only when
+// its length takes another number of bytes: one copy of every event's
+// bytes, not two.
 func encodeBatch(dst []byte, first uint64, recs []msg.Record) ([]byte, error) {
 	dst = append(dst, batchKind)
 	dst = binary.AppendUvarint(dst, first)
 	dst = binary.AppendUvarint(dst, uint64(len(recs)))
-	var one []byte
+	const room = 2
 	for _, r := range recs {
+		at := len(dst)
 		var err error
-		one, err = msg.EncodeRecord(one[:0], r)
+		dst, err = msg.EncodeRecord(append(dst, make([]byte, room)...), r)
 		if err != nil {
 			return nil, fmt.Errorf("raftphb: encode %v: %w", r, err)
 		}
-		dst = binary.AppendUvarint(dst, uint64(len(one)))
-		dst = append(dst, one...)
+		n := len(dst) - at - room
+		var lb [binary.MaxVarintLen64]byte
+		k := binary.PutUvarint(lb[:], uint64(n))
+		if k != room {
+			if k > room {
+				dst = append(dst, make([]byte, k-room)...)
+			}
+			copy(dst[at+k:], dst[at+room:at+room+n])
+			dst = dst[:at+k+n]
+		}
+		copy(dst[at:], lb[:k])
 	}
 	return dst, nil
 }

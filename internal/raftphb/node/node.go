@@ -261,6 +261,21 @@ type Node struct {
 	// logStats is the Raft log's size as of the last Complete: Stats may
 	// be called while SyncLog runs on another goroutine.
 	logStats raftlog.Stats
+	// flow counts the batches and records this member proposed and
+	// applied, its Raft log's writes and fsyncs, and the appends it sent.
+	flow Flow
+}
+
+// Flow counts what went through a member: batches proposed (serving) and
+// their records; batches applied (every member) and their records; Readies
+// written to the Raft log and those fsynced; append messages sent and the
+// entries they carried. Records per batch and entries per append are the
+// group commit's size.
+type Flow struct {
+	Proposed, ProposedRecords uint64
+	Applied, AppliedRecords   uint64
+	Writes, Syncs             uint64
+	Appends, AppendEntries    uint64
 }
 
 // storeSyncRecords bounds the records the pubend store holds unsynced.
@@ -474,6 +489,7 @@ func (n *Node) Write() (bool, error) {
 	if err := n.rlog.Append(rd.Entries, rd.HardState); err != nil {
 		return true, err
 	}
+	n.flow.Writes++
 	n.sendEarly(&rd)
 	return true, nil
 }
@@ -493,7 +509,7 @@ func (n *Node) sendEarly(rd *raftphb.Ready) {
 	for _, m := range rd.Messages {
 		switch m.GetType() {
 		case raftpb.MsgApp, raftpb.MsgHeartbeat:
-			n.cfg.Send(m)
+			n.sendOut(m)
 		default:
 			kept = append(kept, m)
 		}
@@ -544,6 +560,9 @@ func (n *Node) Complete() error {
 		n.durableTerm, n.durableVote = hs.GetTerm(), hs.GetVote()
 	}
 	n.written = nil
+	if rd.MustSync {
+		n.flow.Syncs++
+	}
 	if n.ackEarly {
 		n.mutantAck(rd.Entries)
 	}
@@ -585,6 +604,8 @@ func (n *Node) apply(bs []raftphb.Batch) error {
 		if n.cfg.Applied != nil {
 			n.cfg.Applied(b)
 		}
+		n.flow.Applied++
+		n.flow.AppliedRecords += uint64(len(b.Raw))
 		_, next := n.store.Bounds()
 		end := b.First + uint64(len(b.Raw))
 		switch {
@@ -711,6 +732,10 @@ func (n *Node) Append(recs []msg.Record) {
 		return
 	}
 	first, err := n.rep.Propose(recs)
+	if err == nil {
+		n.flow.Proposed++
+		n.flow.ProposedRecords += uint64(len(recs))
+	}
 	if err != nil {
 		n.jobs = append(n.jobs, func() {
 			if n.sh != nil {
@@ -1011,7 +1036,7 @@ func (n *Node) replaceStore(install func(dir, snapPath string) (*storage.Store, 
 // compacted entries leaves with this member's store image (a transfer).
 func (n *Node) send(m *raftpb.Message) error {
 	if m.GetType() != raftpb.MsgSnap {
-		n.cfg.Send(m)
+		n.sendOut(m)
 		return nil
 	}
 	next, _, err := raftphb.DecodeSnapshot(m.GetSnapshot().GetData())
@@ -1046,6 +1071,15 @@ func (n *Node) send(m *raftpb.Message) error {
 	n.snapshotBytes = max(n.snapshotBytes, len(data))
 	n.cfg.Send(m)
 	return nil
+}
+
+// sendOut hands m to the transport, counting appends.
+func (n *Node) sendOut(m *raftpb.Message) {
+	if m.GetType() == raftpb.MsgApp {
+		n.flow.Appends++
+		n.flow.AppendEntries += uint64(len(m.GetEntries()))
+	}
+	n.cfg.Send(m)
 }
 
 // maybeCompact compacts the Raft log once it holds Compaction.Every
@@ -1106,6 +1140,8 @@ type Stats struct {
 	TrimsProposed, TrimsApplied uint64
 	// Transfers: snapshots larger than one chunk, sent and received.
 	Transfers TransferStats
+	// Flow: batches, records, log writes and fsyncs, appends sent.
+	Flow Flow
 }
 
 // StoreBounds returns the first and next index of the member's pubend
@@ -1118,5 +1154,5 @@ func (n *Node) StoreBounds() (first, next uint64) { return n.store.Bounds() }
 func (n *Node) Stats() Stats {
 	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
 		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins,
-		TrimsProposed: n.trimsProposed, TrimsApplied: n.trimsApplied, Transfers: n.xfer.stats}
+		TrimsProposed: n.trimsProposed, TrimsApplied: n.trimsApplied, Transfers: n.xfer.stats, Flow: n.flow}
 }
