@@ -175,11 +175,13 @@ func TestForwardedClientClosedWithoutLeader(t *testing.T) {
 	if m, ok := next().(msg.PubAck); !ok {
 		t.Fatalf("got %v, want the forwarded publish acked", m)
 	}
-	for i := range 3 {
-		if i != follower {
-			c.stops[i]()
-		}
-	}
+	// The other follower first, then the leader: a follower whose link
+	// to its leader closes campaigns at once (raftphb.Replica.PeerDown),
+	// and with the other follower still up it would win, lead for an
+	// election timeout and close its clients as a leader that lost the
+	// cell, not as a forwarding member without a leader.
+	c.stops[3-follower-c.leader]()
+	c.stops[c.leader]()
 	buf, _ = wire.AppendFrame(nil, msg.Publish{Publisher: "raw", Seq: 2, Topic: "t"})
 	if _, err := nc.Write(buf); err != nil {
 		t.Fatal(err)
