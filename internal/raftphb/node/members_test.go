@@ -4,12 +4,17 @@ package node
 // cell of cell_test.go.
 
 import (
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
 	"testing"
 
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // reconfig gives every running member the cell's config (its peers): the
@@ -155,4 +160,34 @@ func TestCellMembersChange(t *testing.T) {
 		}
 	}
 	t.Logf("seeds 1..%d: %d acked batches, members added and removed, 0 violations", seeds, total)
+}
+
+// TestRejoinKeepsPeers: a member that rejoins its cell as a new member
+// keeps the cell's slots as they stand (SetPeers), not as they were when
+// it was opened: a slot removed from the config stays removed.
+func TestRejoinKeepsPeers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	nd, err := Open(Config{Replica: raftphb.Config{ID: 1, Peers: []uint64{1, 2, 3}, Jitter: rng.IntN},
+		FS: vfs.NewMem(), Dir: "/data", LogOptions: eventlog.Options{SegmentBytes: 2 << 10}, Send: func(*raftpb.Message) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nd.Replica().SetPeers([]uint64{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	// A heartbeat committing past its empty log: it lost its state.
+	hb := &raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: new(uint64(2)), To: new(uint64(1)),
+		Term: new(uint64(3)), Commit: new(uint64(5))}
+	if err := nd.Step(hb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nd.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if raftphb.Gen(nd.ID()) == 0 {
+		t.Fatalf("member %d did not rejoin under a new generation", nd.ID())
+	}
+	if got := nd.Replica().Peers(); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("after rejoining as %d the cell's slots are %v, want [1 2] (set before)", nd.ID(), got)
+	}
 }

@@ -112,6 +112,7 @@ func (n *Node) rejoin() error {
 	}
 	cfg := n.cfg.Replica
 	cfg.ID = raftphb.MemberID(n.slot, gen)
+	cfg.Peers = n.rep.Peers() // as the cell's config stands now (SetPeers), not as it stood at Open
 	rep, err := raftphb.New(cfg, st)
 	if err != nil {
 		rl.Close()
