@@ -94,6 +94,25 @@ func (r *Replica) noteRemoved(cc *raftpb.ConfChangeV2) {
 	}
 }
 
+// noteSelfRemoved latches the loss of this member's place when the change
+// applied at index removed it (was: it was in the configuration before).
+// It does not sit idle under an id the cell no longer has: it rejoins as a
+// new member, which a serving leader admits only while the cell's config
+// lists its slot — at once if the config lists it again, never if the
+// member was removed for good (it keeps asking, and says so, until its
+// operator stops it).
+func (r *Replica) noteSelfRemoved(was bool, index uint64) {
+	if !was || r.lost != nil || inConf(r.conf, r.cfg.ID) {
+		return
+	}
+	r.lost = &LostState{ID: r.cfg.ID, Gen: max(Gen(r.cfg.ID), Gen(r.gone[Slot(r.cfg.ID)])) + 1,
+		Reason: fmt.Sprintf("the cell removed this member from its Raft configuration (entry %d); a serving leader admits it again only while the cell's config lists its slot", index)}
+}
+
+// Lost returns the loss of state this member latched (nil: none): a
+// message showed it (Step's answer), or the cell removed it.
+func (r *Replica) Lost() *LostState { return r.lost }
+
 // knownOf is the highest id of slot this member knows the cell to have
 // used: in its configuration, or removed from it.
 func (r *Replica) knownOf(slot uint64) uint64 {

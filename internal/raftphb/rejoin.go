@@ -254,10 +254,12 @@ func (r *Replica) applyConfChange(e *raftpb.Entry) {
 	default:
 		panic(fmt.Sprintf("raftphb: member %d: committed entry %d of type %s", r.cfg.ID, e.GetIndex(), e.GetType()))
 	}
+	was := inConf(r.conf, r.cfg.ID)
 	r.conf = r.rn.ApplyConfChange(cc)
 	r.confs = append(r.confs, confMark{index: e.GetIndex(), conf: r.conf})
 	r.ccPending = false
 	r.noteRemoved(cc.AsV2())
+	r.noteSelfRemoved(was, e.GetIndex())
 	for _, ch := range cc.AsV2().GetChanges() {
 		if ch.GetType() == raftpb.ConfChangeType_ConfChangeAddLearnerNode {
 			r.snapNeeded = e.GetIndex()

@@ -471,6 +471,9 @@ func (n *Node) Attach(sh Shell) { n.sh = sh }
 // and appends its entries and hard state to the Raft log (not durable
 // until Sync).
 func (n *Node) Write() (bool, error) {
+	if n.rejoining == nil && n.rep.Lost() != nil {
+		n.rejoining = n.rep.Lost() // the cell removed this member (raftphb.Replica.Lost)
+	}
 	if n.written == nil && n.rejoining != nil {
 		if err := n.rejoin(); err != nil {
 			return false, err
