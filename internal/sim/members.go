@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -133,13 +134,7 @@ func (w *world) addBack(cell msg.NodeID) {
 
 // addBackAll ends every removal (healing).
 func (w *world) addBackAll() {
-	for _, cell := range slices.Sorted(func(yield func(msg.NodeID) bool) {
-		for c := range w.cellOut {
-			if !yield(c) {
-				return
-			}
-		}
-	}) {
+	for _, cell := range slices.Sorted(maps.Keys(w.cellOut)) {
 		w.addBack(cell)
 	}
 }
