@@ -351,7 +351,11 @@ func (n *Node) runRaft() error {
 			r.syncing = true
 			rn, done := r.rn, r.synced
 			go func() { done <- rn.SyncLog() }()
-			return nil
+			// Write applied what the log held durably already (the
+			// leader's commits): their acks and knowledge leave now, not
+			// after this fsync.
+			n.sh.Drain()
+			return r.fatal
 		}
 		if err := n.completeRaft(); err != nil {
 			return err

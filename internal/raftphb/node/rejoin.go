@@ -119,7 +119,7 @@ func (n *Node) rejoin() error {
 		return fmt.Errorf("raftphb: rejoin: %w", err)
 	}
 	n.cfg.Replica, n.rep, n.rlog, n.gen = cfg, rep, rl, gen
-	n.durableTerm, n.durableVote = 0, 0
+	n.durableTerm, n.durableVote, n.logSynced = 0, 0, 0
 	n.inStore, n.synced = 0, 0
 	n.rejoining = nil
 	n.rejoins++
