@@ -113,6 +113,27 @@ func (r *Replica) noteSelfRemoved(was bool, index uint64) {
 // message showed it (Step's answer), or the cell removed it.
 func (r *Replica) Lost() *LostState { return r.lost }
 
+// removedMember reports whether id, of another slot, is out of this
+// member's configuration for good: the configuration removed it, or holds
+// a later generation of its slot. Ids never come back (a slot's member
+// rejoins under a later generation), so no later configuration has it.
+func (r *Replica) removedMember(id uint64) bool {
+	return Slot(id) != Slot(r.cfg.ID) && !inConf(r.conf, id) && r.knownOf(Slot(id)) >= id
+}
+
+// tellRemoved answers a Raft message from a removed member with a state
+// message saying so. A member removed while it was cut off or stopped
+// never applies its removal (the leader sends it nothing more), and would
+// run on as a voter of a configuration the cell has left, its pre-votes
+// unanswered, even once the config lists its slot again; told, it gives
+// up its id and rejoins as a new member (etcd's members likewise answer a
+// removed member's messages with "member removed").
+func (r *Replica) tellRemoved(to uint64) {
+	s := r.ownState()
+	s.removed, s.known = true, to
+	r.extra = append(r.extra, stateMessage(r.cfg.ID, to, s))
+}
+
 // knownOf is the highest id of slot this member knows the cell to have
 // used: in its configuration, or removed from it.
 func (r *Replica) knownOf(slot uint64) uint64 {

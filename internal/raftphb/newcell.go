@@ -52,7 +52,9 @@ import (
 //
 //	0x05 | flags | gen uvarint | term uvarint | last uvarint | known uvarint
 //
-// flags: 1 = a request (answer it), 2 = the sender is blank. gen is the
+// flags: 1 = a request (answer it), 2 = the sender is blank, 4 = the
+// receiver was removed from the sender's Raft configuration (members.go:
+// tellRemoved; known is then the removed id). gen is the
 // sender's generation, term its durable term, last its last durable Raft
 // index; known (answers only) is the highest Raft id of the requester's
 // slot in the answerer's configuration (0: none), so that a member that
@@ -65,11 +67,13 @@ const stateKind byte = 5
 const (
 	stateRequest byte = 1
 	stateBlank   byte = 2
+	stateRemoved byte = 4
 )
 
 // cellState is what a state message says about its sender.
 type cellState struct {
 	request, blank  bool
+	removed         bool // the receiver's id known is out of the sender's configuration
 	gen, term, last uint64
 	known           uint64
 }
@@ -89,6 +93,9 @@ func stateMessage(id, to uint64, s cellState) *raftpb.Message {
 	}
 	if s.blank {
 		flags |= stateBlank
+	}
+	if s.removed {
+		flags |= stateRemoved
 	}
 	data := []byte{stateKind, flags}
 	data = binary.AppendUvarint(data, s.gen)
@@ -125,10 +132,10 @@ func decodeState(m *raftpb.Message) (cellState, error) {
 		}
 		vals[i], b = v, b[k:]
 	}
-	if len(b) != 0 || flags&^(stateRequest|stateBlank) != 0 {
+	if len(b) != 0 || flags&^(stateRequest|stateBlank|stateRemoved) != 0 {
 		return cellState{}, bad
 	}
-	return cellState{request: flags&stateRequest != 0, blank: flags&stateBlank != 0,
+	return cellState{request: flags&stateRequest != 0, blank: flags&stateBlank != 0, removed: flags&stateRemoved != 0,
 		gen: vals[0], term: vals[1], last: vals[2], known: vals[3]}, nil
 }
 
@@ -145,7 +152,10 @@ func DescribeState(data []byte) string {
 		kind = "state request"
 	}
 	out := fmt.Sprintf("%s: %s", kind, s)
-	if Gen(s.known) > 0 {
+	switch {
+	case s.removed:
+		out += fmt.Sprintf(", removed member %d", s.known)
+	case Gen(s.known) > 0:
 		out += fmt.Sprintf(", knows the slot as %d", s.known)
 	}
 	return out
@@ -199,6 +209,9 @@ func (r *Replica) stepState(m *raftpb.Message) error {
 		ans := r.ownState()
 		ans.known = r.knownOf(slot)
 		r.extra = append(r.extra, stateMessage(r.cfg.ID, m.GetFrom(), ans))
+	}
+	if s.removed && Slot(s.known) == Slot(r.cfg.ID) && s.known >= r.cfg.ID {
+		return r.loseState(m, Gen(s.known)+1, fmt.Sprintf("member %d of the cell removed member %d from its Raft configuration; a serving leader admits this member again only while the cell's config lists its slot", m.GetFrom(), s.known))
 	}
 	if !r.awaiting {
 		return nil

@@ -526,6 +526,10 @@ func (r *Replica) Step(m *raftpb.Message) error {
 	if Slot(m.GetTo()) != Slot(r.cfg.ID) {
 		return fmt.Errorf("raftphb: member %d got a message for member %d", r.cfg.ID, m.GetTo())
 	}
+	if r.removedMember(m.GetFrom()) {
+		r.tellRemoved(m.GetFrom())
+		return fmt.Errorf("raftphb: member %d: a %s from %d, which the cell removed from its Raft configuration (told so)", r.cfg.ID, m.GetType(), m.GetFrom())
+	}
 	if t := m.GetType(); (t == raftpb.MsgVote || t == raftpb.MsgPreVote) && !slices.Contains(r.cfg.Peers, Slot(m.GetFrom())) {
 		// A member removed from the cell (members.go) that still runs
 		// with the cell it knew: its votes must not depose the leader.

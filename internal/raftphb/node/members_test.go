@@ -191,3 +191,60 @@ func TestRejoinKeepsPeers(t *testing.T) {
 		t.Fatalf("after rejoining as %d the cell's slots are %v, want [1 2] (set before)", nd.ID(), got)
 	}
 }
+
+// TestRemovedWhileCutOffRejoins: a member removed from the config while
+// cut off from the cell never applies its removal (the leader sends it
+// nothing more). Listed again 2.5 s later — still running with its old
+// state, or, if a crash took it down meanwhile, restarted from its old
+// data directory — it is told by the members that removed its id, gives
+// the id up and rejoins as a new member (raftphb.Replica.tellRemoved).
+// At the end the serving leader's configuration is the config's three
+// members, the listed-again one under a later generation.
+func TestRemovedWhileCutOffRejoins(t *testing.T) {
+	seeds := uint64(12)
+	if s, err := strconv.ParseUint(os.Getenv("RAFTPHB_SEEDS"), 10, 64); err == nil {
+		seeds = s
+	}
+	noCuts := faults{loss: 0.05, maxDelay: 8, diskMs: 3, crashes: true, fsyncFail: true}
+	var removedCutOff int
+	for seed := uint64(1); seed <= seeds; seed++ {
+		c := newCell(t, 3, seed, noCuts)
+		x := c.ms[seed%3]
+		var removed bool
+		c.at(1500, func() {
+			c.cut[x.id] = true
+			x.out = true
+			c.reconfig()
+		})
+		c.at(4000, func() {
+			if l := c.leader(); l != nil && !slices.Contains(l.node.Replica().Status().Conf.GetVoters(), x.id) {
+				removed = true
+			}
+			x.out = false
+			c.reconfig()
+			clear(c.cut)
+			c.restart(x) // if a crash took it down: from its old data directory
+		})
+		c.run(8000, 4000)
+		if len(c.errs) > 0 {
+			t.Fatalf("seed %d: %s\n%s", seed, c.errs[0], c.report())
+		}
+		if !c.configured() {
+			var v []uint64
+			if l := c.leader(); l != nil {
+				v = l.node.Replica().Status().Conf.GetVoters()
+			}
+			t.Fatalf("seed %d: after settling, the leader's voters are %v, not the config's three members (member %d listed again)\n%s", seed, v, x.id, c.report())
+		}
+		if removed {
+			removedCutOff++
+			if raftphb.Gen(x.node.ID()) == 0 {
+				t.Fatalf("seed %d: member %d, removed while cut off, is a voter under its old id", seed, x.id)
+			}
+		}
+	}
+	if removedCutOff == 0 {
+		t.Fatalf("in none of %d seeds was the cut-off member removed before it was listed again", seeds)
+	}
+	t.Logf("%d seeds, %d with the member removed while cut off, every one rejoined", seeds, removedCutOff)
+}
