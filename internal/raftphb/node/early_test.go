@@ -120,7 +120,7 @@ func TestLeaderAppliesBeforeNextFsync(t *testing.T) {
 
 	lead.Append(batch(1)) // A
 	a := lead.outs[0].first
-	c.work(lead)          // written, its appends sent, fsynced
+	c.work(lead) // written, its appends sent, fsynced
 	c.deliver()
 	for _, f := range followers {
 		c.work(f) // each holds A durably; its ack is queued
