@@ -105,6 +105,8 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		end = healAt.Add(3*o.down + 10*time.Second) // a bound; normally we stop soon after catching up
 	}
 	cut, healed := false, false
+	pace := newSleeper()
+	defer pace.close()
 	var seq uint64
 	for {
 		seq++
@@ -112,7 +114,7 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		if interval > 0 {
 			intended = start.Add(time.Duration(seq-1) * interval)
 			if d := time.Until(intended); d > 20*time.Microsecond {
-				time.Sleep(d) // pacing the schedule, not synchronisation
+				pace.sleep(d) // pacing the schedule, not synchronisation
 			}
 		}
 		if !intended.Before(end) {

@@ -43,7 +43,12 @@ type Options struct {
 	// to the systems of every aerie workload, interleaved run by run with
 	// aerie without it (in-process only: not with Procs).
 	CongestionControl bool
-	Progress          io.Writer // progress lines (stderr); nil for none
+	// Stages, when set, traces every event of aerie's runs through each
+	// stage of the path (internal/lattrace, a table in this file shared
+	// with --procs children) and writes the latency breakdown of each run
+	// to Progress.
+	Stages   string
+	Progress io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

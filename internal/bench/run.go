@@ -7,7 +7,10 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/aerie-mq/aerie/internal/lattrace"
 )
 
 // Report is everything one `aerie bench` run measured.
@@ -49,6 +52,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		defer os.RemoveAll(d)
 		o.Dir = d
+	}
+	if o.Stages != "" {
+		if err := lattrace.Open(o.Stages, stageNodes); err != nil {
+			return nil, err
+		}
+		os.Setenv(lattrace.Env, lattrace.EnvValue(o.Stages, stageNodes)) // for --procs children
 	}
 	rep := &Report{Started: time.Now(), Options: o}
 	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback) …\n")
@@ -134,6 +143,7 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 		return runResult{}, fmt.Errorf("bench: run directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	lattrace.Reset()
 	debug.FreeOSMemory() // start every run from a collected heap returned to the OS, so peak RSS is this run's
 	t, err := f.Start(ctx, p.topo, dir)
 	if err != nil {
@@ -144,6 +154,10 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 	r, err := drive(ctx, t, spec)
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("bench: closing %s: %w", f.System, cerr)
+	}
+	if err == nil && o.Stages != "" && p.topo.Hops3 && strings.HasPrefix(f.System, SysAerie) {
+		fmt.Fprintln(o.Progress)
+		reportStages(o.Progress, p.label+" "+f.System)
 	}
 	return r, err
 }

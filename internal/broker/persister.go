@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/storage"
@@ -29,21 +30,48 @@ type completion interface {
 type appendJob struct {
 	recs  []msg.Record
 	stats *diskStats
+	hop   int // on the bench's traced path (lattrace), or -1
 }
 
 type persisted struct {
 	first uint64
 	err   error
+	recs  []msg.Record // for the bench's latency breakdown (lattrace) only
 }
 
 func (j appendJob) run(st *storage.Store) completion {
+	if j.hop >= 0 {
+		markRecs(lattrace.Slot(j.hop, lattrace.FsyncStart), j.recs)
+	}
 	first, err := st.Append(j.recs)
 	if err == nil {
 		began := time.Now()
 		err = st.Sync()
 		j.stats.commit(len(j.recs), time.Since(began))
 	}
+	if j.hop >= 0 {
+		markRecs(lattrace.Slot(j.hop, lattrace.FsyncEnd), j.recs)
+		return persisted{first: first, err: err, recs: j.recs}
+	}
 	return persisted{first: first, err: err}
+}
+
+// markRecs marks the events of recs at slot (lattrace).
+func markRecs(slot int, recs []msg.Record) {
+	now := time.Now().UnixNano()
+	for _, r := range recs {
+		if r.Event != nil {
+			lattrace.MarkAt(slot, r.Event.Payload, now)
+		}
+	}
+}
+
+// markPersisted marks the events of a completed append as taken by the
+// loop (lattrace).
+func markPersisted(hop int, c completion) {
+	if p, ok := c.(persisted); ok {
+		markRecs(lattrace.Slot(hop, lattrace.Persisted), p.recs)
+	}
 }
 
 func (c persisted) report(sh *shell.Broker) error { return sh.Persisted(c.first, c.err) }
@@ -97,7 +125,7 @@ func (n *Node) persister() {
 // engine one fetch per hosted pubend, so the queue never fills.
 type persisterSeam struct{ n *Node }
 
-func (p persisterSeam) Append(recs []msg.Record) { p.n.jobs <- appendJob{recs, p.n.disk} }
+func (p persisterSeam) Append(recs []msg.Record) { p.n.jobs <- appendJob{recs, p.n.disk, p.n.traceHop} }
 
 func (p persisterSeam) Fetch(f gd.Fetch, from []uint64) { p.n.jobs <- fetchJob{f, from} }
 
