@@ -47,8 +47,13 @@ type Options struct {
 	// stage of the path (internal/lattrace, a table in this file shared
 	// with --procs children) and writes the latency breakdown of each run
 	// to Progress.
-	Stages   string
-	Progress io.Writer // progress lines (stderr); nil for none
+	Stages string
+	// GCHeadroom is the brokers' GC policy (internal/gctune, as `aerie
+	// broker --gc-headroom-mb`), in bytes: applied to the harness's
+	// process, where the in-process brokers run (and the peers, alike),
+	// and to the broker children with Procs. 0: Go's default.
+	GCHeadroom int64
+	Progress   io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

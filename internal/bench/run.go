@@ -7,9 +7,11 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/gctune"
 	"github.com/aerie-mq/aerie/internal/lattrace"
 )
 
@@ -59,6 +61,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		os.Setenv(lattrace.Env, lattrace.EnvValue(o.Stages, stageNodes)) // for --procs children
 	}
+	gctune.Start(o.GCHeadroom)
+	os.Setenv(gcHeadroomEnv, strconv.FormatInt(o.GCHeadroom, 10)) // for --procs broker children
 	rep := &Report{Started: time.Now(), Options: o}
 	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback) …\n")
 	if rep.Machine, err = MeasureMachine(ctx, o.Dir, o.Quick); err != nil {
@@ -136,6 +140,9 @@ func runPoint(ctx context.Context, o Options, w string, p point, facts []Factory
 	}
 	return out
 }
+
+// gcHeadroomEnv hands Options.GCHeadroom to the broker children.
+const gcHeadroomEnv = "AERIE_BENCH_GC_HEADROOM"
 
 func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, error) {
 	dir, err := os.MkdirTemp(o.Dir, "run-")
