@@ -32,13 +32,22 @@ import (
 const DefaultHeadroom = 64 << 20
 
 // Percent is the GOGC that lets a heap with live bytes grow by headroom
-// bytes, and never less than Go's default of 100.
+// bytes, and never less than Go's default of 100. It is also at most the
+// GOGC whose minimum heap is the headroom: Go never collects a heap below
+// 4 MiB × GOGC/100 (the runtime's heapMinimum), so an uncapped GOGC for a
+// tiny live heap (or none yet, before the first cycle) would let the heap
+// grow far past live + headroom.
 func Percent(live, headroom int64) int {
+	hi := max(100, headroom*100/heapMinimum)
 	if live <= 0 {
-		live = 1
+		return int(hi)
 	}
-	return int(max(100, min(headroom*100/live, 1<<20)))
+	return int(max(100, min(headroom*100/live, hi)))
 }
+
+// heapMinimum is the Go runtime's minimum heap at GOGC=100
+// (defaultHeapMinimum); it scales with GOGC.
+const heapMinimum = 4 << 20
 
 var (
 	mu      sync.Mutex

@@ -14,7 +14,8 @@ func TestPercent(t *testing.T) {
 		{10 << 20, 64 << 20, 640},   // a small heap grows by the headroom
 		{64 << 20, 64 << 20, 100},   // as large as the headroom: Go's default
 		{4 << 30, 64 << 20, 100},    // a large heap: never below the default
-		{0, 64 << 20, 1 << 20},      // nothing live yet: bounded
+		{0, 64 << 20, 1600},         // nothing live yet: the minimum heap is the headroom
+		{1 << 20, 64 << 20, 1600},   // a tiny heap: likewise
 		{1 << 20, 1 << 20 / 2, 100}, // a headroom below the live heap
 	} {
 		if got := Percent(c.live, c.headroom); got != c.want {
