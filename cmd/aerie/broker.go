@@ -29,7 +29,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
 	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
 	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
-	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "garbage collection: the heap may grow this many MiB past the live heap (or by the live heap, if that is more) before the next collection; 0: Go's default (GOGC=100); a GOGC in the environment overrides it (internal/gctune)")
+	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "garbage collection: the heap may grow this many MiB past the live heap (or by the live heap, if that is more) before the next collection; 0, the default: Go's own (GOGC=100); a GOGC in the environment overrides it (internal/gctune)")
 	lf := addLogFlags(fs, slog.LevelInfo)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -53,7 +53,11 @@ type Options struct {
 	// process, where the in-process brokers run (and the peers, alike),
 	// and to the broker children with Procs. 0: Go's default.
 	GCHeadroom int64
-	Progress   io.Writer // progress lines (stderr); nil for none
+	// SleepPace paces the fixed-rate publisher with time.Sleep, which
+	// oversleeps below a millisecond, as before 2026-11-27's timerfd: for
+	// comparisons with older runs only.
+	SleepPace bool
+	Progress  io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

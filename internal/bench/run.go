@@ -158,6 +158,7 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 	}
 	spec := p.spec
 	spec.progress = o.Progress
+	spec.sleepPace = o.SleepPace
 	r, err := drive(ctx, t, spec)
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("bench: closing %s: %w", f.System, cerr)
