@@ -30,10 +30,10 @@ import (
 
 // DefaultHeadroom is the extra heap a broker process may use by default:
 // none, Go's own default. 64 MiB took the in-process bench from a cycle
-// every 250 ms to one every 1.5 s at 10 000 msgs/s, but used 10–25 % more
-// CPU per event and had a worse p99 on a loaded machine (a heap three
-// times larger, always fresh memory: docs/BENCHMARKS.md, "Latency at
-// 10 000 msgs/s: the breakdown"), so it is an operator's choice.
+// every 250 ms to one every 1.5 s at 10 000 msgs/s, but its p99 was worse
+// in every pair on a loaded machine, at twice the RSS (docs/BENCHMARKS.md,
+// "Latency at 10 000 msgs/s: the breakdown"), so it is an operator's
+// choice until a quiet run shows it helps.
 const DefaultHeadroom = 0
 
 // Percent is the GOGC that lets a heap with live bytes grow by headroom
