@@ -41,9 +41,6 @@ type persisted struct {
 }
 
 func (j appendJob) run(st *storage.Store) completion {
-	if j.hop >= 0 {
-		markRecs(lattrace.Slot(j.hop, lattrace.FsyncStart), j.recs)
-	}
 	first, err := st.Append(j.recs)
 	if err == nil {
 		// Let the frames the loop just queued leave before the fsync. The
@@ -56,6 +53,9 @@ func (j appendJob) run(st *storage.Store) completion {
 		// was the PHB's frame to the IB waiting on the next fsync
 		// (docs/BENCHMARKS.md, "Latency at 10 000 msgs/s: the breakdown").
 		runtime.Gosched()
+		if j.hop >= 0 {
+			markRecs(lattrace.Slot(j.hop, lattrace.FsyncStart), j.recs)
+		}
 		began := time.Now()
 		err = st.Sync()
 		j.stats.commit(len(j.recs), time.Since(began))
@@ -136,7 +136,12 @@ func (n *Node) persister() {
 // engine one fetch per hosted pubend, so the queue never fills.
 type persisterSeam struct{ n *Node }
 
-func (p persisterSeam) Append(recs []msg.Record) { p.n.jobs <- appendJob{recs, p.n.disk, p.n.traceHop} }
+func (p persisterSeam) Append(recs []msg.Record) {
+	if p.n.traceHop >= 0 {
+		markRecs(lattrace.Slot(p.n.traceHop, lattrace.Handed), recs)
+	}
+	p.n.jobs <- appendJob{recs, p.n.disk, p.n.traceHop}
+}
 
 func (p persisterSeam) Fetch(f gd.Fetch, from []uint64) { p.n.jobs <- fetchJob{f, from} }
 

@@ -35,7 +35,7 @@ type Kind int
 const (
 	Read       Kind = iota // its frame was decoded by the connection's reader
 	Loop                   // the broker's loop handed it to the engine
-	FsyncStart             // the persister began the append holding it
+	FsyncStart             // the persister appended it and is about to fsync
 	FsyncEnd               // the fsync returned
 	Persisted              // the loop took the completion (acks, knowledge made)
 	Queued                 // queued on the outbound connection
@@ -43,10 +43,11 @@ const (
 	Recv                   // handed to the application (the subscriber's callback)
 	Sched                  // the publisher's intended send time (the fixed schedule)
 	Call                   // the publisher called Publish
+	Handed                 // the loop handed the batch holding it to the persister
 	kinds
 )
 
-var kindNames = [kinds]string{"read", "loop", "fsync-start", "fsync-end", "persisted", "queued", "written", "recv", "scheduled", "publish call"}
+var kindNames = [kinds]string{"read", "loop", "fsync-start", "fsync-end", "persisted", "queued", "written", "recv", "scheduled", "publish call", "handed"}
 
 // Hops: -1 is the publishing client, 0 … len(nodes)-1 the brokers in path
 // order, len(nodes) the subscribing client.
