@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/transport"
@@ -356,6 +357,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.
 		}
 		return nil, nil, err
 	}
+	conn.SetTraceHops(lattrace.ConnHop(msg.NodeID(conn.Peer.ID), false, ""))
 	return conn, r, nil
 }
 

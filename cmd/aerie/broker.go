@@ -13,6 +13,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
+	"github.com/aerie-mq/aerie/internal/gctune"
 	"github.com/aerie-mq/aerie/internal/gd"
 )
 
@@ -28,6 +29,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
 	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
 	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
+	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "garbage collection: the heap may grow this many MiB past the live heap (or by the live heap, if that is more) before the next collection; 0, the default: Go's own (GOGC=100); a GOGC in the environment overrides it (internal/gctune)")
 	lf := addLogFlags(fs, slog.LevelInfo)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -39,6 +41,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "aerie broker: --config and --id are required")
 		return 2
 	}
+	gctune.Start(int64(*gcHeadroom) << 20)
 	// SIGHUP reloads the links' bandwidths (reload.go). Caught from here
 	// on, so that one sent while the broker opens its log does not kill it
 	// (the default action); it is acted on once the broker runs.

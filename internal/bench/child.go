@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/aerie-mq/aerie/internal/lattrace"
 )
 
 // ChildCommand is the hidden aerie subcommand that runs one part of a
@@ -19,11 +21,13 @@ func ChildMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintf(stderr, "aerie %s: want broker or subs\n", ChildCommand)
 		return 2
 	}
-	var err error
-	switch args[0] {
-	case "broker":
+	// The harness's latency breakdown (--stages), if on.
+	err := lattrace.OpenFromEnv()
+	switch {
+	case err != nil:
+	case args[0] == "broker":
 		err = runBrokerChild(ctx, args[1:], stdin, stdout)
-	case "subs":
+	case args[0] == "subs":
 		err = runSubsChild(ctx, args[1:], stdin, stdout)
 	default:
 		err = fmt.Errorf("unknown part %q (want broker or subs)", args[0])

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"strconv"
 
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/gctune"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
@@ -49,9 +51,12 @@ func runBrokerChild(ctx context.Context, args []string, stdin io.Reader, stdout 
 	fs := flag.NewFlagSet("broker", flag.ContinueOnError)
 	specJSON := fs.String("spec", "", "the broker, as JSON (brokerSpec)")
 	profile := fs.String("cpuprofile", "", "write this broker's CPU profile here")
+	headroom, _ := strconv.ParseInt(os.Getenv(gcHeadroomEnv), 10, 64) // the harness's --gc-headroom-mb; unset: 0
+	gcHeadroom := fs.Int64("gc-headroom", headroom, "the broker process's GC headroom in bytes, as `aerie broker --gc-headroom-mb` (0: Go's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	gctune.Start(*gcHeadroom)
 	if *profile != "" {
 		stop, err := StartProfile(*profile)
 		if err != nil {

@@ -21,6 +21,9 @@ type loadSpec struct {
 	outage   *outageSpec
 	idle     time.Duration // give up when nothing is delivered for this long
 	progress io.Writer     // where a long subscription phase is reported (nil: nowhere)
+	// sleepPace paces the fixed rate with time.Sleep, as before the
+	// timerfd (pace_linux.go): for comparisons with older runs.
+	sleepPace bool
 }
 
 // outageSpec cuts the subscribers' path after warm, for down, then
@@ -105,6 +108,11 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		end = healAt.Add(3*o.down + 10*time.Second) // a bound; normally we stop soon after catching up
 	}
 	cut, healed := false, false
+	var pace *sleeper // nil: time.Sleep
+	if !s.sleepPace {
+		pace = newSleeper()
+		defer pace.close()
+	}
 	var seq uint64
 	for {
 		seq++
@@ -112,7 +120,7 @@ func drive(ctx context.Context, t Target, s loadSpec) (runResult, error) {
 		if interval > 0 {
 			intended = start.Add(time.Duration(seq-1) * interval)
 			if d := time.Until(intended); d > 20*time.Microsecond {
-				time.Sleep(d) // pacing the schedule, not synchronisation
+				pace.sleep(d) // pacing the schedule, not synchronisation
 			}
 		}
 		if !intended.Before(end) {

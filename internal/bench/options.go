@@ -43,7 +43,21 @@ type Options struct {
 	// to the systems of every aerie workload, interleaved run by run with
 	// aerie without it (in-process only: not with Procs).
 	CongestionControl bool
-	Progress          io.Writer // progress lines (stderr); nil for none
+	// Stages, when set, traces every event of aerie's runs through each
+	// stage of the path (internal/lattrace, a table in this file shared
+	// with --procs children) and writes the latency breakdown of each run
+	// to Progress.
+	Stages string
+	// GCHeadroom is the brokers' GC policy (internal/gctune, as `aerie
+	// broker --gc-headroom-mb`), in bytes: applied to the harness's
+	// process, where the in-process brokers run (and the peers, alike),
+	// and to the broker children with Procs. 0: Go's default.
+	GCHeadroom int64
+	// SleepPace paces the fixed-rate publisher with time.Sleep, which
+	// oversleeps below a millisecond, as before 2026-11-27's timerfd: for
+	// comparisons with older runs only.
+	SleepPace bool
+	Progress  io.Writer // progress lines (stderr); nil for none
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

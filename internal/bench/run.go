@@ -7,7 +7,12 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/aerie-mq/aerie/internal/gctune"
+	"github.com/aerie-mq/aerie/internal/lattrace"
 )
 
 // Report is everything one `aerie bench` run measured.
@@ -50,6 +55,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer os.RemoveAll(d)
 		o.Dir = d
 	}
+	if o.Stages != "" {
+		if err := lattrace.Open(o.Stages, stageNodes); err != nil {
+			return nil, err
+		}
+		os.Setenv(lattrace.Env, lattrace.EnvValue(o.Stages, stageNodes)) // for --procs children
+	}
+	gctune.Start(o.GCHeadroom)
+	os.Setenv(gcHeadroomEnv, strconv.FormatInt(o.GCHeadroom, 10)) // for --procs broker children
 	rep := &Report{Started: time.Now(), Options: o}
 	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback) …\n")
 	if rep.Machine, err = MeasureMachine(ctx, o.Dir, o.Quick); err != nil {
@@ -128,12 +141,16 @@ func runPoint(ctx context.Context, o Options, w string, p point, facts []Factory
 	return out
 }
 
+// gcHeadroomEnv hands Options.GCHeadroom to the broker children.
+const gcHeadroomEnv = "AERIE_BENCH_GC_HEADROOM"
+
 func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, error) {
 	dir, err := os.MkdirTemp(o.Dir, "run-")
 	if err != nil {
 		return runResult{}, fmt.Errorf("bench: run directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	lattrace.Reset()
 	debug.FreeOSMemory() // start every run from a collected heap returned to the OS, so peak RSS is this run's
 	t, err := f.Start(ctx, p.topo, dir)
 	if err != nil {
@@ -141,9 +158,14 @@ func runOnce(ctx context.Context, o Options, f Factory, p point) (runResult, err
 	}
 	spec := p.spec
 	spec.progress = o.Progress
+	spec.sleepPace = o.SleepPace
 	r, err := drive(ctx, t, spec)
 	if cerr := t.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("bench: closing %s: %w", f.System, cerr)
+	}
+	if err == nil && o.Stages != "" && p.topo.Hops3 && strings.HasPrefix(f.System, SysAerie) {
+		fmt.Fprintln(o.Progress)
+		reportStages(o.Progress, p.label+" "+f.System)
 	}
 	return r, err
 }

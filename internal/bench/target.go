@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/aerie-mq/aerie/internal/lattrace"
 )
 
 // System names, as in the `--json` contract (DESIGN.md §6).
@@ -121,6 +123,10 @@ func encodePayload(pub uint32, m Msg) []byte {
 	binary.LittleEndian.PutUint64(b[0:], uint64(m.Intended))
 	binary.LittleEndian.PutUint64(b[8:], m.Seq)
 	binary.LittleEndian.PutUint32(b[16:], pub)
+	if lattrace.On() {
+		lattrace.MarkAt(lattrace.Slot(-1, lattrace.Sched), b, m.Intended)
+		lattrace.Mark(lattrace.Slot(-1, lattrace.Call), b)
+	}
 	return b
 }
 
@@ -128,6 +134,7 @@ func decodePayload(b []byte, recv int64) (Delivery, error) {
 	if len(b) < headerLen {
 		return Delivery{}, fmt.Errorf("bench: payload of %d bytes has no harness header", len(b))
 	}
+	lattrace.MarkAt(lattrace.Slot(lattrace.Hops(), lattrace.Recv), b, recv)
 	return Delivery{
 		Intended:  int64(binary.LittleEndian.Uint64(b[0:])),
 		Seq:       binary.LittleEndian.Uint64(b[8:]),

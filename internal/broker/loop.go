@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/auth"
+	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
@@ -168,6 +169,11 @@ func (n *Node) handle(ev event) int {
 	// were read together, and a clock read per message was about 1 % of a
 	// busy broker's CPU.
 	n.burstNow = tick.Time(time.Now().UnixNano())
+	if n.traceHop >= 0 {
+		for _, m := range ev.ms {
+			lattrace.MarkAt(lattrace.Slot(n.traceHop, lattrace.Loop), lattrace.Payload(m), int64(n.burstNow))
+		}
+	}
 	for _, m := range ev.ms {
 		n.handleMsg(ev.src, m)
 	}
@@ -281,6 +287,9 @@ func (n *Node) loop(ctx context.Context) error {
 				break
 			}
 		case c := <-n.done:
+			if n.traceHop >= 0 {
+				markPersisted(n.traceHop, c)
+			}
 			if err := c.report(n.sh); err != nil {
 				n.closeAll("broker storage failed")
 				return fmt.Errorf("%w, stopping (crash-only)", err)

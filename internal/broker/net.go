@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/transport"
@@ -149,6 +150,7 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 
 func (n *Node) runPeer(ctx context.Context, peer msg.NodeID, c *transport.Conn, r *wire.Reader) {
 	src := newSource(peer, 0, c)
+	c.SetTraceHops(lattrace.ConnHop(peer, false, n.opts.ID))
 	n.post(ctx, event{src: src, ctl: peerUp{inc: c.Peer.Incarnation}})
 	err := c.RunBatch(ctx, r, func(ms []msg.Msg) []msg.Msg { return n.postBurst(ctx, src, ms) })
 	if err != nil && ctx.Err() == nil {
@@ -192,6 +194,7 @@ func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
 	cancel()
 	cid := n.newClientID()
 	src := newSource("", cid, c)
+	c.SetTraceHops(lattrace.ConnHop("", true, n.opts.ID))
 	n.post(ctx, event{src: src, ctl: clientUp{perms: perms}})
 	err = c.RunBatch(ctx, r, func(ms []msg.Msg) []msg.Msg { return n.postBurst(ctx, src, ms) })
 	if err != nil && ctx.Err() == nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/member"
 	"github.com/aerie-mq/aerie/internal/member/mlist"
 	"github.com/aerie-mq/aerie/internal/mqtt"
@@ -129,6 +130,9 @@ type Node struct {
 	// burstNow is the time while the loop handles a burst of messages
 	// read together (0 otherwise): Now reads the clock once per burst.
 	burstNow tick.Time
+	// traceHop is this broker's hop on the bench's traced path
+	// (lattrace), -1 when tracing is off or the broker is not on it.
+	traceHop int
 	// done carries the persister's completions back to the loop; at most
 	// one append, one trim and one fetch per hosted pubend are out, so its
 	// buffer never fills.
@@ -210,6 +214,7 @@ func New(opts Options) (*Node, error) {
 		status: make(chan chan Status), peers: map[msg.NodeID]*transport.Conn{}, clients: map[shell.ClientID]clientConn{},
 		peerInc:   map[msg.NodeID]uint64{},
 		listening: make(chan struct{}), chaos: map[string]int{}, bw: newBandwidths(opts.Bandwidth),
+		traceHop: lattrace.Hop(opts.ID),
 	}
 	n.fails = newFailLog(n.log, 10*time.Second)
 	n.disk = newDiskStats()
@@ -418,6 +423,9 @@ func (n *Node) Now() tick.Time {
 // queue or a broken link drops is recovered by the protocol.
 func (n *Node) Send(to msg.NodeID, m msg.Msg) {
 	if c := n.peers[to]; c != nil {
+		if n.traceHop >= 0 {
+			lattrace.Mark(lattrace.Slot(n.traceHop, lattrace.Queued), lattrace.Payload(m))
+		}
 		c.Send(m)
 	}
 }
@@ -426,6 +434,9 @@ func (n *Node) Send(to msg.NodeID, m msg.Msg) {
 // disconnects the client with a reason.
 func (n *Node) ToClient(c shell.ClientID, m msg.Msg) {
 	if conn := n.clients[c]; conn != nil {
+		if n.traceHop >= 0 {
+			lattrace.Mark(lattrace.Slot(n.traceHop, lattrace.Queued), lattrace.Payload(m))
+		}
 		conn.Send(m)
 	}
 }

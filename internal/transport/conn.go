@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/wire"
 )
@@ -98,6 +99,10 @@ type Conn struct {
 	// until SetBandwidth changes it, which may happen while the writer
 	// runs (a config reload).
 	bw atomic.Int64
+	// traceW and traceR are the hops at which the bench's latency
+	// breakdown marks frames written and read (lattrace.ConnHop); -2, the
+	// default, marks nothing.
+	traceW, traceR int
 }
 
 // Handshake sends our Hello, reads the peer's, and checks it. The deadline
@@ -133,12 +138,16 @@ func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*C
 }
 
 func newConn(nc net.Conn, peer msg.Hello, opts Options) *Conn {
-	c := &Conn{Peer: peer, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &Conn{Peer: peer, nc: nc, opts: opts, wake: make(chan struct{}, 1), done: make(chan struct{}), traceW: -2, traceR: -2}
 	c.bw.Store(max(opts.Bandwidth, 0))
 	return c
 }
 
 func newBufReader(nc net.Conn) *bufio.Reader { return bufio.NewReaderSize(nc, 64<<10) }
+
+// SetTraceHops sets the hops at which the bench's latency breakdown marks
+// this connection's frames (lattrace.ConnHop), before Run.
+func (c *Conn) SetTraceHops(write, read int) { c.traceW, c.traceR = write, read }
 
 // SetBandwidth caps the bytes per second written (0: no cap), for a cap
 // that depends on who the peer turned out to be, or that an operator
@@ -249,6 +258,12 @@ func (c *Conn) RunBatch(ctx context.Context, r *wire.Reader, deliver func([]msg.
 			m, err = r.Next() // buffered: does not block
 		}
 		if len(batch) > 0 {
+			if c.traceR > -2 {
+				now := time.Now().UnixNano()
+				for _, m := range batch {
+					lattrace.MarkAt(lattrace.Slot(c.traceR, lattrace.Read), lattrace.Payload(m), now)
+				}
+			}
 			batch = deliver(batch)
 		}
 		if err != nil {
@@ -315,7 +330,8 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 		chunk = int(min(max(bw/20, 4<<10), 1<<20)) // about 50 ms of the cap
 	}
 	buf = buf[:0]
-	write := func() bool {
+	marked := 0 // frames of batch before this one were marked written (lattrace)
+	write := func(upto int) bool {
 		if bw := c.bw.Load(); bw > 0 {
 			// A paced batch takes seconds to write when the link is
 			// congested: a DCQ or UCA queued meanwhile goes ahead of the
@@ -333,21 +349,28 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 			c.CloseWith(err, "")
 			return false
 		}
+		if c.traceW > -2 {
+			now := time.Now().UnixNano()
+			for _, m := range batch[marked:upto] {
+				lattrace.MarkAt(lattrace.Slot(c.traceW, lattrace.Written), lattrace.Payload(m), now)
+			}
+			marked = upto
+		}
 		buf = buf[:0]
 		return true
 	}
-	for _, m := range batch {
+	for i, m := range batch {
 		var err error
 		if buf, err = wire.AppendFrame(buf, m); err != nil {
 			c.CloseWith(err, "internal encoding error")
 			return buf[:0]
 		}
-		if len(buf) >= chunk && !write() {
+		if len(buf) >= chunk && !write(i+1) {
 			return buf[:0]
 		}
 	}
 	if len(buf) > 0 {
-		write()
+		write(len(batch))
 	}
 	if cap(buf) > 4*chunk {
 		buf = nil // do not keep a one-off peak for the connection's life
