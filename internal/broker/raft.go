@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -350,7 +351,15 @@ func (n *Node) runRaft() error {
 		if r.rn.NeedsSync() {
 			r.syncing = true
 			rn, done := r.rn, r.synced
-			go func() { done <- rn.SyncLog() }()
+			go func() {
+				// Let the frames just queued (appends to the followers,
+				// acks) leave first: a new goroutine runs before the
+				// writers the loop woke, and one in fsync keeps its P
+				// until the runtime takes it back (persister.go, the same
+				// for a PHB's group commit).
+				runtime.Gosched()
+				done <- rn.SyncLog()
+			}()
 			// Write applied what the log held durably already (the
 			// leader's commits): their acks and knowledge leave now, not
 			// after this fsync.
