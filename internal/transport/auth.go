@@ -45,7 +45,9 @@ func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn
 		goodbye(nc, err.Error())
 		return nil, nil, err
 	}
-	if h.Role == msg.RoleClient && h.Version < me.Version {
+	if h.Version < me.Version {
+		// An older client or broker (wire.MinClientVersion,
+		// wire.MinBrokerVersion): both sides speak its version.
 		me.Version = h.Version
 	}
 	buf, err := wire.AppendFrame(nil, me)
