@@ -138,11 +138,11 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // durable catch-up behind a replicated PHB cell can wait forever on a
 // member that no longer serves, and the oracle must report the events it
 // never got (I11); with the rule, the same seed passes. Seed 1193 shows it
-// since first-time knowledge travels in runs (gd coalesce.go; no seed of
-// 1–1192 did), 439 did since the serving leader pipelines its
-// batches (277 before, 350 before SubReqs were shared); the test tries
-// those first and then scans,
-// so that a change of timing finds another seed instead of failing. Its
+// since first-time knowledge travels in runs (gd coalesce.go), which 439
+// no longer does; 439 did since the serving leader pipelines its batches
+// (277 before, 350 before SubReqs were shared). The test tries those first
+// and then scans, so that a change of timing finds another seed instead
+// of failing. Its
 // seeds were found before overloaded links joined the default faults, and
 // before nack answers carried the silence that follows them
 // (gd.silentRunEnd); it keeps the fault set and the answer rule they were
