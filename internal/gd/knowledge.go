@@ -24,7 +24,8 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 // onKnowledgeRun joins a run of knowledge piece by piece, each exactly as
 // onKnowledge would, then propagates, delivers and acks once for all of
 // them: a run of events costs one pass over the ostreams and
-// subscriptions, not one per event (Gryphon GD, DSN 2002 §4.2).
+// subscriptions, not one per event (Gryphon GD §3.1 "Propagating
+// Knowledge": what became known is propagated, however it arrived).
 func (e *Engine) onKnowledgeRun(from msg.NodeID, r *msg.KnowledgeRun) {
 	ps := e.knowledgeStream(from, r.Pubend)
 	if ps == nil {

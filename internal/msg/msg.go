@@ -109,8 +109,9 @@ func (m Knowledge) String() string {
 // [Start, End]. It says exactly what its pieces (Split) say; a broker
 // sends one per downstream and Pubend where it would send a Knowledge per
 // event, so that a run of events costs one frame, one queue slot and one
-// pass of the receiving engine (Gryphon GD, DSN 2002 §4.2: knowledge of
-// consecutive ticks propagates as one message).
+// pass of the receiving engine. Gryphon GD §3.1 already lets one data or
+// silence message carry knowledge of a range of ticks; a run is several
+// of them side by side (MODEL.md §5).
 type KnowledgeRun struct {
 	Pubend     PubendID
 	Final      tick.Tick
