@@ -28,15 +28,17 @@ var allocBudget = map[msg.NodeID]float64{
 	// that reads ranges in a PubAckRange per burst, carved from the
 	// shell's blocks (shell acks.go).
 	"p1": 4.5,
-	// Knowledge frame, read into memory of its own → Knowledge and event in
-	// one allocation, viewing the frame → the same bytes in the Knowledge
-	// frame sent on.
-	"b1": 2.5,
-	// Knowledge frame → as at b1 → match (no allocation) → Delivery frame;
-	// the Delivery comes from the engine's blocks (gd deliveryMsg) and the
+	// The events of a burst arrive as one KnowledgeRun frame (protocol
+	// version 12; gd coalesce.go), read into memory of its own and decoded
+	// with its events in one allocation each, viewing the frame → the same
+	// bytes in the run sent on, carved from the engine's blocks (2.1 per
+	// event, one Knowledge frame each, before: budget 2.5).
+	"b1": 0.5,
+	// The run → as at b1 → match (no allocation) → Delivery frame; the
+	// Delivery comes from the engine's blocks (gd deliveryMsg) and the
 	// shell renames it in place, so neither boxes one per event (they did,
-	// twice: 4.0 before).
-	"s1": 2.5,
+	// twice: 4.0 before; 2.1 with a Knowledge frame per event).
+	"s1": 0.5,
 }
 
 // hopChain wires the runtime shells of three brokers with the wire codec

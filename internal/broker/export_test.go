@@ -14,3 +14,13 @@ func (n *Node) KillMembership() {
 
 // Incarnation is the boot nonce this node sends in its handshakes.
 func (n *Node) Incarnation() uint64 { return n.inc }
+
+// AsVersion returns o for a broker that announces protocol version v.
+func AsVersion(o Options, v uint16) Options {
+	o.protocolVersion = v
+	return o
+}
+
+// RunsSplit counts the KnowledgeRuns this broker sent as their pieces to
+// brokers of an older protocol version.
+func (n *Node) RunsSplit() uint64 { return n.runsSplit.Load() }

@@ -171,7 +171,7 @@ func (n *Node) handle(ev event) int {
 	n.burstNow = tick.Time(time.Now().UnixNano())
 	if n.traceHop >= 0 {
 		for _, m := range ev.ms {
-			lattrace.MarkAt(lattrace.Slot(n.traceHop, lattrace.Loop), lattrace.Payload(m), int64(n.burstNow))
+			lattrace.MarkMsg(lattrace.Slot(n.traceHop, lattrace.Loop), m, int64(n.burstNow))
 		}
 	}
 	for _, m := range ev.ms {

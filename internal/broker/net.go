@@ -17,7 +17,11 @@ import (
 )
 
 func (n *Node) hello() msg.Hello {
-	return msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: string(n.opts.ID), Incarnation: n.inc}
+	v := wire.Version
+	if n.opts.protocolVersion != 0 {
+		v = n.opts.protocolVersion
+	}
+	return msg.Hello{Version: v, Role: msg.RoleBroker, ID: string(n.opts.ID), Incarnation: n.inc}
 }
 
 func (n *Node) listen(ctx context.Context) error {

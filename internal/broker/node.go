@@ -39,6 +39,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/transport"
 	"github.com/aerie-mq/aerie/internal/vfs"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // Options configure one broker.
@@ -112,21 +113,29 @@ type Options struct {
 	// Raft, when set, makes the broker a member of a replicated PHB cell
 	// (raft.go): its pubends are one Raft group with the cell's members.
 	Raft *RaftOptions
+
+	// protocolVersion, when set, is the version this broker announces in
+	// its Hellos instead of wire.Version: tests run a broker as an older
+	// one, to see that a network of mixed versions works.
+	protocolVersion uint16
 }
 
 // Node is one running broker: the runtime shell (internal/shell) with the
 // OS clock, TCP connections (transport) and the event log on disk
 // (storage.Store, run by the persister goroutine).
 type Node struct {
-	opts   Options
-	log    *slog.Logger
-	eng    *gd.Engine
-	sh     *shell.Broker
-	store  *storage.Store // nil when no pubend is hosted here
-	inc    uint64
-	hosted []msg.PubendID
-	downs  map[msg.NodeID]bool
-	inbox  chan event
+	opts Options
+	// runsSplit counts the KnowledgeRuns sent as their pieces to brokers
+	// of protocol version 11 (Send).
+	runsSplit atomic.Uint64
+	log       *slog.Logger
+	eng       *gd.Engine
+	sh        *shell.Broker
+	store     *storage.Store // nil when no pubend is hosted here
+	inc       uint64
+	hosted    []msg.PubendID
+	downs     map[msg.NodeID]bool
+	inbox     chan event
 	// burstNow is the time while the loop handles a burst of messages
 	// read together (0 otherwise): Now reads the clock once per burst.
 	burstNow tick.Time
@@ -422,12 +431,20 @@ func (n *Node) Now() tick.Time {
 // Send hands m to the link to neighbour to (shell.Net); a message a full
 // queue or a broken link drops is recovered by the protocol.
 func (n *Node) Send(to msg.NodeID, m msg.Msg) {
-	if c := n.peers[to]; c != nil {
-		if n.traceHop >= 0 {
-			lattrace.Mark(lattrace.Slot(n.traceHop, lattrace.Queued), lattrace.Payload(m))
-		}
-		c.Send(m)
+	c := n.peers[to]
+	if c == nil {
+		return
 	}
+	if n.traceHop >= 0 {
+		lattrace.MarkMsg(lattrace.Slot(n.traceHop, lattrace.Queued), m, time.Now().UnixNano())
+	}
+	if r, ok := m.(*msg.KnowledgeRun); ok && c.Peer.Version < wire.VersionKnowledgeRun {
+		// A broker of protocol version 11 reads the run as its pieces.
+		r.Split(func(k msg.Knowledge) { c.Send(&k) })
+		n.runsSplit.Add(1)
+		return
+	}
+	c.Send(m)
 }
 
 // ToClient hands m to client connection c (shell.Net); a full queue
@@ -435,7 +452,7 @@ func (n *Node) Send(to msg.NodeID, m msg.Msg) {
 func (n *Node) ToClient(c shell.ClientID, m msg.Msg) {
 	if conn := n.clients[c]; conn != nil {
 		if n.traceHop >= 0 {
-			lattrace.Mark(lattrace.Slot(n.traceHop, lattrace.Queued), lattrace.Payload(m))
+			lattrace.MarkMsg(lattrace.Slot(n.traceHop, lattrace.Queued), m, time.Now().UnixNano())
 		}
 		conn.Send(m)
 	}

@@ -40,6 +40,17 @@ func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
 	e.forwardBestEffort(ps, m.Event)
 }
 
+// onKnowledgeRunBestEffort passes on each event of a run.
+func (e *Engine) onKnowledgeRunBestEffort(from msg.NodeID, r *msg.KnowledgeRun) {
+	ps := e.byPubend[r.Pubend]
+	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
+		return
+	}
+	for _, ev := range r.Events {
+		e.forwardBestEffort(ps, ev)
+	}
+}
+
 func (e *Engine) forwardBestEffort(ps *pstream, ev *msg.Event) {
 	for _, o := range ps.outs {
 		if o.PassesAt(ev.Tick, ev) {

@@ -125,6 +125,8 @@ type Engine struct {
 	matched  []uint64 // scratch for deliver
 
 	delta       tick.RangeSet // scratch: ticks one step made known, reused
+	pieceDelta  tick.RangeSet // scratch: ticks one piece of a KnowledgeRun made known
+	runs        runScratch    // coalescing a Ready's Knowledge into runs (coalesce.go)
 	out         Ready
 	queuedAfter []msg.Msg
 	queuedRecs  []msg.Record
@@ -324,6 +326,12 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		case *msg.Knowledge:
 			e.onKnowledgeBestEffort(from, *m)
 			return nil
+		case *msg.KnowledgeRun:
+			e.onKnowledgeRunBestEffort(from, m)
+			return nil
+		case msg.KnowledgeRun:
+			e.onKnowledgeRunBestEffort(from, &m)
+			return nil
 		case msg.Nack, msg.Ack, msg.AckExpected:
 			return nil // none are sent in this mode
 		}
@@ -335,6 +343,10 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onKnowledge(from, m)
 	case *msg.Knowledge: // as wire.Decode returns it
 		e.onKnowledge(from, *m)
+	case *msg.KnowledgeRun:
+		e.onKnowledgeRun(from, m)
+	case msg.KnowledgeRun:
+		e.onKnowledgeRun(from, &m)
 	case msg.Nack:
 		e.onNack(from, m)
 	case msg.Ack:
@@ -402,6 +414,7 @@ func (e *Engine) Ready() Ready {
 	e.out = Ready{}
 	if n := len(rd.Send); n > 0 {
 		e.sendHint = n
+		rd.Send = e.coalesce(rd.Send)
 	}
 	if n := len(rd.ToClients); n > 0 {
 		e.clientHint = n

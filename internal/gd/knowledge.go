@@ -12,12 +12,53 @@ import (
 // onKnowledge joins a data or silence message from upstream into istream[P]
 // and propagates what became known (seed 000 §3.1 "Propagating Knowledge").
 func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
-	ps := e.byPubend[m.Pubend]
-	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
-		e.stats.Stale++
+	ps := e.knowledgeStream(from, m.Pubend)
+	if ps == nil {
 		return
 	}
+	e.delta.Clear()
+	e.acceptKnowledge(ps, from, m, &e.delta)
+	e.knowledgeMoved(ps, &e.delta)
+}
+
+// onKnowledgeRun joins a run of knowledge piece by piece, each exactly as
+// onKnowledge would, then propagates, delivers and acks once for all of
+// them: a run of events costs one pass over the ostreams and
+// subscriptions, not one per event (Gryphon GD §3.1 "Propagating
+// Knowledge": what became known is propagated, however it arrived).
+func (e *Engine) onKnowledgeRun(from msg.NodeID, r *msg.KnowledgeRun) {
+	ps := e.knowledgeStream(from, r.Pubend)
+	if ps == nil {
+		return
+	}
+	e.delta.Clear()
+	r.Split(func(k msg.Knowledge) {
+		piece := &e.pieceDelta
+		piece.Clear()
+		e.acceptKnowledge(ps, from, k, piece)
+		for _, t := range piece.Ranges() {
+			e.delta.Add(t)
+		}
+	})
+	e.knowledgeMoved(ps, &e.delta)
+}
+
+// knowledgeStream returns the stream that knowledge of pubend p from
+// neighbour `from` joins, or nil (counted stale) when none does: p is
+// unknown here, published here, or `from` is not upstream.
+func (e *Engine) knowledgeStream(from msg.NodeID, p msg.PubendID) *pstream {
+	ps := e.byPubend[p]
+	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
+		e.stats.Stale++
+		return nil
+	}
 	e.answeredUp(ps, from)
+	return ps
+}
+
+// acceptKnowledge joins m into ps's istream and adds to delta the ticks it
+// made known, answering the curiosity they satisfy; the caller propagates.
+func (e *Engine) acceptKnowledge(ps *pstream, from msg.NodeID, m msg.Knowledge, delta *tick.RangeSet) {
 	if ps.isSubend() && !ps.sub.FloorSet {
 		// A fresh stream starts needing ticks where the first message it sees
 		// starts (MODEL.md P6); subscriptions started earlier bound it.
@@ -29,8 +70,6 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	}
 	before := ps.in.Contradictions
 	oldFinal := ps.in.K.Final()
-	delta := &e.delta
-	delta.Clear()
 	stored := ps.in.Accept(m, delta)
 	if n := ps.in.Contradictions - before; n > 0 {
 		// A contradiction leaves the conflicting ticks unchanged, so the
@@ -58,6 +97,11 @@ func (e *Engine) onKnowledge(from msg.NodeID, m msg.Knowledge) {
 	if stored {
 		ps.cache.push(m.Event.Tick, m.Event) // bounded at RelayCacheBytes (refetch.go)
 	}
+}
+
+// knowledgeMoved passes on what delta made known: down the ostreams, to
+// local subscribers, and up as acks.
+func (e *Engine) knowledgeMoved(ps *pstream, delta *tick.RangeSet) {
 	e.propagate(ps, delta)
 	e.deliver(ps)
 	e.updateAck(ps)

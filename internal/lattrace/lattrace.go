@@ -177,6 +177,23 @@ func MarkAt(slot int, payload []byte, now int64) {
 
 // Payload returns the event payload m carries, if any: a publish, a
 // knowledge message with its event, or a delivery.
+// MarkMsg marks at slot the event m carries, or each event of a run of
+// Knowledge (msg.KnowledgeRun).
+func MarkMsg(slot int, m msg.Msg, now int64) {
+	switch v := m.(type) {
+	case *msg.KnowledgeRun:
+		for _, ev := range v.Events {
+			MarkAt(slot, ev.Payload, now)
+		}
+	case msg.KnowledgeRun:
+		for _, ev := range v.Events {
+			MarkAt(slot, ev.Payload, now)
+		}
+	default:
+		MarkAt(slot, Payload(m), now)
+	}
+}
+
 func Payload(m msg.Msg) []byte {
 	switch v := m.(type) {
 	case msg.Publish:

@@ -102,6 +102,56 @@ func (m Knowledge) String() string {
 	return fmt.Sprintf("%s{%s L≤%d S%s%s}", kind, m.Pubend, m.Final, tick.Range{Lo: m.Start, Hi: m.End}, rt)
 }
 
+// KnowledgeRun is consecutive Knowledge messages of one pubend to one
+// neighbour in one message (protocol version 12, docs/PROTOCOL.md 0x44):
+// L on ticks <= Final, D on each of Events at its own tick, S on every
+// other tick of [Start, End]. Events are in ascending tick order within
+// [Start, End]. It says exactly what its pieces (Split) say; a broker
+// sends one per downstream and Pubend where it would send a Knowledge per
+// event, so that a run of events costs one frame, one queue slot and one
+// pass of the receiving engine. Gryphon GD §3.1 already lets one data or
+// silence message carry knowledge of a range of ticks; a run is several
+// of them side by side (MODEL.md §5).
+type KnowledgeRun struct {
+	Pubend     PubendID
+	Final      tick.Tick
+	Start, End tick.Tick
+	Retrans    bool
+	Events     []*Event
+}
+
+func (m KnowledgeRun) String() string {
+	rt := ""
+	if m.Retrans {
+		rt = " retrans"
+	}
+	var b strings.Builder
+	for i, ev := range m.Events {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "D@%d %s", ev.Tick, ev.Topic)
+	}
+	return fmt.Sprintf("Run{%s L≤%d S%s %s%s}", m.Pubend, m.Final, tick.Range{Lo: m.Start, Hi: m.End}, b.String(), rt)
+}
+
+// Split calls emit with the run as Knowledge messages, in tick order: the
+// first from Start, each further one from its event's tick, each up to the
+// tick before the next one's (the last up to End). Their union is the run.
+func (m KnowledgeRun) Split(emit func(Knowledge)) {
+	k := Knowledge{Pubend: m.Pubend, Final: m.Final, Start: m.Start, Retrans: m.Retrans}
+	for i, ev := range m.Events {
+		if i > 0 {
+			k.End = ev.Tick - 1
+			emit(k)
+			k.Start = ev.Tick
+		}
+		k.VTick, k.Event = ev.Tick, ev
+	}
+	k.End = m.End
+	emit(k)
+}
+
 // Nack asks upstream for the values of a contiguous range of ticks
 // (curiosity C, seed 000 §3.1).
 type Nack struct {
@@ -360,6 +410,7 @@ func (Refetch) isMsg()      {}
 func (Payloads) isMsg()     {}
 func (LinkStatus) isMsg()   {}
 func (Knowledge) isMsg()    {}
+func (KnowledgeRun) isMsg() {}
 func (Nack) isMsg()         {}
 func (Ack) isMsg()          {}
 func (AckExpected) isMsg()  {}

@@ -62,9 +62,9 @@ func (p *port) Now() tick.Time { return p.w.localNow(p.n) }
 // Send carries m over the simulated link, encoded and decoded on the way.
 func (p *port) Send(to msg.NodeID, m msg.Msg) {
 	w, n := p.w, p.n
-	if k, ok := knowledgeOf(m); ok {
+	eachKnowledge(m, func(k msg.Knowledge) {
 		w.orc.Sent(n.id, n.broker.Role == PHB, k, func(t tick.Tick) match.Filter { return n.eng.FilterAt(k.Pubend, to, t) })
-	}
+	})
 	m = p.wire(m)
 	w.transmit(msg.Envelope{From: n.id, To: to, Msg: m}, len(w.frame))
 }

@@ -137,10 +137,12 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // of an upstream cell that does not answer (gd askUp switched off), a
 // durable catch-up behind a replicated PHB cell can wait forever on a
 // member that no longer serves, and the oracle must report the events it
-// never got (I11); with the rule, the same seed passes. Seed 439 shows it
-// since the serving leader pipelines its batches (277 did before, 350
-// before SubReqs were shared); the test tries those first and then scans,
-// so that a change of timing finds another seed instead of failing. Its
+// never got (I11); with the rule, the same seed passes. Seed 1193 shows it
+// since first-time knowledge travels in runs (gd coalesce.go), which 439
+// no longer does; 439 did since the serving leader pipelines its batches
+// (277 before, 350 before SubReqs were shared). The test tries those first
+// and then scans, so that a change of timing finds another seed instead
+// of failing. Its
 // seeds were found before overloaded links joined the default faults, and
 // before nack answers carried the silence that follows them
 // (gd.silentRunEnd); it keeps the fault set and the answer rule they were
@@ -158,7 +160,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates swarm runs until one shows the fault")
 	}
-	seeds := []uint64{439, 277, 350}
+	seeds := []uint64{1193, 439, 277, 350}
 	for s := uint64(1); s <= 600; s++ {
 		seeds = append(seeds, s)
 	}

@@ -580,13 +580,37 @@ func (w *world) watchf(format string, args ...any) {
 	}
 }
 
-// knowledgeOf is m as a Knowledge: engines send *msg.Knowledge.
+// knowledgeOf is m as a Knowledge: engines send *msg.Knowledge, and a
+// KnowledgeRun reads as one Knowledge over its range (its first event, if
+// any, standing for the data it carries).
 func knowledgeOf(m msg.Msg) (msg.Knowledge, bool) {
 	switch k := m.(type) {
 	case msg.Knowledge:
 		return k, true
 	case *msg.Knowledge:
 		return *k, true
+	case *msg.KnowledgeRun:
+		hull := msg.Knowledge{Pubend: k.Pubend, Final: k.Final, Start: k.Start, End: k.End, Retrans: k.Retrans}
+		if len(k.Events) > 0 {
+			hull.VTick, hull.Event = k.Events[0].Tick, k.Events[0]
+		}
+		return hull, true
 	}
 	return msg.Knowledge{}, false
+}
+
+// eachKnowledge calls f with m as Knowledge messages: m itself, or the
+// pieces of a KnowledgeRun, which say exactly what the run says.
+func eachKnowledge(m msg.Msg, f func(msg.Knowledge)) {
+	switch r := m.(type) {
+	case *msg.KnowledgeRun:
+		r.Split(f)
+		return
+	case msg.KnowledgeRun:
+		r.Split(f)
+		return
+	}
+	if k, ok := knowledgeOf(m); ok {
+		f(k)
+	}
 }

@@ -25,8 +25,9 @@ func (e *RefusedError) Error() string {
 
 // Accept is the listening side's handshake. Unlike Handshake it reads the
 // peer's Hello first, checks it, and only then answers with me: an older
-// client (wire.MinClientVersion on) is answered with its own version, so
-// that it can read the answer, and is sent nothing its version lacks. The
+// client (wire.MinClientVersion on) or broker (wire.MinBrokerVersion on)
+// is answered with its own version, so that it can read the answer, and
+// is sent nothing its version lacks (Conn.Peer.Version says which). The
 // deadline of ctx bounds the exchange.
 func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn, *wire.Reader, error) {
 	opts = opts.withDefaults()
@@ -45,7 +46,9 @@ func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn
 		goodbye(nc, err.Error())
 		return nil, nil, err
 	}
-	if h.Role == msg.RoleClient && h.Version < me.Version {
+	if h.Version < me.Version {
+		// An older client or broker (wire.MinClientVersion,
+		// wire.MinBrokerVersion): both sides speak its version.
 		me.Version = h.Version
 	}
 	buf, err := wire.AppendFrame(nil, me)

@@ -22,11 +22,22 @@ var brokerHello = msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "s1
 // TestAcceptAnswersOlderClientsInTheirVersion: a client of
 // wire.MinClientVersion is answered with a Hello of its own version.
 func TestAcceptAnswersOlderClientsInTheirVersion(t *testing.T) {
-	for _, v := range []uint16{wire.MinClientVersion, wire.Version} {
+	testAcceptAnswersOlder(t, msg.RoleClient, wire.MinClientVersion)
+}
+
+// TestAcceptAnswersOlderBrokersInTheirVersion: a broker of
+// wire.MinBrokerVersion (no KnowledgeRun) is answered in its version, so
+// both sides know to send it Knowledge frames only.
+func TestAcceptAnswersOlderBrokersInTheirVersion(t *testing.T) {
+	testAcceptAnswersOlder(t, msg.RoleBroker, wire.MinBrokerVersion)
+}
+
+func testAcceptAnswersOlder(t *testing.T, role msg.Role, oldest uint16) {
+	for _, v := range []uint16{oldest, wire.Version} {
 		a, b := net.Pipe()
 		answer := make(chan msg.Msg, 1)
-		go func() { // the client, by hand
-			f, _ := wire.AppendFrame(nil, msg.Hello{Version: v, Role: msg.RoleClient, ID: "c"})
+		go func() { // the peer, by hand
+			f, _ := wire.AppendFrame(nil, msg.Hello{Version: v, Role: role, ID: "c"})
 			b.Write(f)
 			m, err := wire.NewReader(b, 0).Next()
 			if err != nil {
@@ -42,7 +53,7 @@ func TestAcceptAnswersOlderClientsInTheirVersion(t *testing.T) {
 			t.Fatalf("peer version %d, want %d", c.Peer.Version, v)
 		}
 		if h, ok := (<-answer).(msg.Hello); !ok || h.Version != v || h.ID != "s1" {
-			t.Fatalf("a client of version %d was answered with %v", v, h)
+			t.Fatalf("a peer of role %d and version %d was answered with %v", role, v, h)
 		}
 		a.Close()
 		b.Close()

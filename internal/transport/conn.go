@@ -27,7 +27,9 @@ import (
 // Options of a connection.
 type Options struct {
 	// QueueFrames bounds the outbound queue; a full queue closes the
-	// connection. Default 65536.
+	// connection. A KnowledgeRun counts as the Knowledge frames it stands
+	// for (one per event, at least one), so the bound in events, and so in
+	// bytes, is that of a peer sent a frame per event. Default 65536.
 	QueueFrames int
 	// Heartbeat is how often an idle side sends a heartbeat (a side that
 	// wrote within the interval sends none). Default 1s.
@@ -81,6 +83,8 @@ type Conn struct {
 
 	mu    sync.Mutex
 	queue []msg.Msg
+	// queued counts queue in frames as QueueFrames does (queueWeight).
+	queued int
 	// urgent holds high-priority control messages (Gryphon CC's DCQ and
 	// UCA, §3.1): the writer takes them before the queue, so they do not
 	// wait behind a backlog of data. Nothing relies on their order with
@@ -163,7 +167,7 @@ func (c *Conn) Send(m msg.Msg) bool {
 		c.mu.Unlock()
 		return false
 	}
-	if len(c.queue) >= c.opts.QueueFrames || len(c.urgent) >= c.opts.QueueFrames {
+	if c.queued >= c.opts.QueueFrames || len(c.urgent) >= c.opts.QueueFrames {
 		c.mu.Unlock()
 		c.CloseWith(ErrQueueFull, "peer too slow: outbound queue full")
 		return false
@@ -173,6 +177,7 @@ func (c *Conn) Send(m msg.Msg) bool {
 		c.urgent = append(c.urgent, m)
 	default:
 		c.queue = append(c.queue, m)
+		c.queued += queueWeight(m)
 	}
 	c.mu.Unlock()
 	select {
@@ -180,6 +185,14 @@ func (c *Conn) Send(m msg.Msg) bool {
 	default:
 	}
 	return true
+}
+
+// queueWeight is how many frames m counts as in the queue (QueueFrames).
+func queueWeight(m msg.Msg) int {
+	if r, ok := m.(*msg.KnowledgeRun); ok {
+		return max(len(r.Events), 1)
+	}
+	return 1
 }
 
 // Run pumps the connection until it fails or ctx ends: every inbound
@@ -261,7 +274,7 @@ func (c *Conn) RunBatch(ctx context.Context, r *wire.Reader, deliver func([]msg.
 			if c.traceR > -2 {
 				now := time.Now().UnixNano()
 				for _, m := range batch {
-					lattrace.MarkAt(lattrace.Slot(c.traceR, lattrace.Read), lattrace.Payload(m), now)
+					lattrace.MarkMsg(lattrace.Slot(c.traceR, lattrace.Read), m, now)
 				}
 			}
 			batch = deliver(batch)
@@ -305,7 +318,7 @@ func (c *Conn) writeLoop() error {
 		batch = append(append(batch[:0], c.urgent...), c.queue...)
 		clear(c.urgent)
 		clear(c.queue)
-		c.urgent, c.queue = c.urgent[:0], c.queue[:0]
+		c.urgent, c.queue, c.queued = c.urgent[:0], c.queue[:0], 0
 		c.mu.Unlock()
 		if !closed || flush {
 			buf = c.writeBatch(buf, batch)
@@ -352,7 +365,7 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 		if c.traceW > -2 {
 			now := time.Now().UnixNano()
 			for _, m := range batch[marked:upto] {
-				lattrace.MarkAt(lattrace.Slot(c.traceW, lattrace.Written), lattrace.Payload(m), now)
+				lattrace.MarkMsg(lattrace.Slot(c.traceW, lattrace.Written), m, now)
 			}
 			marked = upto
 		}
@@ -445,7 +458,7 @@ func (c *Conn) CloseWith(err error, reason string) {
 		return
 	}
 	c.closed, c.err, c.goodbye = true, err, reason
-	c.queue, c.urgent = nil, nil
+	c.queue, c.urgent, c.queued = nil, nil, 0
 	running := c.running
 	c.mu.Unlock()
 	if !running {

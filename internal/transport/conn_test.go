@@ -444,3 +444,25 @@ func TestSetBandwidthWhileRunning(t *testing.T) {
 		t.Fatalf("the backlog took %v after the cap was lifted, want well under the 2.4 s of the old cap", d)
 	}
 }
+
+// A KnowledgeRun counts in the queue as the frames it stands for, one per
+// event: a peer that reads too slowly is closed after as many events as
+// when each came in a frame of its own.
+func TestQueueCountsRunsByEvents(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	c := newConn(a, msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "b"}, Options{QueueFrames: 10})
+	run := &msg.KnowledgeRun{Pubend: "P", Start: 1, End: 6}
+	for t := range 6 {
+		run.Events = append(run.Events, &msg.Event{Pubend: "P", Tick: tick.Tick(1 + t)})
+	}
+	if !c.Send(run) || !c.Send(run) {
+		t.Fatal("a queue of 10 frames refused the first 6 or 12 events")
+	}
+	if c.Send(msg.Heartbeat{}) {
+		t.Fatal("a queue of 10 frames took a frame after 12 events")
+	}
+	if !errors.Is(c.Err(), ErrQueueFull) {
+		t.Fatalf("closed with %v, want ErrQueueFull", c.Err())
+	}
+}

@@ -92,6 +92,8 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 
 	case TypeKnowledge:
 		m = d.knowledge()
+	case TypeKnowledgeRun:
+		m = d.knowledgeRun()
 	case TypeNack:
 		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
 	case TypeAck:
@@ -609,6 +611,38 @@ func (d *decoder) knowledge() *msg.Knowledge {
 		k.Pubend = msg.PubendID(pubend)
 	}
 	return k
+}
+
+// knowledgeRun reads a KnowledgeRun body (appendKnowledgeRun): its events
+// in one allocation, each viewing the frame or copied as eventInto does.
+func (d *decoder) knowledgeRun() msg.Msg {
+	r := &msg.KnowledgeRun{Pubend: msg.PubendID(d.string()), Final: d.tick(), Start: d.tick(), End: d.tick(), Retrans: d.bool()}
+	n := d.count(4, "events") // an event's encoding takes 4 bytes at least
+	if d.err != nil {
+		return nil
+	}
+	if r.Start > r.End {
+		d.failf("range [%d, %d]", r.Start, r.End)
+		return nil
+	}
+	if n == 0 {
+		return r
+	}
+	evs := make([]msg.Event, n)
+	r.Events = make([]*msg.Event, n)
+	prev := r.Start - 1
+	for i := range evs {
+		if !d.eventInto(&evs[i]) {
+			return nil
+		}
+		if t := evs[i].Tick; t <= prev || t > r.End {
+			d.failf("event at tick %d after %d in [%d, %d]", t, prev, r.Start, r.End)
+			return nil
+		}
+		prev = evs[i].Tick
+		r.Events[i] = &evs[i]
+	}
+	return r
 }
 
 // optEvent reads a presence byte and, when 1, an event.

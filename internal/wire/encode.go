@@ -87,6 +87,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		if v != nil {
 			return appendKnowledge(b, v), nil
 		}
+	case msg.KnowledgeRun:
+		return appendKnowledgeRun(b, &v)
+	case *msg.KnowledgeRun: // the engine's and Decode's form; nil is refused below
+		if v != nil {
+			return appendKnowledgeRun(b, v)
+		}
 	case msg.Nack:
 		b = append(b, byte(TypeNack))
 		b = appendString(b, string(v.Pubend))
@@ -402,6 +408,42 @@ func appendKnowledge(b []byte, v *msg.Knowledge) []byte {
 	b = appendBool(b, v.Retrans)
 	b, _ = appendOptEvent(b, v.Event)
 	return b
+}
+
+// appendKnowledgeRun appends a KnowledgeRun's type byte and body: the
+// fields of a Knowledge but VTick, then the number of events and each
+// event's own encoding, which carries its tick.
+func appendKnowledgeRun(b []byte, v *msg.KnowledgeRun) ([]byte, error) {
+	if err := checkRun(v); err != nil {
+		return nil, err
+	}
+	b = append(b, byte(TypeKnowledgeRun))
+	b = appendString(b, string(v.Pubend))
+	b = appendTick(b, v.Final)
+	b = appendTick(b, v.Start)
+	b = appendTick(b, v.End)
+	b = appendBool(b, v.Retrans)
+	b = binary.AppendUvarint(b, uint64(len(v.Events)))
+	for _, ev := range v.Events {
+		b = msg.AppendEvent(b, ev)
+	}
+	return b, nil
+}
+
+// checkRun refuses a run whose events are not in ascending tick order
+// within [Start, End]: its pieces would not say what it says.
+func checkRun(v *msg.KnowledgeRun) error {
+	if v.Start > v.End {
+		return fmt.Errorf("%w: KnowledgeRun{%s} of range [%d, %d]", ErrMalformed, v.Pubend, v.Start, v.End)
+	}
+	prev := v.Start - 1
+	for _, ev := range v.Events {
+		if ev == nil || ev.Tick <= prev || ev.Tick > v.End {
+			return fmt.Errorf("%w: KnowledgeRun{%s [%d, %d]}: event out of order after tick %d", ErrMalformed, v.Pubend, v.Start, v.End, prev)
+		}
+		prev = ev.Tick
+	}
+	return nil
 }
 
 // appendOptEvent writes a presence byte and, when present, the event: its

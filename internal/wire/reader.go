@@ -38,12 +38,13 @@ type Reader struct {
 }
 
 // ViewFrames makes the Reader read each frame that carries events or a
-// publish (Knowledge, Delivery, Payloads, Publish, and Relay or Forward
+// publish (Knowledge, KnowledgeRun, Delivery, Payloads, Publish, and Relay or Forward
 // around them) into memory of its own, which nothing writes again, and
 // decode it viewing that memory: the events' bytes are not copied again
 // out of a reused buffer, so an event is forwarded as the bytes it
 // arrived in. An event pins only its own frame (a few bytes more than
-// itself), so the caches' byte bounds still bound memory.
+// itself, or the KnowledgeRun it came in: events of one pubend, at most
+// gd.RunBytesMax of them), so the caches' byte bounds still bound memory.
 func (r *Reader) ViewFrames() { r.view = true }
 
 // NewReader returns a Reader over r that refuses frames (type byte and body)
@@ -145,7 +146,7 @@ func (r *Reader) carriesEvents() bool {
 		return false
 	}
 	switch Type(b[0]) {
-	case TypeKnowledge, TypeDelivery, TypePayloads, TypePublish, TypeRelay, TypeForward:
+	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypePayloads, TypePublish, TypeRelay, TypeForward:
 		return true
 	}
 	return false

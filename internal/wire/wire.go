@@ -50,16 +50,31 @@ import (
 // (0x37): one frame acknowledges several consecutive publishes of one
 // publisher; a broker sends it only to clients of version 11 on
 // (VersionPubAckRange), older ones still get a PubAck per publish.
-const Version uint16 = 11
+// 12 — KnowledgeRun (0x44): consecutive Knowledge messages of one pubend
+// to one neighbour in one frame; a broker sends it only to brokers of
+// version 12 on (VersionKnowledgeRun), and still talks to brokers of
+// version 11 (MinBrokerVersion), splitting a run into Knowledge frames for
+// them (clients are not concerned).
+const Version uint16 = 12
 
 // VersionPubAckRange is the first client version a broker may send
 // PubAckRange frames to.
 const VersionPubAckRange uint16 = 11
 
+// VersionKnowledgeRun is the first broker version a broker may send
+// KnowledgeRun frames to.
+const VersionKnowledgeRun uint16 = 12
+
+// MinBrokerVersion is the oldest broker protocol a broker accepts: as with
+// clients, the accepting side answers with the older version, and each
+// side sends the other nothing that version lacks. Version 11 differs
+// from 12 only by KnowledgeRun, which a broker splits for an older peer,
+// so a cell can be upgraded one broker at a time.
+const MinBrokerVersion uint16 = 11
+
 // MinClientVersion is the oldest client protocol a broker accepts: the
 // accepting side answers a client's Hello with the client's version, and
-// sends it nothing that version lacks. Between brokers the versions must be
-// equal.
+// sends it nothing that version lacks. Between brokers, see MinBrokerVersion.
 const MinClientVersion uint16 = 3
 
 // DefaultMaxFrame is the largest frame (type byte and body, without the
@@ -120,6 +135,7 @@ const (
 	TypeForward      Type = 0x41 // a client's publish and its answer between members of a replicated PHB cell
 	TypeRaftChunk    Type = 0x42 // a piece of a Raft snapshot too large for one frame, within a replicated PHB cell
 	TypeRaftChunkAck Type = 0x43 // how much of a chunked Raft snapshot its receiver holds
+	TypeKnowledgeRun Type = 0x44 // consecutive Knowledge of one pubend in one frame (version 12)
 
 	// Client → broker.
 	TypePublish     Type = 0x20
@@ -149,7 +165,8 @@ var typeNames = map[Type]string{
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 	TypeDCQ: "DCQ", TypeUCA: "UCA", TypeSummaryDelta: "SummaryDelta",
 	TypeForward: "Forward", TypeRaftChunk: "RaftChunk", TypeRaftChunkAck: "RaftChunkAck",
-	TypePubAckRange: "PubAckRange",
+	TypeKnowledgeRun: "KnowledgeRun",
+	TypePubAckRange:  "PubAckRange",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.
@@ -167,11 +184,11 @@ func (t Type) Known() bool {
 }
 
 // CheckHello validates a peer's Hello: it must speak Version (a client:
-// MinClientVersion to Version), name a known role and carry a non-empty ID
+// MinClientVersion to Version; a broker: MinBrokerVersion to Version), name a known role and carry a non-empty ID
 // of at most 255 bytes. The error wraps ErrVersion or ErrMalformed and is
 // fit to send back in a Goodbye.
 func CheckHello(h msg.Hello) error {
-	if h.Version != Version && !(h.Role == msg.RoleClient && h.Version >= MinClientVersion && h.Version < Version) {
+	if !versionOK(h) {
 		return versionError{peer: h.Version}
 	}
 	switch h.Role {
@@ -186,6 +203,15 @@ func CheckHello(h msg.Hello) error {
 		return fmt.Errorf("%w: Hello: id of %d bytes, at most %d allowed", ErrMalformed, len(h.ID), maxIDLen)
 	}
 	return nil
+}
+
+// versionOK reports whether this broker speaks h's version with h's role.
+func versionOK(h msg.Hello) bool {
+	lo := MinClientVersion
+	if h.Role == msg.RoleBroker {
+		lo = MinBrokerVersion
+	}
+	return h.Version >= lo && h.Version <= Version
 }
 
 // versionError reads "wire: peer speaks protocol version 7, this broker
