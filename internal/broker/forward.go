@@ -190,8 +190,14 @@ func (r fwdRefusals) take(k fwdKey, publisher string, seq uint64, serving bool) 
 	return true
 }
 
-// forgetPeer drops the refusals of every client of peer: the link to it
-// is down, and its member resends everything on the next.
+// forgetPeer drops the refusals of every client of peer: a new
+// incarnation of it is linked, whose clients are all new. Not when a link
+// to it goes down: two members that dial each other may hold different
+// links for a moment, and a member whose own link stayed up goes on
+// forwarding on it, without a resend; had the refusal gone with the other
+// link, its later publishes would be taken before the refused ones
+// (docs/known-issues/forward-reorder.md, second cause). Kept, a refusal
+// costs at most one more resend, which starts at or below it.
 func (r fwdRefusals) forgetPeer(peer msg.NodeID) {
 	for k := range r {
 		if k.peer == peer {

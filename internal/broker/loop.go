@@ -79,6 +79,11 @@ func (c peerUp) apply(n *Node, src source) {
 	if old := n.peers[src.peer]; old != nil && old != src.conn {
 		old.Close()
 	}
+	if prev, ok := n.peerInc[src.peer]; ok && prev != c.inc && n.raft != nil {
+		// A new incarnation of the member: the clients it forwarded
+		// for are gone, and with them what this member refused of theirs.
+		n.raft.refused.forgetPeer(src.peer)
+	}
 	n.peers[src.peer] = src.conn
 	n.peerInc[src.peer] = c.inc
 	n.log.Info("link up", "peer", string(src.peer), "addr", src.conn.RemoteAddr())
@@ -94,8 +99,9 @@ func (peerDown) apply(n *Node, src source) {
 		n.sh.PeerDown(src.peer)
 		if n.raft != nil {
 			n.raftPeerDown(src.peer)
-			// The clients that member forwarded for are gone with it.
-			n.raft.refused.forgetPeer(src.peer)
+			// The sessions of the clients that member forwarded for go
+			// with the link. Its refusals stay (fwdRefusals.forgetPeer):
+			// the member may already be sending on another link to us.
 			for k, cid := range n.raft.fwd.in {
 				if k.peer == src.peer {
 					delete(n.raft.fwd.in, k)
