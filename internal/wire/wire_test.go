@@ -863,6 +863,30 @@ func TestNilEnginePointersRefused(t *testing.T) {
 	}
 }
 
+// benchFrames encodes ms as frames and decodes them with decode, per
+// iteration, reporting allocations and the frames' bytes.
+func benchFrames(b *testing.B, ms []msg.Msg, decode func([]byte) (msg.Msg, error)) {
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = buf[:0]
+		for _, m := range ms {
+			var err error
+			if buf, err = AppendFrame(buf, m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for f := buf; len(f) > 0; {
+			n := 4 + int(binary.LittleEndian.Uint32(f))
+			if _, err := decode(f[4:n]); err != nil {
+				b.Fatal(err)
+			}
+			f = f[n:]
+		}
+	}
+	b.ReportMetric(float64(len(buf)), "bytes")
+}
+
 // BenchmarkAcks64 encodes and decodes the acks of 64 consecutive publishes
 // of one publisher: 64 PubAck frames, or one PubAckRange (protocol version
 // 11). ns/op and allocs/op are for all 64.
@@ -885,27 +909,7 @@ func BenchmarkAcks64(b *testing.B) {
 		}()},
 		{"PubAckRange", []msg.Msg{&r}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			var buf []byte
-			b.ReportAllocs()
-			for b.Loop() {
-				buf = buf[:0]
-				for _, m := range c.ms {
-					var err error
-					if buf, err = AppendFrame(buf, m); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for f := buf; len(f) > 0; {
-					n := 4 + int(binary.LittleEndian.Uint32(f))
-					if _, err := Decode(f[4:n]); err != nil {
-						b.Fatal(err)
-					}
-					f = f[n:]
-				}
-			}
-			b.ReportMetric(float64(len(buf)), "bytes")
-		})
+		b.Run(c.name, func(b *testing.B) { benchFrames(b, c.ms, Decode) })
 	}
 }
 
@@ -927,26 +931,6 @@ func BenchmarkKnowledge64(b *testing.B) {
 		name string
 		ms   []msg.Msg
 	}{{"Knowledge", ks}, {"KnowledgeRun", []msg.Msg{&run}}} {
-		b.Run(c.name, func(b *testing.B) {
-			var buf []byte
-			b.ReportAllocs()
-			for b.Loop() {
-				buf = buf[:0]
-				for _, m := range c.ms {
-					var err error
-					if buf, err = AppendFrame(buf, m); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for f := buf; len(f) > 0; {
-					n := 4 + int(binary.LittleEndian.Uint32(f))
-					if _, err := DecodeView(f[4:n]); err != nil {
-						b.Fatal(err)
-					}
-					f = f[n:]
-				}
-			}
-			b.ReportMetric(float64(len(buf)), "bytes")
-		})
+		b.Run(c.name, func(b *testing.B) { benchFrames(b, c.ms, DecodeView) })
 	}
 }
