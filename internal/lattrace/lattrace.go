@@ -186,9 +186,7 @@ func MarkMsg(slot int, m msg.Msg, now int64) {
 			MarkAt(slot, ev.Payload, now)
 		}
 	case msg.KnowledgeRun:
-		for _, ev := range v.Events {
-			MarkAt(slot, ev.Payload, now)
-		}
+		MarkMsg(slot, &v, now)
 	default:
 		MarkAt(slot, Payload(m), now)
 	}
