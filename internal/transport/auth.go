@@ -56,9 +56,11 @@ func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn
 		goodbye(nc, fmt.Sprintf("protocol error: the first frame must be a Hello, not %s", typeName(m)))
 		return nil, nil, fmt.Errorf("transport: %s sent %v before hello", nc.RemoteAddr(), m)
 	}
-	if err := wire.RefusalAsOlder(h, opts.AsOlder); opts.AsOlder != 0 && err != nil {
-		goodbye(nc, err.Error())
-		return nil, nil, err
+	if opts.AsOlder != 0 {
+		if err := wire.RefusalAsOlder(h, opts.AsOlder); err != nil {
+			goodbye(nc, err.Error())
+			return nil, nil, err
+		}
 	}
 	// Both sides speak the lower version: an older client or broker
 	// (wire.MinClientVersion, wire.MinBrokerVersion) its own, a newer one
