@@ -311,7 +311,27 @@ func (c *Client) connect(ctx context.Context) (*transport.Conn, *wire.Reader, er
 	return nil, nil, errors.Join(errs...)
 }
 
+// dial connects to the broker at addr. A broker of an older version that
+// refuses ours is dialed again in its own (PROTOCOL.md §1, "Versions on a
+// link"), which this client speaks down to wire.MinBrokerVersion.
 func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.Reader, error) {
+	conn, r, err := c.dialAs(ctx, addr, wire.Version)
+	if older := transport.OlderPeer(err, wire.MinBrokerVersion, wire.Version); older != 0 {
+		c.log.Info("broker speaks an older protocol version: connecting in it", "addr", addr, "version", older)
+		conn, r, err = c.dialAs(ctx, addr, older)
+	}
+	if err != nil {
+		var ref *transport.RefusedError
+		if errors.As(err, &ref) {
+			return nil, nil, fmt.Errorf("%w: %s", ErrRefused, ref.Reason)
+		}
+		return nil, nil, err
+	}
+	return conn, r, nil
+}
+
+// dialAs is dial announcing version v.
+func (c *Client) dialAs(ctx context.Context, addr string, v uint16) (*transport.Conn, *wire.Reader, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -338,7 +358,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.
 	// The queue must hold every resent publish plus new traffic. A
 	// delivered event views its own frame (no copy out of the read buffer;
 	// it pins nothing but that frame).
-	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: c.opts.ID},
+	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: v, Role: msg.RoleClient, ID: c.opts.ID},
 		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024, ViewFrames: true})
 	if err == nil {
 		_, err = transport.Login(hctx, conn, r, c.opts.User, c.opts.Password)
@@ -347,7 +367,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*transport.Conn, *wire.
 		nc.Close()
 		var ref *transport.RefusedError
 		if errors.As(err, &ref) {
-			return nil, nil, fmt.Errorf("%w: %s", ErrRefused, ref.Reason)
+			return nil, nil, ref // dial names it ErrRefused, after a retry in an older version
 		}
 		if c.opts.TLS != nil {
 			var alert tls.AlertError

@@ -112,8 +112,10 @@ func TestSlowSubscriberIsDisconnectedWithReason(t *testing.T) {
 	}
 }
 
-// TestUnknownVersionRefusedWithReason: a peer speaking another protocol
-// version gets a Goodbye saying so, and the broker keeps serving others.
+// TestUnknownVersionRefusedWithReason: a peer speaking only a protocol
+// version older than this broker speaks gets a Goodbye saying so, and the
+// broker keeps serving others. (A newer peer is answered in this broker's
+// version: transport.TestAcceptAnswersNewerPeersInItsVersion.)
 func TestUnknownVersionRefusedWithReason(t *testing.T) {
 	opts := oneBroker(t, 0)
 	nc, err := net.Dial("tcp", opts.Clients)
@@ -121,7 +123,7 @@ func TestUnknownVersionRefusedWithReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	b, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.Version + 1, Role: msg.RoleClient, ID: "future"})
+	b, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.MinClientVersion - 1, Role: msg.RoleClient, ID: "past"})
 	nc.Write(b)
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	r := wire.NewReader(bufio.NewReader(nc), wire.DefaultMaxFrame)

@@ -86,7 +86,9 @@ func (n *Node) servePeer(ctx context.Context, nc net.Conn) {
 		n.handshakeFailed(addr, "broker handshake failed", err)
 		return
 	}
-	c, r, err := transport.Accept(hctx, nc, n.hello(), n.opts.Transport)
+	topts := n.opts.Transport
+	topts.AsOlder = n.opts.protocolVersion // a test's stand-in for an older broker
+	c, r, err := transport.Accept(hctx, nc, n.hello(), topts)
 	if err != nil {
 		n.handshakeFailed(addr, "broker handshake failed", err)
 		nc.Close()
@@ -118,30 +120,26 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 	defer n.wg.Done()
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
-		d := net.Dialer{Timeout: 2 * time.Second}
-		nc, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			var c *transport.Conn
-			var r *wire.Reader
-			var herr error
-			if nc, herr = n.tlsClient(hctx, nc, string(up)); herr == nil {
-				c, r, herr = transport.Handshake(hctx, nc, n.hello(), n.opts.Transport)
-			}
-			cancel()
-			if herr != nil {
-				// Retried every half second: logged once per interval.
-				n.fails.fail(addr, "handshake with upstream "+string(up)+" failed", herr)
-				if nc != nil {
-					nc.Close()
-				}
-			} else if c.Peer.ID != string(up) {
-				c.CloseWith(errors.New("wrong peer"), fmt.Sprintf("expected broker %s", up))
-				n.log.Warn("upstream address answered with another broker", "want", string(up), "got", c.Peer.ID, "addr", addr)
-			} else {
-				backoff = 50 * time.Millisecond
-				n.runPeer(ctx, up, c, r)
-			}
+		c, r, shook, err := n.dialUpstream(ctx, up, addr, n.hello())
+		if older := transport.OlderPeer(err, wire.MinBrokerVersion, n.hello().Version); older != 0 {
+			// A broker of an older version refused ours (PROTOCOL.md §1,
+			// "Versions on a link"): speak its version, as it would ours.
+			n.log.Info("upstream speaks an older protocol version: linking in it", "peer", string(up), "version", older)
+			h := n.hello()
+			h.Version = older
+			c, r, shook, err = n.dialUpstream(ctx, up, addr, h)
+		}
+		switch {
+		case err != nil && shook:
+			// Retried every half second: logged once per interval.
+			n.fails.fail(addr, "handshake with upstream "+string(up)+" failed", err)
+		case err != nil: // unreachable: retried quietly
+		case c.Peer.ID != string(up):
+			c.CloseWith(errors.New("wrong peer"), fmt.Sprintf("expected broker %s", up))
+			n.log.Warn("upstream address answered with another broker", "want", string(up), "got", c.Peer.ID, "addr", addr)
+		default:
+			backoff = 50 * time.Millisecond
+			n.runPeer(ctx, up, c, r)
 		}
 		wait := backoff + time.Duration(float64(backoff)*0.2*rand.Float64())
 		backoff = min(2*backoff, 500*time.Millisecond)
@@ -150,6 +148,31 @@ func (n *Node) dialLoop(ctx context.Context, up msg.NodeID, addr string) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// dialUpstream dials up at addr and shakes hands with hello; shook says
+// whether the TCP connection was made (a failure after it is the
+// handshake's). On error the connection is closed.
+func (n *Node) dialUpstream(ctx context.Context, up msg.NodeID, addr string, hello msg.Hello) (*transport.Conn, *wire.Reader, bool, error) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var c *transport.Conn
+	var r *wire.Reader
+	if nc, err = n.tlsClient(hctx, nc, string(up)); err == nil {
+		c, r, err = transport.Handshake(hctx, nc, hello, n.opts.Transport)
+	}
+	if err != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		return nil, nil, true, err
+	}
+	return c, r, true, nil
 }
 
 func (n *Node) runPeer(ctx context.Context, peer msg.NodeID, c *transport.Conn, r *wire.Reader) {
@@ -178,6 +201,7 @@ func (n *Node) serveClient(ctx context.Context, nc net.Conn) {
 		n.handshakeFailed(addr, "client handshake failed", err)
 		return
 	}
+	opts.AsOlder = n.opts.protocolVersion
 	c, r, err := transport.Accept(hctx, nc, n.hello(), opts)
 	if err != nil {
 		n.handshakeFailed(addr, "client handshake failed", err)

@@ -115,8 +115,10 @@ type Options struct {
 	Raft *RaftOptions
 
 	// protocolVersion, when set, is the version this broker announces in
-	// its Hellos instead of wire.Version: tests run a broker as an older
-	// one, to see that a network of mixed versions works.
+	// its Hellos instead of wire.Version, and it refuses a peer that
+	// announces a later one, as brokers of version 12 and earlier did:
+	// tests run a broker as an older one, to see that a network of mixed
+	// versions works.
 	protocolVersion uint16
 }
 

@@ -17,6 +17,19 @@ import (
 type RefusedError struct {
 	Addr   string
 	Reason string
+	// Version is the version the peer speaks when it refused ours as too
+	// new (a listener of version 12 or earlier; wire.RefusingVersion), 0
+	// for any other refusal: the dialer may dial again in it.
+	Version uint16
+}
+
+// refused is the RefusedError for a Goodbye during the handshake.
+func refused(addr, reason string) *RefusedError {
+	e := &RefusedError{Addr: addr, Reason: reason}
+	if v, ok := wire.RefusingVersion(reason); ok {
+		e.Version = v
+	}
+	return e
 }
 
 func (e *RefusedError) Error() string {
@@ -27,8 +40,9 @@ func (e *RefusedError) Error() string {
 // peer's Hello first, checks it, and only then answers with me: an older
 // client (wire.MinClientVersion on) or broker (wire.MinBrokerVersion on)
 // is answered with its own version, so that it can read the answer, and
-// is sent nothing its version lacks (Conn.Peer.Version says which). The
-// deadline of ctx bounds the exchange.
+// is sent nothing its version lacks (Conn.Peer.Version says which); a
+// newer one is answered with me.Version, which it then speaks
+// (wire.Spoken). The deadline of ctx bounds the exchange.
 func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn, *wire.Reader, error) {
 	opts = opts.withDefaults()
 	setDeadline(ctx, nc)
@@ -42,14 +56,20 @@ func Accept(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*Conn
 		goodbye(nc, fmt.Sprintf("protocol error: the first frame must be a Hello, not %s", typeName(m)))
 		return nil, nil, fmt.Errorf("transport: %s sent %v before hello", nc.RemoteAddr(), m)
 	}
+	if opts.AsOlder != 0 {
+		if err := wire.RefusalAsOlder(h, opts.AsOlder); err != nil {
+			goodbye(nc, err.Error())
+			return nil, nil, err
+		}
+	}
+	// Both sides speak the lower version: an older client or broker
+	// (wire.MinClientVersion, wire.MinBrokerVersion) its own, a newer one
+	// ours, as it expects.
+	h.Version = wire.Spoken(h.Version, me.Version)
+	me.Version = h.Version
 	if err := wire.CheckHello(h); err != nil {
 		goodbye(nc, err.Error())
 		return nil, nil, err
-	}
-	if h.Version < me.Version {
-		// An older client or broker (wire.MinClientVersion,
-		// wire.MinBrokerVersion): both sides speak its version.
-		me.Version = h.Version
 	}
 	buf, err := wire.AppendFrame(nil, me)
 	if err == nil {

@@ -45,6 +45,10 @@ type Options struct {
 	// in, each read into memory of its own, instead of owning a copy
 	// (wire.Reader.ViewFrames).
 	ViewFrames bool
+	// AsOlder, when set, makes Accept refuse a peer announcing a later
+	// version, as listeners of version 12 and earlier did, in their words:
+	// a test's stand-in for a broker of that version (wire.RefusalAsOlder).
+	AsOlder uint16
 }
 
 func (o Options) withDefaults() Options {
@@ -128,7 +132,7 @@ func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*C
 	}
 	h, ok := m.(msg.Hello)
 	if bye, isBye := m.(msg.Goodbye); isBye {
-		return nil, nil, &RefusedError{Addr: nc.RemoteAddr().String(), Reason: bye.Reason}
+		return nil, nil, refused(nc.RemoteAddr().String(), bye.Reason)
 	}
 	if !ok {
 		return nil, nil, fmt.Errorf("transport: %s sent %v before hello", nc.RemoteAddr(), m)
@@ -137,8 +141,24 @@ func Handshake(ctx context.Context, nc net.Conn, me msg.Hello, opts Options) (*C
 		goodbye(nc, err.Error())
 		return nil, nil, err
 	}
+	if h.Version > me.Version {
+		err := fmt.Errorf("%w: answered in protocol version %d to a Hello of version %d", wire.ErrVersion, h.Version, me.Version)
+		goodbye(nc, err.Error())
+		return nil, nil, err
+	}
 	nc.SetDeadline(time.Time{})
 	return newConn(nc, h, opts), r, nil
+}
+
+// OlderPeer returns the version to dial again in when err is a handshake
+// that a listener of an older version refused for ours, and the dialer
+// speaks that version (lo ≤ it < hi, our Hello's); 0 otherwise.
+func OlderPeer(err error, lo, hi uint16) uint16 {
+	var ref *RefusedError
+	if errors.As(err, &ref) && ref.Version >= lo && ref.Version < hi {
+		return ref.Version
+	}
+	return 0
 }
 
 func newConn(nc net.Conn, peer msg.Hello, opts Options) *Conn {

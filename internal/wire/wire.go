@@ -189,7 +189,7 @@ func (t Type) Known() bool {
 // fit to send back in a Goodbye.
 func CheckHello(h msg.Hello) error {
 	if !versionOK(h) {
-		return versionError{peer: h.Version}
+		return versionError{peer: h.Version, own: Version}
 	}
 	switch h.Role {
 	case msg.RoleBroker, msg.RoleClient:
@@ -215,11 +215,16 @@ func versionOK(h msg.Hello) bool {
 }
 
 // versionError reads "wire: peer speaks protocol version 7, this broker
-// speaks 1" and matches ErrVersion under errors.Is.
-type versionError struct{ peer uint16 }
+// speaks 1" and matches ErrVersion under errors.Is. Its wording is frozen:
+// a dialer of a later version reads the refuser's version out of it
+// (RefusingVersion).
+type versionError struct{ peer, own uint16 }
+
+// refusalFormat is versionError's wording, the same in every version.
+const refusalFormat = "wire: peer speaks protocol version %d, this broker speaks %d"
 
 func (e versionError) Error() string {
-	return fmt.Sprintf("wire: peer speaks protocol version %d, this broker speaks %d", e.peer, Version)
+	return fmt.Sprintf(refusalFormat, e.peer, e.own)
 }
 
 func (e versionError) Is(target error) bool { return target == ErrVersion }

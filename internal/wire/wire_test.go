@@ -934,3 +934,26 @@ func BenchmarkKnowledge64(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) { benchFrames(b, c.ms, DecodeView) })
 	}
 }
+
+// TestRefusingVersion: the refusal's wording is frozen, so that a dialer
+// reads the refuser's version from the words of any version.
+func TestRefusingVersion(t *testing.T) {
+	for _, c := range []struct {
+		reason string
+		own    uint16
+		ok     bool
+	}{
+		{"wire: peer speaks protocol version 12, this broker speaks 11", 11, true}, // a version 11 broker's words
+		{RefusalAsOlder(msg.Hello{Version: Version + 1}, Version).Error(), Version, true},
+		{"authentication failed", 0, false},
+		{"wire: peer speaks protocol version 12", 0, false},
+	} {
+		own, ok := RefusingVersion(c.reason)
+		if own != c.own || ok != c.ok {
+			t.Errorf("RefusingVersion(%q) = %d, %v; want %d, %v", c.reason, own, ok, c.own, c.ok)
+		}
+	}
+	if RefusalAsOlder(msg.Hello{Version: Version}, Version) != nil {
+		t.Error("a peer of the listener's own version refused")
+	}
+}
