@@ -37,7 +37,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	matching := fs.String("matching", "", "fractions of events that match at the scale points (default 1,0.1,0.01)")
 	outage := fs.Duration("outage", 0, "catchup workload's outage (default 30s; 1s with --quick)")
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); with --procs, each broker's last run also to FILE.phb, FILE.ib, FILE.shb")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); with --procs, each broker's last run also to FILE.phb, FILE.ib, FILE.shb, and its last best-effort run to FILE.be.phb, FILE.be.ib, FILE.be.shb")
 	procs := fs.Bool("procs", false, "run aerie's brokers each in its own process and its subscribers in others, reporting each broker's CPU per event (overhead: GD ÷ best effort per broker; fanout: up to the open-file limit at the SHB); no catchup or selective-scale points")
 	cc := fs.Bool("congestion-control", false, "also run aerie with congestion control on in every broker (system aerie-cc), alternating with aerie run by run: its cost where nothing is congested (not with --procs)")
 	stages := fs.String("stages", "", "trace every event of aerie's 3-hop runs through each stage (publish, each broker's read, loop, fsync, queue, write, delivery) in this table file (/dev/shm is best) and print each run's latency breakdown")

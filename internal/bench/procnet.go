@@ -28,11 +28,16 @@ const subsPerChild = 4000
 // subscriber connection. The publisher stays in the harness.
 //
 // With profile set, each broker writes its CPU profile to profile.<role>
-// (phb, ib, shb or broker; each run overwrites the last).
+// (phb, ib, shb or broker; each run overwrites the last), and under best
+// effort to profile.be.<role>, so the two modes' profiles can be compared
+// (go tool pprof -diff_base).
 func AerieProcsFactory(exe, profile string, bestEffort bool) Factory {
 	sys := SysAerie
 	if bestEffort {
 		sys = SysAerieBestEffort
+		if profile != "" {
+			profile += ".be"
+		}
 	}
 	return Factory{System: sys, Durable: !bestEffort, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
 		return startProcNet(ctx, exe, profile, topo, dir, bestEffort)
