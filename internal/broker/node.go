@@ -406,7 +406,7 @@ func (n *Node) openLog() error {
 		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}
 	st, ld, rec, err := storage.Open(n.opts.FS, dir, filepath.Join(n.opts.DataDir, "pubends.snapshot"),
-		eventlog.Options{SegmentBytes: n.opts.SegmentBytes})
+		eventlog.Options{SegmentBytes: n.opts.SegmentBytes, DropSynced: true})
 	if err != nil {
 		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
 	}

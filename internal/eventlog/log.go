@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
@@ -21,6 +22,7 @@ type Log struct {
 	segs       []segment // sorted by base; the last one is active
 	active     vfs.File  // open handle on segs[len(segs)-1]
 	activeSize int64     // bytes of the active segment, all of them written
+	dropped    int64     // bytes of the active segment dropped from the page cache (Options.DropSynced)
 
 	written uint64 // records [first, written) are in segment files and durable
 	flushed uint64 // records [written, flushed) are in the active segment, not fsynced (Flush)
@@ -79,7 +81,26 @@ func (l *Log) Sync() error {
 		return l.fail(fmt.Errorf("fsync %s: %w", l.activePath(), err))
 	}
 	l.written = l.flushed
+	if l.opts.DropSynced {
+		// Whole pages only: the last, partial one takes the next Append.
+		l.drop(l.activeSize &^ (pageSize - 1))
+	}
 	return nil
+}
+
+// pageSize is the page size the drops align to.
+var pageSize = int64(os.Getpagesize())
+
+// drop advises the OS to drop the active segment's synced bytes below end
+// from its page cache (Options.DropSynced). It is advice: an error is
+// ignored, as the bytes are durable either way.
+func (l *Log) drop(end int64) {
+	d, ok := l.active.(vfs.CacheDropper)
+	if !ok || end <= l.dropped {
+		return
+	}
+	_ = d.DropCache(l.dropped, end-l.dropped)
+	l.dropped = end
 }
 
 // Flush writes every buffered record to the segment files without an
@@ -150,6 +171,9 @@ func (l *Log) roll(base uint64) error {
 	if err := l.active.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", old, err)
 	}
+	if l.opts.DropSynced {
+		l.drop(l.activeSize) // sealed: its last page too
+	}
 	if err := l.active.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", old, err)
 	}
@@ -161,7 +185,7 @@ func (l *Log) roll(base uint64) error {
 		return fmt.Errorf("create segment: %w", err)
 	}
 	l.segs = append(l.segs, s)
-	l.active, l.activeSize = f, 0
+	l.active, l.activeSize, l.dropped = f, 0, 0
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return fmt.Errorf("sync dir %s: %w", l.dir, err)
 	}

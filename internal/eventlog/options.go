@@ -25,6 +25,17 @@ type Options struct {
 	// claiming to be longer, so it must not be lowered for an existing log.
 	MaxRecordBytes int
 
+	// DropSynced has each Sync advise the OS to drop the segments' synced
+	// bytes from its page cache (vfs.CacheDropper; a no-op on other
+	// filesystems). For a log written once and read back rarely, such as
+	// a PHB's event log (read only for nacks beyond the payload cache and
+	// at a restart): its writes then reuse a few cache pages rather than
+	// filling the page cache with new ones, which on the benchmark's
+	// machine took write(2) from about 2 to 0.6 ns per byte
+	// (docs/BENCHMARKS.md, "GD's cost per broker, profiled"). Reads of
+	// dropped bytes go to the disk.
+	DropSynced bool
+
 	// Base is the index of the first record of a log that Open creates
 	// (default 0); an existing log keeps its indexes. A log installed from
 	// another log's copy (a replicated PHB member catching up from its

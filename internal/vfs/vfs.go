@@ -94,3 +94,15 @@ type File interface {
 	// Close releases the handle. It does not imply Sync.
 	Close() error
 }
+
+// CacheDropper is implemented by files whose bytes can be dropped from the
+// operating system's page cache once they are durable (the OS filesystem
+// on Linux). A log written once and rarely read back calls it after each
+// Sync, so that its writes keep reusing a few cache pages instead of
+// filling the page cache with new ones (eventlog.Options.DropSynced).
+type CacheDropper interface {
+	// DropCache advises the OS that bytes [off, off+n) of the file, already
+	// synced, will not be read soon. It is advice: a failure loses nothing,
+	// and a later read of those bytes reads them from the disk.
+	DropCache(off, n int64) error
+}
