@@ -447,20 +447,23 @@ func (e *Engine) Advance(rd Ready) {
 	e.batchesDone++
 	defer func() { e.spare.Persist, e.spare.ToClientsAfterPersist = rd.Persist, rd.ToClientsAfterPersist }()
 	e.releaseHeld()
-	for _, r := range rd.Persist {
+	recs := rd.Persist
+	for i := 0; i < len(recs); {
+		r := recs[i]
 		ps := e.byPubend[r.Pubend]
-		if ps == nil || ps.pub == nil {
+		if ps == nil || ps.pub == nil || r.Event == nil {
+			if ps != nil && ps.pub != nil {
+				ps.pub.HWM = max(ps.pub.HWM, r.HWM)
+			}
+			i++
 			continue
 		}
-		if r.Event == nil {
-			ps.pub.HWM = max(ps.pub.HWM, r.HWM)
-			continue
+		j := i + 1
+		for j < len(recs) && recs[j].Event != nil && recs[j].Pubend == r.Pubend {
+			j++
 		}
-		if !ps.pub.MadeDurable(r.Event) {
-			panic(fmt.Sprintf("gd: broker %s: durable record %v is not the oldest pending event", e.id, r.Event))
-		}
-		e.announce(ps, r.Event)
-		ps.cache.push(r.Event.Tick, r.Event)
+		e.announceDurable(ps, recs[i:j])
+		i = j
 	}
 	for _, ps := range e.streams {
 		if ps.pub != nil && ps.cache.bytes > e.cfg.PubendCacheBytes {
