@@ -33,9 +33,19 @@ func (k *Knowledge[V]) Final() Tick { return k.final }
 // Runs returns the number of runs held (the memory the stream costs).
 func (k *Knowledge[V]) Runs() int { return len(k.runs) }
 
-// first returns the index of the first run whose hi >= t.
+// first returns the index of the first run whose hi >= t. A stream grows
+// at its end, and most lookups (a PHB adding each event it decides, a
+// broker the events it receives) are at or past its last run: those skip
+// the binary search over every run held.
 func (k *Knowledge[V]) first(t Tick) int {
-	return sort.Search(len(k.runs), func(i int) bool { return k.runs[i].hi >= t })
+	n := len(k.runs)
+	if n == 0 || k.runs[n-1].hi < t {
+		return n
+	}
+	if k.runs[n-1].lo <= t {
+		return n - 1 // the runs before it end before its lo
+	}
+	return sort.Search(n-1, func(i int) bool { return k.runs[i].hi >= t })
 }
 
 // Get returns the knowledge value at t, and the D value when it is D.
