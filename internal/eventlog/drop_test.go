@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -144,5 +145,61 @@ func TestDropSyncedOnDisk(t *testing.T) {
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAppendEncodedAsAppend: records encoded straight into the log's
+// buffer are framed and read back as Append's are; a failed or empty
+// encoding adds nothing.
+func TestAppendEncodedAsAppend(t *testing.T) {
+	fsys := vfs.NewMem()
+	l, _ := mustOpen(t, fsys, Options{SegmentBytes: 4 << 10, MaxRecordBytes: 100})
+	var want [][]byte
+	bad := errors.New("cannot encode")
+	for i := range 300 {
+		p := record(i)
+		switch i % 5 {
+		case 0:
+			if _, err := l.Append(p); err != nil {
+				t.Fatal(err)
+			}
+		case 4:
+			n := l.NextIndex()
+			if _, err := l.AppendEncoded(func(dst []byte) ([]byte, error) { return append(dst, 1, 2), bad }); !errors.Is(err, bad) {
+				t.Fatalf("a failed encoding gave %v", err)
+			}
+			if _, err := l.AppendEncoded(func(dst []byte) ([]byte, error) { return dst, nil }); !errors.Is(err, ErrEmptyRecord) {
+				t.Fatalf("an empty encoding gave %v", err)
+			}
+			if _, err := l.AppendEncoded(func(dst []byte) ([]byte, error) { return append(dst, make([]byte, 101)...), nil }); !errors.Is(err, ErrRecordTooLarge) {
+				t.Fatalf("a record past MaxRecordBytes gave %v", err)
+			}
+			if l.NextIndex() != n {
+				t.Fatal("a refused encoding took an index")
+			}
+			continue
+		default:
+			idx, err := l.AppendEncoded(func(dst []byte) ([]byte, error) { return append(dst, p...), nil })
+			if err != nil || idx != uint64(len(want)) {
+				t.Fatalf("AppendEncoded: index %d, %v; want %d", idx, err, len(want))
+			}
+		}
+		want = append(want, p)
+		if i%17 == 0 {
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, rec := mustOpen(t, fsys, Options{SegmentBytes: 4 << 10, MaxRecordBytes: 100})
+	if rec.TornTail {
+		t.Fatalf("a clean log reopened with a torn tail: %+v", rec)
+	}
+	if got := readLog(t, l); !slices.EqualFunc(got, want, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Fatalf("read back %d records, want %d, or they differ", len(got), len(want))
 	}
 }

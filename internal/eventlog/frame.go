@@ -23,6 +23,14 @@ func appendFrame(dst, payload []byte) []byte {
 	return append(dst, payload...)
 }
 
+// putFrameHeader fills in the header of frame, whose payload follows the
+// header's frameHeaderSize bytes to the end of frame.
+func putFrameHeader(frame []byte) {
+	payload := frame[frameHeaderSize:]
+	binary.LittleEndian.PutUint32(frame, uint32(len(payload)))
+	binary.LittleEndian.PutUint32(frame[4:], crc32.Checksum(payload, castagnoli))
+}
+
 // frameLen returns the total size of the well-formed frame at the start of
 // b, which must come from appendFrame.
 func frameLen(b []byte) int {

@@ -66,6 +66,35 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 	return index, nil
 }
 
+// AppendEncoded adds the record that encode appends to the slice it is
+// given, and returns its index, as Append does. The record is encoded
+// straight into the log's buffer, so a record encoded for the log alone
+// is not copied a second time. encode must only append to its argument;
+// if it fails, nothing is added and its error is returned.
+func (l *Log) AppendEncoded(encode func(dst []byte) ([]byte, error)) (uint64, error) {
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	// l.buf keeps its length until the record is accepted.
+	start := len(l.buf)
+	buf, err := encode(append(l.buf, make([]byte, frameHeaderSize)...))
+	if err != nil {
+		return 0, err
+	}
+	n := len(buf) - start - frameHeaderSize
+	switch {
+	case n == 0:
+		return 0, ErrEmptyRecord
+	case n > l.opts.MaxRecordBytes:
+		return 0, fmt.Errorf("%w: %d bytes, limit is %d (Options.MaxRecordBytes)", ErrRecordTooLarge, n, l.opts.MaxRecordBytes)
+	}
+	putFrameHeader(buf[start:])
+	l.buf = buf
+	index := l.next
+	l.next++
+	return index, nil
+}
+
 // Sync writes every buffered record and fsyncs. When it returns nil, every
 // record appended so far is durable. Call it once per batch of Appends
 // (group commit). If it fails the log is fail-stopped: this and every later
