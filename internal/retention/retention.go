@@ -27,6 +27,12 @@ type Tracker struct {
 	// the garbage collector need not scan it.
 	pubends []msg.PubendID
 	number  map[msg.PubendID]uint32
+	// The last pubend Appended saw: a group commit's records come in runs
+	// of one pubend, and the two map lookups per event were 0.06 µs of a
+	// PHB's cost per event.
+	last     msg.PubendID
+	lastP    uint32
+	lastTick *tickIndex
 }
 
 type entry struct {
@@ -37,27 +43,34 @@ type entry struct {
 
 // Appended notes that r was appended to the log at index.
 func (t *Tracker) Appended(index uint64, r msg.Record) {
-	if r.Event != nil {
-		p, ok := t.number[r.Pubend]
-		if !ok {
-			if t.number == nil {
-				t.number = map[msg.PubendID]uint32{}
-			}
-			p = uint32(len(t.pubends))
-			t.pubends = append(t.pubends, r.Pubend)
-			t.number[r.Pubend] = p
-		}
-		t.q.push(entry{index: index, t: r.Event.Tick, p: p})
-		if t.ticks == nil {
-			t.ticks = map[msg.PubendID]*tickIndex{}
-		}
-		x := t.ticks[r.Pubend]
-		if x == nil {
-			x = &tickIndex{}
-			t.ticks[r.Pubend] = x
-		}
-		x.note(r.Event.Tick, index)
+	if r.Event == nil {
+		return
 	}
+	if x := t.lastTick; x != nil && r.Pubend == t.last {
+		t.q.push(entry{index: index, t: r.Event.Tick, p: t.lastP})
+		x.note(r.Event.Tick, index)
+		return
+	}
+	p, ok := t.number[r.Pubend]
+	if !ok {
+		if t.number == nil {
+			t.number = map[msg.PubendID]uint32{}
+		}
+		p = uint32(len(t.pubends))
+		t.pubends = append(t.pubends, r.Pubend)
+		t.number[r.Pubend] = p
+	}
+	t.q.push(entry{index: index, t: r.Event.Tick, p: p})
+	if t.ticks == nil {
+		t.ticks = map[msg.PubendID]*tickIndex{}
+	}
+	x := t.ticks[r.Pubend]
+	if x == nil {
+		x = &tickIndex{}
+		t.ticks[r.Pubend] = x
+	}
+	x.note(r.Event.Tick, index)
+	t.last, t.lastP, t.lastTick = r.Pubend, p, x
 }
 
 // Cut returns the lowest log index that must be kept: that of the first
