@@ -91,8 +91,11 @@ func (h *hop) Send(to msg.NodeID, m msg.Msg) {
 
 func (h *hop) ToClient(_ shell.ClientID, m msg.Msg) {
 	c := h.c
-	if _, ok := m.(*msg.Delivery); ok {
+	switch m := m.(type) {
+	case *msg.Delivery:
 		c.got++
+	case *msg.DeliveryRun:
+		c.got += len(m.Events)
 	}
 	if len(c.client) > 1<<16 {
 		c.client = c.client[:0]
@@ -144,7 +147,7 @@ func newHopChain(tb testing.TB) *hopChain {
 	c.input("b1", func(b *shell.Broker) { b.PeerUp("p1", 1); b.PeerUp("s1", 1) })
 	c.input("s1", func(b *shell.Broker) {
 		b.PeerUp("b1", 1)
-		b.ClientUp(1)
+		b.ClientUpReading(1, nil, shell.Reads{AckRanges: true, DeliveryRuns: true}) // version 13 on
 		b.ClientRequest(1, msg.Subscribe{Sub: "c1", Pattern: "a.*", Selector: "seq >= 0"})
 	})
 	for range 10 {

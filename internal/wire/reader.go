@@ -38,7 +38,7 @@ type Reader struct {
 }
 
 // ViewFrames makes the Reader read each frame that carries events or a
-// publish (Knowledge, KnowledgeRun, Delivery, Payloads, Publish, and Relay or Forward
+// publish (Knowledge, KnowledgeRun, Delivery, DeliveryRun, Payloads, Publish, and Relay or Forward
 // around them) into memory of its own, which nothing writes again, and
 // decode it viewing that memory: the events' bytes are not copied again
 // out of a reused buffer, so an event is forwarded as the bytes it
@@ -146,7 +146,7 @@ func (r *Reader) carriesEvents() bool {
 		return false
 	}
 	switch Type(b[0]) {
-	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypePayloads, TypePublish, TypeRelay, TypeForward:
+	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypeDeliveryRun, TypePayloads, TypePublish, TypeRelay, TypeForward:
 		return true
 	}
 	return false
