@@ -121,7 +121,7 @@ func PropsOf(m map[string]any) (Props, error) {
 			return Props{}, fmt.Errorf("%w: property %q has unsupported type %T (want int64, float64, bool or string)", ErrBadEvent, k, v)
 		}
 	}
-	return Props{enc: string(b)}, nil
+	return Props{enc: unsafeString(b)}, nil // b is ours, and written no more
 }
 
 // MustProps is PropsOf for values known to be valid (tests, the simulator);

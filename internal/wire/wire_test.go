@@ -1007,3 +1007,65 @@ func BenchmarkDeliveries64(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) { benchFrames(b, c.ms, DecodeView) })
 	}
 }
+
+// Small Publish frames read viewing are carved one after another from
+// shared blocks: each decoded publish keeps its own bytes while the
+// frames after it are read (nothing is written twice), a large one still
+// gets memory of its own, and a burst of small ones costs far fewer
+// allocations than one per frame.
+func TestViewedPublishesShareBlocks(t *testing.T) {
+	var stream []byte
+	var want []msg.Publish
+	for i := range 400 {
+		size := 1 + i%300
+		if i%97 == 0 {
+			size = slabFrameMax + 10 // read alone
+		}
+		p := msg.Publish{Pubend: "P1", Publisher: "c", Seq: uint64(i + 1), Topic: "a.b",
+			Props: msg.MustProps(map[string]any{"k": int64(i)}), Payload: bytes.Repeat([]byte{byte(i)}, size)}
+		want = append(want, p)
+		stream = mustAppend(t, stream, p)
+	}
+	r := NewReader(bytes.NewReader(stream), 0)
+	r.ViewFrames()
+	var got []msg.Msg
+	for range want {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	for i := range want {
+		if !equalMsg(got[i], want[i]) {
+			t.Fatalf("publish %d changed after the frames behind it were read: %v", i, got[i])
+		}
+	}
+	var small []byte
+	for i := range 256 {
+		small = mustAppend(t, small, msg.Publish{Pubend: "P1", Publisher: "c", Seq: uint64(i + 1), Topic: "a.b", Payload: make([]byte, 100)})
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		r := NewReader(bytes.NewReader(small), 0)
+		r.ViewFrames()
+		for range 256 {
+			if _, err := r.Next(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	// One boxed Publish per frame, a block per 32 KiB, the Reader itself.
+	t.Logf("%.0f allocations to read 256 small publishes", allocs)
+	if allocs > 256+8 {
+		t.Fatalf("%.0f allocations to read 256 small publishes, want about one each (the message)", allocs)
+	}
+}
+
+func mustAppend(t *testing.T, b []byte, m msg.Msg) []byte {
+	t.Helper()
+	b, err := AppendFrame(b, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
