@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -165,7 +166,10 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 		return
 	}
 	if cur, ok := b.pubOwner[m.Publisher]; !ok || c > cur {
-		b.pubOwner[m.Publisher] = c
+		// A copy: m.Publisher views the publish's frame, and a small one
+		// shares its block with the publishes after it (wire.Reader
+		// ViewFrames), which the key would keep alive.
+		b.pubOwner[strings.Clone(m.Publisher)] = c
 	}
 	b.localIn = gd.Local{Msg: req}
 	b.refused(b.eng.Step(b.clock.Now(), &b.localIn))
