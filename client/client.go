@@ -431,6 +431,10 @@ func (c *Client) dispatch(m msg.Msg) {
 		if s := c.sub(string(m.Sub)); s != nil {
 			s.deliver(m.Event) // blocks when the application does not keep up
 		}
+	case *msg.DeliveryRun: // from a broker of version 13 on: consecutive deliveries
+		if s := c.sub(string(m.Sub)); s != nil {
+			s.deliverRun(m.Events)
+		}
 	case msg.Gap:
 		if s := c.sub(string(m.Sub)); s != nil {
 			s.gap(m)

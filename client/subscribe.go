@@ -36,6 +36,8 @@ type Subscription struct {
 	checkpoint msg.Token
 	// total: uniform total order across pubends (SubscribeTotalOrder).
 	total bool
+	// run is deliverRun's scratch (the connection's reader goroutine only).
+	run []Event
 }
 
 // Subscribe asks for every event whose topic matches pattern (words
@@ -195,6 +197,62 @@ func (s *Subscription) deliver(e *msg.Event) {
 	}
 	s.mu.Unlock()
 	s.send(ev)
+}
+
+// deliverRun delivers the events of a DeliveryRun, in order, exactly as
+// deliver would each: one pass under the lock for the run, then one hand
+// over of its events.
+func (s *Subscription) deliverRun(evs []*msg.Event) {
+	out := s.run[:0]
+	var hw *uint64
+	var at msg.PubendID
+	s.mu.Lock()
+	for _, e := range evs {
+		if hw == nil || e.Pubend != at { // one map lookup per pubend of the run
+			hw, at = s.delivered.at(string(e.Pubend)), e.Pubend
+		}
+		if uint64(e.Tick) <= *hw {
+			continue // delivered before a resubscription
+		}
+		*hw = uint64(e.Tick)
+		ev := eventOf(e)
+		if s.durable {
+			s.checkpoint[e.Pubend] = e.Tick
+			ev.Checkpoint = s.checkpoint.String()
+		}
+		out = append(out, ev)
+	}
+	s.mu.Unlock()
+	s.sendAll(out)
+	clear(out) // the events are the application's now
+	s.run = out[:0]
+}
+
+// sendAll hands evs to Events in order, as send does each, under one hold
+// of sendMu; it stops when the subscription ends.
+func (s *Subscription) sendAll(evs []Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	select {
+	case <-s.ended:
+		return
+	default:
+	}
+	for i := range evs {
+		select { // room in the buffer, the common case
+		case s.events <- evs[i]:
+			continue
+		default:
+		}
+		select {
+		case s.events <- evs[i]:
+		case <-s.ended:
+			return
+		}
+	}
 }
 
 func (s *Subscription) send(ev Event) {

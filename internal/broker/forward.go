@@ -351,7 +351,7 @@ func (n *Node) forwardRange(cid shell.ClientID, r msg.PubAckRange) {
 		return
 	}
 	fc.stalled = time.Time{}
-	whole := answered == r.Len() && readsAckRanges(fc.conn)
+	whole := answered == r.Len() && clientReads(fc.conn).AckRanges
 	for i := range r.Len() {
 		k := pubKey{r.Publisher, r.Seq + uint64(i)}
 		if _, ok := fc.pending[k]; !ok {
@@ -446,7 +446,7 @@ func (n *Node) forwardServe() map[shell.ClientID]bool {
 	f := n.raft.fwd
 	kept := map[shell.ClientID]bool{}
 	for cid, fc := range f.clients {
-		n.sh.ClientUpWith(cid, fc.perms, readsAckRanges(fc.conn))
+		n.sh.ClientUpReading(cid, fc.perms, clientReads(fc.conn))
 		ps := make([]fwdPub, 0, len(fc.pending))
 		for _, p := range fc.pending {
 			ps = append(ps, p)

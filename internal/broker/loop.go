@@ -127,7 +127,7 @@ func (c clientUp) apply(n *Node, src source) {
 	} else {
 		n.clients[src.cid] = src.conn
 	}
-	n.sh.ClientUpWith(src.cid, c.perms, readsAckRanges(n.clients[src.cid]))
+	n.sh.ClientUpReading(src.cid, c.perms, clientReads(n.clients[src.cid]))
 	if n.raft != nil && !n.raft.serving {
 		if n.forwards() {
 			n.forwardClientUp(src.cid, n.clients[src.cid], c.perms)
@@ -137,12 +137,16 @@ func (c clientUp) apply(n *Node, src source) {
 	}
 }
 
-// readsAckRanges says whether a client connection reads PubAckRange: an
-// aerie client of protocol version 11 or later (an MQTT client, or a
-// forwarded one, gets a PubAck per publish).
-func readsAckRanges(c clientConn) bool {
+// clientReads says which coalesced frames a client connection reads: an
+// aerie client of protocol version 11 or later reads PubAckRange, of 13 or
+// later DeliveryRun (an MQTT client, or a forwarded one, gets a PubAck per
+// publish and a Delivery per event).
+func clientReads(c clientConn) shell.Reads {
 	tc, ok := c.(*transport.Conn)
-	return ok && tc.Peer.Version >= wire.VersionPubAckRange
+	if !ok {
+		return shell.Reads{}
+	}
+	return shell.Reads{AckRanges: tc.Peer.Version >= wire.VersionPubAckRange, DeliveryRuns: tc.Peer.Version >= wire.VersionDeliveryRun}
 }
 
 type clientDown struct{}

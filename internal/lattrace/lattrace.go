@@ -178,7 +178,7 @@ func MarkAt(slot int, payload []byte, now int64) {
 // Payload returns the event payload m carries, if any: a publish, a
 // knowledge message with its event, or a delivery.
 // MarkMsg marks at slot the event m carries, or each event of a run of
-// Knowledge (msg.KnowledgeRun).
+// Knowledge (msg.KnowledgeRun) or of deliveries (msg.DeliveryRun).
 func MarkMsg(slot int, m msg.Msg, now int64) {
 	switch v := m.(type) {
 	case *msg.KnowledgeRun:
@@ -186,6 +186,12 @@ func MarkMsg(slot int, m msg.Msg, now int64) {
 			MarkAt(slot, ev.Payload, now)
 		}
 	case msg.KnowledgeRun:
+		MarkMsg(slot, &v, now)
+	case *msg.DeliveryRun:
+		for _, ev := range v.Events {
+			MarkAt(slot, ev.Payload, now)
+		}
+	case msg.DeliveryRun:
 		MarkMsg(slot, &v, now)
 	default:
 		MarkAt(slot, Payload(m), now)

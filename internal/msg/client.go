@@ -119,6 +119,26 @@ type Delivery struct {
 	Event *Event
 }
 
+// DeliveryRun hands consecutive events to one subscription in one
+// message: it says exactly what the len(Events) Deliveries it stands for
+// would say, in the same order (per pubend in tick order, as always). A
+// broker sends it only to clients that announce protocol version 13 or
+// later (wire.VersionDeliveryRun), when several deliveries to one
+// subscription of a connection leave together with nothing else for that
+// connection between them; a Gap, a Progress or any other answer for the
+// connection ends the run before it.
+type DeliveryRun struct {
+	Sub    SubID
+	Events []*Event
+}
+
+// Split calls emit with each Delivery the run stands for, in order.
+func (m *DeliveryRun) Split(emit func(Delivery)) {
+	for _, ev := range m.Events {
+		emit(Delivery{Sub: m.Sub, Event: ev})
+	}
+}
+
 // A broker's engine hands PubAcks of new publishes and Deliveries to its
 // shell as pointers into blocks (gd pubAckMsg, deliveryMsg), so that the
 // hot path does not box one per event; the wire encodes both forms alike
@@ -237,6 +257,12 @@ func (m Unsubscribe) String() string { return fmt.Sprintf("Unsubscribe{%s}", m.S
 func (m SubStarted) String() string  { return fmt.Sprintf("SubStarted{%s %s}", m.Sub, m.Token) }
 func (m SubRejected) String() string { return fmt.Sprintf("SubRejected{%s %s}", m.Sub, m.Reason) }
 func (m Delivery) String() string    { return fmt.Sprintf("Deliver{%s %v}", m.Sub, m.Event) }
+func (m DeliveryRun) String() string {
+	if len(m.Events) == 0 {
+		return fmt.Sprintf("DeliveryRun{%s empty}", m.Sub)
+	}
+	return fmt.Sprintf("DeliveryRun{%s %d events, first %v}", m.Sub, len(m.Events), m.Events[0])
+}
 
 func (Publish) isMsg()     {}
 func (PubAck) isMsg()      {}
@@ -247,6 +273,7 @@ func (Unsubscribe) isMsg() {}
 func (SubStarted) isMsg()  {}
 func (SubRejected) isMsg() {}
 func (Delivery) isMsg()    {}
+func (DeliveryRun) isMsg() {}
 
 // MaxEventBytes bounds an event's encoded size (topic, properties and
 // payload): publishes above it are refused with a reason, so that every

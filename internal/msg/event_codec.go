@@ -121,7 +121,7 @@ func PropsOf(m map[string]any) (Props, error) {
 			return Props{}, fmt.Errorf("%w: property %q has unsupported type %T (want int64, float64, bool or string)", ErrBadEvent, k, v)
 		}
 	}
-	return Props{enc: string(b)}, nil
+	return Props{enc: unsafeString(b)}, nil // b is ours, and written no more
 }
 
 // MustProps is PropsOf for values known to be valid (tests, the simulator);
@@ -297,18 +297,31 @@ func ReadProps(b []byte) (Props, int, error) {
 func NewEvent(pubend PubendID, t tick.Tick, publisher string, seq uint64, topic string, props Props, payload []byte) *Event {
 	n := len(pubend) + len(publisher) + len(topic) + len(props.enc) + len(payload) + 6*binary.MaxVarintLen64
 	b := make([]byte, 0, n)
-	b = appendStr(b, string(pubend))
+	// The layout is known as the bytes are written: nothing to parse back
+	// (props is canonical by construction: PropsOf or a checked read).
+	l := eventLayout{t: uint64(t), seq: seq}
+	b, l.pubend = appendSpan(b, string(pubend))
 	b = binary.AppendUvarint(b, uint64(t))
-	b = appendStr(b, publisher)
+	b, l.publisher = appendSpan(b, publisher)
 	b = binary.AppendUvarint(b, seq)
-	b = appendStr(b, topic)
-	b = AppendProps(b, props)
-	b = appendStr(b, unsafeString(payload))
-	ev, _, err := viewEvent(b)
-	if err != nil {
-		panic("msg: NewEvent: " + err.Error()) // unreachable: b was just encoded from valid parts
+	b, l.topic = appendSpan(b, topic)
+	if props.enc != "" {
+		l.props = span{len(b), len(b) + len(props.enc)}
 	}
+	b = AppendProps(b, props)
+	b, l.payload = appendSpan(b, unsafeString(payload))
+	l.end = len(b)
+	ev := new(Event)
+	l.build(ev, b)
 	return ev
+}
+
+// appendSpan appends s as a str field and returns where its bytes lie.
+func appendSpan(b []byte, s string) ([]byte, span) {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	lo := len(b)
+	b = append(b, s...)
+	return b, span{lo, len(b)}
 }
 
 // Encoding is the event's canonical encoding when it was built by NewEvent

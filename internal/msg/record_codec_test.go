@@ -151,3 +151,35 @@ func FuzzReadEvent(f *testing.F) {
 		}
 	})
 }
+
+// NewEvent lays out the event as it writes it; the layout is the one a
+// parse of its encoding finds, field for field, whatever is empty.
+func TestNewEventLayoutMatchesParse(t *testing.T) {
+	props := MustProps(map[string]any{"n": int64(-42), "s": "EU"})
+	long := string(make([]byte, 300))
+	for _, c := range []struct {
+		pubend           PubendID
+		publisher, topic string
+		props            Props
+		payload          []byte
+	}{
+		{"P1", "pub", "a.b", props, []byte("hello")},
+		{"", "", "", Props{}, nil},
+		{"P1", "pub", "a.b", Props{}, []byte{}},
+		{PubendID(long), long, long, props, make([]byte, 1<<16)},
+	} {
+		ev := NewEvent(c.pubend, 1<<40+7, c.publisher, 1<<33, c.topic, c.props, c.payload)
+		parsed, n, err := viewEvent(ev.Encoding())
+		if err != nil || n != len(ev.Encoding()) {
+			t.Fatalf("the encoding of %v does not parse whole: %d of %d, %v", ev, n, len(ev.Encoding()), err)
+		}
+		if !parsed.Equal(ev) || string(parsed.enc) != string(ev.enc) || cap(parsed.enc) != cap(ev.enc) ||
+			parsed.Props.enc != ev.Props.enc || (parsed.Payload == nil) != (ev.Payload == nil) || cap(parsed.Payload) != cap(ev.Payload) {
+			t.Fatalf("NewEvent %+v, parsed %+v", *ev, *parsed)
+		}
+		if ev.Pubend != c.pubend || ev.Publisher != c.publisher || ev.Topic != c.topic || ev.Props.enc != c.props.enc ||
+			string(ev.Payload) != string(c.payload) || (ev.Payload == nil) != (len(c.payload) == 0) || ev.Seq != 1<<33 || ev.Tick != 1<<40+7 {
+			t.Fatalf("NewEvent %+v from %+v", *ev, c)
+		}
+	}
+}

@@ -41,29 +41,44 @@ type acker struct {
 	slab  []tick.Tick
 }
 
-// toClients routes a batch of engine answers, coalescing acks.
+// toClients routes a batch of engine answers, coalescing acks into ranges
+// and deliveries into runs (deliveries.go). A connection has either open
+// ack runs or an open delivery run, never both: whatever else goes to it
+// sends what is open first, so it receives everything in the engine's
+// order.
 func (b *Broker) toClients(ms []msg.Msg) {
 	for _, m := range ms {
 		c, m, ok := b.route(m)
 		if !ok {
 			continue
 		}
-		if b.addAck(c, m) {
+		s := b.sessions[c]
+		if a := newAck(m); a != nil && s != nil && s.ackRanges {
+			b.flushDeliveries(s)
+			b.addAck(c, m, a)
 			continue
 		}
 		if b.acks.open > 0 {
 			b.flushAcks(c, true)
 		}
+		if d, ok := m.(*msg.Delivery); ok && s != nil && s.deliveryRuns && d.Event != nil {
+			b.addDelivery(c, s, m, d)
+			continue
+		}
+		b.flushDeliveries(s)
 		b.net.ToClient(c, m)
 	}
 	if b.acks.open > 0 {
 		b.flushAcks(0, false)
 	}
+	if b.deliveries.open > 0 {
+		b.flushAllDeliveries()
+	}
 }
 
-// addAck takes m into a run if it is a new publish's ack for a client that
-// reads ranges, and reports whether it did.
-func (b *Broker) addAck(c ClientID, m msg.Msg) bool {
+// newAck returns m if it is a new publish's ack (not a duplicate's), else
+// nil.
+func newAck(m msg.Msg) *msg.PubAck {
 	var a *msg.PubAck
 	switch x := m.(type) {
 	case *msg.PubAck:
@@ -71,27 +86,30 @@ func (b *Broker) addAck(c ClientID, m msg.Msg) bool {
 	case msg.PubAck:
 		a = &x
 	default:
-		return false
+		return nil
 	}
 	if a.Duplicate {
-		return false
+		return nil
 	}
-	if s := b.sessions[c]; s == nil || !s.ackRanges {
-		return false
-	}
+	return a
+}
+
+// addAck takes m, the ack a of a new publish for a client that reads
+// ranges, into a run.
+func (b *Broker) addAck(c ClientID, m msg.Msg, a *msg.PubAck) {
 	k := &b.acks
 	i := k.find(a.Publisher)
 	if i >= 0 {
 		r := &k.runs[i]
 		if r.c == c && r.pubend == a.Pubend && a.Seq == r.seq+uint64(len(r.ticks)) && a.Tick > r.ticks[len(r.ticks)-1] {
 			r.ticks = append(r.ticks, a.Tick)
-			return true
+			return
 		}
 		// Not the next of the run: the run goes first, and a new one opens
 		// (in its place, so the publisher keeps one open run).
 		b.sendRun(r)
 		r.c, r.first, r.pubend, r.seq, r.ticks = c, m, a.Pubend, a.Seq, append(r.ticks[:0], a.Tick)
-		return true
+		return
 	}
 	if k.open == len(k.runs) {
 		k.runs = append(k.runs, ackRun{})
@@ -100,7 +118,6 @@ func (b *Broker) addAck(c ClientID, m msg.Msg) bool {
 	r.c, r.first, r.pubend, r.publisher, r.seq, r.ticks = c, m, a.Pubend, a.Publisher, a.Seq, append(r.ticks[:0], a.Tick)
 	k.last = k.open
 	k.open++
-	return true
 }
 
 // find returns the open run of publisher, or -1.

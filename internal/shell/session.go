@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -25,6 +26,22 @@ type session struct {
 	// so the acks of its consecutive publishes that leave together go in
 	// one (acks.go).
 	ackRanges bool
+	// deliveryRuns: the client reads DeliveryRun (protocol version 13
+	// on), so consecutive deliveries to one of its subscriptions that
+	// leave together go in one (deliveries.go); drun is its open run's
+	// place in the shell's open runs, plus one (0: none).
+	deliveryRuns bool
+	drun         int
+}
+
+// Reads says which coalesced frames a client connection reads, by its
+// protocol version: a client of version 11 on reads PubAckRange
+// (wire.VersionPubAckRange), of version 13 on DeliveryRun
+// (wire.VersionDeliveryRun). The zero value is a client that reads
+// neither: a PubAck per publish and a Delivery per event.
+type Reads struct {
+	AckRanges    bool
+	DeliveryRuns bool
 }
 
 func (b *Broker) engineSub(c ClientID, name msg.SubID) msg.SubID {
@@ -42,9 +59,19 @@ func (b *Broker) ClientUpAs(c ClientID, perms *auth.Perms) { b.ClientUpWith(c, p
 // that it reads PubAckRange (a client of protocol version 11 or later,
 // wire.VersionPubAckRange): the acks of its consecutive publishes that
 // leave together (one group commit, one burst) go in one frame. Without
-// it every publish gets a PubAck of its own.
+// it every publish gets a PubAck of its own. It reads no DeliveryRun
+// (ClientUpReading).
 func (b *Broker) ClientUpWith(c ClientID, perms *auth.Perms, ackRanges bool) {
-	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}, perms: perms, ackRanges: ackRanges}
+	b.ClientUpReading(c, perms, Reads{AckRanges: ackRanges})
+}
+
+// ClientUpReading: client connection c is open, as ClientUpAs, and reads
+// the coalesced frames r names: with r.DeliveryRuns the consecutive
+// deliveries to one of its subscriptions that leave together go in one
+// DeliveryRun; without it every event gets a Delivery of its own.
+func (b *Broker) ClientUpReading(c ClientID, perms *auth.Perms, r Reads) {
+	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}, perms: perms,
+		ackRanges: r.AckRanges, deliveryRuns: r.DeliveryRuns}
 }
 
 // ClientDown: client connection c is gone; its subscriptions end with it.
@@ -139,7 +166,10 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 		return
 	}
 	if cur, ok := b.pubOwner[m.Publisher]; !ok || c > cur {
-		b.pubOwner[m.Publisher] = c
+		// A copy: m.Publisher views the publish's frame, and a small one
+		// shares its block with the publishes after it (wire.Reader
+		// ViewFrames), which the key would keep alive.
+		b.pubOwner[strings.Clone(m.Publisher)] = c
 	}
 	b.localIn = gd.Local{Msg: req}
 	b.refused(b.eng.Step(b.clock.Now(), &b.localIn))

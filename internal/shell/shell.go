@@ -105,10 +105,11 @@ type Broker struct {
 	recvIn  gd.Recv
 	localIn gd.Local
 
-	sessions map[ClientID]*session
-	acks     acker // coalesces the acks of a batch into ranges (acks.go)
-	pubOwner map[string]ClientID
-	subOwner map[msg.SubID]ClientID
+	sessions   map[ClientID]*session
+	acks       acker     // coalesces the acks of a batch into ranges (acks.go)
+	deliveries deliverer // coalesces the deliveries of a batch into runs (deliveries.go)
+	pubOwner   map[string]ClientID
+	subOwner   map[msg.SubID]ClientID
 
 	// Durable subscriptions held here (durable.go).
 	durables durables

@@ -59,8 +59,10 @@ func (c *clientConn) open(w *world, n *node) shell.ClientID {
 		n.nextCID++
 		*c = clientConn{id: n.nextCID, node: n.id, gen: n.gen, ok: true}
 		// Every other connection reads PubAckRange (a client of version 11
-		// on), so both forms of acks run under every scenario.
-		w.input(n, func(b *shell.Broker) { b.ClientUpWith(c.id, nil, c.id%2 == 1) })
+		// on), and every other pair DeliveryRun (version 13 on), so both
+		// forms of acks and of deliveries run under every scenario.
+		reads := shell.Reads{AckRanges: c.id%2 == 1, DeliveryRuns: c.id/2%2 == 1}
+		w.input(n, func(b *shell.Broker) { b.ClientUpReading(c.id, nil, reads) })
 	}
 	return c.id
 }

@@ -71,9 +71,14 @@ func (p *port) Send(to msg.NodeID, m msg.Msg) {
 
 // ToClient hands m to a simulated client, through the codec. The wire
 // decodes a Delivery as a pointer (allocated with its event); the
-// simulated clients read values.
+// simulated clients read values, and a DeliveryRun as the Deliveries it
+// stands for, in order, as the Go client delivers them.
 func (p *port) ToClient(c shell.ClientID, m msg.Msg) {
 	m = p.wire(m)
+	if r, ok := m.(*msg.DeliveryRun); ok {
+		r.Split(func(d msg.Delivery) { p.w.toClient(p.n, d) })
+		return
+	}
 	if d, ok := msg.AsDelivery(m); ok {
 		m = d
 	}

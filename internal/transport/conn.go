@@ -27,9 +27,9 @@ import (
 // Options of a connection.
 type Options struct {
 	// QueueFrames bounds the outbound queue; a full queue closes the
-	// connection. A KnowledgeRun counts as the Knowledge frames it stands
-	// for (one per event, at least one), so the bound in events, and so in
-	// bytes, is that of a peer sent a frame per event. Default 65536.
+	// connection. A KnowledgeRun or DeliveryRun counts as the frames it
+	// stands for (one per event, at least one), so the bound in events, and
+	// so in bytes, is that of a peer sent a frame per event. Default 65536.
 	QueueFrames int
 	// Heartbeat is how often an idle side sends a heartbeat (a side that
 	// wrote within the interval sends none). Default 1s.
@@ -209,7 +209,10 @@ func (c *Conn) Send(m msg.Msg) bool {
 
 // queueWeight is how many frames m counts as in the queue (QueueFrames).
 func queueWeight(m msg.Msg) int {
-	if r, ok := m.(*msg.KnowledgeRun); ok {
+	switch r := m.(type) {
+	case *msg.KnowledgeRun:
+		return max(len(r.Events), 1)
+	case *msg.DeliveryRun:
 		return max(len(r.Events), 1)
 	}
 	return 1

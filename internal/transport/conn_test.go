@@ -466,3 +466,25 @@ func TestQueueCountsRunsByEvents(t *testing.T) {
 		t.Fatalf("closed with %v, want ErrQueueFull", c.Err())
 	}
 }
+
+// A DeliveryRun counts in the queue as the Delivery frames it stands for:
+// a subscriber that reads too slowly is disconnected after as many events
+// as when each came in a frame of its own.
+func TestQueueCountsDeliveryRunsByEvents(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	c := newConn(a, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: "c"}, Options{QueueFrames: 10})
+	run := &msg.DeliveryRun{Sub: "s"}
+	for t := range 6 {
+		run.Events = append(run.Events, &msg.Event{Pubend: "P", Tick: tick.Tick(1 + t)})
+	}
+	if !c.Send(run) || !c.Send(run) {
+		t.Fatal("a queue of 10 frames refused the first 6 or 12 events")
+	}
+	if c.Send(msg.Heartbeat{}) {
+		t.Fatal("a queue of 10 frames took a frame after 12 events")
+	}
+	if !errors.Is(c.Err(), ErrQueueFull) {
+		t.Fatalf("closed with %v, want ErrQueueFull", c.Err())
+	}
+}

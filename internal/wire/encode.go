@@ -306,6 +306,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 			b = appendString(b, string(v.Sub))
 			return appendOptEvent(b, v.Event)
 		}
+	case msg.DeliveryRun:
+		return appendDeliveryRun(b, &v)
+	case *msg.DeliveryRun: // the shell's form; nil is refused below
+		if v != nil {
+			return appendDeliveryRun(b, v)
+		}
 	}
 	return nil, fmt.Errorf("%w: cannot encode %s", ErrUnknownType, typeOfName(m))
 }
@@ -317,6 +323,26 @@ func appendPubAck(b []byte, v *msg.PubAck) []byte {
 	b = binary.AppendUvarint(b, v.Seq)
 	b = appendTick(b, v.Tick)
 	return appendBool(b, v.Duplicate)
+}
+
+// appendDeliveryRun appends a DeliveryRun's type byte and body: the
+// subscription, the number of events and each event's own encoding.
+func appendDeliveryRun(b []byte, v *msg.DeliveryRun) ([]byte, error) {
+	if len(v.Events) == 0 {
+		return nil, fmt.Errorf("%w: DeliveryRun{%s} of no events", ErrMalformed, v.Sub)
+	}
+	for _, ev := range v.Events {
+		if ev == nil {
+			return nil, fmt.Errorf("%w: DeliveryRun{%s} with a missing event", ErrMalformed, v.Sub)
+		}
+	}
+	b = append(b, byte(TypeDeliveryRun))
+	b = appendString(b, string(v.Sub))
+	b = binary.AppendUvarint(b, uint64(len(v.Events)))
+	for _, ev := range v.Events {
+		b = msg.AppendEvent(b, ev)
+	}
+	return b, nil
 }
 
 // appendPubAckRange writes the first tick and then each tick's distance

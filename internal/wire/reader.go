@@ -22,6 +22,11 @@ const (
 	// arrive: a peer announcing a 16 MiB frame and sending nothing costs
 	// at most this much.
 	growStep = 64 << 10
+	// slabSize is the write-once memory that viewed Publish frames of up
+	// to slabFrameMax bytes are carved from, one after another, instead
+	// of each getting an allocation of its own (ViewFrames).
+	slabSize     = 32 << 10
+	slabFrameMax = 2 << 10
 )
 
 // Reader reads frames from a stream. It is not safe for concurrent use.
@@ -35,16 +40,27 @@ type Reader struct {
 	// view: a frame that carries events or a publish is read into memory
 	// of its own, which they view (ViewFrames).
 	view bool
+	// slab is where the next small Publish frame is carved from, when
+	// viewing: its bytes up to len are taken, and never written again.
+	slab []byte
+	// hdr holds a length prefix as it is read (a local array would escape
+	// through io.ReadFull: an allocation per frame).
+	hdr [4]byte
 }
 
 // ViewFrames makes the Reader read each frame that carries events or a
-// publish (Knowledge, KnowledgeRun, Delivery, Payloads, Publish, and Relay or Forward
+// publish (Knowledge, KnowledgeRun, Delivery, DeliveryRun, Payloads, Publish, and Relay or Forward
 // around them) into memory of its own, which nothing writes again, and
 // decode it viewing that memory: the events' bytes are not copied again
 // out of a reused buffer, so an event is forwarded as the bytes it
 // arrived in. An event pins only its own frame (a few bytes more than
 // itself, or the KnowledgeRun it came in: events of one pubend, at most
 // gd.RunBytesMax of them), so the caches' byte bounds still bound memory.
+// Small Publish frames are the exception: a broker turns a publish into an
+// event of its own encoding (msg.NewEvent) and lets the publish go, so
+// they are carved one after another from a shared block of 32 KiB
+// instead, one allocation for many publishes; a publish kept longer keeps
+// its block.
 func (r *Reader) ViewFrames() { r.view = true }
 
 // NewReader returns a Reader over r that refuses frames (type byte and body)
@@ -99,23 +115,28 @@ func (r *Reader) Ready() bool {
 }
 
 func (r *Reader) next() (msg.Msg, error) {
-	var hdr [4]byte
-	if n, err := io.ReadFull(r.r, hdr[:]); err != nil {
+	hdr := r.hdr[:]
+	if n, err := io.ReadFull(r.r, hdr); err != nil {
 		if err == io.EOF {
 			return nil, io.EOF
 		}
 		return nil, r.wrap(fmt.Errorf("length prefix (%d of 4 bytes): %w", n, err))
 	}
-	size := binary.LittleEndian.Uint32(hdr[:])
+	size := binary.LittleEndian.Uint32(hdr)
 	if uint64(size) > uint64(r.max) {
 		return nil, r.wrap(fmt.Errorf("%w: length %d, at most %d allowed", ErrFrameTooLarge, size, r.max))
 	}
 	if size == 0 {
 		return nil, r.wrap(fmt.Errorf("%w: length 0 (no type byte)", ErrMalformed))
 	}
-	read, view := r.readFrame, r.view && r.carriesEvents()
-	if view {
-		read = r.readLarge
+	read, view := r.readFrame, false
+	if r.view {
+		switch t, ok := r.peekType(); {
+		case ok && t == TypePublish && size <= slabFrameMax:
+			read, view = r.readSlab, true
+		case ok && carriesEvents(t):
+			read, view = r.readLarge, true
+		}
 	}
 	frame, err := read(int(size))
 	if err != nil {
@@ -137,19 +158,39 @@ func (r *Reader) wrap(err error) error {
 	return fmt.Errorf("frame %d at stream offset %d: %w", r.count, r.off, err)
 }
 
-// carriesEvents reports whether the next frame, whose length prefix was
-// read, carries events or a publish (its type byte, if buffered or
-// readable; false otherwise, and the read reports the error).
-func (r *Reader) carriesEvents() bool {
+// peekType returns the type byte of the next frame, whose length prefix
+// was read, if it is buffered or readable (ok false otherwise, and the read
+// reports the error).
+func (r *Reader) peekType() (Type, bool) {
 	b, err := r.r.Peek(1)
 	if err != nil {
-		return false
+		return 0, false
 	}
-	switch Type(b[0]) {
-	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypePayloads, TypePublish, TypeRelay, TypeForward:
+	return Type(b[0]), true
+}
+
+// carriesEvents reports whether frames of type t carry events or a publish.
+func carriesEvents(t Type) bool {
+	switch t {
+	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypeDeliveryRun, TypePayloads, TypePublish, TypeRelay, TypeForward:
 		return true
 	}
 	return false
+}
+
+// readSlab reads n bytes (at most slabFrameMax) into the next n bytes of
+// the slab, starting a new slab when this one has no room. The bytes are
+// never written again: the next frame takes the bytes after them. On
+// error it returns what was read.
+func (r *Reader) readSlab(n int) ([]byte, error) {
+	if cap(r.slab)-len(r.slab) < n {
+		r.slab = make([]byte, 0, slabSize)
+	}
+	at := len(r.slab)
+	b := r.slab[at : at+n : at+n]
+	got, err := io.ReadFull(r.r, b)
+	r.slab = r.slab[:at+got]
+	return b[:got], err
 }
 
 // readFrame reads n bytes. Frames up to keepBuf reuse r.buf; larger ones

@@ -54,12 +54,19 @@ import (
 // to one neighbour in one frame; a broker sends it only to brokers of
 // version 12 on (VersionKnowledgeRun), and still talks to brokers of
 // version 11 (MinBrokerVersion), splitting a run into Knowledge frames for
-// them (clients are not concerned).
-const Version uint16 = 12
+// them (clients are not concerned). 13 — DeliveryRun (0x38):
+// consecutive deliveries to one subscription in one frame; a broker sends
+// it only to clients of version 13 on (VersionDeliveryRun), older ones
+// still get a Delivery per event.
+const Version uint16 = 13
 
 // VersionPubAckRange is the first client version a broker may send
 // PubAckRange frames to.
 const VersionPubAckRange uint16 = 11
+
+// VersionDeliveryRun is the first client version a broker may send
+// DeliveryRun frames to.
+const VersionDeliveryRun uint16 = 13
 
 // VersionKnowledgeRun is the first broker version a broker may send
 // KnowledgeRun frames to.
@@ -69,7 +76,8 @@ const VersionKnowledgeRun uint16 = 12
 // clients, the accepting side answers with the older version, and each
 // side sends the other nothing that version lacks. Version 11 differs
 // from 12 only by KnowledgeRun, which a broker splits for an older peer,
-// so a cell can be upgraded one broker at a time.
+// and 12 from 13 only by DeliveryRun, which brokers never send each
+// other, so a cell can be upgraded one broker at a time.
 const MinBrokerVersion uint16 = 11
 
 // MinClientVersion is the oldest client protocol a broker accepts: the
@@ -152,6 +160,7 @@ const (
 	TypeGap         Type = 0x35 // ticks a durable subscriber will never get (released)
 	TypeProgress    Type = 0x36 // a durable subscriber's checkpoint moved without a delivery
 	TypePubAckRange Type = 0x37 // the acks of consecutive publishes of one publisher (version 11)
+	TypeDeliveryRun Type = 0x38 // consecutive deliveries to one subscription (version 13)
 )
 
 var typeNames = map[Type]string{
@@ -167,6 +176,7 @@ var typeNames = map[Type]string{
 	TypeForward: "Forward", TypeRaftChunk: "RaftChunk", TypeRaftChunkAck: "RaftChunkAck",
 	TypeKnowledgeRun: "KnowledgeRun",
 	TypePubAckRange:  "PubAckRange",
+	TypeDeliveryRun:  "DeliveryRun",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.
