@@ -121,6 +121,53 @@ func TestDropSyncedDropsOnlySyncedWholePages(t *testing.T) {
 	}
 }
 
+// TestDropSyncedKeepsFlushed: a log written with Flush and synced only
+// now and then (a replicated PHB member's store) never drops bytes that
+// are flushed but not synced: only a Flush that seals a segment (and
+// fsyncs it) drops, that segment; each Sync drops the active segment's
+// synced whole pages. Every record, flushed or synced, reads back.
+func TestDropSyncedKeepsFlushed(t *testing.T) {
+	var drops []dropCall
+	fsys := dropFS{FS: vfs.NewMem(), drops: &drops}
+	l, _ := mustOpen(t, fsys, Options{SegmentBytes: 16 << 10, DropSynced: true})
+	var want [][]byte
+	syncs, flushDrops := 0, 0
+	for b := 0; b < 200; b++ {
+		want = append(want, appendRecords(t, l, len(want), 1+b%5*7)...)
+		before := len(drops)
+		if b%23 == 22 {
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			syncs++
+		} else {
+			if err := l.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range drops[before:] {
+				if d.name == l.activePath() {
+					t.Fatalf("a Flush dropped %+v of the active segment, which it does not sync", d)
+				}
+				flushDrops++
+			}
+		}
+		for _, d := range drops[before:] {
+			if d.off+d.n > d.synced {
+				t.Fatalf("drop %+v reaches past the synced bytes", d)
+			}
+		}
+		if !slices.EqualFunc(readLog(t, l), want, func(a, b []byte) bool { return string(a) == string(b) }) {
+			t.Fatalf("after batch %d the records read back differ from those appended", b)
+		}
+	}
+	if syncs == 0 || flushDrops == 0 {
+		t.Fatalf("%d syncs, %d segments sealed by a Flush and dropped: the test did not exercise both", syncs, flushDrops)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDropSyncedOnDisk runs DropSynced on the OS filesystem: the advice
 // is taken and the records read back from the disk.
 func TestDropSyncedOnDisk(t *testing.T) {
