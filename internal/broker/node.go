@@ -130,6 +130,8 @@ type Node struct {
 	// runsSplit counts the KnowledgeRuns sent as their pieces to brokers
 	// of protocol version 11 (Send).
 	runsSplit atomic.Uint64
+	// publishRuns counts the PublishRun frames taken from clients.
+	publishRuns atomic.Uint64
 	log       *slog.Logger
 	eng       *gd.Engine
 	sh        *shell.Broker
