@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -498,7 +498,7 @@ type recordConn struct {
 	out bytes.Buffer
 }
 
-func (c *recordConn) Write(b []byte) (int, error)       { return c.out.Write(b) }
+func (c *recordConn) Write(b []byte) (int, error)      { return c.out.Write(b) }
 func (c *recordConn) SetWriteDeadline(time.Time) error { return nil }
 
 // The writer of a connection with PublishRuns sends the publishes it finds
