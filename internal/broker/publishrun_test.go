@@ -164,3 +164,32 @@ func TestPublishRunRefusedBeforeVersion13(t *testing.T) {
 		}
 	}
 }
+
+// A standby member of a replicated PHB cell forwards the publishes of a
+// client's PublishRuns to the serving leader one by one: each is acked
+// once, in order, through the member.
+func TestForwardedPublishRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a replicated cell with fsyncs and an election")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := startRaftCell(t, ctx, 3, broker.RaftClientsForward)
+	member := c.nodes[(c.leader+1)%3]
+	ticks, bye := rawRun(t, member.ClientAddr(), wire.VersionPublishRun, 10)
+	if len(ticks) != 10 || bye != nil {
+		t.Fatalf("a run through the forwarding member: %d of 10 acked, goodbye %v", len(ticks), bye)
+	}
+	const n = 3000
+	seqs, at := publishBurst(t, member.ClientAddr(), n)
+	for i, seq := range seqs {
+		if seq != uint64(i+1) || (i > 0 && at[i] <= at[i-1]) {
+			t.Fatalf("outcome %d is #%d at tick %v, after %v", i, seq, at[i], at[max(i-1, 0)])
+		}
+	}
+	runs := member.PublishRuns()
+	t.Logf("forwarding member: %d publishes in %d runs (and one raw)", n, runs-1)
+	if runs < 2 {
+		t.Errorf("the forwarding member got %d PublishRuns", runs)
+	}
+}
