@@ -357,9 +357,11 @@ func (c *Client) dialAs(ctx context.Context, addr string, v uint16) (*transport.
 	}
 	// The queue must hold every resent publish plus new traffic. A
 	// delivered event views its own frame (no copy out of the read buffer;
-	// it pins nothing but that frame).
+	// it pins nothing but that frame). Publishes queued while the writer
+	// is busy leave together in PublishRun frames to a broker that answers
+	// in version 13 or later (transport.Options.PublishRuns).
 	conn, r, err := transport.Handshake(hctx, nc, msg.Hello{Version: v, Role: msg.RoleClient, ID: c.opts.ID},
-		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024, ViewFrames: true})
+		transport.Options{QueueFrames: 2*c.opts.MaxInflight + 1024, ViewFrames: true, PublishRuns: true})
 	if err == nil {
 		_, err = transport.Login(hctx, conn, r, c.opts.User, c.opts.Password)
 	}

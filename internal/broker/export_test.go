@@ -24,3 +24,6 @@ func AsVersion(o Options, v uint16) Options {
 // RunsSplit counts the KnowledgeRuns this broker sent as their pieces to
 // brokers of an older protocol version.
 func (n *Node) RunsSplit() uint64 { return n.runsSplit.Load() }
+
+// PublishRuns counts the PublishRun frames this broker took from clients.
+func (n *Node) PublishRuns() uint64 { return n.publishRuns.Load() }

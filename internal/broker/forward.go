@@ -236,6 +236,14 @@ func (n *Node) forwardRequest(cid shell.ClientID, m msg.Msg) {
 	if fc == nil {
 		return // closing
 	}
+	if r, ok := m.(*msg.PublishRun); ok {
+		// Forwarded piece by piece: each publish is checked, kept until
+		// answered and resent on its own, and a Forward carries a Publish.
+		for i := range r.Publishes {
+			n.forwardRequest(cid, r.Publishes[i])
+		}
+		return
+	}
 	p, ok := m.(msg.Publish)
 	if !ok {
 		delete(n.raft.fwd.clients, cid)

@@ -228,6 +228,8 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 			n.log.Warn("closing link after protocol error", "peer", string(src.peer), "err", err)
 			src.conn.CloseWith(err, "protocol error: "+err.Error())
 		}
+	case !n.clientMayRun(src, m):
+		// A PublishRun from a client that announced a version without it.
 	case n.raft != nil && !n.raft.serving:
 		// A standby member forwards a client's publishes to the serving
 		// leader; redirected, the connection is closing and the client
@@ -238,6 +240,24 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 	default:
 		n.sh.ClientRequest(src.cid, m)
 	}
+}
+
+// clientMayRun reports whether m, from client connection src, is not a
+// PublishRun from a client that announced a version before
+// wire.VersionPublishRun; such a client is closed for a protocol error.
+func (n *Node) clientMayRun(src source, m msg.Msg) bool {
+	if _, ok := m.(*msg.PublishRun); !ok {
+		return true
+	}
+	tc, ok := n.clients[src.cid].(*transport.Conn)
+	if !ok || tc.Peer.Version >= wire.VersionPublishRun {
+		n.publishRuns.Add(1)
+		return true
+	}
+	err := fmt.Errorf("broker: client %s of version %d sent a PublishRun (version %d on)", tc.Peer.ID, tc.Peer.Version, wire.VersionPublishRun)
+	n.log.Warn("closing client after protocol error", "err", err)
+	tc.CloseWith(err, "protocol error: PublishRun before version 13")
+	return false
 }
 
 // inboxBatch bounds how many queued messages the loop handles between two

@@ -130,14 +130,16 @@ type Node struct {
 	// runsSplit counts the KnowledgeRuns sent as their pieces to brokers
 	// of protocol version 11 (Send).
 	runsSplit atomic.Uint64
-	log       *slog.Logger
-	eng       *gd.Engine
-	sh        *shell.Broker
-	store     *storage.Store // nil when no pubend is hosted here
-	inc       uint64
-	hosted    []msg.PubendID
-	downs     map[msg.NodeID]bool
-	inbox     chan event
+	// publishRuns counts the PublishRun frames taken from clients.
+	publishRuns atomic.Uint64
+	log         *slog.Logger
+	eng         *gd.Engine
+	sh          *shell.Broker
+	store       *storage.Store // nil when no pubend is hosted here
+	inc         uint64
+	hosted      []msg.PubendID
+	downs       map[msg.NodeID]bool
+	inbox       chan event
 	// burstNow is the time while the loop handles a burst of messages
 	// read together (0 otherwise): Now reads the clock once per burst.
 	burstNow tick.Time

@@ -13,6 +13,8 @@ func (e *Engine) localRequest(m msg.Msg) error {
 	switch m := m.(type) {
 	case msg.Publish:
 		e.publish(m)
+	case *msg.Publish: // one of a PublishRun, not boxed again (shell session.go)
+		e.publish(*m)
 	case msg.Subscribe:
 		e.subscribe(m)
 	case msg.Unsubscribe:

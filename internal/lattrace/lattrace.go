@@ -178,7 +178,8 @@ func MarkAt(slot int, payload []byte, now int64) {
 // Payload returns the event payload m carries, if any: a publish, a
 // knowledge message with its event, or a delivery.
 // MarkMsg marks at slot the event m carries, or each event of a run of
-// Knowledge (msg.KnowledgeRun) or of deliveries (msg.DeliveryRun).
+// Knowledge (msg.KnowledgeRun), of deliveries (msg.DeliveryRun) or of
+// publishes (msg.PublishRun).
 func MarkMsg(slot int, m msg.Msg, now int64) {
 	switch v := m.(type) {
 	case *msg.KnowledgeRun:
@@ -193,6 +194,10 @@ func MarkMsg(slot int, m msg.Msg, now int64) {
 		}
 	case msg.DeliveryRun:
 		MarkMsg(slot, &v, now)
+	case *msg.PublishRun:
+		for i := range v.Publishes {
+			MarkAt(slot, v.Publishes[i].Payload, now)
+		}
 	default:
 		MarkAt(slot, Payload(m), now)
 	}

@@ -21,6 +21,36 @@ type Publish struct {
 	Payload   []byte
 }
 
+// PublishRun carries consecutive publishes of one client connection in
+// one message: it says exactly what the len(Publishes) Publish messages it
+// stands for would say, in the same order, and each is deduplicated,
+// refused and acknowledged as it would be on its own. A client sends it
+// only to brokers that answered its Hello in protocol version 13 or later
+// (wire.VersionPublishRun), when several publishes are queued while its
+// connection's writer is busy; a broker refuses it from a client that
+// announced an older version.
+type PublishRun struct {
+	Publishes []Publish
+}
+
+// BodySize is the size of p's encoding (AppendPublish), for the bound of
+// a PublishRun in bytes.
+func (p *Publish) BodySize() int {
+	n := uvarintLen(uint64(len(p.Pubend))) + len(p.Pubend) + uvarintLen(uint64(len(p.Publisher))) + len(p.Publisher) +
+		uvarintLen(p.Seq) + uvarintLen(uint64(len(p.Topic))) + len(p.Topic) +
+		uvarintLen(uint64(len(p.Payload))) + len(p.Payload)
+	return n + max(len(p.Props.enc), 1)
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
 // PubAck confirms that a publish is durable at its pubend, at Tick.
 // Duplicate says the publish had been logged before: this is a retry (or
 // a rerun with the same publisher id and sequence numbers), answered with
@@ -257,6 +287,12 @@ func (m Unsubscribe) String() string { return fmt.Sprintf("Unsubscribe{%s}", m.S
 func (m SubStarted) String() string  { return fmt.Sprintf("SubStarted{%s %s}", m.Sub, m.Token) }
 func (m SubRejected) String() string { return fmt.Sprintf("SubRejected{%s %s}", m.Sub, m.Reason) }
 func (m Delivery) String() string    { return fmt.Sprintf("Deliver{%s %v}", m.Sub, m.Event) }
+func (m PublishRun) String() string {
+	if len(m.Publishes) == 0 {
+		return "PublishRun{empty}"
+	}
+	return fmt.Sprintf("PublishRun{%d publishes, first %v}", len(m.Publishes), m.Publishes[0])
+}
 func (m DeliveryRun) String() string {
 	if len(m.Events) == 0 {
 		return fmt.Sprintf("DeliveryRun{%s empty}", m.Sub)
@@ -274,6 +310,7 @@ func (SubStarted) isMsg()  {}
 func (SubRejected) isMsg() {}
 func (Delivery) isMsg()    {}
 func (DeliveryRun) isMsg() {}
+func (PublishRun) isMsg()  {}
 
 // MaxEventBytes bounds an event's encoded size (topic, properties and
 // payload): publishes above it are refused with a reason, so that every

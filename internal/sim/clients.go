@@ -78,6 +78,27 @@ func (c *clientConn) request(w *world, n *node, m msg.Msg) {
 	w.input(n, func(b *shell.Broker) { b.ClientRequest(id, m) })
 }
 
+// requestAll sends the publishes ps to n over c in order: as PublishRuns
+// of at most 256 on every other pair of pairs of connections (a client of
+// version 13 on, whose writer found them queued together), else one by
+// one, so both forms of publishes run under every scenario.
+func (c *clientConn) requestAll(w *world, n *node, ps []msg.Publish) {
+	if !n.up || len(ps) == 0 {
+		return
+	}
+	if id := c.open(w, n); id/4%2 == 0 {
+		for _, p := range ps {
+			c.request(w, n, p)
+		}
+		return
+	}
+	for len(ps) > 0 {
+		k := min(len(ps), 256)
+		c.request(w, n, msg.PublishRun{Publishes: ps[:k]})
+		ps = ps[k:]
+	}
+}
+
 // close ends the connection (the client hangs up).
 func (c *clientConn) close(w *world, n *node) {
 	if c.ok && c.node == n.id && c.gen == n.gen {
@@ -150,11 +171,13 @@ func (p *publisher) retry(w *world) {
 	}
 	slices.Sort(seqs)
 	n := w.pubTarget(p)
+	var ps []msg.Publish
 	for _, s := range seqs {
 		p.outstanding[s] = time.Duration(w.now)
-		if n != nil {
-			p.conn.request(w, n, p.request(s))
-		}
+		ps = append(ps, p.request(s))
+	}
+	if n != nil {
+		p.conn.requestAll(w, n, ps)
 	}
 	w.after(500*time.Millisecond, func() { p.retry(w) })
 }

@@ -49,7 +49,21 @@ type Options struct {
 	// version, as listeners of version 12 and earlier did, in their words:
 	// a test's stand-in for a broker of that version (wire.RefusalAsOlder).
 	AsOlder uint16
+	// PublishRuns makes the writer send the consecutive publishes it finds
+	// queued together as PublishRun frames (at most PublishRunMax
+	// publishes, PublishRunBytesMax bytes each) when the peer answered
+	// the Hello in wire.VersionPublishRun or later; to an older peer each
+	// goes in a Publish frame of its own. A client's connection.
+	PublishRuns bool
 }
+
+// The bounds of a PublishRun the writer sends: as a DeliveryRun's (shell
+// RunEventsMax, RunBytesMax), so a run holds up a reader no longer than
+// one of those.
+const (
+	PublishRunMax      = 256
+	PublishRunBytesMax = 32 << 10
+)
 
 func (o Options) withDefaults() Options {
 	if o.QueueFrames <= 0 {
@@ -111,6 +125,8 @@ type Conn struct {
 	// breakdown marks frames written and read (lattrace.ConnHop); -2, the
 	// default, marks nothing.
 	traceW, traceR int
+	// run is the writer's PublishRun, reused from run to run.
+	run msg.PublishRun
 }
 
 // Handshake sends our Hello, reads the peer's, and checks it. The deadline
@@ -395,9 +411,20 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 		buf = buf[:0]
 		return true
 	}
-	for i, m := range batch {
+	runs := c.opts.PublishRuns && c.Peer.Version >= wire.VersionPublishRun
+	for i := 0; i < len(batch); i++ {
+		m := batch[i]
+		if runs {
+			if n := c.publishRun(batch[i:]); n > 1 {
+				m = &c.run
+				i += n - 1
+			}
+		}
 		var err error
-		if buf, err = wire.AppendFrame(buf, m); err != nil {
+		buf, err = wire.AppendFrame(buf, m)
+		clear(c.run.Publishes) // the publishes' bytes are the client's: not kept here
+		c.run.Publishes = c.run.Publishes[:0]
+		if err != nil {
 			c.CloseWith(err, "internal encoding error")
 			return buf[:0]
 		}
@@ -412,6 +439,29 @@ func (c *Conn) writeBatch(buf []byte, batch []msg.Msg) []byte {
 		buf = nil // do not keep a one-off peak for the connection's life
 	}
 	return buf
+}
+
+// publishRun gathers into c.run the publishes at the start of ms, up to
+// the first other message or a run's bounds, and returns how many it took.
+func (c *Conn) publishRun(ms []msg.Msg) int {
+	size := 0
+	for _, m := range ms {
+		var p *msg.Publish
+		switch v := m.(type) {
+		case *msg.Publish: // the client's form
+			p = v
+		case msg.Publish: // a resend
+			p = &v
+		}
+		if p == nil || len(c.run.Publishes) == PublishRunMax {
+			break
+		}
+		if size += p.BodySize(); size > PublishRunBytesMax && len(c.run.Publishes) > 0 {
+			break
+		}
+		c.run.Publishes = append(c.run.Publishes, *p)
+	}
+	return len(c.run.Publishes)
 }
 
 // takeUrgent returns buf (whole frames) with the urgent frames queued

@@ -1,11 +1,14 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -486,5 +489,94 @@ func TestQueueCountsDeliveryRunsByEvents(t *testing.T) {
 	}
 	if !errors.Is(c.Err(), ErrQueueFull) {
 		t.Fatalf("closed with %v, want ErrQueueFull", c.Err())
+	}
+}
+
+// recordConn records what is written to it.
+type recordConn struct {
+	net.Conn
+	out bytes.Buffer
+}
+
+func (c *recordConn) Write(b []byte) (int, error)      { return c.out.Write(b) }
+func (c *recordConn) SetWriteDeadline(time.Time) error { return nil }
+
+// The writer of a connection with PublishRuns sends the publishes it finds
+// queued together as PublishRun frames of at most PublishRunMax publishes
+// and about PublishRunBytesMax bytes, ending a run at any other message,
+// to a peer that answered in version 13; to an older peer it sends a
+// Publish frame each. Either way the peer reads the same publishes, in
+// order.
+func TestWriterJoinsPublishesIntoRuns(t *testing.T) {
+	var batch []msg.Msg
+	pub := func(seq int, payload int) *msg.Publish {
+		return &msg.Publish{Pubend: "P", Publisher: "c", Seq: uint64(seq), Topic: "t", Payload: make([]byte, payload)}
+	}
+	seq := 0
+	for range 300 { // a full run and 44 more
+		seq++
+		batch = append(batch, pub(seq, 1))
+	}
+	batch = append(batch, msg.Heartbeat{})
+	seq++
+	batch = append(batch, pub(seq, 1)) // alone between two other messages
+	batch = append(batch, msg.Unsubscribe{Sub: "s"})
+	for range 5 { // 5 of 10 KiB: three fit in 32 KiB
+		seq++
+		batch = append(batch, pub(seq, 10<<10))
+	}
+	seq++
+	batch = append(batch, msg.Publish{Pubend: "P", Publisher: "c", Seq: uint64(seq), Topic: "t"}) // a resend's form
+	for _, c := range []struct {
+		version uint16
+		frames  []string
+	}{
+		{wire.VersionPublishRun, []string{"PublishRun 256", "PublishRun 44", "Heartbeat", "Publish", "Unsubscribe", "PublishRun 3", "PublishRun 3"}},
+		{wire.VersionPublishRun - 1, nil},
+	} {
+		rc := &recordConn{}
+		conn := newConn(rc, msg.Hello{Version: c.version, Role: msg.RoleBroker, ID: "b"}, Options{PublishRuns: true}.withDefaults())
+		conn.writeBatch(nil, batch)
+		r := wire.NewReader(&rc.out, 0)
+		var frames []string
+		var seqs []uint64
+		for {
+			m, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch m := m.(type) {
+			case *msg.PublishRun:
+				if c.version < wire.VersionPublishRun {
+					t.Fatalf("version %d peer sent %v", c.version, m)
+				}
+				frames = append(frames, fmt.Sprintf("PublishRun %d", len(m.Publishes)))
+				for _, p := range m.Publishes {
+					seqs = append(seqs, p.Seq)
+				}
+			case msg.Publish:
+				frames = append(frames, "Publish")
+				seqs = append(seqs, m.Seq)
+			default:
+				frames = append(frames, strings.TrimPrefix(fmt.Sprintf("%T", m), "msg."))
+			}
+		}
+		if c.frames != nil && !slices.Equal(frames, c.frames) {
+			t.Errorf("version %d peer: frames %v, want %v", c.version, frames, c.frames)
+		}
+		if c.frames == nil && len(frames) != len(batch) {
+			t.Errorf("version %d peer: %d frames for %d messages", c.version, len(frames), len(batch))
+		}
+		for i, s := range seqs {
+			if s != uint64(i+1) {
+				t.Fatalf("version %d peer: publish %d is #%d", c.version, i, s)
+			}
+		}
+		if len(seqs) != seq {
+			t.Fatalf("version %d peer: %d of %d publishes", c.version, len(seqs), seq)
+		}
 	}
 }

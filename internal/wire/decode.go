@@ -163,6 +163,8 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		}
 		d.off += n
 		m = p
+	case TypePublishRun:
+		m = d.publishRun()
 	case TypeSubscribe:
 		m = d.subscribe()
 	case TypeSubAck:
@@ -564,6 +566,35 @@ func (d *decoder) delivery() msg.Msg {
 		f.d.Event = &f.ev
 	}
 	return &f.d
+}
+
+// publishRun reads a PublishRun body (appendPublishRun): its publishes in
+// one allocation, each read as a Publish frame's body is (a copy, or a
+// view of the frame when it is write-once memory).
+func (d *decoder) publishRun() msg.Msg {
+	n := d.count(6, "publishes") // a publish's encoding takes 6 bytes at least
+	if d.err != nil {
+		return nil
+	}
+	if n == 0 {
+		d.failf("run of no publishes")
+		return nil
+	}
+	read := msg.ReadPublish
+	if d.view {
+		read = msg.ViewPublish
+	}
+	r := &msg.PublishRun{Publishes: make([]msg.Publish, n)}
+	for i := range r.Publishes {
+		p, k, err := read(d.b[d.off:])
+		if err != nil {
+			d.inner(fmt.Errorf("publish %d of %d: %w", i+1, n, err))
+			return nil
+		}
+		d.off += k
+		r.Publishes[i] = p
+	}
+	return r
 }
 
 // deliveryRun reads a DeliveryRun body (appendDeliveryRun): its events in

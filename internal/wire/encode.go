@@ -253,6 +253,12 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		if v != nil {
 			return msg.AppendPublish(append(b, byte(TypePublish)), v), nil
 		}
+	case msg.PublishRun:
+		return appendPublishRun(b, &v)
+	case *msg.PublishRun: // the client's form (transport's writer); nil is refused below
+		if v != nil {
+			return appendPublishRun(b, v)
+		}
 	case msg.Subscribe:
 		b = append(b, byte(TypeSubscribe))
 		b = appendString(b, string(v.Sub))
@@ -323,6 +329,20 @@ func appendPubAck(b []byte, v *msg.PubAck) []byte {
 	b = binary.AppendUvarint(b, v.Seq)
 	b = appendTick(b, v.Tick)
 	return appendBool(b, v.Duplicate)
+}
+
+// appendPublishRun appends a PublishRun's type byte and body: the number
+// of publishes and each one's own encoding (as a Publish body).
+func appendPublishRun(b []byte, v *msg.PublishRun) ([]byte, error) {
+	if len(v.Publishes) == 0 {
+		return nil, fmt.Errorf("%w: PublishRun of no publishes", ErrMalformed)
+	}
+	b = append(b, byte(TypePublishRun))
+	b = binary.AppendUvarint(b, uint64(len(v.Publishes)))
+	for i := range v.Publishes {
+		b = msg.AppendPublish(b, &v.Publishes[i])
+	}
+	return b, nil
 }
 
 // appendDeliveryRun appends a DeliveryRun's type byte and body: the

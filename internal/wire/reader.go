@@ -49,7 +49,7 @@ type Reader struct {
 }
 
 // ViewFrames makes the Reader read each frame that carries events or a
-// publish (Knowledge, KnowledgeRun, Delivery, DeliveryRun, Payloads, Publish, and Relay or Forward
+// publish (Knowledge, KnowledgeRun, Delivery, DeliveryRun, Payloads, Publish, PublishRun, and Relay or Forward
 // around them) into memory of its own, which nothing writes again, and
 // decode it viewing that memory: the events' bytes are not copied again
 // out of a reused buffer, so an event is forwarded as the bytes it
@@ -172,7 +172,7 @@ func (r *Reader) peekType() (Type, bool) {
 // carriesEvents reports whether frames of type t carry events or a publish.
 func carriesEvents(t Type) bool {
 	switch t {
-	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypeDeliveryRun, TypePayloads, TypePublish, TypeRelay, TypeForward:
+	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypeDeliveryRun, TypePayloads, TypePublish, TypePublishRun, TypeRelay, TypeForward:
 		return true
 	}
 	return false

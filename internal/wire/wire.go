@@ -57,7 +57,10 @@ import (
 // them (clients are not concerned). 13 — DeliveryRun (0x38):
 // consecutive deliveries to one subscription in one frame; a broker sends
 // it only to clients of version 13 on (VersionDeliveryRun), older ones
-// still get a Delivery per event.
+// still get a Delivery per event; PublishRun (0x24): consecutive
+// publishes of one client in one frame, which a client sends only to
+// brokers that answer in version 13 on (VersionPublishRun) and a broker
+// refuses from a client that announced an older version.
 const Version uint16 = 13
 
 // VersionPubAckRange is the first client version a broker may send
@@ -67,6 +70,10 @@ const VersionPubAckRange uint16 = 11
 // VersionDeliveryRun is the first client version a broker may send
 // DeliveryRun frames to.
 const VersionDeliveryRun uint16 = 13
+
+// VersionPublishRun is the first version in which a client may send, and
+// a broker accepts, PublishRun frames.
+const VersionPublishRun uint16 = 13
 
 // VersionKnowledgeRun is the first broker version a broker may send
 // KnowledgeRun frames to.
@@ -150,6 +157,7 @@ const (
 	TypeSubscribe   Type = 0x21
 	TypeUnsubscribe Type = 0x22
 	TypeSubAck      Type = 0x23 // a durable subscriber's checkpoint
+	TypePublishRun  Type = 0x24 // consecutive publishes of one client (version 13)
 
 	// Broker → client.
 	TypePubAck      Type = 0x30
@@ -177,6 +185,7 @@ var typeNames = map[Type]string{
 	TypeKnowledgeRun: "KnowledgeRun",
 	TypePubAckRange:  "PubAckRange",
 	TypeDeliveryRun:  "DeliveryRun",
+	TypePublishRun:   "PublishRun",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.
