@@ -448,47 +448,36 @@ func TestSetBandwidthWhileRunning(t *testing.T) {
 	}
 }
 
-// A KnowledgeRun counts in the queue as the frames it stands for, one per
-// event: a peer that reads too slowly is closed after as many events as
-// when each came in a frame of its own.
+// A run (KnowledgeRun between brokers, DeliveryRun to a client) counts in
+// the queue as the frames it stands for, one per event: a peer that reads
+// too slowly is closed after as many events as when each came in a frame
+// of its own.
 func TestQueueCountsRunsByEvents(t *testing.T) {
-	a, b := net.Pipe()
-	defer b.Close()
-	c := newConn(a, msg.Hello{Version: wire.Version, Role: msg.RoleBroker, ID: "b"}, Options{QueueFrames: 10})
-	run := &msg.KnowledgeRun{Pubend: "P", Start: 1, End: 6}
-	for t := range 6 {
-		run.Events = append(run.Events, &msg.Event{Pubend: "P", Tick: tick.Tick(1 + t)})
+	evs := make([]*msg.Event, 6)
+	for i := range evs {
+		evs[i] = &msg.Event{Pubend: "P", Tick: tick.Tick(1 + i)}
 	}
-	if !c.Send(run) || !c.Send(run) {
-		t.Fatal("a queue of 10 frames refused the first 6 or 12 events")
-	}
-	if c.Send(msg.Heartbeat{}) {
-		t.Fatal("a queue of 10 frames took a frame after 12 events")
-	}
-	if !errors.Is(c.Err(), ErrQueueFull) {
-		t.Fatalf("closed with %v, want ErrQueueFull", c.Err())
-	}
-}
-
-// A DeliveryRun counts in the queue as the Delivery frames it stands for:
-// a subscriber that reads too slowly is disconnected after as many events
-// as when each came in a frame of its own.
-func TestQueueCountsDeliveryRunsByEvents(t *testing.T) {
-	a, b := net.Pipe()
-	defer b.Close()
-	c := newConn(a, msg.Hello{Version: wire.Version, Role: msg.RoleClient, ID: "c"}, Options{QueueFrames: 10})
-	run := &msg.DeliveryRun{Sub: "s"}
-	for t := range 6 {
-		run.Events = append(run.Events, &msg.Event{Pubend: "P", Tick: tick.Tick(1 + t)})
-	}
-	if !c.Send(run) || !c.Send(run) {
-		t.Fatal("a queue of 10 frames refused the first 6 or 12 events")
-	}
-	if c.Send(msg.Heartbeat{}) {
-		t.Fatal("a queue of 10 frames took a frame after 12 events")
-	}
-	if !errors.Is(c.Err(), ErrQueueFull) {
-		t.Fatalf("closed with %v, want ErrQueueFull", c.Err())
+	for _, c := range []struct {
+		role msg.Role
+		run  msg.Msg
+	}{
+		{msg.RoleBroker, &msg.KnowledgeRun{Pubend: "P", Start: 1, End: 6, Events: evs}},
+		{msg.RoleClient, &msg.DeliveryRun{Sub: "s", Events: evs}},
+	} {
+		t.Run(fmt.Sprintf("%T", c.run), func(t *testing.T) {
+			a, b := net.Pipe()
+			defer b.Close()
+			conn := newConn(a, msg.Hello{Version: wire.Version, Role: c.role, ID: "p"}, Options{QueueFrames: 10})
+			if !conn.Send(c.run) || !conn.Send(c.run) {
+				t.Fatal("a queue of 10 frames refused the first 6 or 12 events")
+			}
+			if conn.Send(msg.Heartbeat{}) {
+				t.Fatal("a queue of 10 frames took a frame after 12 events")
+			}
+			if !errors.Is(conn.Err(), ErrQueueFull) {
+				t.Fatalf("closed with %v, want ErrQueueFull", conn.Err())
+			}
+		})
 	}
 }
 
