@@ -255,19 +255,8 @@ func (s *Subscription) sendAll(evs []Event) {
 	}
 }
 
-func (s *Subscription) send(ev Event) {
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	select {
-	case <-s.ended:
-		return
-	default:
-	}
-	select {
-	case s.events <- ev:
-	case <-s.ended:
-	}
-}
+// send hands ev to Events (sendAll of one; the slice stays on the stack).
+func (s *Subscription) send(ev Event) { s.sendAll([]Event{ev}) }
 
 // end records why the subscription ended and closes Events. Closing ended
 // first releases a delivery blocked on a full Events channel; only then is
