@@ -43,6 +43,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	stages := fs.String("stages", "", "trace every event of aerie's 3-hop runs through each stage (publish, each broker's read, loop, fsync, queue, write, delivery) in this table file (/dev/shm is best) and print each run's latency breakdown")
 	sleepPace := fs.Bool("sleep-pace", false, "pace the fixed-rate publisher with time.Sleep (oversleeps below 1 ms, so the publisher falls behind and catches up in bursts), as runs before 2026-11-27 did: for comparisons with them only")
 	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "the brokers' GC policy as in `aerie broker --gc-headroom-mb`, applied to this process (in-process brokers, clients and peers alike) and to --procs broker children; 0: Go's default")
+	systems := fs.String("systems", "", "only these systems, comma-separated, as the tables name them (e.g. aerie-best-effort,nats-core): to profile one or rerun one comparison")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -58,6 +59,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, CongestionControl: *cc, Dir: *dir, Procs: *procs, Stages: *stages, GCHeadroom: int64(*gcHeadroom) << 20, SleepPace: *sleepPace, Progress: stderr}
 	if *procs {
 		o.BrokerProfile = *cpuprofile
+	}
+	if *systems != "" {
+		o.Systems = strings.Split(*systems, ",")
 	}
 	if *procs && *cc {
 		fmt.Fprintln(stderr, "aerie bench: --congestion-control runs in-process only; leave out --procs")

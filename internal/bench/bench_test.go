@@ -54,3 +54,35 @@ func TestQuickSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemsKeepsOnlyThoseNamed: Options.Systems runs only the systems it
+// names, skips the workloads none of them runs, and refuses a name no
+// workload has, listing the ones it could have been.
+func TestSystemsKeepsOnlyThoseNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real brokers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	rep, err := Run(ctx, Options{Quick: true, Duration: 300 * time.Millisecond, Dir: t.TempDir(), Progress: &progress,
+		Workloads: []string{"throughput", "mqtt"}, Systems: []string{SysAerieBestEffort}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if len(rep.Results) != 2 {
+		t.Errorf("%d results, want the 2 throughput points of %s alone", len(rep.Results), SysAerieBestEffort)
+	}
+	for _, r := range rep.Results {
+		if r.System != SysAerieBestEffort || r.Workload != "throughput" {
+			t.Errorf("ran %s/%s, not asked for", r.Workload, r.System)
+		}
+	}
+	if !strings.Contains(progress.String(), "mqtt: none of the systems") {
+		t.Errorf("no word of the skipped mqtt workload in:\n%s", progress.String())
+	}
+	_, err = Run(ctx, Options{Quick: true, Dir: t.TempDir(), Workloads: []string{"throughput"}, Systems: []string{"aerie-best-effrot"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown system "aerie-best-effrot"`) || !strings.Contains(err.Error(), SysAerieBestEffort) {
+		t.Errorf("a misspelt system: %v, want it refused with the names there are", err)
+	}
+}

@@ -58,6 +58,10 @@ type Options struct {
 	// comparisons with older runs only.
 	SleepPace bool
 	Progress  io.Writer // progress lines (stderr); nil for none
+	// Systems, when set, keeps only these systems (names as the tables
+	// print them, e.g. aerie-best-effort, nats-core): for profiling one
+	// system, or rerunning one comparison. Ratios to aerie need aerie.
+	Systems []string
 }
 
 // withDefaults fills what is unset; quick shrinks everything for CI.

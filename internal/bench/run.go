@@ -47,6 +47,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		facts = append(facts, inProcessCap(nf, o.Procs)...)
 	}
+	if err := knownSystems(o.Systems, aerie, facts, overheadSystems(aerie, facts), MQTTFactories()); err != nil {
+		return nil, err
+	}
 	if o.Dir == "" {
 		d, err := os.MkdirTemp("", "aerie-bench-")
 		if err != nil {
@@ -79,6 +82,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			wf = overheadSystems(aerie, facts)
 		case "mqtt":
 			wf = MQTTFactories()
+		}
+		if wf = keepSystems(wf, o.Systems); len(wf) == 0 {
+			fmt.Fprintf(o.Progress, "bench: %s: none of the systems %s runs it; skipped\n", w, strings.Join(o.Systems, ","))
+			continue
 		}
 		for _, p := range points(w, o) {
 			rs := runPoint(ctx, o, w, p, wf)
@@ -196,4 +203,38 @@ func inProcessCap(facts []Factory, procs bool) []Factory {
 		}
 	}
 	return facts
+}
+
+// keepSystems is facts without the systems not named in keep (all of them
+// when keep is empty).
+func keepSystems(facts []Factory, keep []string) []Factory {
+	if len(keep) == 0 {
+		return facts
+	}
+	var out []Factory
+	for _, f := range facts {
+		if slices.Contains(keep, f.System) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// knownSystems checks that every name in keep is a system some workload
+// of this run would measure.
+func knownSystems(keep []string, lists ...[]Factory) error {
+	var have []string
+	for _, l := range lists {
+		for _, f := range l {
+			if !slices.Contains(have, f.System) {
+				have = append(have, f.System)
+			}
+		}
+	}
+	for _, k := range keep {
+		if !slices.Contains(have, k) {
+			return fmt.Errorf("bench: unknown system %q (this run has %s)", k, strings.Join(have, ", "))
+		}
+	}
+	return nil
 }
