@@ -6,7 +6,7 @@
 //	c, err := client.Dial(ctx, "127.0.0.1:7201,127.0.0.1:7202", client.Options{ID: "orders-svc"})
 //	ack, err := c.Publish(ctx, client.Message{Topic: "orders.eu", Props: map[string]any{"qty": int64(3)}})
 //	sub, err := c.Subscribe(ctx, "orders.>")
-//	for ev := range sub.Events() { ... }
+//	for ev := range sub.Events() { qty, _ := ev.Props.Int("qty"); ... }
 //
 // One Client is one connection, read in order: a subscription whose Events
 // are not consumed holds up everything behind it on that connection,
@@ -90,7 +90,10 @@ type Options struct {
 	User, Password string
 }
 
-// Message is what a publisher sends.
+// Message is what a publisher sends. Publish, PublishAsync and
+// PublishFunc encode Props before they return, so the caller may reuse the
+// map for the next message; Payload is sent as it is, and resent after a
+// reconnect until acknowledged: do not modify it before then.
 type Message struct {
 	Topic   string
 	Props   map[string]any // int64 (or int), float64, bool, string
@@ -112,7 +115,7 @@ type Event struct {
 	Pubend  string
 	Tick    uint64
 	Topic   string
-	Props   map[string]any
+	Props   Props // read in place: ev.Props.Int("qty"), ev.Props.Get("region")
 	Payload []byte
 	// PubTime is the pubend's time for the tick (MODEL.md §1), to the
 	// millisecond: a tick is the pubend's millisecond and a sequence
@@ -165,7 +168,11 @@ type Client struct {
 	closed  bool
 	cancel  context.CancelFunc
 	done    chan struct{}
-	slots   chan struct{} // one token per unacknowledged publish
+	window  window // bounds the unacknowledged publishes
+	// slab is where the next publishes are carved from, publishChunk at a
+	// time: one allocation for many (a chunk lives while one of its
+	// publishes is unacknowledged).
+	slab []publish
 	// acked is dispatch's scratch for the publishes one PubAckRange
 	// answers (used on the connection's reader goroutine only).
 	acked []*publish
@@ -208,7 +215,8 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	c := &Client{addrs: list, opts: opts, log: opts.Logger.With("client", opts.ID), connUp: make(chan struct{}),
 		pending: map[uint64]*publish{}, subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{}),
-		slots: make(chan struct{}, opts.MaxInflight)}
+	}
+	c.window = newWindow(&c.mu, opts.MaxInflight)
 	first := make(chan error, 1)
 	go c.run(runCtx, first)
 	select {
@@ -457,10 +465,12 @@ func (c *Client) sub(name string) *Subscription {
 func (c *Client) finish(seq uint64, ack Ack, err error) {
 	c.mu.Lock()
 	p := c.pending[seq]
-	delete(c.pending, seq)
+	if p != nil {
+		delete(c.pending, seq)
+		c.window.release(1)
+	}
 	c.mu.Unlock()
 	if p != nil {
-		<-c.slots
 		p.done(Result{Ack: ack, Seq: p.seq, Err: err})
 	}
 }
@@ -482,9 +492,9 @@ func (c *Client) finishRange(r *msg.PubAckRange) {
 			ps = append(ps, p)
 		}
 	}
+	c.window.release(len(ps))
 	c.mu.Unlock()
 	for i, p := range ps {
-		<-c.slots
 		p.done(Result{Ack: Ack{Pubend: string(r.Pubend), Tick: uint64(r.Ticks[p.seq-r.Seq])}, Seq: p.seq})
 		ps[i] = nil
 	}
@@ -497,9 +507,10 @@ func (c *Client) failPending() {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = map[uint64]*publish{}
+	c.window.release(len(pending))
+	c.window.stop()
 	c.mu.Unlock()
 	for _, p := range pending {
-		<-c.slots
 		p.done(Result{Seq: p.seq, Err: ErrClosed})
 	}
 }
@@ -532,19 +543,14 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 	if n := msg.EventSize(m.Topic, props, m.Payload); n > MaxEventBytes {
 		return fmt.Errorf("%w: event of %d bytes exceeds the %d-byte limit", ErrRejected, n, MaxEventBytes)
 	}
-	select { // back-pressure: at most MaxInflight unacknowledged
-	case c.slots <- struct{}{}:
-	case <-c.done:
-		return ErrClosed
-	}
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || !c.window.acquire() { // back-pressure: at most MaxInflight unacknowledged
 		c.mu.Unlock()
-		<-c.slots
 		return ErrClosed
 	}
 	c.seq++
-	p := &publish{done: done, seq: c.seq, req: msg.Publish{
+	p := c.newPublish()
+	*p = publish{done: done, seq: c.seq, req: msg.Publish{
 		Pubend: msg.PubendID(c.opts.Pubend), Publisher: c.opts.ID, Seq: c.seq,
 		Topic: m.Topic, Props: props, Payload: m.Payload,
 	}}
@@ -555,6 +561,19 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// publishChunk is how many publishes one allocation makes (Client.slab).
+const publishChunk = 64
+
+// newPublish carves a publish from the slab (under c.mu).
+func (c *Client) newPublish() *publish {
+	if len(c.slab) == 0 {
+		c.slab = make([]publish, publishChunk)
+	}
+	p := &c.slab[0]
+	c.slab = c.slab[1:]
+	return p
 }
 
 // Result is the outcome of an asynchronous publish.
@@ -620,6 +639,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.window.stop() // a publisher waiting for room gets ErrClosed now
 	conn := c.conn
 	subs := make([]*Subscription, 0, len(c.subs))
 	for _, s := range c.subs {
@@ -640,6 +660,6 @@ func (c *Client) Close() error {
 }
 
 func eventOf(e *msg.Event) Event {
-	return Event{Pubend: string(e.Pubend), Tick: uint64(e.Tick), Topic: e.Topic, Props: e.Props.Map(), Payload: e.Payload,
+	return Event{Pubend: string(e.Pubend), Tick: uint64(e.Tick), Topic: e.Topic, Props: Props{e.Props}, Payload: e.Payload,
 		PubTime: time.UnixMilli(tick.Tick(e.Tick).Millis()), Publisher: e.Publisher, Seq: e.Seq}
 }

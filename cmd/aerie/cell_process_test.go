@@ -114,7 +114,7 @@ func TestKill9RedundantCell(t *testing.T) {
 		go func() {
 			for ev := range sub.Events() {
 				tl.mu.Lock()
-				seq := ev.Props["seq"].(int64)
+				seq, _ := ev.Props.Int("seq")
 				switch {
 				case tl.err != nil:
 				case ev.Tick <= tl.last[ev.Pubend]:

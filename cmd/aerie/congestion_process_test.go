@@ -88,7 +88,7 @@ func TestCongestionControlThrottlesPublisher(t *testing.T) {
 					g.err = fmt.Errorf("gap %+v", *ev.Gap)
 					return
 				}
-				seq, _ := ev.Props["seq"].(int64)
+				seq, _ := ev.Props.Int("seq")
 				g.seqs = append(g.seqs, seq)
 				g.lat = append(g.lat, time.Since(ev.PubTime))
 				if len(g.seqs) == total {

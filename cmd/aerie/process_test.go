@@ -81,7 +81,7 @@ func TestKill9(t *testing.T) {
 			for ev := range sub.Events() {
 				smu.Lock()
 				s.events = append(s.events, &msg.Event{Pubend: msg.PubendID(ev.Pubend), Tick: tick.Tick(ev.Tick), Publisher: ev.Publisher,
-					Seq: ev.Seq, Topic: ev.Topic, Props: msg.MustProps(ev.Props), Payload: ev.Payload})
+					Seq: ev.Seq, Topic: ev.Topic, Props: msg.MustProps(ev.Props.Map()), Payload: ev.Payload})
 				smu.Unlock()
 				select {
 				case s.more <- struct{}{}:

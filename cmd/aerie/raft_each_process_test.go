@@ -236,7 +236,7 @@ func collectPublishers(sub *client.Subscription) *pubCollector {
 		for ev := range sub.Events() {
 			c.mu.Lock()
 			if c.err == nil {
-				switch seq, ok := ev.Props["seq"].(int64); {
+				switch seq, ok := ev.Props.Int("seq"); {
 				case ev.Gap != nil:
 					c.err = fmt.Errorf("gap %+v", *ev.Gap)
 				case !ok:

@@ -66,7 +66,8 @@ func collectSeqs(sub *client.Subscription, marks ...int) *seqCollector {
 				c.err = fmt.Errorf("tick %d after %d: duplicate or out of order", ev.Tick, c.last)
 			}
 			c.last = ev.Tick
-			c.seqs = append(c.seqs, ev.Props["seq"].(int64))
+			seq, _ := ev.Props.Int("seq")
+			c.seqs = append(c.seqs, seq)
 			if ch := c.marks[len(c.seqs)]; ch != nil {
 				close(ch)
 			}

@@ -271,7 +271,7 @@ func subscribeTally(t *testing.T, ctx context.Context, c *client.Client, node st
 		for ev := range sub.Events() {
 			now := time.Now()
 			tl.mu.Lock()
-			seq := ev.Props["seq"].(int64)
+			seq, _ := ev.Props.Int("seq")
 			switch {
 			case tl.err != nil:
 			case ev.Tick <= tl.last[ev.Pubend]:

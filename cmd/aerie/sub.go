@@ -140,11 +140,11 @@ func writeEvent(w *bufio.Writer, ev client.Event, asJSON bool) {
 			Payload string         `json:"payload"`
 			PubMs   int64          `json:"pub_ms"`
 			RecvMs  int64          `json:"recv_ms"`
-		}{ev.Pubend, ev.Tick, ev.Topic, ev.Props, string(ev.Payload), ev.PubTime.UnixMilli(), recv.UnixMilli()})
+		}{ev.Pubend, ev.Tick, ev.Topic, ev.Props.Map(), string(ev.Payload), ev.PubTime.UnixMilli(), recv.UnixMilli()})
 		w.Write(b)
 		w.WriteByte('\n')
 	} else {
-		fmt.Fprintf(w, "%s@%d %s %v %q\n", ev.Pubend, ev.Tick, ev.Topic, ev.Props, ev.Payload)
+		fmt.Fprintf(w, "%s@%d %s %v %q\n", ev.Pubend, ev.Tick, ev.Topic, ev.Props.Map(), ev.Payload)
 	}
 	w.Flush() // written as it is delivered (DESIGN.md §6)
 }

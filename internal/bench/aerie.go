@@ -384,19 +384,24 @@ type aeriePub struct {
 	finishing   bool
 	idle        chan struct{}
 	err         error // the first failed publish
+	props       map[string]any
+	doneFn      func(client.Result) // p.done, bound once: a method value made per publish is an allocation
 }
 
 // newAeriePub publishes on c as publisher idx.
 func newAeriePub(c *client.Client, idx int) *aeriePub {
-	return &aeriePub{c: c, idx: uint32(idx), idle: make(chan struct{})}
+	p := &aeriePub{c: c, idx: uint32(idx), idle: make(chan struct{}), props: map[string]any{}}
+	p.doneFn = p.done
+	return p
 }
 
 func (p *aeriePub) Publish(_ context.Context, m Msg) error {
 	p.mu.Lock()
 	p.outstanding++
 	p.mu.Unlock()
-	err := p.c.PublishFunc(client.Message{Topic: "bench.t", Props: map[string]any{"k": int64(m.Key)},
-		Payload: encodePayload(p.idx, m)}, p.done)
+	p.props["k"] = int64(m.Key) // the map is encoded by PublishFunc, so one serves every publish
+	err := p.c.PublishFunc(client.Message{Topic: "bench.t", Props: p.props,
+		Payload: encodePayload(p.idx, m)}, p.doneFn)
 	if err != nil {
 		p.done(client.Result{Err: err})
 		return fmt.Errorf("bench: publish %d: %w", m.Seq, err)

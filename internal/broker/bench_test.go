@@ -34,7 +34,7 @@ func BenchmarkPublishDeliver(b *testing.B) {
 	go func() {
 		defer close(done)
 		for ev := range sub.Events() {
-			seq := ev.Props["seq"].(int64)
+			seq, _ := ev.Props.Int("seq")
 			lat = append(lat, time.Since(sent[seq]))
 			if len(lat) == b.N {
 				return

@@ -267,7 +267,8 @@ func collect(t testing.TB, sub *client.Subscription) *collector {
 				c.err = fmt.Errorf("%s@%d after %d: duplicate or out of order", ev.Pubend, ev.Tick, c.last[ev.Pubend])
 			}
 			c.last[ev.Pubend] = ev.Tick
-			c.seqs[ev.Props["seq"].(int64)]++
+			seq, _ := ev.Props.Int("seq")
+			c.seqs[seq]++
 			c.count++
 			c.lat = append(c.lat, latency{pub: ev.PubTime, d: time.Since(ev.PubTime)})
 			c.mu.Unlock()
@@ -357,8 +358,12 @@ func publishAll(t testing.TB, c *client.Client, from, n int) (orders, all map[in
 	t.Helper()
 	orders, all = map[int64]bool{}, map[int64]bool{}
 	var chans []<-chan client.Result
+	// One map serves every publish, as client.Message allows: were it
+	// kept past PublishAsync, the seqs delivered would repeat.
+	props := map[string]any{}
 	for i := from; i < from+n; i++ {
-		ch, err := c.PublishAsync(client.Message{Topic: topicOf(i), Props: map[string]any{"seq": int64(i)}})
+		props["seq"] = int64(i)
+		ch, err := c.PublishAsync(client.Message{Topic: topicOf(i), Props: props})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -100,7 +100,7 @@ func TestForwardedPublisher(t *testing.T) {
 	for want := int64(1); want <= 2*half; want++ {
 		select {
 		case ev := <-sub.Events():
-			if got := ev.Props["seq"].(int64); got != want {
+			if got, _ := ev.Props.Int("seq"); got != want {
 				t.Fatalf("event with seq %d where %d was due: want every event once, in publish order", got, want)
 			}
 			if ev.Tick <= last {

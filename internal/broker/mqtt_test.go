@@ -153,7 +153,7 @@ func TestMQTTAcrossBrokers(t *testing.T) {
 	for len(aerieGot) < 5 {
 		select {
 		case ev := <-aerieSub.Events():
-			if ev.Topic != "sensors.t1" || ev.Props["region"] != "EU" {
+			if region, _ := ev.Props.Str("region"); ev.Topic != "sensors.t1" || region != "EU" {
 				t.Fatalf("selector region = 'EU' let through %s %v", ev.Topic, ev.Props)
 			}
 			aerieGot = append(aerieGot, string(ev.Payload))

@@ -108,7 +108,8 @@ func receive(sub *client.Subscription) *received {
 				r.fail(fmt.Errorf("%s@%d after %d: duplicate or out of order", ev.Pubend, ev.Tick, r.last[ev.Pubend]))
 			default:
 				r.last[ev.Pubend] = ev.Tick
-				r.seqs[ev.Props["seq"].(int64)] = true
+				seq, _ := ev.Props.Int("seq")
+				r.seqs[seq] = true
 			}
 			r.mu.Unlock()
 			select {

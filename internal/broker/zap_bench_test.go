@@ -143,7 +143,7 @@ func zapLatency(b *testing.B, ctx context.Context, pubs []*client.Client, s *cli
 			if !ok {
 				b.Fatalf("subscription ended: %v", s.Err())
 			}
-			if sent, ok := ev.Props["sent"].(int64); ok {
+			if sent, ok := ev.Props.Int("sent"); ok {
 				lat = append(lat, time.Since(time.Unix(0, sent)))
 			}
 		case <-ctx.Done():

@@ -158,7 +158,7 @@ func (s *subscriber) consume(sub *client.Subscription) {
 	for ev := range sub.Events() {
 		now := time.Now()
 		s.mu.Lock()
-		seq, _ := ev.Props["seq"].(int64)
+		seq, _ := ev.Props.Int("seq")
 		switch {
 		case s.err != nil:
 		case ev.Gap != nil:

@@ -94,8 +94,8 @@ func (c *checker) receive(w *watch, ev client.Event) {
 		return
 	}
 	c.delivered++
-	seq, _ := ev.Props["seq"].(int64)
-	qty, _ := ev.Props["qty"].(int64)
+	seq, _ := ev.Props.Int("seq")
+	qty, _ := ev.Props.Int("qty")
 	k := pubKey{ev.Pubend, seq}
 	switch {
 	case ev.Tick <= w.last[ev.Pubend]:

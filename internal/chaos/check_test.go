@@ -14,7 +14,7 @@ import (
 // must pass.
 func TestCheckerBites(t *testing.T) {
 	ev := func(tk uint64, seq int64, topic string, qty int64) client.Event {
-		return client.Event{Pubend: "P1", Tick: tk, Topic: topic, Props: map[string]any{"seq": seq, "qty": qty}}
+		return client.Event{Pubend: "P1", Tick: tk, Topic: topic, Props: props(t, map[string]any{"seq": seq, "qty": qty})}
 	}
 	acked := map[pubKey]published{
 		{"P1", 1}: {tick: 10, topic: "orders.eu", qty: 7},
@@ -72,7 +72,7 @@ func TestMissingIncremental(t *testing.T) {
 	w := &watch{where: "s1/all", f: filters[0], start: map[string]uint64{"P1": 5}, last: map[string]uint64{"P1": 5}, got: map[pubKey]uint64{}}
 	c.subs = []*watch{w}
 	ev := func(tk uint64, seq int64) client.Event {
-		return client.Event{Pubend: "P1", Tick: tk, Topic: "orders.eu", Props: map[string]any{"seq": seq, "qty": int64(1)}}
+		return client.Event{Pubend: "P1", Tick: tk, Topic: "orders.eu", Props: props(t, map[string]any{"seq": seq, "qty": int64(1)})}
 	}
 	fresh := func() int { // the count from scratch
 		n := 0
@@ -105,4 +105,14 @@ func TestMissingIncremental(t *testing.T) {
 	if len(c.violations) != 0 {
 		t.Fatalf("violations: %v", c.violations)
 	}
+}
+
+// props is client.PropsOf for values known to be valid.
+func props(t *testing.T, m map[string]any) client.Props {
+	t.Helper()
+	p, err := client.PropsOf(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -409,7 +409,7 @@ func (s *subscriber) consume(node string, sub *client.Subscription) {
 	for ev := range sub.Events() {
 		now := time.Now()
 		s.mu.Lock()
-		seq, _ := ev.Props["seq"].(int64)
+		seq, _ := ev.Props.Int("seq")
 		switch {
 		case s.err != nil:
 		case ev.Tick <= s.last[ev.Pubend]:

@@ -1,0 +1,79 @@
+package client
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+)
+
+// TestWindowWakesAPublisherForABurst: a publisher at the bound waits; a
+// single freed slot does not wake it, an eighth of the window does; a
+// stopped window admits no one, waiting or not.
+func TestWindowWakesAPublisherForABurst(t *testing.T) {
+	var mu sync.Mutex
+	w := newWindow(&mu, 16)
+	mu.Lock()
+	for i := 0; i < 16; i++ {
+		if !w.acquire() {
+			t.Fatal("acquire below the bound refused")
+		}
+	}
+	mu.Unlock()
+	got := make(chan bool)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		got <- w.acquire()
+	}()
+	waitUntil(&mu, func() bool { return w.waiting })
+	mu.Lock()
+	w.release(1)
+	stillWaiting := w.waiting
+	mu.Unlock()
+	if !stillWaiting {
+		t.Fatal("one freed slot woke the publisher; want it woken for an eighth of the window")
+	}
+	mu.Lock()
+	w.release(1) // 14 in flight: the low mark of a window of 16
+	mu.Unlock()
+	if ok := <-got; !ok {
+		t.Fatal("the woken publisher was refused")
+	}
+	mu.Lock()
+	for w.inflight < w.max {
+		w.acquire()
+	}
+	mu.Unlock()
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		got <- w.acquire()
+	}()
+	waitUntil(&mu, func() bool { return w.waiting })
+	mu.Lock()
+	w.stop()
+	mu.Unlock()
+	if ok := <-got; ok {
+		t.Error("a publisher waiting when the window stopped was admitted")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	w.release(w.inflight)
+	if w.acquire() {
+		t.Error("a stopped window admitted a publisher")
+	}
+}
+
+// waitUntil yields until cond holds under mu (the other goroutine is then
+// parked in the window's wait, which releases mu).
+func waitUntil(mu *sync.Mutex, cond func() bool) {
+	for {
+		mu.Lock()
+		ok := cond()
+		mu.Unlock()
+		if ok {
+			return
+		}
+		runtime.Gosched()
+	}
+}
