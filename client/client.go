@@ -598,35 +598,15 @@ func (c *Client) Publish(ctx context.Context, m Message) (Ack, error) {
 }
 
 // normalizeProps encodes a message's properties as events carry them
-// (msg.Props), converting other integer and float types first.
+// (msg.Props), other integer and float types converted to int64 and
+// float64.
 func normalizeProps(p map[string]any) (msg.Props, error) {
-	canonical := true
-	for _, v := range p {
-		switch v.(type) {
-		case int64, float64, bool, string:
-		default:
-			canonical = false
-		}
+	props, err := msg.PropsOf(p)
+	var bad *msg.PropTypeError
+	if errors.As(err, &bad) {
+		return msg.Props{}, fmt.Errorf("aerie: property %q: unsupported type %T (use integer, float, bool or string)", bad.Name, bad.Value)
 	}
-	if canonical {
-		return msg.PropsOf(p)
-	}
-	out := make(map[string]any, len(p))
-	for k, v := range p {
-		switch x := v.(type) {
-		case int:
-			out[k] = int64(x)
-		case int32:
-			out[k] = int64(x)
-		case int64, float64, bool, string:
-			out[k] = x
-		case float32:
-			out[k] = float64(x)
-		default:
-			return msg.Props{}, fmt.Errorf("aerie: property %q: unsupported type %T (use integer, float, bool or string)", k, v)
-		}
-	}
-	return msg.PropsOf(out)
+	return props, err
 }
 
 // Close ends the client: subscriptions end, unacknowledged publishes fail

@@ -69,8 +69,8 @@ func TestPropsReadInPlace(t *testing.T) {
 	if b, _ := json.Marshal(none); none.Len() != 0 || none.Map() != nil || string(b) != "null" || none.String() != "{}" {
 		t.Errorf("zero Props: len %d, map %v, JSON %s, %q", none.Len(), none.Map(), b, none.String())
 	}
-	if _, err := PropsOf(map[string]any{"bad": []int{1}}); err == nil {
-		t.Error("PropsOf took a slice value")
+	if _, err := PropsOf(map[string]any{"bad": []int{1}}); err == nil || err.Error() != `aerie: property "bad": unsupported type []int (use integer, float, bool or string)` {
+		t.Errorf("PropsOf of a slice value: %v", err)
 	}
 }
 

@@ -87,41 +87,81 @@ type Props struct {
 }
 
 // PropsOf encodes a property map. Values must be int64, float64, bool or
-// string (clients normalise other integer types first).
+// string; int, int32 and float32 are converted to int64 and float64 (as a
+// client publishes them). It walks the map once: a publish with one
+// property pays one iteration, no sort and no second lookup (it was 8 %
+// of a best-effort event's CPU as a check, a walk, a sort and a lookup
+// per name).
 func PropsOf(m map[string]any) (Props, error) {
 	if len(m) == 0 {
 		return Props{}, nil
 	}
-	var small [8]string
-	names := small[:0]
-	for k := range m {
-		names = append(names, k)
-	}
-	slices.Sort(names)
+	var small [8]prop
+	ps := small[:0]
 	n := 1
-	for _, k := range names {
-		n += len(k) + 11
-		if s, ok := m[k].(string); ok {
-			n += len(s) + 10
-		}
-	}
-	b := binary.AppendUvarint(make([]byte, 0, n), uint64(len(names)))
-	for _, k := range names {
-		b = appendStr(b, k)
-		switch v := m[k].(type) {
+	for k, v := range m {
+		p := prop{name: k}
+		switch x := v.(type) {
 		case int64:
-			b = binary.AppendVarint(append(b, byte(PropInt)), v)
+			p.kind, p.bits = PropInt, uint64(x)
+		case int:
+			p.kind, p.bits = PropInt, uint64(int64(x))
+		case int32:
+			p.kind, p.bits = PropInt, uint64(int64(x))
 		case float64:
-			b = binary.LittleEndian.AppendUint64(append(b, byte(PropFloat)), math.Float64bits(v))
+			p.kind, p.bits = PropFloat, math.Float64bits(x)
+		case float32:
+			p.kind, p.bits = PropFloat, math.Float64bits(float64(x))
 		case bool:
-			b = append(b, byte(PropBool), b2u8(v))
+			p.kind, p.bits = PropBool, uint64(b2u8(x))
 		case string:
-			b = appendStr(append(b, byte(PropString)), v)
+			p.kind, p.str = PropString, x
+			n += len(x) + 10
 		default:
-			return Props{}, fmt.Errorf("%w: property %q has unsupported type %T (want int64, float64, bool or string)", ErrBadEvent, k, v)
+			return Props{}, &PropTypeError{Name: k, Value: v}
+		}
+		n += len(k) + 11
+		ps = append(ps, p)
+	}
+	if len(ps) > 1 {
+		slices.SortFunc(ps, func(a, b prop) int { return strings.Compare(a.name, b.name) })
+	}
+	b := binary.AppendUvarint(make([]byte, 0, n), uint64(len(ps)))
+	for _, p := range ps {
+		b = append(appendStr(b, p.name), byte(p.kind))
+		switch p.kind {
+		case PropInt:
+			b = binary.AppendVarint(b, int64(p.bits))
+		case PropFloat:
+			b = binary.LittleEndian.AppendUint64(b, p.bits)
+		case PropBool:
+			b = append(b, byte(p.bits))
+		case PropString:
+			b = appendStr(b, p.str)
 		}
 	}
 	return Props{enc: unsafeString(b)}, nil // b is ours, and written no more
+}
+
+// PropTypeError is PropsOf's refusal of a value it cannot encode; it is
+// an ErrBadEvent.
+type PropTypeError struct {
+	Name  string
+	Value any
+}
+
+func (e *PropTypeError) Error() string {
+	return fmt.Sprintf("%v: property %q has unsupported type %T (want an integer, float, bool or string)", ErrBadEvent, e.Name, e.Value)
+}
+
+func (e *PropTypeError) Unwrap() error { return ErrBadEvent }
+
+// prop is one property on its way into an encoding (PropsOf).
+type prop struct {
+	name string
+	kind PropKind
+	bits uint64
+	str  string
 }
 
 // MustProps is PropsOf for values known to be valid (tests, the simulator);

@@ -43,6 +43,13 @@ func TestRecordRoundTrip(t *testing.T) {
 	if _, err := PropsOf(map[string]any{"bad": []int{1}}); !errors.Is(err, ErrBadEvent) {
 		t.Fatalf("unsupported property type accepted: %v", err)
 	}
+	// Other integer and float types encode as int64 and float64 do, in
+	// name order whatever the map's.
+	conv := MustProps(map[string]any{"z": 3, "b": int32(-4), "c": float32(1.5), "a": true})
+	canon := MustProps(map[string]any{"z": int64(3), "b": int64(-4), "c": float64(1.5), "a": true})
+	if conv != canon || conv.String() != " a=true b=-4 c=1.5 z=3" {
+		t.Fatalf("converted %q, canonical %q", conv.String(), canon.String())
+	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
@@ -181,5 +188,14 @@ func TestNewEventLayoutMatchesParse(t *testing.T) {
 			string(ev.Payload) != string(c.payload) || (ev.Payload == nil) != (len(c.payload) == 0) || ev.Seq != 1<<33 || ev.Tick != 1<<40+7 {
 			t.Fatalf("NewEvent %+v from %+v", *ev, c)
 		}
+	}
+}
+
+// TestPropsOfAllocatesOnlyItsEncoding: encoding a publish's properties
+// costs one allocation, the encoding itself, up to 8 properties.
+func TestPropsOfAllocatesOnlyItsEncoding(t *testing.T) {
+	m := map[string]any{"k": int64(7), "region": "EU", "qty": 3, "price": 2.5}
+	if n := testing.AllocsPerRun(100, func() { MustProps(m) }); n != 1 {
+		t.Errorf("PropsOf allocates %.1f times, want 1", n)
 	}
 }
