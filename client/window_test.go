@@ -19,13 +19,7 @@ func TestWindowWakesAPublisherForABurst(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	got := make(chan bool)
-	go func() {
-		mu.Lock()
-		defer mu.Unlock()
-		got <- w.acquire()
-	}()
-	waitUntil(&mu, func() bool { return w.waiting })
+	got := waiter(&mu, &w)
 	mu.Lock()
 	w.release(1)
 	stillWaiting := w.waiting
@@ -44,12 +38,7 @@ func TestWindowWakesAPublisherForABurst(t *testing.T) {
 		w.acquire()
 	}
 	mu.Unlock()
-	go func() {
-		mu.Lock()
-		defer mu.Unlock()
-		got <- w.acquire()
-	}()
-	waitUntil(&mu, func() bool { return w.waiting })
+	got = waiter(&mu, &w)
 	mu.Lock()
 	w.stop()
 	mu.Unlock()
@@ -64,15 +53,22 @@ func TestWindowWakesAPublisherForABurst(t *testing.T) {
 	}
 }
 
-// waitUntil yields until cond holds under mu (the other goroutine is then
-// parked in the window's wait, which releases mu).
-func waitUntil(mu *sync.Mutex, cond func() bool) {
+// waiter starts a publisher that acquires a slot of the full window w
+// and returns once it waits (parked in the window's wait, which releases
+// mu); its outcome comes on the channel.
+func waiter(mu *sync.Mutex, w *window) chan bool {
+	got := make(chan bool)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		got <- w.acquire()
+	}()
 	for {
 		mu.Lock()
-		ok := cond()
+		waiting := w.waiting
 		mu.Unlock()
-		if ok {
-			return
+		if waiting {
+			return got
 		}
 		runtime.Gosched()
 	}
