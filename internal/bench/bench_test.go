@@ -26,6 +26,11 @@ func TestQuickSmoke(t *testing.T) {
 	if rep.Machine.GroupCommitPerS <= 0 || rep.Machine.FsyncP50us <= 0 || rep.Machine.LoopbackMBPerSec <= 0 {
 		t.Errorf("machine limits missing: %+v", rep.Machine)
 	}
+	// The latency workload's floor, at its top rate: a record waits at
+	// least for one fsync, so the floor is no lower than the probe's p50.
+	if m := rep.Machine; m.CommitFloorRate != 10000 || m.CommitFloorP50us < m.FsyncP50us/2 || m.CommitFloorP99us < m.CommitFloorP50us {
+		t.Errorf("latency floor missing or implausible: %+v", m)
+	}
 	seen := map[string]bool{}
 	for _, r := range rep.Results {
 		seen[r.Workload] = true

@@ -51,6 +51,10 @@ func WriteTables(w io.Writer, rep *Report) {
 	m := rep.Machine
 	fmt.Fprintf(w, "machine: %d CPUs, load %s; fsync p50 %.0f µs p99 %.0f µs; group commit %.0f k records/s (256 B, 256 per fsync); loopback TCP %.0f MB/s\n",
 		m.CPUs, m.Load1, m.FsyncP50us, m.FsyncP99us, m.GroupCommitPerS/1000, m.LoopbackMBPerSec)
+	if m.CommitFloorRate > 0 {
+		fmt.Fprintf(w, "machine: the disk's latency floor at %d records/s (a record's arrival → its group commit's fsync, our log alone): p50 %.0f µs p99 %.0f µs\n",
+			m.CommitFloorRate, m.CommitFloorP50us, m.CommitFloorP99us)
+	}
 	fmt.Fprintf(w, "runs per point: %d (median, [min–max]); duration per run %s\n", rep.Options.Runs, rep.Options.Duration)
 	var last string
 	for i, r := range rep.Results {

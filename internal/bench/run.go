@@ -67,8 +67,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	gctune.Start(o.GCHeadroom)
 	os.Setenv(gcHeadroomEnv, strconv.FormatInt(o.GCHeadroom, 10)) // for --procs broker children
 	rep := &Report{Started: time.Now(), Options: o}
-	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback) …\n")
-	if rep.Machine, err = MeasureMachine(ctx, o.Dir, o.Quick); err != nil {
+	floor := 0 // the latency workloads' top rate: the disk's latency floor there
+	if slices.Contains(o.Workloads, "latency") || slices.Contains(o.Workloads, "overhead") {
+		floor = slices.Max(o.Rates)
+	}
+	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback%s) …\n", map[bool]string{true: ", latency floor"}[floor > 0])
+	if rep.Machine, err = MeasureMachine(ctx, o.Dir, o.Quick, floor); err != nil {
 		return nil, err
 	}
 	for _, w := range o.Workloads {
