@@ -24,11 +24,13 @@ var allocBudget = map[msg.NodeID]float64{
 	// Publish frame, read into a block shared with the publishes after it
 	// and viewed there (wire.Reader.ViewFrames; memory of its own per
 	// frame before: 4.2, budget 4.5), boxed as msg.Msg → event and its one
-	// encoding → log record → Knowledge frame; the PubAck from the engine's
+	// encoding, carved from the pubend's blocks (msg.EventBlocks; an
+	// allocation each before: 3.22, budget 3.5) → log record → Knowledge
+	// frame; the PubAck from the engine's
 	// blocks (gd pubAckMsg; boxed one by one before: 5.1), sent to a client
 	// that reads ranges in a PubAckRange per burst, carved from the
 	// shell's blocks (shell acks.go).
-	"p1": 3.5,
+	"p1": 1.5,
 	// The events of a burst arrive as one KnowledgeRun frame (protocol
 	// version 12; gd coalesce.go), read into memory of its own and decoded
 	// with its events in one allocation each, viewing the frame → the same
@@ -46,9 +48,10 @@ var allocBudget = map[msg.NodeID]float64{
 
 // publishRunBudget is p1's budget when the publishes come in PublishRun
 // frames of 32 (TestAllocBudgetPublishRuns): as "p1" above without the
-// boxing of each publish and its share of a block (measured 2.31; 3.22
-// with a Publish frame each).
-var publishRunBudget = 2.5
+// boxing of each publish and its share of a block (measured 0.33; 3.22
+// with a Publish frame each, and 2.31 before events were carved from
+// blocks, msg.EventBlocks).
+var publishRunBudget = 0.5
 
 // hopChain wires the runtime shells of three brokers with the wire codec
 // between them: what each does per event is what its loop does (decode,

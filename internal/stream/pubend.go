@@ -32,6 +32,10 @@ type Pubend struct {
 
 	window int
 	dedup  map[string]*dedupWindow
+	// blocks are what the pubend's events are carved from: its events
+	// are built and let go in tick order, which bounds what a block pins
+	// beyond them (msg.EventBlocks).
+	blocks msg.EventBlocks
 }
 
 // dedupWindow is one publisher's remembered seqs: a ring in the order they
@@ -121,7 +125,7 @@ func (p *Pubend) Assign(now tick.Time, req msg.Publish) Assignment {
 	p.Next = t + 1
 	// The event's one encoding, built here and never again: the log record,
 	// every frame downstream and the delivery carry these bytes.
-	ev := msg.NewEvent(p.ID, t, req.Publisher, req.Seq, req.Topic, req.Props, req.Payload)
+	ev := p.blocks.NewEvent(p.ID, t, req.Publisher, req.Seq, req.Topic, req.Props, req.Payload)
 	if c := cap(p.Pending); len(p.Pending) == c {
 		p.Pending = append(p.Pending, ev)
 		p.pendBuf = p.Pending[:0]
