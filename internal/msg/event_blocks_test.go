@@ -66,3 +66,28 @@ func TestEventBlocksAllocateOncePerManyEvents(t *testing.T) {
 		t.Fatalf("%.2f allocations per carved event, want one per block (under 0.1)", allocs)
 	}
 }
+
+// FuzzParseQuickAgrees: the quick pass of parseEvent accepts exactly what
+// the checking cursor accepts, with the same layout: were it to accept
+// more, a non-canonical event would get through.
+func FuzzParseQuickAgrees(f *testing.F) {
+	props := MustProps(map[string]any{"k": "v", "n": int64(-3), "x": 2.5, "b": true})
+	long := make([]byte, 300) // two-byte lengths
+	f.Add(AppendEvent(nil, NewEvent("P1", 1<<40, "pub", 3, "a.b", props, []byte("x"))))
+	f.Add(AppendEvent(nil, NewEvent("P1", 9, "pub", 1<<20, string(long), Props{}, long)))
+	f.Add(AppendEvent(nil, &Event{Pubend: "P", Tick: 1, Topic: "t"}))
+	f.Add([]byte{2, 'P', '1', 0x81, 0x00, 0, 0, 0, 0, 0})           // overlong tick
+	f.Add([]byte{0, 1, 0, 1, 0, 2, 1, 'b', 3, 1, 1, 'a', 3, 0, 0})  // unsorted names
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 1, 'b', 3, 2, 0})                // bool 2
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 1, 'b', 2, 0, 0, 0, 0, 0, 0, 0}) // short float
+	f.Fuzz(func(t *testing.T, in []byte) {
+		q, ok := parseQuick(in)
+		c, err := parseChecked(in)
+		if ok != (err == nil) {
+			t.Fatalf("%x: quick pass ok=%v, checking cursor %v", in, ok, err)
+		}
+		if ok && q != c {
+			t.Fatalf("%x: quick layout %+v, cursor's %+v", in, q, c)
+		}
+	})
+}
