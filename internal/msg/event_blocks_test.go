@@ -67,15 +67,16 @@ func TestEventBlocksAllocateOncePerManyEvents(t *testing.T) {
 	}
 }
 
-// FuzzParseQuickAgrees: the quick pass of parseEvent accepts exactly what
-// the checking cursor accepts, with the same layout: were it to accept
-// more, a non-canonical event would get through.
+// FuzzParseQuickAgrees: the quick passes of parseEvent and readPublish
+// accept exactly what the checking cursor accepts, with the same layout:
+// were one to accept more, a non-canonical event would get through.
 func FuzzParseQuickAgrees(f *testing.F) {
 	props := MustProps(map[string]any{"k": "v", "n": int64(-3), "x": 2.5, "b": true})
 	long := make([]byte, 300) // two-byte lengths
 	f.Add(AppendEvent(nil, NewEvent("P1", 1<<40, "pub", 3, "a.b", props, []byte("x"))))
 	f.Add(AppendEvent(nil, NewEvent("P1", 9, "pub", 1<<20, string(long), Props{}, long)))
 	f.Add(AppendEvent(nil, &Event{Pubend: "P", Tick: 1, Topic: "t"}))
+	f.Add(AppendPublish(nil, &Publish{Pubend: "P1", Publisher: "pub", Seq: 3, Topic: "a.b", Props: props, Payload: []byte("x")}))
 	f.Add([]byte{2, 'P', '1', 0x81, 0x00, 0, 0, 0, 0, 0})           // overlong tick
 	f.Add([]byte{0, 1, 0, 1, 0, 2, 1, 'b', 3, 1, 1, 'a', 3, 0, 0})  // unsorted names
 	f.Add([]byte{0, 1, 0, 1, 0, 1, 1, 'b', 3, 2, 0})                // bool 2
@@ -88,6 +89,14 @@ func FuzzParseQuickAgrees(f *testing.F) {
 		}
 		if ok && q != c {
 			t.Fatalf("%x: quick layout %+v, cursor's %+v", in, q, c)
+		}
+		q, ok = parsePublishQuick(in)
+		c, err = parsePublishChecked(in)
+		if ok != (err == nil) {
+			t.Fatalf("%x as a publish: quick pass ok=%v, checking cursor %v", in, ok, err)
+		}
+		if ok && q != c {
+			t.Fatalf("%x as a publish: quick layout %+v, cursor's %+v", in, q, c)
 		}
 	})
 }
