@@ -24,11 +24,13 @@ var allocBudget = map[msg.NodeID]float64{
 	// Publish frame, read into a block shared with the publishes after it
 	// and viewed there (wire.Reader.ViewFrames; memory of its own per
 	// frame before: 4.2, budget 4.5), boxed as msg.Msg → event and its one
-	// encoding → log record → Knowledge frame; the PubAck from the engine's
+	// encoding, carved from the pubend's blocks (msg.EventBlocks; an
+	// allocation each before: 3.22, budget 3.5) → log record → Knowledge
+	// frame; the PubAck from the engine's
 	// blocks (gd pubAckMsg; boxed one by one before: 5.1), sent to a client
 	// that reads ranges in a PubAckRange per burst, carved from the
 	// shell's blocks (shell acks.go).
-	"p1": 3.5,
+	"p1": 1.5,
 	// The events of a burst arrive as one KnowledgeRun frame (protocol
 	// version 12; gd coalesce.go), read into memory of its own and decoded
 	// with its events in one allocation each, viewing the frame → the same
@@ -46,9 +48,10 @@ var allocBudget = map[msg.NodeID]float64{
 
 // publishRunBudget is p1's budget when the publishes come in PublishRun
 // frames of 32 (TestAllocBudgetPublishRuns): as "p1" above without the
-// boxing of each publish and its share of a block (measured 2.31; 3.22
-// with a Publish frame each).
-var publishRunBudget = 2.5
+// boxing of each publish and its share of a block (measured 0.33; 3.22
+// with a Publish frame each, and 2.31 before events were carved from
+// blocks, msg.EventBlocks).
+var publishRunBudget = 0.5
 
 // hopChain wires the runtime shells of three brokers with the wire codec
 // between them: what each does per event is what its loop does (decode,
@@ -134,8 +137,13 @@ func (h *hop) Append(recs []msg.Record) {
 func (h *hop) Fetch(gd.Fetch, []uint64)  { panic("hopChain: no event leaves the pubend's cache") }
 func (h *hop) Trim(uint64, []msg.Record) {}
 
-func newHopChain(tb testing.TB) *hopChain {
+func newHopChain(tb testing.TB) *hopChain { return newHopChainMode(tb, false) }
+
+// newHopChainMode is newHopChain, in best-effort mode (gd.Config
+// BestEffort, broker.Options.BestEffort) when bestEffort is set.
+func newHopChainMode(tb testing.TB, bestEffort bool) *hopChain {
 	cfg := gd.DefaultConfig()
+	cfg.BestEffort = bestEffort
 	c := &hopChain{now: 1767225600 * 1e9, hops: map[msg.NodeID]*hop{}, order: []msg.NodeID{"p1", "b1", "s1"},
 		allocs: map[msg.NodeID]uint64{}}
 	routes := map[msg.NodeID][]gd.Route{
@@ -382,6 +390,42 @@ func TestAllocBudgetPublishRuns(t *testing.T) {
 	if per["p1"] > publishRunBudget {
 		t.Errorf("p1 allocates %.2f times per event of a PublishRun, over its budget of %.1f", per["p1"], publishRunBudget)
 	}
+}
+
+// bestEffortBudget is each hop's budget in best-effort mode, publishes in
+// PublishRuns of a burst (the bench's aerie-best-effort): nothing logged,
+// the event forwarded and delivered at once. Measured: p1 0.33 (2.31
+// before the pubend carved its events from blocks, msg.EventBlocks), b1
+// 0.11, s1 0.16.
+var bestEffortBudget = map[msg.NodeID]float64{"p1": 0.5, "b1": 0.3, "s1": 0.3}
+
+// TestAllocBudgetBestEffort is TestAllocBudgetPerHop in best-effort mode,
+// with PublishRuns: what the comparison with core NATS runs.
+func TestAllocBudgetBestEffort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reads MemStats around every step")
+	}
+	c := newHopChainMode(t, true)
+	c.run(publishFrames(1, 512, burst), false, burst)
+	clear(c.allocs)
+	per := c.run(publishFrames(513, 2048, burst), true, burst)
+	for _, id := range c.order {
+		t.Logf("%s: %.2f allocations per event, best effort (budget %.1f)", id, per[id], bestEffortBudget[id])
+		if per[id] > bestEffortBudget[id] {
+			t.Errorf("%s allocates %.2f times per event in best-effort mode, over its budget of %.1f", id, per[id], bestEffortBudget[id])
+		}
+	}
+}
+
+// BenchmarkHopsBestEffort is BenchmarkHops in best-effort mode, publishes
+// in PublishRuns: the brokers' share of aerie-best-effort's CPU per event.
+func BenchmarkHopsBestEffort(b *testing.B) {
+	c := newHopChainMode(b, true)
+	c.run(publishFrames(1, 512, burst), false, burst)
+	frames := publishFrames(513, (b.N+burst-1)/burst*burst, burst) // whole runs: b.N rounded up
+	b.ReportAllocs()
+	b.ResetTimer()
+	c.run(frames, false, burst)
 }
 
 // BenchmarkHops measures the three brokers' work per event (decode, engine,

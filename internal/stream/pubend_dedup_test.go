@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -48,6 +49,37 @@ func TestDedupWindowMatchesReference(t *testing.T) {
 						t.Fatalf("window %d trial %d step %d: seq %d: ring has %v (%v), reference %v (%v)", window, trial, step, s, ok, w.ring[i], inRef, want)
 					}
 				}
+			}
+		}
+	}
+}
+
+// Publishers interleaved one publish each, where the last window looked up
+// is never the next one's: each retry still finds its own publisher's
+// tick, and a publisher's seq is not taken for another's with the same seq.
+func TestPubendDedupAcrossInterleavedPublishers(t *testing.T) {
+	p := NewPubend("P1", 16)
+	now := tick.Time(0)
+	pubs := []string{"a", "b", "c"}
+	ticks := map[string]map[uint64]tick.Tick{}
+	for seq := uint64(1); seq <= 10; seq++ {
+		for _, pub := range pubs {
+			a := p.Assign(now, msg.Publish{Pubend: "P1", Publisher: pub, Seq: seq, Topic: "t"})
+			if a.Event == nil {
+				t.Fatalf("%s#%d taken for a retry", pub, seq)
+			}
+			p.MadeDurable(a.Event)
+			if ticks[pub] == nil {
+				ticks[pub] = map[uint64]tick.Tick{}
+			}
+			ticks[pub][seq] = a.Event.Tick
+		}
+	}
+	for seq := uint64(1); seq <= 10; seq++ {
+		for _, pub := range []string{"c", "a", "b"} {
+			a := p.Assign(now, msg.Publish{Pubend: "P1", Publisher: pub, Seq: seq, Topic: "t"})
+			if a.Event != nil || a.DupTick != ticks[pub][seq] || !a.DupDurable {
+				t.Fatalf("retry of %s#%d: event %v, tick %d durable %v; want its tick %d", pub, seq, a.Event, a.DupTick, a.DupDurable, ticks[pub][seq])
 			}
 		}
 	}
