@@ -94,3 +94,12 @@ func TestPropsLookupsDoNotAllocate(t *testing.T) {
 		t.Errorf("%.1f allocations per lookup and walk, want 0", n)
 	}
 }
+
+// TestNormalizePropsAllocatesOnlyTheEncoding: a publish's properties cost
+// one allocation, their encoding.
+func TestNormalizePropsAllocatesOnlyTheEncoding(t *testing.T) {
+	m := map[string]any{"k": int64(7)}
+	if n := testing.AllocsPerRun(100, func() { normalizeProps(m) }); n != 1 {
+		t.Errorf("normalizeProps allocates %.1f times, want 1", n)
+	}
+}
