@@ -71,7 +71,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if slices.Contains(o.Workloads, "latency") || slices.Contains(o.Workloads, "overhead") {
 		floor = slices.Max(o.Rates)
 	}
-	fmt.Fprintf(o.Progress, "bench: machine limits (fsync, group commit, loopback%s) …\n", map[bool]string{true: ", latency floor"}[floor > 0])
+	probes := "fsync, group commit, loopback"
+	if floor > 0 {
+		probes += ", latency floor"
+	}
+	fmt.Fprintf(o.Progress, "bench: machine limits (%s) …\n", probes)
 	if rep.Machine, err = MeasureMachine(ctx, o.Dir, o.Quick, floor); err != nil {
 		return nil, err
 	}
