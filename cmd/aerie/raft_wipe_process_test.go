@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,8 +42,9 @@ func TestKill9ReplicatedPHBWipedMemberChunked(t *testing.T) {
 }
 
 // TestKill9ReplicatedPHBCorruptMember is the same with the follower's Raft
-// log damaged instead of deleted: a byte flipped in the middle of a
-// segment while the broker is down. It finds the log corrupt at start,
+// log damaged instead of deleted: a byte flipped in the first record of a
+// segment while the broker is down, with valid records after it. It finds
+// the log corrupt at start,
 // logs so at error level, moves its Raft state aside (the damaged file
 // kept as it was, in DATA/raft.corrupt-<unix time>) and rejoins as a new
 // member; the rest of the scenario is the wiped member's.
@@ -54,15 +56,24 @@ func TestKill9ReplicatedPHBCorruptMember(t *testing.T) {
 		if err != nil || len(segs) == 0 {
 			t.Fatalf("no Raft log segment in %s (%v)", data, err)
 		}
-		seg = segs[len(segs)/2]
+		// The first record, not the middle of the file: a damaged last
+		// record of the last segment is indistinguishable from a torn
+		// write, which the log truncates (the member then finds out from
+		// the leader that it lost entries, and rejoins without the aside).
+		seg = segs[0]
 		if damaged, err = os.ReadFile(seg); err != nil {
 			t.Fatal(err)
 		}
-		damaged[len(damaged)/2] ^= 0x20
+		const header = 8 // eventlog frame: uint32 length, uint32 CRC-32C
+		n := int(binary.LittleEndian.Uint32(damaged))
+		if len(damaged) < 2*header || header+n >= len(damaged) {
+			t.Fatalf("%s holds %d bytes, its first record %d: want a record after the first", seg, len(damaged), n)
+		}
+		damaged[header+n/2] ^= 0x20
 		if err := os.WriteFile(seg, damaged, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}, "corrupted a byte in the middle of its Raft log", "Raft state is lost", func(t *testing.T, data string, _ broker.RaftStatus) {
+	}, "corrupted a byte in the first record of its Raft log", "Raft state is lost", func(t *testing.T, data string, _ broker.RaftStatus) {
 		kept, _ := filepath.Glob(filepath.Join(data, "raft.corrupt-*", "raft", filepath.Base(seg)))
 		if len(kept) != 1 {
 			t.Fatalf("the damaged segment %s is not in %s", filepath.Base(seg), filepath.Join(data, "raft.corrupt-*", "raft"))

@@ -99,7 +99,7 @@ func TestLoopbackCluster(t *testing.T) {
 		t.Fatalf("crash of %s: %v", victim, err)
 	}
 	t.Logf("crash of %s detected: first view after %v, all after %v", victim, first, all)
-	expectReason(t, c, victim, "crashed")
+	expectReason(t, ctx, c, victim, "crashed")
 
 	// Graceful leave.
 	v, _ = c.Agreed()
@@ -110,7 +110,7 @@ func TestLoopbackCluster(t *testing.T) {
 	if _, _, err := waitGone(ctx, c, leaver, time.Now(), goneTimeout); err != nil {
 		t.Fatalf("leave of %s: %v", leaver, err)
 	}
-	expectReason(t, c, leaver, "left")
+	expectReason(t, ctx, c, leaver, "left")
 
 	// Restart: the crashed broker comes back with a new boot nonce.
 	if _, err := c.Create(Config{ID: member.ID{Broker: victim.Broker, BootNonce: victim.BootNonce + 1}, Seeds: seeds}); err != nil {
@@ -127,27 +127,56 @@ func TestLoopbackCluster(t *testing.T) {
 	t.Logf("after restart %s", v)
 }
 
-// expectReason: every running member's log reports id gone for reason.
-func expectReason(t *testing.T, c *Cluster, id member.ID, reason string) {
+// expectReason: every running member's log reports id gone for reason. A
+// node shows a view (Current) just before it hands the change to OnView,
+// so a log may lag the view waitGone saw: wait for each log to say why.
+func expectReason(t *testing.T, ctx context.Context, c *Cluster, id member.ID, reason string) {
 	t.Helper()
-	for _, b := range c.Brokers() {
-		got := ""
-		for _, ch := range c.Log(b) {
-			for _, m := range ch.Crashed {
-				if m.ID == id {
-					got = "crashed"
-				}
+	for {
+		missing := ""
+		for _, b := range c.Brokers() {
+			got := goneReason(c.Log(b), id)
+			if got == "" {
+				missing = b
+				continue
 			}
-			for _, m := range ch.Left {
-				if m.ID == id {
-					got = "left"
-				}
+			if got != reason {
+				t.Errorf("%s reports %s %q, want %q", b, id, got, reason)
 			}
 		}
-		if got != reason {
-			t.Errorf("%s reports %s %q, want %q", b, id, got, reason)
+		if missing == "" || t.Failed() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s's log never says why %s went (%v)", missing, id, ctx.Err())
+		case <-c.Changed(): // signalled after each log append
 		}
 	}
+}
+
+// goneReason: why log says id went ("crashed", "left", "dropped"), or "".
+func goneReason(log []member.Change, id member.ID) string {
+	for _, ch := range log {
+		switch {
+		case hasMember(ch.Crashed, id):
+			return "crashed"
+		case hasMember(ch.Left, id):
+			return "left"
+		case hasMember(ch.Dropped, id):
+			return "dropped"
+		}
+	}
+	return ""
+}
+
+func hasMember(ms []member.Member, id member.ID) bool {
+	for _, m := range ms {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // TestScale runs Scale with 20 members in CI; AERIE_MEMBER_SCALE=N runs N
