@@ -162,7 +162,7 @@ type Client struct {
 	connUp  chan struct{} // closed when a connection is up; replaced on loss
 	seq     uint64
 	pubend  msg.PubendID // the pubend of this client's publishes, once known
-	pending map[uint64]*publish
+	pending pendingSet
 	subs    map[string]*Subscription
 	nextSub int
 	closed  bool
@@ -214,7 +214,7 @@ func Dial(ctx context.Context, addrs string, opts Options) (*Client, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c := &Client{addrs: list, opts: opts, log: opts.Logger.With("client", opts.ID), connUp: make(chan struct{}),
-		pending: map[uint64]*publish{}, subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{}),
+		subs: map[string]*Subscription{}, cancel: cancel, done: make(chan struct{}),
 	}
 	c.window = newWindow(&c.mu, opts.MaxInflight)
 	first := make(chan error, 1)
@@ -263,7 +263,7 @@ func (c *Client) run(ctx context.Context, first chan<- error) {
 		close(c.connUp)
 		// Resend every unacknowledged publish: the pubend deduplicates by
 		// (client id, seq), so a publish acked-but-ack-lost is not doubled.
-		for _, s := range c.pendingInOrder() {
+		for _, s := range c.pending.inOrder() {
 			conn.Send(c.pinned(s.req))
 		}
 		for _, s := range c.subs {
@@ -402,16 +402,6 @@ func (c *Client) pinned(req msg.Publish) msg.Publish {
 	return req
 }
 
-func (c *Client) pendingInOrder() []*publish {
-	out := make([]*publish, 0, len(c.pending))
-	for s := uint64(1); s <= c.seq; s++ {
-		if p := c.pending[s]; p != nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // dispatch runs on the connection's reader goroutine, in order.
 func (c *Client) dispatch(m msg.Msg) {
 	switch m := m.(type) {
@@ -464,9 +454,8 @@ func (c *Client) sub(name string) *Subscription {
 
 func (c *Client) finish(seq uint64, ack Ack, err error) {
 	c.mu.Lock()
-	p := c.pending[seq]
+	p := c.pending.take(seq)
 	if p != nil {
-		delete(c.pending, seq)
 		c.window.release(1)
 	}
 	c.mu.Unlock()
@@ -487,8 +476,7 @@ func (c *Client) finishRange(r *msg.PubAckRange) {
 	}
 	for i := range r.Ticks {
 		seq := r.Seq + uint64(i)
-		if p := c.pending[seq]; p != nil {
-			delete(c.pending, seq)
+		if p := c.pending.take(seq); p != nil {
 			ps = append(ps, p)
 		}
 	}
@@ -505,8 +493,7 @@ func (c *Client) finishRange(r *msg.PubAckRange) {
 // client has stopped (Close, or a Dial that never connected).
 func (c *Client) failPending() {
 	c.mu.Lock()
-	pending := c.pending
-	c.pending = map[uint64]*publish{}
+	pending := c.pending.takeAll()
 	c.window.release(len(pending))
 	c.window.stop()
 	c.mu.Unlock()
@@ -555,7 +542,7 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 		Topic: m.Topic, Props: props, Payload: m.Payload,
 	}}
 	p.req = c.pinned(p.req)
-	c.pending[c.seq] = p
+	c.pending.put(p)
 	if c.conn != nil {
 		c.conn.Send(&p.req) // by pointer: p.req never changes once made
 	}

@@ -33,7 +33,7 @@ func (e *Engine) publishBestEffort(ps *pstream, m msg.Publish) {
 // onKnowledgeBestEffort passes an event on; silence and finals carry
 // nothing in this mode.
 func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up || m.Event == nil {
 		return
 	}
@@ -42,7 +42,7 @@ func (e *Engine) onKnowledgeBestEffort(from msg.NodeID, m msg.Knowledge) {
 
 // onKnowledgeRunBestEffort passes on each event of a run.
 func (e *Engine) onKnowledgeRunBestEffort(from msg.NodeID, r *msg.KnowledgeRun) {
-	ps := e.byPubend[r.Pubend]
+	ps := e.pstreamOf(r.Pubend)
 	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
 		return
 	}

@@ -193,7 +193,7 @@ func (e *Engine) requestPayloads(ps *pstream, need []tick.Range) {
 // Payloads that are back count against the budget again and leave at the
 // next eviction.
 func (e *Engine) onFetched(f Fetched) {
-	ps := e.byPubend[f.Pubend]
+	ps := e.pstreamOf(f.Pubend)
 	if ps == nil || ps.pub == nil {
 		return
 	}

@@ -141,7 +141,7 @@ func (e *Engine) askGroup(g *replayGroup) {
 	for len(e.dur.local) > 0 {
 		r := e.dur.local[0]
 		e.dur.local = e.dur.local[1:]
-		if ps := e.byPubend[r.Pubend]; ps != nil {
+		if ps := e.pstreamOf(r.Pubend); ps != nil {
 			e.serveReplay(ps, r)
 		}
 	}

@@ -162,7 +162,7 @@ func (e *Engine) tickMonitor(ps *pstream) {
 
 // onDCQ passes a pubend's query on down and, at an SHB, answers it.
 func (e *Engine) onDCQ(from msg.NodeID, q msg.DCQ) {
-	ps := e.byPubend[q.Pubend]
+	ps := e.pstreamOf(q.Pubend)
 	if ps == nil || ps.pub != nil || ps.cc.mon == nil || e.cellOfNode(from) != ps.up {
 		e.stats.CCIgnored++ // not from this pubend's upstream: not in its tree
 		return
@@ -181,7 +181,7 @@ func (e *Engine) onDCQ(from msg.NodeID, q msg.DCQ) {
 // onUCA folds an alert from below on its way to the pubend, or applies it
 // at the pubend (eq. 1–3).
 func (e *Engine) onUCA(from msg.NodeID, u msg.UCA) {
-	ps := e.byPubend[u.Pubend]
+	ps := e.pstreamOf(u.Pubend)
 	if ps == nil || (ps.cc.reg == nil && ps.cc.agg == nil) || e.outFrom(ps, from) == nil {
 		e.stats.CCIgnored++ // not from a downstream of this pubend's tree
 		return

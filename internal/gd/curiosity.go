@@ -13,7 +13,7 @@ import (
 // the rest become C in ostream[P,c] and in istream[P], and only the ticks
 // that were not already C in the istream go further upstream.
 func (e *Engine) onNack(from msg.NodeID, m msg.Nack) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || m.Start > m.End {
 		e.stats.Stale++
 		return
@@ -129,7 +129,7 @@ func (e *Engine) sendNack(ps *pstream, r tick.Range) {
 
 // onAck turns [0,T] anti-curious in ostream[P,c] (seed 000 §3.1).
 func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil {
 		return
 	}
@@ -201,7 +201,7 @@ func (e *Engine) updateAck(ps *pstream) {
 // otherwise the message goes down every path not acked up to T, and a subend
 // nacks its Q ticks up to T at once.
 func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
 		return
 	}

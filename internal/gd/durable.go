@@ -228,7 +228,7 @@ func (e *Engine) deliverTo(s *subscription, ev *msg.Event) {
 // onReplayData walks an answer down its path; at the SHB it continues the
 // catch-up it belongs to.
 func (e *Engine) onReplayData(from msg.NodeID, m msg.ReplayData) {
-	if ps := e.byPubend[m.Pubend]; ps != nil {
+	if ps := e.pstreamOf(m.Pubend); ps != nil {
 		e.answeredUp(ps, from)
 	}
 	if last := len(m.Path) - 1; last >= 0 {

@@ -94,7 +94,11 @@ type Engine struct {
 
 	streams  []*pstream // sorted by pubend id: deterministic output order
 	byPubend map[msg.PubendID]*pstream
-	ups      []msg.NodeID // members of every upstream cell, sorted
+	// lastPS is the stream pstreamOf found last: per event the engine asks
+	// for one pubend again and again (a run of publishes, a knowledge
+	// run), and a compare of its name is cheaper than a hash.
+	lastPS *pstream
+	ups    []msg.NodeID // members of every upstream cell, sorted
 
 	// Cells (cells.go): cell of each broker listed in a multi-broker cell,
 	// members of those cells, this broker's cell and its other members, and
@@ -263,6 +267,19 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 	slices.Sort(e.ups)
 	e.initLinkStatus()
 	return nil
+}
+
+// pstreamOf returns the stream of pubend id, nil if this broker has none.
+// Streams are made once, in New, so a found one never goes stale.
+func (e *Engine) pstreamOf(id msg.PubendID) *pstream {
+	if ps := e.lastPS; ps != nil && ps.id == id {
+		return ps
+	}
+	ps := e.byPubend[id]
+	if ps != nil {
+		e.lastPS = ps
+	}
+	return ps
 }
 
 func cmpStr(a, b string) int {
@@ -450,7 +467,7 @@ func (e *Engine) Advance(rd Ready) {
 	recs := rd.Persist
 	for i := 0; i < len(recs); {
 		r := recs[i]
-		ps := e.byPubend[r.Pubend]
+		ps := e.pstreamOf(r.Pubend)
 		if ps == nil || ps.pub == nil || r.Event == nil {
 			if ps != nil && ps.pub != nil {
 				ps.pub.HWM = max(ps.pub.HWM, r.HWM)

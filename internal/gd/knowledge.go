@@ -47,7 +47,7 @@ func (e *Engine) onKnowledgeRun(from msg.NodeID, r *msg.KnowledgeRun) {
 // neighbour `from` joins, or nil (counted stale) when none does: p is
 // unknown here, published here, or `from` is not upstream.
 func (e *Engine) knowledgeStream(from msg.NodeID, p msg.PubendID) *pstream {
-	ps := e.byPubend[p]
+	ps := e.pstreamOf(p)
 	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up {
 		e.stats.Stale++
 		return nil

@@ -74,7 +74,7 @@ func (e *Engine) sendRefetch(ps *pstream, ranges []tick.Range, path []msg.NodeID
 // passes the rest of it upstream (or, at the pubend, reads them from the
 // log first).
 func (e *Engine) onRefetch(from msg.NodeID, m msg.Refetch) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || e.outFrom(ps, from) == nil || len(m.Path) == 0 || m.Path[len(m.Path)-1] != from {
 		e.stats.Stale++
 		return
@@ -155,7 +155,7 @@ func (e *Engine) answerRefetch(ps *pstream, ranges []tick.Range, path []msg.Node
 // down its path; the broker that asked answers its parked nacks once every
 // range it asked for is settled.
 func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || ps.pub != nil || e.cellOfNode(from) != ps.up || len(m.Path) == 0 || m.Path[len(m.Path)-1] != e.id {
 		e.stats.Stale++
 		return

@@ -78,7 +78,7 @@ type release struct {
 }
 
 func (e *Engine) setReleaseFloor(in ReleaseFloor) error {
-	ps := e.byPubend[in.Pubend]
+	ps := e.pstreamOf(in.Pubend)
 	if ps == nil {
 		return fmt.Errorf("gd: broker %s: release floor for pubend %s, which is not routed here", e.id, in.Pubend)
 	}

@@ -30,7 +30,7 @@ import (
 
 // onReplay forwards a Replay towards the pubend, or answers it there.
 func (e *Engine) onReplay(from msg.NodeID, m msg.Replay) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || e.outFrom(ps, from) == nil || len(m.Path) == 0 || m.Path[len(m.Path)-1] != from {
 		e.stats.Stale++
 		return

@@ -21,7 +21,7 @@ func (e *Engine) Restore(recs []msg.Record) error {
 	final := map[msg.PubendID]tick.Tick{}
 	bases := map[*stream.Ostream]*match.Edge{} // the edge of each ostream's last restored version
 	for _, r := range recs {
-		ps := e.byPubend[r.Pubend]
+		ps := e.pstreamOf(r.Pubend)
 		if ps == nil || ps.pub == nil {
 			continue // a pubend no longer hosted here: its log is kept, unused
 		}

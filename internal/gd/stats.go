@@ -105,7 +105,7 @@ func (e *Engine) Forwarded() map[msg.NodeID]uint64 {
 
 // Knowledge returns istream[P]'s value at t (for the oracle's I7 checks).
 func (e *Engine) Knowledge(p msg.PubendID, t tick.Tick) (tick.Kind, *msg.Event) {
-	ps := e.byPubend[p]
+	ps := e.pstreamOf(p)
 	if ps == nil {
 		return tick.Q, nil
 	}
@@ -116,7 +116,7 @@ func (e *Engine) Knowledge(p msg.PubendID, t tick.Tick) (tick.Kind, *msg.Event) 
 // applies to tick t of pubend p (nil: passes everything), for the oracle's
 // soundness check of silence.
 func (e *Engine) FilterAt(p msg.PubendID, to msg.NodeID, t tick.Tick) match.Filter {
-	if ps := e.byPubend[p]; ps != nil {
+	if ps := e.pstreamOf(p); ps != nil {
 		if o := e.outFrom(ps, to); o != nil {
 			return o.FilterAt(t)
 		}
@@ -126,7 +126,7 @@ func (e *Engine) FilterAt(p msg.PubendID, to msg.NodeID, t tick.Tick) match.Filt
 
 // Released returns pubend p's release point (its final prefix) at a PHB.
 func (e *Engine) Released(p msg.PubendID) tick.Tick {
-	if ps := e.byPubend[p]; ps != nil {
+	if ps := e.pstreamOf(p); ps != nil {
 		return ps.in.K.Final()
 	}
 	return 0

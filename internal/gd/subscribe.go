@@ -29,7 +29,7 @@ func (e *Engine) localRequest(m msg.Msg) error {
 // record's fsync (DESIGN.md §3), and the event flows downstream only once it
 // is durable (Advance), so nothing unlogged is ever seen.
 func (e *Engine) publish(m msg.Publish) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || ps.pub == nil {
 		e.toClient(msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: fmt.Sprintf("pubend %q is not hosted at broker %s", m.Pubend, e.id)})
 		return
@@ -227,7 +227,7 @@ func (e *Engine) unsubscribe(id msg.SubID) {
 // there with the highest tick decided so far: every later tick passes
 // filters that already admit the subscription.
 func (e *Engine) onSubReq(from msg.NodeID, m msg.SubReq) {
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || e.outFrom(ps, from) == nil {
 		e.stats.Stale++
 		return
@@ -248,14 +248,14 @@ func (e *Engine) onSubReq(from msg.NodeID, m msg.SubReq) {
 // onSubReply walks a reply back down its path; at the subscriber's broker the
 // subscription starts at max(pubend's tick, what is already delivered here).
 func (e *Engine) onSubReply(from msg.NodeID, m msg.SubReply) {
-	if ps := e.byPubend[m.Pubend]; ps != nil {
+	if ps := e.pstreamOf(m.Pubend); ps != nil {
 		e.answeredUp(ps, from)
 	}
 	if last := len(m.Path) - 1; last >= 0 {
 		e.send(m.Path[last], msg.SubReply{Pubend: m.Pubend, Sub: m.Sub, Start: m.Start, Path: slices.Clone(m.Path[:last])})
 		return
 	}
-	ps := e.byPubend[m.Pubend]
+	ps := e.pstreamOf(m.Pubend)
 	if ps == nil || ps.subAsk.id == "" || ps.subAsk.id != m.Sub {
 		return // a repeat's second answer, or a request from before a restart
 	}

@@ -78,7 +78,7 @@ func (e *Engine) holdTotal(s *subscription, ev *msg.Event) {
 func (e *Engine) mergedHorizon(s *subscription) tick.Tick {
 	h := tick.Max
 	for p := range s.start {
-		if ps := e.byPubend[p]; ps != nil {
+		if ps := e.pstreamOf(p); ps != nil {
 			h = min(h, ps.delivered)
 		}
 	}
@@ -90,7 +90,7 @@ func (e *Engine) slowestPubend(s *subscription) msg.PubendID {
 	var slow msg.PubendID
 	h := tick.Max
 	for p := range s.start {
-		if ps := e.byPubend[p]; ps != nil && (ps.delivered < h || ps.delivered == h && p < slow) {
+		if ps := e.pstreamOf(p); ps != nil && (ps.delivered < h || ps.delivered == h && p < slow) {
 			slow, h = p, ps.delivered
 		}
 	}
@@ -171,7 +171,7 @@ func (e *Engine) askTotal() {
 			continue
 		}
 		for p := range s.start {
-			ps := e.byPubend[p]
+			ps := e.pstreamOf(p)
 			if ps != nil && ps.pub == nil && ps.isSubend() && ps.sub.FloorSet && ps.delivered < oldest && ps.delivered >= ps.totalAsked {
 				ps.sub.Expect(oldest)
 				ps.totalAsked = oldest

@@ -68,9 +68,9 @@ func TestDeliveryRunsKeepEachConnectionsOrder(t *testing.T) {
 			for _, name := range []msg.SubID{"a", "b"} {
 				full := b.engineSub(c, name)
 				b.sessions[c].subs[full] = name
-				b.subOwner[full] = c
+				b.subOwner.set(full, c)
 			}
-			b.pubOwner[fmt.Sprintf("pub%d", c)] = c
+			b.pubOwner.set(fmt.Sprintf("pub%d", c), c)
 		}
 		// One batch of engine answers, as a Ready holds them.
 		var batch []msg.Msg

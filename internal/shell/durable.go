@@ -150,7 +150,7 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 	}
 	full := b.engineSub(c, m.Sub)
 	s.subs[full] = m.Sub
-	b.subOwner[full] = c
+	b.subOwner.set(full, c)
 	d.client, d.engine = c, full
 	d.starting = b.startingHolds(d.cur.Released)
 	b.saveDurable(d)
@@ -254,7 +254,7 @@ func (b *Broker) detachDurable(d *durableSub, why string) {
 			b.net.ToClient(c, msg.SubRejected{Sub: name, Reason: why})
 		}
 	}
-	delete(b.subOwner, full)
+	b.subOwner.delete(full)
 	b.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})
 	if d.starting != nil {
 		d.starting = nil // it never learned its start: it starts afresh
@@ -264,7 +264,7 @@ func (b *Broker) detachDurable(d *durableSub, why string) {
 
 // attached returns the durable subscription the engine knows as full.
 func (b *Broker) attached(full msg.SubID) *durableSub {
-	c, ok := b.subOwner[full]
+	c, ok := b.subOwner.get(full)
 	if !ok {
 		return nil
 	}

@@ -85,14 +85,10 @@ func (b *Broker) ClientDown(c ClientID) {
 			b.detachDurable(d, "") // away: it keeps its place (durable.go)
 			continue
 		}
-		delete(b.subOwner, sub)
+		b.subOwner.delete(sub)
 		b.step(gd.Local{Msg: msg.Unsubscribe{Sub: sub}})
 	}
-	for p, owner := range b.pubOwner {
-		if owner == c {
-			delete(b.pubOwner, p)
-		}
-	}
+	b.pubOwner.deleteOwnedBy(c)
 	delete(b.sessions, c)
 }
 
@@ -131,7 +127,7 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 		}
 		full := b.engineSub(c, m.Sub)
 		s.subs[full] = m.Sub
-		b.subOwner[full] = c
+		b.subOwner.set(full, c)
 		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, TotalOrder: m.TotalOrder}})
 	case msg.SubAck:
 		b.ackDurable(c, m)
@@ -148,7 +144,7 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 			return
 		}
 		delete(s.subs, full)
-		delete(b.subOwner, full)
+		b.subOwner.delete(full)
 		b.step(gd.Local{Msg: msg.Unsubscribe{Sub: full}})
 	default:
 		b.net.CloseClient(c, fmt.Errorf("broker: client sent %T", m), fmt.Sprintf("unexpected %T from a client", m))
@@ -182,11 +178,11 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 			Reason: fmt.Sprintf("event of %d bytes exceeds the %d-byte limit", size, msg.MaxEventBytes)})
 		return
 	}
-	if cur, ok := b.pubOwner[m.Publisher]; !ok || c > cur {
+	if cur, ok := b.pubOwner.get(m.Publisher); !ok || c > cur {
 		// A copy: m.Publisher views the publish's frame, and a small one
 		// shares its block with the publishes after it (wire.Reader
 		// ViewFrames), which the key would keep alive.
-		b.pubOwner[strings.Clone(m.Publisher)] = c
+		b.pubOwner.set(strings.Clone(m.Publisher), c)
 	}
 	b.localIn = gd.Local{Msg: req}
 	b.refused(b.eng.Step(b.clock.Now(), &b.localIn))
@@ -206,38 +202,38 @@ func (b *Broker) toClient(m msg.Msg) {
 func (b *Broker) route(m msg.Msg) (c ClientID, _ msg.Msg, ok bool) {
 	switch x := m.(type) {
 	case *msg.PubAck: // the engine's form for a new publish (gd pubAckMsg)
-		c, ok = b.pubOwner[x.Publisher]
+		c, ok = b.pubOwner.get(x.Publisher)
 	case msg.PubAck:
-		c, ok = b.pubOwner[x.Publisher]
+		c, ok = b.pubOwner.get(x.Publisher)
 	case msg.PubReject:
-		c, ok = b.pubOwner[x.Publisher]
+		c, ok = b.pubOwner.get(x.Publisher)
 	case *msg.Delivery: // the engine's form: renamed in place, not boxed again
-		if c, ok = b.subOwner[x.Sub]; ok {
+		if c, ok = b.subOwner.get(x.Sub); ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 		}
 	case msg.Delivery:
-		if c, ok = b.subOwner[x.Sub]; ok {
+		if c, ok = b.subOwner.get(x.Sub); ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
 		}
 	case msg.SubStarted:
 		b.durableStarted(x.Sub, x.Token)
-		if c, ok = b.subOwner[x.Sub]; ok {
+		if c, ok = b.subOwner.get(x.Sub); ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
 		}
 	case msg.SubRejected:
-		if c, ok = b.subOwner[x.Sub]; ok {
+		if c, ok = b.subOwner.get(x.Sub); ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
 		}
 	case msg.Gap:
-		if c, ok = b.subOwner[x.Sub]; ok {
+		if c, ok = b.subOwner.get(x.Sub); ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
 		}
 	case msg.Progress:
-		if c, ok = b.subOwner[x.Sub]; ok {
+		if c, ok = b.subOwner.get(x.Sub); ok {
 			x.Sub = b.sessions[c].subs[x.Sub]
 			m = x
 		}

@@ -108,8 +108,8 @@ type Broker struct {
 	sessions   map[ClientID]*session
 	acks       acker     // coalesces the acks of a batch into ranges (acks.go)
 	deliveries deliverer // coalesces the deliveries of a batch into runs (deliveries.go)
-	pubOwner   map[string]ClientID
-	subOwner   map[msg.SubID]ClientID
+	pubOwner   owners[string]
+	subOwner   owners[msg.SubID]
 
 	// Durable subscriptions held here (durable.go).
 	durables durables
@@ -147,7 +147,7 @@ func New(cfg Config) *Broker {
 	return &Broker{
 		id: cfg.ID, eng: cfg.Engine, clock: cfg.Clock, net: cfg.Net, dur: cfg.Durability, log: cfg.Logger,
 		hosted: hosted, strict: cfg.Strict,
-		sessions: map[ClientID]*session{}, pubOwner: map[string]ClientID{}, subOwner: map[msg.SubID]ClientID{},
+		sessions: map[ClientID]*session{}, pubOwner: newOwners[string](), subOwner: newOwners[msg.SubID](),
 		durables: newDurables(),
 	}
 }
