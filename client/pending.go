@@ -1,6 +1,9 @@
 package client
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // pendingSet holds a client's unacknowledged publishes by seq. A client's
 // seqs are consecutive and at most MaxInflight are unacknowledged, so a
@@ -53,7 +56,7 @@ func (s *pendingSet) inOrder() []*publish {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *publish) int { return cmpSeq(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b *publish) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
 
@@ -95,14 +98,4 @@ func (s *pendingSet) place(old []*publish) bool {
 		s.slots[s.slot(p.seq)] = p
 	}
 	return true
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
