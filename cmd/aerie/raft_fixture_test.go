@@ -100,7 +100,7 @@ func (c *seqCollector) inOrder(t *testing.T) {
 	}
 	for i, seq := range c.seqs {
 		if seq != int64(i+1) {
-			t.Fatalf("event %d has seq %d: want every event once, in publish order", i+1, seq)
+			t.Fatalf("event %d has seq %d: want every event once, in publish order; delivered seqs %s", i+1, seq, runs(c.seqs))
 		}
 	}
 }
