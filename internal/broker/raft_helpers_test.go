@@ -13,26 +13,41 @@ import (
 	"github.com/aerie-mq/aerie/internal/broker"
 )
 
-// warnLog keeps the messages of a broker's warnings and errors.
-type warnLog struct {
+// memLog keeps a broker's log from INFO up (level, message and
+// attributes), for tests that look for a warning and for the account of a
+// failed test (startRaftCellLogged prints them then).
+type memLog struct {
 	mu   *sync.Mutex
 	msgs *[]string
 }
 
-func newWarnLog() warnLog { return warnLog{mu: &sync.Mutex{}, msgs: new([]string)} }
+func newMemLog() memLog { return memLog{mu: &sync.Mutex{}, msgs: new([]string)} }
 
-func (w warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w warnLog) Handle(_ context.Context, r slog.Record) error {
+func (w memLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (w memLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Time.Format("15:04:05.000 ") + r.Level.String() + " " + r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	*w.msgs = append(*w.msgs, r.Level.String()+" "+r.Message)
+	*w.msgs = append(*w.msgs, b.String())
 	return nil
 }
-func (w warnLog) WithAttrs([]slog.Attr) slog.Handler { return w }
-func (w warnLog) WithGroup(string) slog.Handler      { return w }
+
+// all returns the messages so far.
+func (w memLog) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), *w.msgs...)
+}
+func (w memLog) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w memLog) WithGroup(string) slog.Handler      { return w }
 
 // has returns the first message containing every one of parts ("": none).
-func (w warnLog) has(parts ...string) string {
+func (w memLog) has(parts ...string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 next:
@@ -49,14 +64,21 @@ next:
 
 // startRaftCellLogged is startRaftCell with forwarding, keeping each
 // member's warnings and errors: logs[i] is member p<i+1>'s.
-func startRaftCellLogged(t testing.TB, ctx context.Context, k int, mods ...func(*broker.RaftOptions)) (*raftCell, []warnLog) {
-	logs := make([]warnLog, k)
+func startRaftCellLogged(t testing.TB, ctx context.Context, k int, mods ...func(*broker.RaftOptions)) (*raftCell, []memLog) {
+	logs := make([]memLog, k)
 	i := 0
 	c := startRaftCellWith(t, ctx, k, broker.RaftClientsForward, func(o *broker.Options) {
-		logs[i] = newWarnLog()
+		logs[i] = newMemLog()
 		o.Logger = slog.New(logs[i])
 		i++
 	}, mods...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, l := range logs {
+				t.Logf("p%d's log:\n\t%s", i+1, strings.Join(l.all(), "\n\t"))
+			}
+		}
+	})
 	return c, logs
 }
 
