@@ -60,15 +60,10 @@ func (s *pendingSet) inOrder() []*publish {
 	return out
 }
 
-// takeAll empties the set and returns what it held, in no order.
+// takeAll empties the set and returns what it held, by seq.
 func (s *pendingSet) takeAll() []*publish {
-	out := make([]*publish, 0, s.n)
-	for i, p := range s.slots {
-		if p != nil {
-			out = append(out, p)
-			s.slots[i] = nil
-		}
-	}
+	out := s.inOrder()
+	clear(s.slots)
 	s.n = 0
 	return out
 }
