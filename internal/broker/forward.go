@@ -11,6 +11,8 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/raftphb"
 	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/transport"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // One-hop forwarding (seed 001's "one hop, ack client"; docs/ARCHITECTURE.md
@@ -27,13 +29,17 @@ import (
 // for ForwardTimeout is closed with the reason, as under redirect. All of
 // it runs on the loop; the engine never sees it.
 //
-// A leader takes a forwarded client's publishes as a prefix of what the
-// member sends (fwdRefusals): once it refused one, because it did not
-// serve yet or lost the shell that held some, it refuses the client's
-// later ones too until the member's resend, which starts again from the
-// oldest unanswered. Without that, a leader that started to serve between
-// two of a client's publishes logged the later one first, and the
-// resent earlier ones after it: acked, delivered, out of order.
+// The member sends a client's publishes as streams (Forward.Client names
+// one): a new stream for every resend and every change of leader or of
+// the link to it, each in the order the client sent them and opening with
+// the oldest unanswered. A leader takes of each stream a prefix
+// (fwdRefusals): once it refused one of its publishes, because it did not
+// serve yet or lost the shell that held some, it refuses the rest of that
+// stream, and the member's resend comes as the next stream. So what the
+// leader takes of a client is the client's publishes in order. Without
+// that, a leader that started to serve between two of a client's
+// publishes logged the later one first, and the resent earlier ones after
+// it: acked, delivered, out of order (docs/known-issues/forward-reorder.md).
 
 // RaftClients says what a member that does not serve does with a client.
 type RaftClients string
@@ -68,6 +74,12 @@ type fwdClient struct {
 	perms   *auth.Perms
 	pending map[pubKey]fwdPub
 	next    uint64
+	// stream names the client's publishes at the leader (Forward.Client),
+	// opened towards member to; streams are every one it had (answers on
+	// a superseded one still count).
+	stream  uint64
+	to      msg.NodeID
+	streams []uint64
 	// parked: its unanswered publishes wait for a serving leader (none is
 	// known, or the one asked does not serve); new ones queue behind them.
 	parked bool
@@ -76,8 +88,8 @@ type fwdClient struct {
 	stalled time.Time
 }
 
-// fwdKey names a forwarded client at the serving leader: the member that
-// forwards for it and its connection there.
+// fwdKey names a forwarded stream at the serving leader: the member that
+// forwards it and its stream there (one client's publishes until a resend).
 type fwdKey struct {
 	peer   msg.NodeID
 	client uint64
@@ -87,17 +99,19 @@ type fwdKey struct {
 type forwarding struct {
 	// At a standby member: the clients it forwards for, and the member
 	// their publishes go to ("" while no serving leader is known) under
-	// the term it leads.
+	// the term it leads, over link; the client each stream is for.
 	clients map[shell.ClientID]*fwdClient
 	target  msg.NodeID
 	term    uint64
-	// At the serving leader: the forwarded clients, each a client session
+	link    *transport.Conn
+	streams map[uint64]shell.ClientID
+	// At the serving leader: the forwarded streams, each a client session
 	// of the shell answered through fwdConn.
 	in map[fwdKey]shell.ClientID
 }
 
 func newForwarding() *forwarding {
-	return &forwarding{clients: map[shell.ClientID]*fwdClient{}, in: map[fwdKey]shell.ClientID{}}
+	return &forwarding{clients: map[shell.ClientID]*fwdClient{}, streams: map[uint64]shell.ClientID{}, in: map[fwdKey]shell.ClientID{}}
 }
 
 // fwdConn answers a forwarded client at the serving leader: through the
@@ -132,26 +146,48 @@ var errNoServingLeader = errors.New("broker: no serving leader to forward to")
 // leader when its client is gone.
 const fwdClientGone = "client gone"
 
-// fwdRefusals are the forwarded clients whose publishes this member
-// refused and whose forwarding member has not resent them yet: for each,
-// the highest seq refused per publisher. It outlives the member's shells
-// (raftState.refused): a refusal made while standing by holds once the
-// member serves.
+// fwdRefusals are the forwarded streams of which this member refused a
+// publish: it takes of a stream a prefix, and refuses the rest once it
+// refused one. It outlives the member's shells (raftState.refused): a
+// refusal made while standing by holds once the member serves. The member
+// that forwards resends in a new stream, which starts at the client's
+// oldest unanswered publish.
+//
+// A forwarding member of protocol version 13 resends in the same stream
+// (its client's connection): from it, a publish at or below the highest
+// seq refused, per publisher, is taken as the start of its resend, and
+// the stream is taken again from there. That rule is how version 13
+// leaders took every stream, and it is wrong where a resend is itself
+// refused in part, the leader starting to serve in its middle: the
+// resend's later publishes lie at or below that seq too, were taken, and
+// the next resend's earlier ones after them (docs/known-issues/
+// forward-reorder.md, third cause).
 type fwdRefusals map[fwdKey]map[string]uint64
 
-// refuse records that k's publish (publisher, seq) was refused.
-func (r fwdRefusals) refuse(k fwdKey, publisher string, seq uint64) {
-	last := r[k]
-	if last == nil {
-		last = map[string]uint64{}
-		r[k] = last
+// take says whether a publish of stream k goes to the engine: only while
+// serving, and only if none of k was refused (bySeq: unless it opens the
+// resend of a version 13 member). A publish refused refuses the rest of k.
+func (r fwdRefusals) take(k fwdKey, publisher string, seq uint64, serving, bySeq bool) bool {
+	last, refused := r[k]
+	if refused && serving && bySeq {
+		if top, ok := last[publisher]; ok && seq <= top {
+			delete(r, k)
+			return true
+		}
 	}
-	last[publisher] = max(last[publisher], seq)
+	if !serving || refused {
+		if last == nil {
+			last = map[string]uint64{}
+			r[k] = last
+		}
+		last[publisher] = max(last[publisher], seq)
+		return false
+	}
+	return true
 }
 
-// refuseAll refuses every one of keys from now on (a lost shell held
-// publishes of theirs): their next publish too, unless it opens a resend
-// of one refused.
+// refuseAll refuses the rest of every one of keys (a lost shell held
+// publishes of theirs).
 func (r fwdRefusals) refuseAll(keys map[fwdKey]shell.ClientID) {
 	for k := range keys {
 		if r[k] == nil {
@@ -160,44 +196,10 @@ func (r fwdRefusals) refuseAll(keys map[fwdKey]shell.ClientID) {
 	}
 }
 
-// admit says whether a publish of k may go to the serving engine: yes
-// unless k was refused and this publish is not the start of the member's
-// resend. The member sends a client's publishes in the order the client
-// sent them (increasing seqs per publisher), and resends from the oldest
-// unanswered, which is at or below every refused one: a seq at or below
-// the highest refused is the resend, and k is taken again from it on.
-func (r fwdRefusals) admit(k fwdKey, publisher string, seq uint64) bool {
-	last, ok := r[k]
-	if !ok {
-		return true
-	}
-	if top, ok := last[publisher]; ok && seq <= top {
-		delete(r, k)
-		return true
-	}
-	return false
-}
-
-// take says whether a publish of k goes to the engine, serving or not:
-// only while serving, and only if admitted. One refused is recorded, and
-// so every later publish of k is refused too until its member resends
-// them, from the oldest unanswered.
-func (r fwdRefusals) take(k fwdKey, publisher string, seq uint64, serving bool) bool {
-	if !serving || !r.admit(k, publisher, seq) {
-		r.refuse(k, publisher, seq)
-		return false
-	}
-	return true
-}
-
-// forgetPeer drops the refusals of every client of peer: a new
-// incarnation of it is linked, whose clients are all new. Not when a link
-// to it goes down: two members that dial each other may hold different
-// links for a moment, and a member whose own link stayed up goes on
-// forwarding on it, without a resend; had the refusal gone with the other
-// link, its later publishes would be taken before the refused ones
-// (docs/known-issues/forward-reorder.md, second cause). Kept, a refusal
-// costs at most one more resend, which starts at or below it.
+// forgetPeer drops the refusals of every stream of peer: a new
+// incarnation of it is linked, whose clients and streams are all new.
+// Not when a link to it goes down: what the member sent on that link and
+// what it sends on the next belong to streams it refuses no less.
 func (r fwdRefusals) forgetPeer(peer msg.NodeID) {
 	for k := range r {
 		if k.peer == peer {
@@ -212,19 +214,46 @@ func (n *Node) forwards() bool {
 
 // forwardClientUp: a client connected to this standby member.
 func (n *Node) forwardClientUp(cid shell.ClientID, conn clientConn, perms *auth.Perms) {
-	n.raft.fwd.clients[cid] = &fwdClient{conn: conn, perms: perms, pending: map[pubKey]fwdPub{}, parked: n.raft.fwd.target == ""}
+	fc := &fwdClient{conn: conn, perms: perms, pending: map[pubKey]fwdPub{}, parked: n.raft.fwd.target == ""}
+	n.raft.fwd.clients[cid] = fc
+	n.openStream(cid, fc)
 }
 
 // forwardClientDown: a client of this standby member is gone; the leader
 // frees its session there.
 func (n *Node) forwardClientDown(cid shell.ClientID) {
 	f := n.raft.fwd
-	if _, ok := f.clients[cid]; !ok {
+	fc, ok := f.clients[cid]
+	if !ok {
 		return
 	}
 	delete(f.clients, cid)
-	if l := n.peers[f.target]; l != nil && f.target != "" {
-		l.Send(msg.Forward{Client: uint64(cid), Msg: msg.Goodbye{Reason: fwdClientGone}})
+	n.closeStream(fc)
+	for _, s := range fc.streams {
+		delete(f.streams, s)
+	}
+}
+
+// openStream gives fc a new stream towards the current target, and closes
+// the one before at the member it went to.
+func (n *Node) openStream(cid shell.ClientID, fc *fwdClient) {
+	r := n.raft
+	n.closeStream(fc)
+	r.lastStream++
+	fc.stream, fc.to = r.lastStream, r.fwd.target
+	fc.streams = append(fc.streams, fc.stream)
+	r.fwd.streams[fc.stream] = cid
+}
+
+// closeStream tells the member fc's stream went to that it ends: its
+// session and refusal there are freed. What was sent of the stream on the
+// same link arrives before.
+func (n *Node) closeStream(fc *fwdClient) {
+	if fc.stream == 0 || fc.to == "" {
+		return
+	}
+	if l := n.peers[fc.to]; l != nil {
+		l.Send(msg.Forward{Client: fc.stream, Msg: msg.Goodbye{Reason: fwdClientGone}})
 	}
 }
 
@@ -265,8 +294,12 @@ func (n *Node) forwardRequest(cid shell.ClientID, m msg.Msg) {
 	if fc.parked {
 		return
 	}
-	if l := n.peers[n.raft.fwd.target]; l != nil {
-		l.Send(msg.Forward{Client: uint64(cid), Msg: p})
+	// Only on the link the stream was opened on: had the link changed
+	// since, the leader may have dropped what the stream sent on the old
+	// one, and this publish would be taken after a gap. forwardCheck
+	// resends it, in a new stream.
+	if f := n.raft.fwd; f.link != nil && n.peers[f.target] == f.link {
+		f.link.Send(msg.Forward{Client: fc.stream, Msg: p})
 	}
 }
 
@@ -281,7 +314,7 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	key := fwdKey{from, f.Client}
 	switch m := f.Msg.(type) {
 	case msg.Publish:
-		if !r.refused.take(key, m.Publisher, m.Seq, r.serving) {
+		if !r.refused.take(key, m.Publisher, m.Seq, r.serving, n.peers[from].Peer.Version < wire.VersionForwardStreams) {
 			n.peers[from].Send(msg.Forward{Client: f.Client, Msg: msg.Goodbye{Reason: n.notLeaderReason()}})
 			return nil
 		}
@@ -297,11 +330,11 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 		}
 		n.sh.ClientRequest(cid, m)
 	case msg.PubAck:
-		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
+		n.forwardAnswer(r.fwd.streams[f.Client], pubKey{m.Publisher, m.Seq}, m)
 	case msg.PubAckRange:
-		n.forwardRange(shell.ClientID(f.Client), m)
+		n.forwardRange(r.fwd.streams[f.Client], m)
 	case msg.PubReject:
-		n.forwardAnswer(shell.ClientID(f.Client), pubKey{m.Publisher, m.Seq}, m)
+		n.forwardAnswer(r.fwd.streams[f.Client], pubKey{m.Publisher, m.Seq}, m)
 	case msg.Goodbye:
 		if m.Reason == fwdClientGone {
 			delete(r.refused, key)
@@ -313,9 +346,10 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 			n.sh.ClientDown(cid)
 			return nil
 		}
-		if fc := r.fwd.clients[shell.ClientID(f.Client)]; fc != nil && from == r.fwd.target {
+		if fc := r.fwd.clients[r.fwd.streams[f.Client]]; fc != nil && fc.stream == f.Client && from == r.fwd.target {
 			// The leader does not serve (yet, or any more): resend on the
-			// next tick, or to the next leader.
+			// next tick, or to the next leader. (A refusal of a stream
+			// already superseded asks for nothing: its resend is under way.)
 			fc.parked = true
 			if fc.stalled.IsZero() {
 				fc.stalled = time.Now()
@@ -391,24 +425,28 @@ func (n *Node) forwardTarget() (msg.NodeID, uint64) {
 }
 
 // forwardCheck follows the leader: when it changes (or its link), every
-// client's unanswered publishes go to the new one. On a tick (retry) the
-// parked clients are resent too, and those stalled for longer than
-// ForwardTimeout are closed.
+// client's unanswered publishes go to the new one, in a new stream. On a
+// tick (retry) the parked clients are resent too, and those stalled for
+// longer than ForwardTimeout are closed.
 func (n *Node) forwardCheck(retry bool) {
 	r := n.raft
 	f := r.fwd
 	if r.serving || len(f.clients) == 0 {
-		f.target, f.term = "", 0
+		f.target, f.term, f.link = "", 0, nil
 		return
 	}
 	to, term := n.forwardTarget()
-	changed := to != f.target || term != f.term
-	f.target, f.term = to, term
+	link := n.peers[to]
+	changed := to != f.target || term != f.term || link != f.link
+	f.target, f.term, f.link = to, term, link
 	if !changed && !retry {
 		return // the common case, on every turn of the loop
 	}
 	now := time.Now()
 	for cid, fc := range f.clients {
+		if changed {
+			n.openStream(cid, fc)
+		}
 		if len(fc.pending) == 0 {
 			fc.parked, fc.stalled = to == "", time.Time{}
 			continue
@@ -420,7 +458,7 @@ func (n *Node) forwardCheck(retry bool) {
 			}
 			if retry && now.Sub(fc.stalled) > r.opts.ForwardTimeout {
 				n.log.Info("closing a forwarded client: no serving leader", "client", uint64(cid), "unanswered", len(fc.pending))
-				delete(f.clients, cid)
+				n.forwardClientDown(cid)
 				delete(n.clients, cid)
 				n.sh.ClientDown(cid)
 				fc.conn.CloseWith(errNoServingLeader, fmt.Sprintf("%s forwards to the leader of replicated PHB cell %s, which has had no serving leader for %v: try another member",
@@ -429,21 +467,26 @@ func (n *Node) forwardCheck(retry bool) {
 			continue
 		}
 		if changed || (retry && fc.parked) {
-			n.resend(cid, fc, n.peers[to])
+			n.resend(cid, fc, changed)
 		}
 	}
 }
 
-// resend sends a client's unanswered publishes, in the order they came.
-func (n *Node) resend(cid shell.ClientID, fc *fwdClient, l interface{ Send(msg.Msg) bool }) {
+// resend sends a client's unanswered publishes, in the order they came,
+// in a new stream (opened already when the leader or link changed).
+func (n *Node) resend(cid shell.ClientID, fc *fwdClient, opened bool) {
+	if !opened {
+		n.openStream(cid, fc)
+	}
 	fc.parked = false
 	ps := make([]fwdPub, 0, len(fc.pending))
 	for _, p := range fc.pending {
 		ps = append(ps, p)
 	}
 	slices.SortFunc(ps, func(a, b fwdPub) int { return cmp.Compare(a.n, b.n) })
+	l := n.raft.fwd.link
 	for _, p := range ps {
-		l.Send(msg.Forward{Client: uint64(cid), Msg: p.p})
+		l.Send(msg.Forward{Client: fc.stream, Msg: p.p})
 	}
 }
 

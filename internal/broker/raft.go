@@ -80,7 +80,10 @@ type raftState struct {
 	// to its cell as a new member (joinWatch); awaitTicks those it has
 	// waited, with an empty Raft state, to learn whether its cell is new.
 	joinTicks, awaitTicks int
-	refused               fwdRefusals // forwarded clients refused until resent (forward.go)
+	refused               fwdRefusals // forwarded streams refused (forward.go)
+	// lastStream numbers the streams this member forwards, over its
+	// shells: a stream is never named twice, refused or not.
+	lastStream uint64
 	// apps encodes the appends sent, their entries once for every
 	// follower (raft_wire.go).
 	apps appendCache

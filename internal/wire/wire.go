@@ -60,8 +60,17 @@ import (
 // still get a Delivery per event; PublishRun (0x24): consecutive
 // publishes of one client in one frame, which a client sends only to
 // brokers that answer in version 13 on (VersionPublishRun) and a broker
-// refuses from a client that announced an older version.
-const Version uint16 = 13
+// refuses from a client that announced an older version. 14 — a
+// Forward's client names a stream of the forwarding member's client, a new
+// one for every resend: a leader refuses the rest of a stream once it
+// refused one of its publishes, and takes a refused client back at a
+// resend by seq only from a forwarding member of version 13
+// (VersionForwardStreams; clients are not concerned).
+const Version uint16 = 14
+
+// VersionForwardStreams is the first broker version whose Forward names a
+// stream (a new one for every resend) rather than a client connection.
+const VersionForwardStreams uint16 = 14
 
 // VersionPubAckRange is the first client version a broker may send
 // PubAckRange frames to.
