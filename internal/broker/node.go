@@ -34,6 +34,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/mqtt"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/pki"
+	"github.com/aerie-mq/aerie/internal/raftphb/forward"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/storage"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -302,7 +303,9 @@ func (n *Node) initRaft() error {
 	if r.ForwardTimeout <= 0 {
 		r.ForwardTimeout = 5 * time.Duration(r.ElectionTicks) * r.TickInterval
 	}
-	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwd: newForwarding(), refused: fwdRefusals{}}
+	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwdPerms: map[shell.ClientID]*auth.Perms{},
+		fwdIn: map[forward.Key]shell.ClientID{}, refused: forward.Refusals{}}
+	n.raft.fwd = forward.NewForwarder(fwdNet{n}, r.ForwardTimeout)
 	if n.raft.raftID(n.opts.ID) == 0 {
 		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)
 	}

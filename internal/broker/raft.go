@@ -11,10 +11,12 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/raftphb/forward"
 	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
 	"github.com/aerie-mq/aerie/internal/shell"
 )
@@ -75,15 +77,17 @@ type raftState struct {
 	// syncing: a goroutine fsyncs the Raft log and reports on synced.
 	syncing bool
 	synced  chan error
-	fwd     *forwarding // one-hop forwarding of clients (forward.go)
+	// One-hop forwarding of clients (forward.go): the clients this member
+	// forwards for while it does not serve, with their permissions; the
+	// forwarded streams it serves, each a session of its shell.
+	fwd      *forward.Forwarder
+	fwdPerms map[shell.ClientID]*auth.Perms
+	fwdIn    map[forward.Key]shell.ClientID
 	// joinTicks counts the ticks this member has waited to be admitted
 	// to its cell as a new member (joinWatch); awaitTicks those it has
 	// waited, with an empty Raft state, to learn whether its cell is new.
 	joinTicks, awaitTicks int
-	refused               fwdRefusals // forwarded streams refused (forward.go)
-	// lastStream numbers the streams this member forwards, over its
-	// shells: a stream is never named twice, refused or not.
-	lastStream uint64
+	refused               forward.Refusals // forwarded streams refused (forward.go)
 	// apps encodes the appends sent, their entries once for every
 	// follower (raft_wire.go).
 	apps appendCache
@@ -446,8 +450,8 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		// members resend to the next leader. Their publishes the lost
 		// shell held went with it: should this member serve again, their
 		// later ones wait for the resend (fwdRefusals).
-		r.refused.refuseAll(r.fwd.in)
-		r.fwd = newForwarding()
+		forward.RefuseAll(r.refused, r.fwdIn)
+		r.fwdIn = map[forward.Key]shell.ClientID{}
 		n.log.Info("no longer leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Lost.Term, "unacked_batches", len(ev.Lost.Pending))
 	}
 	// Clients go elsewhere (or come back: they reconnect to the list), and

@@ -1,4 +1,4 @@
-package broker
+package forward
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 )
 
 // TestForwardedPublishesStayAPrefix: what a leader takes of one forwarded
-// client, as forwardMsg decides it (fwdRefusals.take: of each stream a
+// client, as the broker's forwardMsg decides it (Refusals.Take: of each stream a
 // prefix, nothing more once one publish of it was refused), is always the
 // client's publishes in the order it sent them, whatever the member that
 // forwards resends in its next streams.
@@ -18,10 +18,10 @@ func TestForwardedPublishesStayAPrefix(t *testing.T) {
 		seq     uint64
 		serving bool
 	}
-	run := func(r fwdRefusals, stream []pub, bySeq bool) []uint64 {
+	run := func(r Refusals, stream []pub, bySeq bool) []uint64 {
 		var logged []uint64
 		for _, p := range stream {
-			if !r.take(fwdKey{peer: "p2", client: p.stream}, "c", p.seq, p.serving, bySeq) {
+			if !r.Take(Key{Peer: "p2", Stream: p.stream}, "c", p.seq, p.serving, bySeq) {
 				continue
 			}
 			if !slices.Contains(logged, p.seq) { // the pubend's deduplication
@@ -36,7 +36,7 @@ func TestForwardedPublishesStayAPrefix(t *testing.T) {
 	// refusal). Then the member's resend.
 	stream := []pub{{1, 1, false}, {1, 2, false}, {1, 3, false}, {1, 4, true}, {1, 5, true},
 		{2, 1, true}, {2, 2, true}, {2, 3, true}, {2, 4, true}, {2, 5, true}, {2, 6, true}}
-	if got := run(fwdRefusals{}, stream, false); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
+	if got := run(Refusals{}, stream, false); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
 		t.Fatalf("logged %v, want 1–6 in order", got)
 	}
 	// A member of version 13 resends in the same stream: taken back from
@@ -44,10 +44,10 @@ func TestForwardedPublishesStayAPrefix(t *testing.T) {
 	for i := range stream {
 		stream[i].stream = 1
 	}
-	if got := run(fwdRefusals{}, stream, true); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
+	if got := run(Refusals{}, stream, true); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
 		t.Fatalf("from a member of version 13: logged %v, want 1–6 in order", got)
 	}
-	if got := run(fwdRefusals{}, stream, false); len(got) != 0 {
+	if got := run(Refusals{}, stream, false); len(got) != 0 {
 		t.Fatalf("a refused stream taken back by seq from a member of version 14: logged %v", got)
 	}
 
@@ -59,14 +59,14 @@ func TestForwardedPublishesStayAPrefix(t *testing.T) {
 	stream = []pub{{1, 1, false}, {1, 2, false}, {1, 3, false}, {1, 4, false}, {1, 5, false},
 		{2, 1, false}, {2, 2, false}, {2, 3, true}, {2, 4, true}, {2, 5, true},
 		{3, 1, true}, {3, 2, true}, {3, 3, true}, {3, 4, true}, {3, 5, true}}
-	if got := run(fwdRefusals{}, stream, false); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
+	if got := run(Refusals{}, stream, false); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
 		t.Fatalf("a resend refused in part: logged %v, want 1–5 in order", got)
 	}
 
 	// A lost shell held 1–3 (unacked): the member serves again before the
 	// forwarding member heard, and 4 arrives first in the old stream.
-	r := fwdRefusals{}
-	r.refuseAll(map[fwdKey]shell.ClientID{{peer: "p2", client: 1}: 1})
+	r := Refusals{}
+	RefuseAll(r, map[Key]shell.ClientID{{Peer: "p2", Stream: 1}: 1})
 	stream = []pub{{1, 4, true}, {2, 1, true}, {2, 2, true}, {2, 3, true}, {2, 4, true}, {2, 5, true}}
 	if got := run(r, stream, false); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
 		t.Fatalf("after a lost shell: logged %v, want 1–5 in order", got)
@@ -75,17 +75,17 @@ func TestForwardedPublishesStayAPrefix(t *testing.T) {
 	// Another stream of the same member, and another member, are not held
 	// back by this one's refusal; a new incarnation of the member forgets
 	// its refusals.
-	r = fwdRefusals{}
-	k := fwdKey{peer: "p2", client: 7}
-	r.take(k, "c", 3, false, false)
-	if !r.take(fwdKey{peer: "p2", client: 8}, "d", 10, true, false) || !r.take(fwdKey{peer: "p3", client: 7}, "c", 10, true, false) {
+	r = Refusals{}
+	k := Key{Peer: "p2", Stream: 7}
+	r.Take(k, "c", 3, false, false)
+	if !r.Take(Key{Peer: "p2", Stream: 8}, "d", 10, true, false) || !r.Take(Key{Peer: "p3", Stream: 7}, "c", 10, true, false) {
 		t.Fatal("a refusal held back another stream")
 	}
-	if r.take(k, "c", 4, true, false) {
+	if r.Take(k, "c", 4, true, false) {
 		t.Fatal("a publish after a refused one of its stream was taken")
 	}
-	r.forgetPeer("p2")
-	if !r.take(k, "c", 5, true, false) {
+	r.ForgetPeer("p2")
+	if !r.Take(k, "c", 5, true, false) {
 		t.Fatal("a refusal outlived the incarnation of its member")
 	}
 }

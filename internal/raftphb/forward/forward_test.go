@@ -1,0 +1,378 @@
+package forward
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// A range from the leader that holds publishes the member had already
+// relayed answers for (a resend's duplicate answer) reaches the client as
+// a PubAck for each one still unanswered, each exactly once; so does every
+// range for a client that does not read ranges.
+func TestRangePartlyAnswered(t *testing.T) {
+	w := newWorld(0)
+	f := NewForwarder(w, time.Second)
+	f.ClientUp(7, false)
+	f.Follow(time.Time{}, "a", 1, 1, false)
+	for seq := uint64(1); seq <= 6; seq++ {
+		f.Publish(7, msg.Publish{Publisher: "c", Seq: seq})
+	}
+	stream := f.clients[7].stream
+	f.FromLeader(time.Time{}, "a", msg.Forward{Client: stream, Msg: msg.PubAck{Pubend: "P1", Publisher: "c", Seq: 2, Tick: 11}})
+	r := msg.PubAckRange{Pubend: "P1", Publisher: "c", Seq: 1, Ticks: []tick.Tick{10, 11, 12, 13}}
+	f.FromLeader(time.Time{}, "a", msg.Forward{Client: stream, Msg: r})
+	f.FromLeader(time.Time{}, "a", msg.Forward{Client: stream, Msg: r}) // again: nothing
+	seen := map[uint64]int{}
+	for _, m := range w.toClient {
+		a, ok := m.(msg.PubAck)
+		if !ok {
+			t.Fatalf("relayed %v, want PubAcks only", m)
+		}
+		if want := tick.Tick(9 + a.Seq); a.Tick != want {
+			t.Fatalf("#%d relayed at tick %d, want %d", a.Seq, a.Tick, want)
+		}
+		seen[a.Seq]++
+	}
+	for seq := uint64(1); seq <= 4; seq++ {
+		if seen[seq] != 1 {
+			t.Fatalf("#%d relayed %d times, want once (%v)", seq, seen[seq], w.toClient)
+		}
+	}
+	if n := len(f.clients[7].pending); n != 2 {
+		t.Fatalf("%d publishes still unanswered, want #5 and #6", n)
+	}
+}
+
+// TestForwardedClientInOrder drives a Forwarder and two leaders that
+// take forwarded streams with Refusals through random schedules: links
+// that deliver in order but interleave with each other, links replaced
+// (a replaced link's leftovers are dropped, as the broker drops them),
+// leadership moving between the two, a leader elected that starts to
+// serve a while later, leaders that lose the shell holding uncommitted
+// publishes. Whatever happens, the committed log holds the client's
+// publishes in the order it sent them, each once; and once the cell
+// settles, every publish is acknowledged.
+func TestForwardedClientInOrder(t *testing.T) {
+	for seed := range uint64(3000) {
+		w := newWorld(seed)
+		if err := w.run(); err != nil {
+			t.Fatalf("seed %d: %v\n%s", seed, err, w.steps())
+		}
+	}
+}
+
+// world is the cell of the model test: forwarding member f, members a
+// and b that may lead, one client of f.
+type world struct {
+	rng      *rand.Rand
+	f        *Forwarder
+	leaders  map[msg.NodeID]*leader
+	lead     msg.NodeID // the member that leads ("" between leaders)
+	term     uint64
+	known    bool // f knows the leader
+	epoch    map[msg.NodeID]int
+	queues   map[[2]msg.NodeID][]packet
+	log      []uint64 // the committed log: seqs as the pubend logged them
+	sent     uint64   // the client's last publish
+	acked    map[uint64]bool
+	toClient []msg.Msg
+	trace    []string
+	args     [][]any
+}
+
+type packet struct {
+	epoch int
+	m     msg.Forward
+}
+
+// leader is a member that may serve: its refusals outlive its shells;
+// its shell holds the streams' sessions and the publishes it took and
+// has not committed.
+type leader struct {
+	id       msg.NodeID
+	serving  bool
+	refused  Refusals
+	sessions map[Key]bool
+	pending  []uint64
+	by       map[uint64]Key // the stream a pending publish came on
+}
+
+func newWorld(seed uint64) *world {
+	w := &world{rng: rand.New(rand.NewPCG(seed, 0)), leaders: map[msg.NodeID]*leader{},
+		epoch: map[msg.NodeID]int{"a": 1, "b": 1}, queues: map[[2]msg.NodeID][]packet{}, acked: map[uint64]bool{}}
+	for _, id := range []msg.NodeID{"a", "b"} {
+		w.leaders[id] = &leader{id: id, refused: Refusals{}, sessions: map[Key]bool{}, by: map[uint64]Key{}}
+	}
+	w.f = NewForwarder(w, time.Hour)
+	w.f.ClientUp(1, true)
+	return w
+}
+
+// logf records a step, printed when a schedule fails (formatted then).
+func (w *world) logf(format string, args ...any) {
+	w.trace = append(w.trace, format)
+	w.args = append(w.args, args)
+}
+
+func (w *world) steps() string {
+	var b strings.Builder
+	for i, f := range w.trace {
+		fmt.Fprintf(&b, f+"\n", w.args[i]...)
+	}
+	return b.String()
+}
+
+// Send is the Forwarder's link to a leader: queued in order, on the
+// link's current epoch (or not at all if the stream's link was replaced).
+func (w *world) Send(to msg.NodeID, link any, m msg.Forward) {
+	if link != nil && link != any(w.epoch[to]) {
+		return
+	}
+	k := [2]msg.NodeID{"f", to}
+	w.queues[k] = append(w.queues[k], packet{epoch: w.epoch[to], m: m})
+}
+
+func (w *world) ToClient(_ shell.ClientID, m msg.Msg) {
+	w.toClient = append(w.toClient, m)
+	switch a := m.(type) {
+	case msg.PubAck:
+		w.acked[a.Seq] = true
+	case msg.PubAckRange:
+		for i := range a.Len() {
+			w.acked[a.Seq+uint64(i)] = true
+		}
+	}
+}
+
+// back sends a leader's message to f on stream k.
+func (w *world) back(from msg.NodeID, k Key, m msg.Msg) {
+	q := [2]msg.NodeID{from, "f"}
+	w.queues[q] = append(w.queues[q], packet{epoch: w.epoch[from], m: msg.Forward{Client: k.Stream, Msg: m}})
+}
+
+func (w *world) follow(retry bool) {
+	to, link := msg.NodeID(""), any(nil)
+	if w.known && w.lead != "" {
+		to, link = w.lead, w.epoch[w.lead]
+	}
+	w.f.Follow(time.Time{}, to, w.term, link, retry)
+}
+
+// run plays a random schedule, then lets the cell settle.
+func (w *world) run() error {
+	const publishes = 40
+	for step := 0; step < 400; step++ {
+		switch r := w.rng.IntN(100); {
+		case r < 25 && w.sent < publishes:
+			w.sent++
+			w.logf("client publishes %d", w.sent)
+			w.f.Publish(1, msg.Publish{Publisher: "c", Seq: w.sent})
+		case r < 60:
+			w.deliverOne()
+		case r < 70:
+			w.commit()
+		case r < 78:
+			w.logf("retry tick")
+			w.follow(true)
+		case r < 84:
+			w.elect()
+		case r < 90:
+			w.serve()
+		case r < 94:
+			w.loseShell()
+		case r < 97:
+			id := msg.NodeID([]string{"a", "b"}[w.rng.IntN(2)])
+			w.epoch[id]++
+			w.logf("link f-%s replaced (epoch %d)", id, w.epoch[id])
+		default:
+			w.known = !w.known
+			w.logf("f knows the leader: %v", w.known)
+		}
+		if w.rng.IntN(2) == 0 {
+			// The broker follows the leader after a batch of its loop's
+			// events, not after each one.
+			w.follow(false)
+		}
+		if err := w.check(); err != nil {
+			return err
+		}
+	}
+	// Settle: a leader that serves, known over a stable link.
+	for w.sent < publishes {
+		w.sent++
+		w.f.Publish(1, msg.Publish{Publisher: "c", Seq: w.sent})
+	}
+	if w.lead == "" {
+		w.elect()
+	}
+	w.known = true
+	w.leaders[w.lead].serving = true
+	w.logf("settle: %s serves", w.lead)
+	for round := 0; round < 50; round++ {
+		w.follow(true)
+		for w.deliverOne() {
+		}
+		w.commit()
+		for w.deliverOne() {
+		}
+		if err := w.check(); err != nil {
+			return err
+		}
+	}
+	for seq := uint64(1); seq <= publishes; seq++ {
+		if !w.acked[seq] {
+			return fmt.Errorf("publish %d never acknowledged once the cell settled (log %v)", seq, w.log)
+		}
+	}
+	return nil
+}
+
+// check: the committed log is the client's publishes in order, each once.
+func (w *world) check() error {
+	for i, seq := range w.log {
+		if seq != uint64(i+1) {
+			return fmt.Errorf("committed log %v: want the client's publishes in order, each once", w.log)
+		}
+	}
+	return nil
+}
+
+// deliverOne hands over the next message of a random non-empty link
+// direction; false when every queue is empty.
+func (w *world) deliverOne() bool {
+	var ks [][2]msg.NodeID
+	for k, q := range w.queues {
+		if len(q) > 0 {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return false
+	}
+	slices.SortFunc(ks, func(a, b [2]msg.NodeID) int {
+		return int(a[0][0]) - int(b[0][0]) + 256*(int(a[1][0])-int(b[1][0]))
+	})
+	k := ks[w.rng.IntN(len(ks))]
+	p := w.queues[k][0]
+	w.queues[k] = w.queues[k][1:]
+	peer := k[1]
+	if k[1] == "f" {
+		peer = k[0]
+	}
+	if p.epoch != w.epoch[peer] {
+		w.logf("%s→%s: %v dropped (a replaced link's leftover)", k[0], k[1], p.m)
+		return true
+	}
+	w.logf("%s→%s: %v", k[0], k[1], p.m)
+	if k[1] == "f" {
+		w.f.FromLeader(time.Time{}, k[0], p.m)
+		return true
+	}
+	w.leaders[k[1]].receive(w, p.m)
+	return true
+}
+
+// receive is a leader's forwardMsg.
+func (l *leader) receive(w *world, f msg.Forward) {
+	k := Key{Peer: "f", Stream: f.Client}
+	switch m := f.Msg.(type) {
+	case msg.Publish:
+		if !l.refused.Take(k, m.Publisher, m.Seq, l.serving, false) {
+			w.back(l.id, k, msg.Goodbye{Reason: "does not serve"})
+			return
+		}
+		l.sessions[k] = true
+		if slices.Contains(w.log, m.Seq) {
+			w.back(l.id, k, msg.PubAck{Publisher: "c", Seq: m.Seq, Duplicate: true})
+			return
+		}
+		if slices.Contains(l.pending, m.Seq) {
+			return // the pending original acks when committed
+		}
+		l.pending = append(l.pending, m.Seq)
+		l.by[m.Seq] = k
+	case msg.Goodbye:
+		if m.Reason == ClientGone {
+			l.refused.End(k)
+		}
+		delete(l.sessions, k)
+	}
+}
+
+// commit commits the serving leader's pending publishes and acks each on
+// a stream of f it still has a session for (the broker routes an ack to
+// the publisher's newest session).
+func (w *world) commit() {
+	for _, l := range w.leaders {
+		if !l.serving || len(l.pending) == 0 {
+			continue
+		}
+		w.logf("%s commits %v", l.id, l.pending)
+		w.log = append(w.log, l.pending...)
+		for _, seq := range l.pending {
+			k := l.by[seq]
+			if !l.sessions[k] {
+				k = Key{}
+				for s := range l.sessions {
+					if s.Stream > k.Stream {
+						k = s
+					}
+				}
+			}
+			if k.Stream != 0 {
+				w.back(l.id, k, msg.PubAck{Publisher: "c", Seq: seq})
+			}
+		}
+		l.pending = nil
+	}
+}
+
+// elect moves the leadership to a random member, which does not serve yet.
+func (w *world) elect() {
+	next := msg.NodeID([]string{"a", "b"}[w.rng.IntN(2)])
+	if w.lead != "" {
+		w.lose(w.leaders[w.lead])
+	}
+	w.term++
+	w.lead = next
+	w.logf("%s leads term %d (not serving yet)", next, w.term)
+}
+
+// serve: the leader starts to serve (its term's first entry applied).
+func (w *world) serve() {
+	if w.lead != "" && !w.leaders[w.lead].serving {
+		w.leaders[w.lead].serving = true
+		w.logf("%s serves", w.lead)
+	}
+}
+
+// loseShell: the serving leader loses its shell (and the leadership).
+func (w *world) loseShell() {
+	if w.lead == "" || !w.leaders[w.lead].serving {
+		return
+	}
+	w.lose(w.leaders[w.lead])
+	w.lead = ""
+}
+
+// lose ends l's shell: its uncommitted publishes are gone; its streams
+// are refused from now on and told (fwdConn.CloseWith).
+func (w *world) lose(l *leader) {
+	if !l.serving {
+		return
+	}
+	w.logf("%s loses its shell (uncommitted %v)", l.id, l.pending)
+	RefuseAll(l.refused, l.sessions)
+	for k := range l.sessions {
+		w.back(l.id, k, msg.Goodbye{Reason: "no longer leads"})
+	}
+	l.serving, l.sessions, l.pending, l.by = false, map[Key]bool{}, nil, map[uint64]Key{}
+}
