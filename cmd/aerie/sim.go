@@ -37,6 +37,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
 	ibCache := fs.Int64("ib-relay-cache", 0, "bytes of a pubend's events each IB keeps to answer nacks (gd RelayCacheBytes, default 64 MiB; --topology cc-collapse-pb sets 1 MiB, smaller than its outage)")
 	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
+	raftClients := fs.String("raft-clients", "", "what the members of replicated PHB cells do with publishing clients: forward (each publisher connects to one member, which forwards to the serving leader, and the oracle checks its publish order), redirect (each publish goes to the serving leader), or none to draw one per seed")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
 	fs.Usage = func() {
@@ -121,6 +122,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *linkQueue > 0 {
 			o.LinkQueueBytes = *linkQueue
 		}
+		o.RaftClients = *raftClients
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -161,6 +163,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *ibCache > 0 {
 			fmt.Fprintf(&b, " --ib-relay-cache %d", *ibCache)
+		}
+		if *raftClients != "" {
+			fmt.Fprintf(&b, " --raft-clients %s", *raftClients)
 		}
 		return b.String()
 	}
@@ -229,12 +234,13 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	wg.Wait()
 	violations := 0
 	var wipes, rejoins, campaigns uint64
-	changed := 0
+	changed, forwarded, giveUps := 0, 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
 			changed += o.res.MembersChanged
 			campaigns += o.res.RaftLinkCampaigns
+			forwarded, giveUps = forwarded+o.res.Forwarded, giveUps+o.res.ForwardGiveUps
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -283,6 +289,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if campaigns > 0 {
 		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d campaigns of followers whose link to their leader closed\n", campaigns)
+	}
+	if forwarded > 0 {
+		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d publishes forwarded to a serving leader, %d forwarded clients closed for want of one\n", forwarded, giveUps)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {

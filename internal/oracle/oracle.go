@@ -19,7 +19,7 @@ import (
 
 // Violation is one broken invariant.
 type Violation struct {
-	Invariant string // "I1" … "I12", "M1" … "M3"
+	Invariant string // "I1" … "I13", "M1" … "M3"
 	Detail    string
 }
 
@@ -49,8 +49,11 @@ type Oracle struct {
 	started     int
 	pubIdx      map[msg.PubendID]int
 	selectors   map[string]*match.Selector
-	byNode      map[msg.NodeID][]*Session // full sessions, for Converged
-	delivered   int                       // deliveries checked
+	// ordered are the publishers whose events must be logged in the order
+	// of their seqs (I13).
+	ordered   map[string]bool
+	byNode    map[msg.NodeID][]*Session // full sessions, for Converged
+	delivered int                       // deliveries checked
 }
 
 type pubKey struct {
@@ -83,6 +86,9 @@ type pubLog struct {
 	ticks     []tick.Tick // sorted
 	bySeq     map[pubKey]tick.Tick
 	announced tick.Tick // highest tick the pubend ever sent knowledge about
+	// latest is, per ordered publisher, its event logged at the highest
+	// tick (I13).
+	latest map[string]*msg.Event
 }
 
 // Session is one subscription as its subscriber saw it.
@@ -156,8 +162,41 @@ func (o *Oracle) Logged(ev *msg.Event) {
 	}
 	l.bySeq[k] = ev.Tick
 	l.events[ev.Tick] = ev
+	o.checkOrdered(l, ev)
 	i, _ := slices.BinarySearch(l.ticks, ev.Tick)
 	l.ticks = slices.Insert(l.ticks, i, ev.Tick)
+}
+
+// Ordered says publisher sends its publishes in order and resends the
+// unacknowledged ones in order before any new one, as the Go client does:
+// its events must be logged in the order of its seqs (I13, client publish
+// order; docs/ARCHITECTURE.md "Clients").
+func (o *Oracle) Ordered(publisher string) {
+	if o.ordered == nil {
+		o.ordered = map[string]bool{}
+	}
+	o.ordered[publisher] = true
+}
+
+// checkOrdered checks I13 for ev, logged for the first time: an ordered
+// publisher's event above its latest has a higher seq. (A pubend logs in
+// tick order, so its events are seen in that order.)
+func (o *Oracle) checkOrdered(l *pubLog, ev *msg.Event) {
+	if !o.ordered[ev.Publisher] {
+		return
+	}
+	if l.latest == nil {
+		l.latest = map[string]*msg.Event{}
+	}
+	last := l.latest[ev.Publisher]
+	if last != nil && ev.Tick < last.Tick {
+		return // seen out of tick order: the seqs are checked from the latest on
+	}
+	if last != nil && ev.Seq < last.Seq {
+		o.fail("I13", "publisher %s's #%d logged at %s tick %d after its #%d at tick %d: want its publish order",
+			ev.Publisher, ev.Seq, ev.Pubend, ev.Tick, last.Seq, last.Tick)
+	}
+	l.latest[ev.Publisher] = ev
 }
 
 // Recovered checks a restarted pubend's log: every event ever acked to a

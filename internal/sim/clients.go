@@ -36,6 +36,12 @@ type publisher struct {
 	steady bool
 	// gen, when set, draws publish seq's topic and properties (scale.go).
 	gen func(seq uint64) (string, msg.Props)
+	// ordered: a publisher of a replicated cell in a run that forwards
+	// (forward.go), connected to one of members at a time (fc, members[at]).
+	ordered bool
+	members []msg.NodeID
+	at      int
+	fc      fwdConn
 }
 
 // maxInflight bounds a simulated publisher's unacknowledged publishes, as
@@ -142,6 +148,15 @@ func (p *publisher) request(seq uint64) msg.Publish {
 }
 
 func (p *publisher) publish(w *world) {
+	if p.ordered {
+		n := p.orderedConn(w) // resends the unacknowledged first
+		p.nextSeq++
+		p.outstanding[p.nextSeq] = time.Duration(w.now)
+		if n != nil {
+			p.sendOrdered(w, n, p.request(p.nextSeq))
+		}
+		return
+	}
 	p.nextSeq++
 	p.outstanding[p.nextSeq] = time.Duration(w.now)
 	if n := w.pubTarget(p); n != nil {
@@ -163,6 +178,13 @@ func (w *world) pubTarget(p *publisher) *node {
 // retry resends every publish unacked for a second (the broker may have
 // crashed, losing the request or the ack).
 func (p *publisher) retry(w *world) {
+	if p.ordered {
+		// As the Go client: nothing is resent on a live connection; a
+		// closed one is replaced, and everything unacknowledged resent.
+		p.orderedConn(w)
+		w.after(500*time.Millisecond, func() { p.retry(w) })
+		return
+	}
 	seqs := make([]uint64, 0, len(p.outstanding))
 	for s, at := range p.outstanding {
 		if time.Duration(w.now)-at >= time.Second {

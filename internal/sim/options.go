@@ -111,6 +111,11 @@ type Options struct {
 	// default (1 MiB) is above any store the simulator builds, so its
 	// snapshots travel in one message.
 	RaftChunkBytes int
+	// RaftClients says what the members of replicated PHB cells do with
+	// publishing clients: "forward" (forward.go: ordered publishers,
+	// connected to any member), "redirect" (each publish goes to the
+	// serving leader), or "" to draw one per run.
+	RaftClients string
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool
@@ -180,6 +185,9 @@ type plan struct {
 	// a thousand brokers is a subject of its own, docs/SCALE.md).
 	noMembership bool
 	scaleShape   ScaleShape
+	// forward: the members of replicated cells forward their clients'
+	// publishes (forward.go), drawn from its own sub-seed.
+	forward bool
 }
 
 func (p plan) String() string {
@@ -201,8 +209,12 @@ func (p plan) String() string {
 	if p.cc {
 		cc = "on"
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc)
+	clients := "redirect"
+	if p.forward {
+		clients = "forward"
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc, clients)
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {

@@ -83,6 +83,9 @@ type raftMember struct {
 	// formed latches that every member of the cell had applied its first
 	// entry when this member was last looked at (cellFormed).
 	formed bool
+	// fwd is the incarnation's forwarding (forward.go; nil when the run
+	// does not forward).
+	fwd *fwdMember
 }
 
 // cellFormed reports whether n's cell has formed: every member has applied
@@ -219,6 +222,9 @@ func (w *world) openRaft(n *node) error {
 		return fmt.Errorf("%w (%v)", eventlog.ErrCorrupt, c)
 	}
 	r.rn, r.busy, r.serving = rn, false, false
+	if w.plan.forward {
+		r.fwd = w.newFwdMember(n)
+	}
 	return nil
 }
 
@@ -246,6 +252,7 @@ func (w *world) raftTickLoop(n *node, inc int) {
 	n.raft.rn.Tick()
 	w.raftStats.sample(n.raft.rn)
 	w.raftWork(n)
+	w.follow(n, true)
 	w.after(raftTick, func() { w.raftTickLoop(n, inc) })
 }
 
@@ -399,6 +406,7 @@ func (w *world) raftWork(n *node) {
 			w.raftDiskFailed(n, err)
 			return
 		}
+		w.follow(n, false)
 		w.raftWork(n)
 	})
 }
@@ -436,6 +444,7 @@ func (w *world) serve(n *node, ev raftnode.Event) {
 		w.orc.Recovered(p, byPubend[p], releasedIn(ev.Loaded.Records, p))
 	}
 	n.raft.rn.Attach(&raftShell{w: w, n: n, gen: n.gen})
+	w.forwardServe(n)
 	for _, l := range w.links {
 		other := l.a
 		if other == n.id {
@@ -463,6 +472,7 @@ func releasedIn(recs []msg.Record, p msg.PubendID) tick.Tick {
 
 // standby: n no longer leads; it runs a shell without the pubends.
 func (w *world) standby(n *node) {
+	w.forwardLost(n)
 	n.raft.serving = false
 	w.newShell(n)
 }

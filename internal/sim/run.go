@@ -93,6 +93,10 @@ type Result struct {
 	// RaftLinkCampaigns: campaigns of followers whose link to their
 	// leader closed (FaultFailover).
 	RaftLinkCampaigns uint64
+	// Forwarded: publishes a serving leader took from a member that
+	// forwards for the publisher (forward.go); ForwardGiveUps: forwarded
+	// clients closed for want of a serving leader.
+	Forwarded, ForwardGiveUps int
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -150,6 +154,18 @@ func Run(o Options) (Result, error) {
 		w.scale = &scaleRun{p: o.Scale, byCur: map[msg.SubID]*subscriber{}, res: ScaleResult{Shape: p.scaleShape,
 			EstimatedBytes: EstimateScaleBytes(p.scaleShape, o.Scale.Subscriptions)}}
 	}
+	// Forwarding came later: drawn from its own sub-seed, in half the runs
+	// with replicated cells.
+	w.frng = rand.New(rand.NewPCG(o.Seed, 0x66776464)) // "fwdd"
+	switch o.RaftClients {
+	case "":
+		w.plan.forward = w.frng.IntN(2) == 0
+	case "forward":
+		w.plan.forward = true
+	case "redirect":
+	default:
+		return Result{}, fmt.Errorf("sim: raft clients %q: want \"forward\", \"redirect\" or none", o.RaftClients)
+	}
 	w.build()
 	w.schedule()
 	if w.trace != nil {
@@ -179,7 +195,7 @@ func Run(o Options) (Result, error) {
 	if w.trace != nil {
 		w.trace.flush()
 	}
-	res := Result{Seed: o.Seed, Plan: p.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
+	res := Result{Seed: o.Seed, Plan: w.plan.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
 		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
 		Leaves: w.leaves, LeftInViews: w.leftInViews, LeaderServes: w.leaderServes}
@@ -195,6 +211,7 @@ func Run(o Options) (Result, error) {
 	res.MembersChanged = w.membersChanged
 	res.RaftChunked = w.raftStats.chunked
 	res.RaftLinkCampaigns = w.raftStats.linkCampaigns
+	res.Forwarded, res.ForwardGiveUps = w.fwdPublishes, w.fwdGiveUps
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
@@ -377,6 +394,11 @@ func (w *world) schedule() {
 			for k := 0; k < 1+w.rng.IntN(2); k++ {
 				pub := &publisher{id: fmt.Sprintf("pub-%s-%d", pe, k), node: b.ID, pubend: pe,
 					outstanding: map[uint64]time.Duration{}, rate: float64(1 + w.rng.IntN(50))}
+				if ms := w.replicas(b); w.plan.forward && ms != nil {
+					pub.ordered, pub.members = true, ms
+					w.frng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+					w.orc.Ordered(pub.id)
+				}
 				w.pubs = append(w.pubs, pub)
 				w.after(time.Duration(w.rng.IntN(2000)+i)*time.Millisecond, func() { pub.run(w) })
 				w.after(time.Second, func() { pub.retry(w) })

@@ -81,6 +81,11 @@ type world struct {
 	membersChanged int
 	leaderServes   int
 	raftStats      raftStats
+	// fwdPublishes counts forwarded publishes a serving leader took, and
+	// fwdGiveUps the forwarded clients closed for want of a leader
+	// (forward.go).
+	fwdPublishes, fwdGiveUps int
+	frng                     *rand.Rand
 	// floors drives the release floors of SHBs (release.go).
 	floors *floorDriver
 	// durables are the durable subscribers (durable.go), drng their
@@ -439,6 +444,7 @@ func (w *world) restart(n *node) {
 	if n.raft != nil && !w.startRaft(n) {
 		return
 	}
+	w.forwardRestarted(n)
 	if err := n.sh.Restore(ld); err != nil {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
@@ -512,6 +518,7 @@ func (w *world) cut(l *link) {
 func (w *world) linkDown(at, peer msg.NodeID) {
 	w.input(w.nodes[at], func(b *shell.Broker) { b.PeerDown(peer) })
 	w.raftPeerDown(w.nodes[at], peer)
+	w.forwardPeerDown(w.nodes[at], peer)
 }
 
 func (w *world) heal(l *link) {

@@ -259,7 +259,8 @@ func (f *Forwarder) Follow(now time.Time, to msg.NodeID, term uint64, link any, 
 		return nil // the common case, on every turn of the caller's loop
 	}
 	var gone []Stalled
-	for c, fc := range f.clients {
+	for _, c := range f.byID() {
+		fc := f.clients[c]
 		if changed {
 			f.open(c, fc)
 		}
@@ -288,6 +289,17 @@ func (f *Forwarder) Follow(now time.Time, to msg.NodeID, term uint64, link any, 
 		f.ClientDown(s.Client)
 	}
 	return gone
+}
+
+// byID returns the clients in the order of their ids: what a Forwarder
+// sends does not depend on a map's order (the simulator replays a seed).
+func (f *Forwarder) byID() []shell.ClientID {
+	cs := make([]shell.ClientID, 0, len(f.clients))
+	for c := range f.clients {
+		cs = append(cs, c)
+	}
+	slices.Sort(cs)
+	return cs
 }
 
 // resend sends a client's unanswered publishes, in the order they came,
@@ -322,14 +334,14 @@ type Taken struct {
 // The Forwarder is then empty; its streams stay numbered.
 func (f *Forwarder) TakeOver() []Taken {
 	out := make([]Taken, 0, len(f.clients))
-	for c, fc := range f.clients {
+	for _, c := range f.byID() {
+		fc := f.clients[c]
 		t := Taken{Client: c, Ranges: fc.ranges}
 		for _, h := range fc.inOrder() {
 			t.Publishes = append(t.Publishes, h.p)
 		}
 		out = append(out, t)
 	}
-	slices.SortFunc(out, func(a, b Taken) int { return cmp.Compare(a.Client, b.Client) })
 	clear(f.clients)
 	clear(f.streams)
 	f.target, f.term, f.link = "", 0, nil
