@@ -88,17 +88,24 @@ func (w *world) uncap(l *link) {
 	for dir := range l.flights {
 		l.busy[dir] = w.now
 		var last tick.Time
+		u := l.untracked[dir]
 		for _, f := range l.flights[dir] {
 			if f.bypass {
 				continue
 			}
 			at := max(min(f.at, w.now.Add(f.delay)), last)
+			if f.at >= u {
+				// Sent after the last untracked message: still after it
+				// (seed 697 with forwarding: a forwarded publish overtook
+				// the resend queued before it).
+				at = max(at, u)
+			}
 			last = at
 			if at != f.at {
 				w.fly(l, dir, f, at)
 			}
 		}
-		l.lastAt[dir] = max(last, w.now)
+		l.lastAt[dir] = max(last, w.now, u)
 	}
 }
 

@@ -96,7 +96,7 @@ func (w *world) sendForward(from *node, to msg.NodeID, link any, m msg.Forward) 
 	// Spaced up to a millisecond apart, as a reader hands a burst to its
 	// loop in pieces: a leader may start to serve in the middle of one.
 	at := max(w.now.Add(d), l.lastAt[dir].Add(time.Duration(w.frng.IntN(1000))*time.Microsecond))
-	l.lastAt[dir] = at
+	l.lastAt[dir], l.untracked[dir] = at, at
 	ep, dst := l.epoch, w.nodes[to]
 	w.at(at, func() {
 		if l.epoch != ep || !l.up || !dst.up || dst.raft.rn == nil {

@@ -346,7 +346,7 @@ func (w *world) transmitCell(from *node, inc int, toID uint64, step func(dst *ra
 		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
 	}
 	at := max(w.now.Add(d), l.lastAt[dir])
-	l.lastAt[dir] = at
+	l.lastAt[dir], l.untracked[dir] = at, at
 	ep := l.epoch
 	w.at(at, func() {
 		if l.epoch != ep || !l.up || !to.up || to.raft.rn == nil {

@@ -151,6 +151,10 @@ type link struct {
 	stalled bool
 	epoch   int
 	lastAt  [2]tick.Time // FIFO: last arrival per direction (0: a→b)
+	// untracked: the last arrival per direction of a message not kept in
+	// flights (a Raft message, a forwarded publish): uncap retimes only
+	// flights, and must not let later messages overtake it.
+	untracked [2]tick.Time
 	loss    bool
 	// reset: down only because a view closed it; it redials (membership.go).
 	reset bool
@@ -504,7 +508,7 @@ func (w *world) cut(l *link) {
 	// first message does not wait behind the arrivals of the lost ones
 	// (seed 38 with overload: a backlog of a capped link kept delaying
 	// every message after the cut, for minutes).
-	l.busy, l.lastAt = [2]tick.Time{}, [2]tick.Time{}
+	l.busy, l.lastAt, l.untracked = [2]tick.Time{}, [2]tick.Time{}, [2]tick.Time{}
 	l.flights = [2][]*flight{}
 	l.epoch++
 	if wasUp {
