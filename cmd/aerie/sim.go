@@ -37,7 +37,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
 	ibCache := fs.Int64("ib-relay-cache", 0, "bytes of a pubend's events each IB keeps to answer nacks (gd RelayCacheBytes, default 64 MiB; --topology cc-collapse-pb sets 1 MiB, smaller than its outage)")
 	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
-	raftClients := fs.String("raft-clients", "", "what the members of replicated PHB cells do with publishing clients: forward (each publisher connects to one member, which forwards to the serving leader, and the oracle checks its publish order), redirect (each publish goes to the serving leader), or none to draw one per seed")
+	raftClients := fs.String("raft-clients", "", "what a member of a replicated PHB cell that does not serve does with a publishing client: forward its publishes to the serving leader, or redirect it (close its connection; it moves to the next member); none draws one per seed. Either way every publisher of a cell resends in order on a new connection, and the oracle checks its publish order")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
 	fs.Usage = func() {

@@ -11,21 +11,25 @@ import (
 	"github.com/aerie-mq/aerie/internal/shell"
 )
 
-// One-hop forwarding in replicated PHB cells (raft_clients = "forward",
-// internal/raftphb/forward; docs/ARCHITECTURE.md "Clients"). In a run
-// that forwards (half the runs with replicated cells, on their own
-// sub-seed), every publisher of a replicated cell is an ordered publisher
-// as the Go client is one: connected to one member of the cell (its
-// address list is the cell's members), it sends its publishes in order and
-// never retries on a live connection; when the connection closes (its
-// member crashed, lost the leadership it served with, or gave it up after
-// the forward timeout) it connects to the next member that is up and
-// resends every unacknowledged publish, in order, before any new one. A
-// member that does not serve forwards its clients' publishes to the
-// serving leader with its Forwarder, over the cell's simulated links and
-// the wire codec; the leader takes them with Refusals into sessions of its
-// shell and answers back the same way. The oracle checks that an ordered
-// publisher's events are logged in the order of its seqs (I13).
+// Clients of replicated PHB cells (docs/ARCHITECTURE.md "Clients"). Every
+// publisher of a replicated cell is an ordered publisher, as the Go client
+// is one: connected to one member of the cell (its address list is the
+// cell's members), it sends its publishes in order and never retries on a
+// live connection; when the connection closes (its member crashed, lost
+// the leadership it served with, or closed it) it connects to the next
+// member that is up and resends every unacknowledged publish, in order,
+// before any new one. The oracle checks that an ordered publisher's events
+// are logged in the order of its seqs (I13).
+//
+// What a member that does not serve does with it is the run's choice,
+// drawn on its own sub-seed (raft_clients): in half the runs it forwards
+// (internal/raftphb/forward) the client's publishes to the serving leader
+// with its Forwarder, over the cell's simulated links and the wire codec,
+// and the leader takes them with Refusals into sessions of its shell and
+// answers back the same way; the Forwarder gives a client up after the
+// forward timeout. In the other half it redirects: it drops the client's
+// publishes and closes the connection 200 ms after it opened, as does a
+// member that starts to serve (broker.standbyClient, raftEvent).
 
 // fwdTimeout is how long a forwarded client's publishes may find no
 // serving leader before its member closes it: five election timeouts, as
@@ -192,12 +196,16 @@ func (w *world) follow(n *node, retry bool) {
 // clients of its new shell, their unanswered publishes handed to it in
 // order; it takes no stream of an earlier term.
 func (w *world) forwardServe(n *node) {
-	if !w.forwards(n) {
-		return
-	}
 	fm := n.raft.fwd
 	clear(fm.in)
 	clear(fm.out)
+	for c, p := range fm.clients {
+		if !fm.f.Has(c) {
+			// Redirected: closed as the member's shell changes.
+			p.fc.ok = false
+			delete(fm.clients, c)
+		}
+	}
 	for _, t := range fm.f.TakeOver() {
 		w.input(n, func(b *shell.Broker) {
 			b.ClientUpReading(t.Client, nil, shell.Reads{AckRanges: t.Ranges})
@@ -214,9 +222,6 @@ func (w *world) forwardServe(n *node) {
 // now on and told (the broker's fwdConn.CloseWith); the clients it served
 // directly are closed, and reconnect.
 func (w *world) forwardLost(n *node) {
-	if !w.forwards(n) {
-		return
-	}
 	fm := n.raft.fwd
 	forward.RefuseAll(fm.refused, fm.in)
 	keys := make([]forward.Key, 0, len(fm.in))
@@ -306,10 +311,20 @@ func (p *publisher) orderedConn(w *world) *node {
 		p.fc = fwdConn{node: n.id, inc: n.inc, id: n.nextCID, ok: true}
 		n.raft.fwd.clients[p.fc.id] = p
 		ranges := p.fc.id%2 == 1
-		if n.raft.serving {
+		switch {
+		case n.raft.serving:
 			w.input(n, func(b *shell.Broker) { b.ClientUpReading(p.fc.id, nil, shell.Reads{AckRanges: ranges}) })
-		} else {
+		case w.plan.forward:
 			n.raft.fwd.f.ClientUp(p.fc.id, ranges)
+		default:
+			// Redirected: closed 200 ms after it opened, its publishes
+			// dropped meanwhile.
+			c := p.fc
+			w.after(200*time.Millisecond, func() {
+				if n.up && n.inc == c.inc && n.raft.fwd.clients[c.id] == p && !n.raft.serving {
+					delete(n.raft.fwd.clients, c.id)
+				}
+			})
 		}
 		w.watchf("%s connects to %s (client %d), resending %d", p.id, n.id, p.fc.id, len(p.outstanding))
 		seqs := make([]uint64, 0, len(p.outstanding))
@@ -337,6 +352,9 @@ func (p *publisher) sendOrdered(w *world, n *node, req msg.Publish) {
 		id := p.fc.id
 		w.input(n, func(b *shell.Broker) { b.ClientRequest(id, req) })
 		return
+	}
+	if !w.plan.forward {
+		return // redirected: dropped, resent at the next member
 	}
 	n.raft.fwd.f.Publish(p.fc.id, req)
 	w.follow(n, false)

@@ -4,31 +4,33 @@ import (
 	"testing"
 )
 
-// TestForwardedPublishers runs a batch with the members of replicated
-// cells forwarding: every publisher of a cell is an ordered publisher
-// connected to one member, and leaders crash, lose their links, are cut
-// off and start to serve late. No violation — I13 among them: each
-// ordered publisher's events are logged in its publish order — and
-// publishes were forwarded.
-func TestForwardedPublishers(t *testing.T) {
-	forwarded, giveUps := 0, 0
-	for s := uint64(1); s <= 12; s++ {
-		o := DefaultOptions(s)
-		o.RaftClients = "forward"
-		o.Faults = []string{FaultReplicas, FaultFailover, FaultCrash, FaultCut, FaultPartition, FaultWipe}
-		res, err := Run(o)
-		if err != nil {
-			t.Fatal(err)
+// TestCellPublishersKeepOrder runs a batch in each mode of the members of
+// replicated cells (forward, redirect): every publisher of a cell is an
+// ordered publisher connected to one member, and leaders crash, lose
+// their links, are cut off, start to serve late and lose their disks. No
+// violation — I13 among them: each ordered publisher's events are logged
+// in its publish order — and, when forwarding, publishes were forwarded.
+func TestCellPublishersKeepOrder(t *testing.T) {
+	for _, mode := range []string{"forward", "redirect"} {
+		forwarded, giveUps := 0, 0
+		for s := uint64(1); s <= 12; s++ {
+			o := DefaultOptions(s)
+			o.RaftClients = mode
+			o.Faults = []string{FaultReplicas, FaultFailover, FaultCrash, FaultCut, FaultPartition, FaultWipe}
+			res, err := Run(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Violations) > 0 {
+				t.Fatalf("%s, seed %d: %v\n%s", mode, s, res.Violations[0], res.Plan)
+			}
+			forwarded += res.Forwarded
+			giveUps += res.ForwardGiveUps
 		}
-		if len(res.Violations) > 0 {
-			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		t.Logf("%s: %d publishes forwarded, %d forwarded clients given up", mode, forwarded, giveUps)
+		if (mode == "forward") != (forwarded > 0) {
+			t.Fatalf("%s: %d publishes forwarded", mode, forwarded)
 		}
-		forwarded += res.Forwarded
-		giveUps += res.ForwardGiveUps
-	}
-	t.Logf("%d publishes forwarded, %d forwarded clients given up", forwarded, giveUps)
-	if forwarded == 0 {
-		t.Fatal("no publish forwarded")
 	}
 }
 

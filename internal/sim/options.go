@@ -111,10 +111,11 @@ type Options struct {
 	// default (1 MiB) is above any store the simulator builds, so its
 	// snapshots travel in one message.
 	RaftChunkBytes int
-	// RaftClients says what the members of replicated PHB cells do with
-	// publishing clients: "forward" (forward.go: ordered publishers,
-	// connected to any member), "redirect" (each publish goes to the
-	// serving leader), or "" to draw one per run.
+	// RaftClients says what the members of replicated PHB cells that do
+	// not serve do with publishing clients (forward.go): "forward" their
+	// publishes to the serving leader, "redirect" them (close the
+	// connection; the client moves to the next member), or "" to draw one
+	// per run.
 	RaftClients string
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).

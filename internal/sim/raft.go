@@ -83,8 +83,7 @@ type raftMember struct {
 	// formed latches that every member of the cell had applied its first
 	// entry when this member was last looked at (cellFormed).
 	formed bool
-	// fwd is the incarnation's forwarding (forward.go; nil when the run
-	// does not forward).
+	// fwd is the incarnation's clients and forwarding (forward.go).
 	fwd *fwdMember
 }
 
@@ -222,9 +221,7 @@ func (w *world) openRaft(n *node) error {
 		return fmt.Errorf("%w (%v)", eventlog.ErrCorrupt, c)
 	}
 	r.rn, r.busy, r.serving = rn, false, false
-	if w.plan.forward {
-		r.fwd = w.newFwdMember(n)
-	}
+	r.fwd = w.newFwdMember(n)
 	return nil
 }
 

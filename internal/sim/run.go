@@ -394,7 +394,7 @@ func (w *world) schedule() {
 			for k := 0; k < 1+w.rng.IntN(2); k++ {
 				pub := &publisher{id: fmt.Sprintf("pub-%s-%d", pe, k), node: b.ID, pubend: pe,
 					outstanding: map[uint64]time.Duration{}, rate: float64(1 + w.rng.IntN(50))}
-				if ms := w.replicas(b); w.plan.forward && ms != nil {
+				if ms := w.replicas(b); ms != nil {
 					pub.ordered, pub.members = true, ms
 					w.frng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
 					w.orc.Ordered(pub.id)
