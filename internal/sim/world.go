@@ -155,7 +155,7 @@ type link struct {
 	// flights (a Raft message, a forwarded publish): uncap retimes only
 	// flights, and must not let later messages overtake it.
 	untracked [2]tick.Time
-	loss    bool
+	loss      bool
 	// reset: down only because a view closed it; it redials (membership.go).
 	reset bool
 	// bw caps the bytes per second each direction carries (0: no cap);
