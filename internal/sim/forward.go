@@ -89,18 +89,9 @@ func (w *world) sendForward(from *node, to msg.NodeID, link any, m msg.Forward) 
 	if !ok {
 		panic("sim: a Forward decoded as another message")
 	}
-	dir := 0
-	if from.id == l.b {
-		dir = 1
-	}
-	d := w.plan.linkDelay
-	if w.plan.linkJitter > 0 {
-		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
-	}
 	// Spaced up to a millisecond apart, as a reader hands a burst to its
 	// loop in pieces: a leader may start to serve in the middle of one.
-	at := max(w.now.Add(d), l.lastAt[dir].Add(time.Duration(w.frng.IntN(1000))*time.Microsecond))
-	l.lastAt[dir], l.untracked[dir] = at, at
+	at := w.untrackedArrival(l, from.id, time.Duration(w.frng.IntN(1000))*time.Microsecond)
 	ep, dst := l.epoch, w.nodes[to]
 	w.at(at, func() {
 		if l.epoch != ep || !l.up || !dst.up || dst.raft.rn == nil {
@@ -199,13 +190,7 @@ func (w *world) forwardServe(n *node) {
 	fm := n.raft.fwd
 	clear(fm.in)
 	clear(fm.out)
-	for c, p := range fm.clients {
-		if !fm.f.Has(c) {
-			// Redirected: closed as the member's shell changes.
-			p.fc.ok = false
-			delete(fm.clients, c)
-		}
-	}
+	fm.closeOwn() // redirected: closed as the member's shell changes
 	for _, t := range fm.f.TakeOver() {
 		w.input(n, func(b *shell.Broker) {
 			b.ClientUpReading(t.Client, nil, shell.Reads{AckRanges: t.Ranges})
@@ -239,6 +224,12 @@ func (w *world) forwardLost(n *node) {
 	}
 	clear(fm.in)
 	clear(fm.out)
+	fm.closeOwn()
+}
+
+// closeOwn closes the member's clients that its Forwarder does not hold:
+// those it served, or redirects.
+func (fm *fwdMember) closeOwn() {
 	for c, p := range fm.clients {
 		if !fm.f.Has(c) {
 			p.fc.ok = false

@@ -334,16 +334,7 @@ func (w *world) transmitCell(from *node, inc int, toID uint64, step func(dst *ra
 	if l == nil || !l.up || l.stalled {
 		return
 	}
-	dir := 0
-	if from.id == l.b {
-		dir = 1
-	}
-	d := w.plan.linkDelay
-	if w.plan.linkJitter > 0 {
-		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
-	}
-	at := max(w.now.Add(d), l.lastAt[dir])
-	l.lastAt[dir], l.untracked[dir] = at, at
+	at := w.untrackedArrival(l, from.id, 0)
 	ep := l.epoch
 	w.at(at, func() {
 		if l.epoch != ep || !l.up || !to.up || to.raft.rn == nil {
@@ -354,6 +345,25 @@ func (w *world) transmitCell(from *node, inc int, toID uint64, step func(dst *ra
 		}
 		w.raftWork(to)
 	})
+}
+
+// untrackedArrival is when a message from sent now over l arrives, in
+// FIFO order behind everything sent before on its direction, at least
+// spacing after the one before it; the link notes it as an arrival of a
+// message it does not keep in flights (a Raft message, a forwarded
+// publish), which uncap must not let later messages overtake.
+func (w *world) untrackedArrival(l *link, from msg.NodeID, spacing time.Duration) tick.Time {
+	dir := 0
+	if from == l.b {
+		dir = 1
+	}
+	d := w.plan.linkDelay
+	if w.plan.linkJitter > 0 {
+		d += time.Duration(w.rng.Int64N(int64(w.plan.linkJitter)))
+	}
+	at := max(w.now.Add(d), l.lastAt[dir].Add(spacing))
+	l.lastAt[dir], l.untracked[dir] = at, at
+	return at
 }
 
 // raftWork writes n's next Ready to its Raft log and completes it (fsync,
