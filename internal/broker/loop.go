@@ -100,7 +100,7 @@ func (peerDown) apply(n *Node, src source) {
 		if n.raft != nil {
 			n.raftPeerDown(src.peer)
 			// The sessions of the clients that member forwarded for go
-			// with the link. Its refusals stay (fwdRefusals.forgetPeer):
+			// with the link. Its refusals stay (forward.Refusals.ForgetPeer):
 			// the member may already be sending on another link to us.
 			for k, cid := range n.raft.fwdIn {
 				if k.Peer == src.peer {

@@ -446,10 +446,11 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		}
 		r.serving = false
 		n.sh, n.eng = sh, eng
-		// Forwarded clients are told (fwdConn.CloseWith below): their
-		// members resend to the next leader. Their publishes the lost
-		// shell held went with it: should this member serve again, their
-		// later ones wait for the resend (fwdRefusals).
+		// Forwarded streams are told (fwdConn.CloseWith below): their
+		// members resend to the next leader, in new streams. Their
+		// publishes the lost shell held went with it: should this member
+		// serve again, it takes nothing more of those streams
+		// (forward.Refusals).
 		forward.RefuseAll(r.refused, r.fwdIn)
 		r.fwdIn = map[forward.Key]shell.ClientID{}
 		n.log.Info("no longer leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Lost.Term, "unacked_batches", len(ev.Lost.Pending))
