@@ -333,7 +333,8 @@ func (p *publisher) orderedConn(w *world) *node {
 }
 
 // sendOrdered sends a publish over the ordered publisher's connection to
-// n: to its shell if n serves, else to its Forwarder.
+// n: to its shell if n serves, else to its Forwarder (or nowhere, when
+// members redirect).
 func (p *publisher) sendOrdered(w *world, n *node, req msg.Publish) {
 	req, ok := w.viaWire(req).(msg.Publish)
 	if !ok {
