@@ -132,12 +132,15 @@ func (w *world) forwardArrived(n *node, from msg.NodeID, f msg.Forward) {
 			w.input(n, func(b *shell.Broker) { b.ClientDown(cid) })
 			return
 		}
-		fm.f.FromLeader(time.Time{}.Add(time.Duration(w.now)), from, f)
+		fm.f.FromLeader(w.wallTime(), from, f)
 	default:
-		fm.f.FromLeader(time.Time{}.Add(time.Duration(w.now)), from, f)
+		fm.f.FromLeader(w.wallTime(), from, f)
 	}
 	w.follow(n, false)
 }
+
+// wallTime is simulated true time as the time.Time a pure core takes.
+func (w *world) wallTime() time.Time { return time.Time{}.Add(time.Duration(w.now)) }
 
 // forwardedAnswer sends the serving leader's answer to a forwarded
 // stream back to the member that forwards it; false if c is not one.
@@ -173,7 +176,7 @@ func (w *world) follow(n *node, retry bool) {
 			to, link = n.raft.members[s-1], l.epoch
 		}
 	}
-	for _, s := range n.raft.fwd.f.Follow(time.Time{}.Add(time.Duration(w.now)), to, term, link, retry) {
+	for _, s := range n.raft.fwd.f.Follow(w.wallTime(), to, term, link, retry) {
 		w.watchf("%s closes forwarded client %d: no serving leader for %v (%d unanswered)", n.id, s.Client, fwdTimeout, s.Unanswered)
 		w.fwdGiveUps++
 		if p := n.raft.fwd.clients[s.Client]; p != nil {
