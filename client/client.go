@@ -459,8 +459,11 @@ func (c *Client) finish(seq uint64, ack Ack, err error) {
 		c.window.release(1)
 	}
 	c.mu.Unlock()
-	if p != nil {
+	switch {
+	case p != nil:
 		p.done(Result{Ack: ack, Seq: p.seq, Err: err})
+	case err != nil: // a publish that asked for no ack, which nobody waits for
+		c.log.Warn("publish refused", "seq", seq, "err", err)
 	}
 }
 
@@ -548,6 +551,69 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// PublishNoAck sends one event and asks for no acknowledgment: at most
+// once, as MQTT's QoS 0 or core NATS. It returns once the event is queued
+// on the connection. The client does not keep it, so a connection lost
+// before its pubend takes it loses it, and nothing says so; once taken, it
+// is logged, ordered and delivered exactly once, as any other. A refusal
+// (an unknown pubend, a topic the user may not publish to) is logged by
+// the client. It blocks while the connection is down or MaxInflight frames
+// wait to be written (back-pressure from the socket), until ctx ends.
+//
+// A broker takes one client's publishes in the order they were sent, so a
+// Publish after PublishNoAcks is acknowledged only once they were taken
+// (or lost): a publisher that must know how far it got, as NATS's Flush
+// tells, sends one Publish and waits for its ack. It saves the broker an
+// ack, and the client a pending publish, per event; use it where losing an
+// event on a failure is acceptable (metrics, telemetry, best-effort
+// networks) — use Publish where it is not.
+func (c *Client) PublishNoAck(ctx context.Context, m Message) error {
+	props, err := normalizeProps(m.Props)
+	if err != nil {
+		return err
+	}
+	if n := msg.EventSize(m.Topic, props, m.Payload); n > MaxEventBytes {
+		return fmt.Errorf("%w: event of %d bytes exceeds the %d-byte limit", ErrRejected, n, MaxEventBytes)
+	}
+	for {
+		c.mu.Lock()
+		conn, up := c.conn, c.connUp
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return ErrClosed
+		case conn == nil:
+			c.mu.Unlock()
+			select {
+			case <-up:
+			case <-c.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		case conn.Queued() >= c.opts.MaxInflight:
+			c.mu.Unlock()
+			if err := conn.WaitRoom(ctx, c.opts.MaxInflight); err != nil {
+				return err
+			}
+			continue
+		}
+		c.seq++
+		p := c.newPublish()
+		*p = publish{seq: c.seq, req: msg.Publish{
+			Pubend: msg.PubendID(c.opts.Pubend), Publisher: c.opts.ID, Seq: c.seq,
+			Topic: m.Topic, Props: props, Payload: m.Payload,
+			// A broker before version 15 acks it; the ack finds nothing
+			// pending and is dropped.
+			NoAck: conn.Peer.Version >= wire.VersionPublishNoAck,
+		}}
+		p.req = c.pinned(p.req)
+		conn.Send(&p.req) // by pointer, as PublishFunc's; not kept after it is written
+		c.mu.Unlock()
+		return nil
+	}
 }
 
 // publishChunk is how many publishes one allocation makes (Client.slab).

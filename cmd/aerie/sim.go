@@ -37,6 +37,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
 	ibCache := fs.Int64("ib-relay-cache", 0, "bytes of a pubend's events each IB keeps to answer nacks (gd RelayCacheBytes, default 64 MiB; --topology cc-collapse-pb sets 1 MiB, smaller than its outage)")
 	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
+	noAck := fs.String("noack", "", "whether publishers send every third publish asking for no ack (at most once, as a client's PublishNoAck): on or off; none draws it per seed (on in a third). The oracle then asks only that what was logged be delivered, and that no such publish be acked")
 	raftClients := fs.String("raft-clients", "", "what a member of a replicated PHB cell that does not serve does with a publishing client: forward its publishes to the serving leader, or redirect it (close its connection; it moves to the next member); none draws one per seed. Either way every publisher of a cell resends in order on a new connection, and the oracle checks its publish order")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
@@ -123,6 +124,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			o.LinkQueueBytes = *linkQueue
 		}
 		o.RaftClients = *raftClients
+		o.NoAckPublishes = *noAck
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -166,6 +168,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *raftClients != "" {
 			fmt.Fprintf(&b, " --raft-clients %s", *raftClients)
+		}
+		if *noAck != "" {
+			fmt.Fprintf(&b, " --noack %s", *noAck)
 		}
 		return b.String()
 	}
@@ -234,13 +239,14 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	wg.Wait()
 	violations := 0
 	var wipes, rejoins, campaigns uint64
-	changed, forwarded, giveUps := 0, 0, 0
+	changed, forwarded, giveUps, noAckAsked, noAckLogged := 0, 0, 0, 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
 			changed += o.res.MembersChanged
 			campaigns += o.res.RaftLinkCampaigns
 			forwarded, giveUps = forwarded+o.res.Forwarded, giveUps+o.res.ForwardGiveUps
+			noAckAsked, noAckLogged = noAckAsked+o.res.NoAckAsked, noAckLogged+o.res.NoAckLogged
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -292,6 +298,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if forwarded > 0 {
 		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d publishes forwarded to a serving leader, %d forwarded clients closed for want of one\n", forwarded, giveUps)
+	}
+	if noAckAsked > 0 {
+		fmt.Fprintf(stdout, "sim: %d publishes asked for no ack, %d of them logged (the rest lost, as at most once allows)\n", noAckAsked, noAckLogged)
 	}
 	fmt.Fprintf(stdout, "sim: %d runs, %d violations\n", len(seeds), violations)
 	if violations > 0 {

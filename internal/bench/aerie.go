@@ -66,6 +66,7 @@ func AerieCCFactory() Factory {
 type aerieNet struct {
 	sys     string
 	be      bool
+	noAck   bool // Topology.NoAck, under best effort
 	subBuf  int
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -101,7 +102,7 @@ func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool,
 	if bestEffort {
 		sys = SysAerieBestEffort
 	}
-	a := &aerieNet{sys: sys, be: bestEffort, subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4),
+	a := &aerieNet{sys: sys, be: bestEffort, noAck: bestEffort && topo.NoAck, subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), mods: mods}
 	cfg := gd.DefaultConfig()
 	const lo = "127.0.0.1:0"
@@ -193,7 +194,7 @@ func (a *aerieNet) Publisher(ctx context.Context, idx int) (Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newAeriePub(c, idx), nil
+	return newAeriePub(c, idx, a.noAck), nil
 }
 
 func (a *aerieNet) Subscribe(ctx context.Context, f Filter, fn func(Delivery)) (Sub, error) {
@@ -386,16 +387,23 @@ type aeriePub struct {
 	err         error // the first failed publish
 	props       map[string]any
 	doneFn      func(client.Result) // p.done, bound once: a method value made per publish is an allocation
+	// noAck: publishes ask for no ack but every aerieWindow-th, which
+	// Publish waits for (Topology.NoAck); n counts them.
+	noAck bool
+	n     int
 }
 
 // newAeriePub publishes on c as publisher idx.
-func newAeriePub(c *client.Client, idx int) *aeriePub {
-	p := &aeriePub{c: c, idx: uint32(idx), idle: make(chan struct{}), props: map[string]any{}}
+func newAeriePub(c *client.Client, idx int, noAck bool) *aeriePub {
+	p := &aeriePub{c: c, idx: uint32(idx), idle: make(chan struct{}), props: map[string]any{}, noAck: noAck}
 	p.doneFn = p.done
 	return p
 }
 
-func (p *aeriePub) Publish(_ context.Context, m Msg) error {
+func (p *aeriePub) Publish(ctx context.Context, m Msg) error {
+	if p.noAck {
+		return p.publishNoAck(ctx, m)
+	}
 	p.mu.Lock()
 	p.outstanding++
 	p.mu.Unlock()
@@ -404,6 +412,25 @@ func (p *aeriePub) Publish(_ context.Context, m Msg) error {
 		Payload: encodePayload(p.idx, m)}, p.doneFn)
 	if err != nil {
 		p.done(client.Result{Err: err})
+		return fmt.Errorf("bench: publish %d: %w", m.Seq, err)
+	}
+	return nil
+}
+
+// publishNoAck publishes m without asking for an ack, but for every
+// aerieWindow-th publish, whose ack it waits for: a round trip after which
+// the broker has taken the publishes before it, as the core NATS
+// publisher's Flush every aerieWindow messages.
+func (p *aeriePub) publishNoAck(ctx context.Context, m Msg) error {
+	p.props["k"] = int64(m.Key)
+	cm := client.Message{Topic: "bench.t", Props: p.props, Payload: encodePayload(p.idx, m)}
+	var err error
+	if p.n++; p.n%aerieWindow != 0 {
+		err = p.c.PublishNoAck(ctx, cm)
+	} else {
+		_, err = p.c.Publish(ctx, cm)
+	}
+	if err != nil {
 		return fmt.Errorf("bench: publish %d: %w", m.Seq, err)
 	}
 	return nil

@@ -49,6 +49,7 @@ func AerieProcsFactory(exe, profile string, bestEffort bool) Factory {
 type procNet struct {
 	sys     string
 	be      bool
+	noAck   bool // Topology.NoAck, under best effort
 	exe     string
 	profile string
 	subBuf  int
@@ -70,7 +71,7 @@ func startProcNet(ctx context.Context, exe, profile string, topo Topology, dir s
 	if bestEffort {
 		sys = SysAerieBestEffort
 	}
-	n := &procNet{sys: sys, be: bestEffort, exe: exe, profile: profile, subBuf: cmp.Or(topo.SubBuffer, 16384),
+	n := &procNet{sys: sys, be: bestEffort, noAck: bestEffort && topo.NoAck, exe: exe, profile: profile, subBuf: cmp.Or(topo.SubBuffer, 16384),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if topo.Cuttable || topo.Counted {
 		return nil, fmt.Errorf("separate processes have no proxy on the SHB's link: %w", errUnsupported)
@@ -152,7 +153,7 @@ func (n *procNet) Publisher(ctx context.Context, idx int) (Publisher, error) {
 	n.mu.Lock()
 	n.clients = append(n.clients, c)
 	n.mu.Unlock()
-	return newAeriePub(c, idx), nil
+	return newAeriePub(c, idx, n.noAck), nil
 }
 
 // Subscribe opens the next subscriber in a subscribers' child, starting

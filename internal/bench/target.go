@@ -39,6 +39,12 @@ type Topology struct {
 	// Counted puts a byte-counting proxy on the SHB's upstream link
 	// (linkCounter).
 	Counted bool
+	// NoAck has a best-effort system's publishers ask for no acks
+	// (client.PublishNoAck) but every aerieWindow-th publish, which they
+	// wait for, as the core NATS publisher flushes: like for like with
+	// core NATS (throughput). Without it they ask for every ack, so that
+	// GD and best effort carry the same frames (overhead).
+	NoAck bool
 }
 
 // ballaster is a target that can hold many subscriptions that receive

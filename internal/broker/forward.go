@@ -129,6 +129,10 @@ func (n *Node) forwardRequest(cid shell.ClientID, m msg.Msg) {
 		n.clients[cid].Send(msg.PubReject{Publisher: p.Publisher, Seq: p.Seq, Reason: "not authorized to publish to " + p.Topic})
 		return
 	}
+	// The Forwarder keeps a publish until the leader acks it, so a
+	// forwarded publish asks for its ack; the client, which keeps no
+	// publish that asked for none, drops it.
+	p.NoAck = false
 	r.fwd.Publish(cid, p)
 }
 

@@ -229,7 +229,7 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 			src.conn.CloseWith(err, "protocol error: "+err.Error())
 		}
 	case !n.clientMayRun(src, m):
-		// A PublishRun from a client that announced a version without it.
+		// A frame newer than the version its client announced.
 	case n.raft != nil && !n.raft.serving:
 		// A standby member forwards a client's publishes to the serving
 		// leader; redirected, the connection is closing and the client
@@ -242,21 +242,41 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 	}
 }
 
-// clientMayRun reports whether m, from client connection src, is not a
-// PublishRun from a client that announced a version before
-// wire.VersionPublishRun; such a client is closed for a protocol error.
+// clientMayRun reports whether m, from client connection src, uses no
+// frame newer than the version its client announced: a PublishRun before
+// wire.VersionPublishRun, a publish that asks for no ack before
+// wire.VersionPublishNoAck. Such a client is closed for a protocol error.
 func (n *Node) clientMayRun(src source, m msg.Msg) bool {
-	if _, ok := m.(*msg.PublishRun); !ok {
+	var what string
+	var since uint16
+	run, _ := m.(*msg.PublishRun)
+	switch m := m.(type) {
+	case *msg.PublishRun:
+		what, since = "PublishRun", wire.VersionPublishRun
+		if m.Publishes[0].NoAck { // a decoded run has a publish; all ask alike
+			what, since = "PublishRunNoAck", wire.VersionPublishNoAck
+		}
+	case msg.Publish:
+		if !m.NoAck {
+			return true
+		}
+		what, since = "PublishNoAck", wire.VersionPublishNoAck
+	default:
 		return true
 	}
 	tc, ok := n.clients[src.cid].(*transport.Conn)
-	if !ok || tc.Peer.Version >= wire.VersionPublishRun {
-		n.publishRuns.Add(1)
+	if !ok || tc.Peer.Version >= since {
+		if run != nil {
+			n.publishRuns.Add(1)
+		}
 		return true
 	}
-	err := fmt.Errorf("broker: client %s of version %d sent a PublishRun (version %d on)", tc.Peer.ID, tc.Peer.Version, wire.VersionPublishRun)
+	err := fmt.Errorf("broker: client %s of version %d sent a %s (version %d on)", tc.Peer.ID, tc.Peer.Version, what, since)
 	n.log.Warn("closing client after protocol error", "err", err)
-	tc.CloseWith(err, "protocol error: PublishRun before version 13")
+	tc.CloseWith(err, fmt.Sprintf("protocol error: %s before version %d", what, since))
+	// Gone now, not when the close is reported: what it sent after the
+	// bad frame, in the same read, is a closed connection's leftovers.
+	clientDown{}.apply(n, src)
 	return false
 }
 

@@ -15,18 +15,23 @@ import (
 // to measure that cost (aerie bench, workload "overhead"); no user should
 // run it for data that matters.
 
-// publishBestEffort: tick, ack, forward, deliver — no record, no fsync.
+// publishBestEffort: tick, ack (unless the publish asks for none),
+// forward, deliver — no record, no fsync.
 func (e *Engine) publishBestEffort(ps *pstream, m msg.Publish) {
 	a := ps.pub.Assign(e.now, m)
 	if a.Event == nil {
 		e.stats.DuplicatePublishes++
-		e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.DupTick, Duplicate: true})
+		if e.acks(m) {
+			e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.DupTick, Duplicate: true})
+		}
 		return
 	}
 	ps.pub.MadeDurable(a.Event) // nothing to wait for: drop it from Pending
 	ps.pub.Announced = a.Event.Tick
 	ps.published++
-	e.toClient(e.pubAckMsg(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick}))
+	if e.acks(m) {
+		e.toClient(e.pubAckMsg(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick}))
+	}
 	e.forwardBestEffort(ps, a.Event)
 }
 

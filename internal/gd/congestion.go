@@ -60,6 +60,10 @@ func (e *Engine) initCC(ps *pstream) {
 	ps.sub.HoldRepeats = true
 }
 
+// admitNoAckMax bounds the publishes waiting for a pubend's rate that a
+// publish asking for no ack still joins (admitPublish).
+const admitNoAckMax = 16384
+
 type pubSeq struct {
 	publisher string
 	seq       uint64
@@ -70,7 +74,10 @@ type pubSeq struct {
 // that has its tick already is answered at once (it costs the network
 // nothing); a retry of one still waiting is dropped, the original stays.
 // admit holds at most what publishers have unacknowledged: a publisher
-// bounds that (the Go client at Options.MaxInflight).
+// bounds that (the Go client at Options.MaxInflight). A publish that asks
+// for no ack is bounded by nothing but the rate, so one that finds
+// admitNoAckMax publishes waiting is dropped (at most once allows it;
+// PublishesDropped counts it) rather than held without bound.
 func (e *Engine) admitPublish(ps *pstream, m msg.Publish) bool {
 	c := &ps.cc
 	if c.reg == nil || ps.pub.Known(m.Publisher, m.Seq) {
@@ -82,6 +89,10 @@ func (e *Engine) admitPublish(ps *pstream, m msg.Publish) bool {
 	}
 	if len(c.admit) == 0 && c.reg.Release(e.now, 1) == 1 {
 		return true
+	}
+	if m.NoAck && len(c.admit) >= admitNoAckMax {
+		e.stats.PublishesDropped++
+		return false
 	}
 	if c.waiting == nil {
 		c.waiting = map[pubSeq]bool{}

@@ -357,7 +357,7 @@ func (h *harness) run(td *datadriven.TestData) {
 			seq, _ = strconv.ParseUint(v, 10, 64)
 		}
 		h.seqs[pub] = max(h.seqs[pub], seq)
-		m := msg.Publish{Pubend: msg.PubendID(arg(1)), Publisher: pub, Seq: seq, Topic: args["topic"]}
+		m := msg.Publish{Pubend: msg.PubendID(arg(1)), Publisher: pub, Seq: seq, Topic: args["topic"], NoAck: slices.Contains(pos, "noack")}
 		for _, a := range td.CmdArgs {
 			if a.Key != "props" {
 				continue
@@ -481,6 +481,10 @@ func (h *harness) network(args map[string]string, input string) {
 	for k, v := range args {
 		if k == "cc" { // congestion control on
 			h.cfg.CongestionControl = v == "on"
+			continue
+		}
+		if k == "besteffort" { // Config.BestEffort
+			h.cfg.BestEffort = v == "on"
 			continue
 		}
 		if k == "dcq" {

@@ -24,6 +24,8 @@ const (
 	// MutNoRateDecrease: a pubend ignores congestion alerts (UCAs), so its
 	// rate never goes down (Gryphon CC eq. 2, 3 switched off).
 	MutNoRateDecrease
+	// MutAckNoAck: a pubend acks publishes that asked for no ack.
+	MutAckNoAck
 )
 
 // Mutate switches off the given rules (tests only).

@@ -41,6 +41,9 @@ type Stats struct {
 	// UCAs ignored (from outside the pubend's tree, or with an impossible
 	// rate).
 	PublishesHeld, DCQsSent, UCAsSent, RateDecreases, Recoveries, CCIgnored uint64
+	// PublishesDropped counts publishes that asked for no ack and were
+	// dropped because too many waited for their pubend's rate.
+	PublishesDropped uint64
 }
 
 // Stats returns the counters so far.

@@ -48,15 +48,21 @@ func (e *Engine) assign(ps *pstream, m msg.Publish) {
 	a := ps.pub.Assign(e.now, m)
 	if a.Event == nil {
 		e.stats.DuplicatePublishes++
-		if a.DupDurable {
+		if a.DupDurable && e.acks(m) {
 			e.toClient(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.DupTick, Duplicate: true})
 		}
 		return // a pending original acks when durable
 	}
 	e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, Event: a.Event})
-	e.queuedAfter = append(e.queuedAfter, e.pubAckMsg(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick}))
+	if e.acks(m) { // a fire-and-forget publish: logged all the same, never acked
+		e.queuedAfter = append(e.queuedAfter, e.pubAckMsg(msg.PubAck{Pubend: m.Pubend, Publisher: m.Publisher, Seq: m.Seq, Tick: a.Event.Tick}))
+	}
 	ps.cc.position = a.Event.Tick
 }
+
+// acks reports whether publish m gets a PubAck: unless it asked for none
+// (msg.Publish.NoAck).
+func (e *Engine) acks(m msg.Publish) bool { return !m.NoAck || e.mut&MutAckNoAck != 0 }
 
 // subscribe widens the filters towards every pubend, then asks each pubend
 // for the tick from which the subscription is complete (MODEL.md P6). The

@@ -247,7 +247,7 @@ func (c *Conn) publish(pk packets.Packet) error {
 	}
 	c.mu.Unlock()
 	c.s.opts.Host.Request(c.id, msg.Publish{Pubend: c.pubend, Publisher: c.publisher, Seq: seq,
-		Topic: topic, Props: props, Payload: pk.Payload})
+		Topic: topic, Props: props, Payload: pk.Payload, NoAck: qos == 0}) // QoS 0 waits for no PUBACK
 	return nil
 }
 

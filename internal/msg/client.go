@@ -12,6 +12,14 @@ import (
 
 // Publish is a client's request to publish one event to a pubend. (Publisher,
 // Seq) identify it: a retry after a lost ack returns the original tick.
+//
+// NoAck asks for no PubAck (a fire-and-forget publish, as MQTT's QoS 0 or
+// core NATS): the publisher learns nothing of it unless it is refused, and
+// does not resend it, so it may be lost before its pubend takes it (a lost
+// connection, a crashed broker). Once taken it is logged, ordered and
+// delivered as any other. It travels as PublishNoAck (and PublishRunNoAck)
+// frames, which a client sends only to brokers of version 15 on
+// (wire.VersionPublishNoAck).
 type Publish struct {
 	Pubend    PubendID
 	Publisher string
@@ -19,6 +27,7 @@ type Publish struct {
 	Topic     string
 	Props     Props
 	Payload   []byte
+	NoAck     bool
 }
 
 // PublishRun carries consecutive publishes of one client connection in
@@ -28,7 +37,8 @@ type Publish struct {
 // only to brokers that answered its Hello in protocol version 13 or later
 // (wire.VersionPublishRun), when several publishes are queued while its
 // connection's writer is busy; a broker refuses it from a client that
-// announced an older version.
+// announced an older version. Its publishes are all NoAck or none is (the
+// encoder refuses a mix).
 type PublishRun struct {
 	Publishes []Publish
 }

@@ -393,9 +393,16 @@ type EventBlocks struct {
 	events []Event // the current block of Events: from len on are free
 }
 
+// SmallAllocMax is the largest allocation the Go runtime serves from its
+// size classes (32 KiB less its 8-byte malloc header): a larger one is a
+// large object, given pages of its own, zeroed and freed page by page,
+// which costs several times as much per byte. Blocks and frames that are
+// allocated per burst of events stay within it.
+const SmallAllocMax = 32<<10 - 8
+
 const (
 	encBlockMin   = 2 << 10
-	encBlockMax   = 32 << 10 // the largest small allocation of the Go runtime
+	encBlockMax   = SmallAllocMax
 	encOwnMin     = encBlockMax / 8
 	eventBlockMin = 8
 	eventBlockMax = 64 // 8 KiB of 128-byte Events

@@ -37,6 +37,7 @@ var (
 		{desc("refetches_total", "Payload refetches sent upstream by a bounded cache."), func(s *broker.Status) uint64 { return s.Stats.Refetches }},
 		{desc("contradictions_total", "Contradictory knowledge joined: must stay 0."), func(s *broker.Status) uint64 { return uint64(s.Stats.Contradictions) }},
 		{desc("auth_failures_total", "Clients refused for a bad user name or password."), func(s *broker.Status) uint64 { return s.AuthFailures }},
+		{desc("publishes_dropped_total", "Publishes that asked for no ack, dropped because too many waited for their pubend's congestion-controlled rate."), func(s *broker.Status) uint64 { return s.Stats.PublishesDropped }},
 		{desc("publishes_held_total", "Publishes that waited for their pubend's congestion-controlled rate."), func(s *broker.Status) uint64 { return s.Stats.PublishesHeld }},
 		{desc("congestion_rate_decreases_total", "Times a hosted pubend lowered its rate on a congestion alert (Gryphon CC eq. 2, 3)."), func(s *broker.Status) uint64 { return s.Stats.RateDecreases }},
 		{desc("congestion_alerts_sent_total", "Congestion alerts (UCA) sent upstream."), func(s *broker.Status) uint64 { return s.Stats.UCAsSent }},

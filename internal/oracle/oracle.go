@@ -51,7 +51,10 @@ type Oracle struct {
 	selectors   map[string]*match.Selector
 	// ordered are the publishers whose events must be logged in the order
 	// of their seqs (I13).
-	ordered   map[string]bool
+	ordered map[string]bool
+	// noAcks are the publishes sent to a pubend's broker asking for no
+	// ack (msg.Publish.NoAck): acking one breaks I9.
+	noAcks    map[pubKey]bool
 	byNode    map[msg.NodeID][]*Session // full sessions, for Converged
 	delivered int                       // deliveries checked
 }
@@ -229,10 +232,37 @@ func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event, released tick.Ti
 	}
 }
 
-// PubAcked checks an ack a publisher received: the event is durable, and a
-// retried publish is acked with its original tick.
+// AskedNoAck records a publish sent to a broker asking for no ack: no
+// PubAck may answer it (I9). Not one that reaches its pubend through a
+// forwarding member, which asks for the ack on the client's behalf.
+func (o *Oracle) AskedNoAck(p msg.Publish) {
+	if o.noAcks == nil {
+		o.noAcks = map[pubKey]bool{}
+	}
+	o.noAcks[pubKey{p.Pubend, p.Publisher, p.Seq}] = true
+}
+
+// NoAcks returns how many publishes were sent asking for no ack
+// (AskedNoAck) and how many of them were logged; the others were lost, as
+// such a publish may be.
+func (o *Oracle) NoAcks() (asked, logged int) {
+	for k := range o.noAcks {
+		if _, ok := o.log(k.p).bySeq[k]; ok {
+			logged++
+		}
+	}
+	return len(o.noAcks), logged
+}
+
+// PubAcked checks an ack a publisher received: the event is durable, a
+// retried publish is acked with its original tick, and the publish asked
+// for an ack.
 func (o *Oracle) PubAcked(a msg.PubAck) {
 	k := pubKey{a.Pubend, a.Publisher, a.Seq}
+	if o.noAcks[k] {
+		o.fail("I9", "publish %s#%d asked for no ack and was acked at %s tick %d", a.Publisher, a.Seq, a.Pubend, a.Tick)
+		return
+	}
 	if t, ok := o.acks[k]; ok && t != a.Tick {
 		o.fail("I9", "publish %s#%d acked with tick %d and later %d", a.Publisher, a.Seq, t, a.Tick)
 		return

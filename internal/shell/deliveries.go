@@ -24,7 +24,10 @@ const (
 	// RunBytesMax bounds the event bytes of one DeliveryRun (a larger
 	// event travels alone). The client's events view the frame they came
 	// in, so this is also the most one kept event can pin beyond itself.
-	RunBytesMax = 32 << 10
+	// With the subscription's name and the count, the frame is a small
+	// allocation (msg.SmallAllocMax) at the client's reader, which
+	// allocates each frame.
+	RunBytesMax = msg.SmallAllocMax - 512
 )
 
 // deliveryRun is the open run of one connection.

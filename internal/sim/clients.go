@@ -36,6 +36,8 @@ type publisher struct {
 	steady bool
 	// gen, when set, draws publish seq's topic and properties (scale.go).
 	gen func(seq uint64) (string, msg.Props)
+	// noAck: every third publish asks for no ack (plan.noAck).
+	noAck bool
 	// ordered: a publisher of a replicated cell in a run that forwards
 	// (forward.go), connected to one of members at a time (fc, members[at]).
 	ordered bool
@@ -144,23 +146,34 @@ func (p *publisher) request(seq uint64) msg.Publish {
 		Pubend: p.pubend, Publisher: p.id, Seq: seq, Topic: topic,
 		Props:   props,
 		Payload: append([]byte(fmt.Sprintf("%s#%d", p.id, seq)), make([]byte, p.pad)...),
+		NoAck:   p.noAck && seq%3 == 0,
 	}
 }
 
+// publish sends the next publish. One that asks for no ack is sent once
+// and forgotten, as client.PublishNoAck does: it may be lost, and the
+// oracle asks only that what was logged be delivered.
 func (p *publisher) publish(w *world) {
+	p.nextSeq++
+	req := p.request(p.nextSeq)
 	if p.ordered {
 		n := p.orderedConn(w) // resends the unacknowledged first
-		p.nextSeq++
-		p.outstanding[p.nextSeq] = time.Duration(w.now)
+		if !req.NoAck {
+			p.outstanding[p.nextSeq] = time.Duration(w.now)
+		}
 		if n != nil {
-			p.sendOrdered(w, n, p.request(p.nextSeq))
+			p.sendOrdered(w, n, req)
 		}
 		return
 	}
-	p.nextSeq++
-	p.outstanding[p.nextSeq] = time.Duration(w.now)
+	if !req.NoAck {
+		p.outstanding[p.nextSeq] = time.Duration(w.now)
+	}
 	if n := w.pubTarget(p); n != nil {
-		p.conn.request(w, n, p.request(p.nextSeq))
+		if req.NoAck {
+			w.orc.AskedNoAck(req)
+		}
+		p.conn.request(w, n, req)
 	}
 }
 

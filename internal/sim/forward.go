@@ -344,6 +344,9 @@ func (p *publisher) sendOrdered(w *world, n *node, req msg.Publish) {
 		panic("sim: a Publish decoded as another message")
 	}
 	if n.raft.serving {
+		if req.NoAck {
+			w.orc.AskedNoAck(req)
+		}
 		id := p.fc.id
 		w.input(n, func(b *shell.Broker) { b.ClientRequest(id, req) })
 		return
@@ -351,6 +354,7 @@ func (p *publisher) sendOrdered(w *world, n *node, req msg.Publish) {
 	if !w.plan.forward {
 		return // redirected: dropped, resent at the next member
 	}
+	req.NoAck = false // as broker.forwardRequest: the Forwarder waits for every ack
 	n.raft.fwd.f.Publish(p.fc.id, req)
 	w.follow(n, false)
 }

@@ -30,6 +30,7 @@ func TestOracleBites(t *testing.T) {
 		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}},
 		// nil faults: the default set.
 		{"hand total-order events over per pubend, unmerged", gd.MutTotalUnmerged, []string{"I4"}, "swarm", nil},
+		{"ack publishes that asked for none", gd.MutAckNoAck, []string{"I9"}, "swarm", nil},
 	}
 	const maxSeeds = 150
 	for _, c := range cases {
@@ -38,6 +39,9 @@ func TestOracleBites(t *testing.T) {
 			for s := uint64(1); s <= maxSeeds; s++ {
 				o := DefaultOptions(s)
 				o.Mutation, o.Topology, o.Faults = c.mut, c.topology, c.faults
+				if c.mut == gd.MutAckNoAck {
+					o.NoAckPublishes = "on" // what the rule is about
+				}
 				res, err := Run(o)
 				if err != nil {
 					t.Fatal(err)

@@ -117,6 +117,10 @@ type Options struct {
 	// connection; the client moves to the next member), or "" to draw one
 	// per run.
 	RaftClients string
+	// NoAckPublishes says whether publishers send every third publish
+	// asking for no ack (msg.Publish.NoAck, client.PublishNoAck): "on",
+	// "off", or "" to draw it (in a third of the runs).
+	NoAckPublishes string
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool
@@ -189,6 +193,9 @@ type plan struct {
 	// forward: the members of replicated cells forward their clients'
 	// publishes (forward.go), drawn from its own sub-seed.
 	forward bool
+	// noAck: every third publish asks for no ack (Options.NoAckPublishes),
+	// drawn from its own sub-seed.
+	noAck bool
 }
 
 func (p plan) String() string {
@@ -214,8 +221,12 @@ func (p plan) String() string {
 	if p.forward {
 		clients = "forward"
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc, clients)
+	noAck := "off"
+	if p.noAck {
+		noAck = "every third"
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc, clients, noAck)
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {

@@ -97,6 +97,10 @@ type Result struct {
 	// forwards for the publisher (forward.go); ForwardGiveUps: forwarded
 	// clients closed for want of a serving leader.
 	Forwarded, ForwardGiveUps int
+	// NoAckAsked: publishes sent to a broker asking for no ack
+	// (Options.NoAckPublishes); NoAckLogged: how many of them were logged
+	// (the rest were lost with a crash, a cut or a closed connection).
+	NoAckAsked, NoAckLogged int
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -166,6 +170,17 @@ func Run(o Options) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("sim: raft clients %q: want \"forward\", \"redirect\" or none", o.RaftClients)
 	}
+	// Publishes without acks came later still: their own sub-seed, in a
+	// third of the runs.
+	switch o.NoAckPublishes {
+	case "":
+		w.plan.noAck = rand.New(rand.NewPCG(o.Seed, 0x6e6f61636b)).IntN(3) == 0 // "noack"
+	case "on":
+		w.plan.noAck = true
+	case "off":
+	default:
+		return Result{}, fmt.Errorf("sim: publishes without acks %q: want \"on\", \"off\" or none", o.NoAckPublishes)
+	}
 	w.build()
 	w.schedule()
 	if w.trace != nil {
@@ -212,6 +227,7 @@ func Run(o Options) (Result, error) {
 	res.RaftChunked = w.raftStats.chunked
 	res.RaftLinkCampaigns = w.raftStats.linkCampaigns
 	res.Forwarded, res.ForwardGiveUps = w.fwdPublishes, w.fwdGiveUps
+	res.NoAckAsked, res.NoAckLogged = w.orc.NoAcks()
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
@@ -393,7 +409,7 @@ func (w *world) schedule() {
 		for i, pe := range b.Pubends {
 			for k := 0; k < 1+w.rng.IntN(2); k++ {
 				pub := &publisher{id: fmt.Sprintf("pub-%s-%d", pe, k), node: b.ID, pubend: pe,
-					outstanding: map[uint64]time.Duration{}, rate: float64(1 + w.rng.IntN(50))}
+					outstanding: map[uint64]time.Duration{}, rate: float64(1 + w.rng.IntN(50)), noAck: w.plan.noAck}
 				if ms := w.replicas(b); ms != nil {
 					pub.ordered, pub.members = true, ms
 					w.frng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })

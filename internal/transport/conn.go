@@ -59,10 +59,12 @@ type Options struct {
 
 // The bounds of a PublishRun the writer sends: as a DeliveryRun's (shell
 // RunEventsMax, RunBytesMax), so a run holds up a reader no longer than
-// one of those.
+// one of those, and its frame, with the type byte and count, is a small
+// allocation (msg.SmallAllocMax) at the reader, which allocates each run
+// frame.
 const (
 	PublishRunMax      = 256
-	PublishRunBytesMax = 32 << 10
+	PublishRunBytesMax = msg.SmallAllocMax - 8
 )
 
 func (o Options) withDefaults() Options {
@@ -127,6 +129,9 @@ type Conn struct {
 	traceW, traceR int
 	// run is the writer's PublishRun, reused from run to run.
 	run msg.PublishRun
+	// room, while a sender waits in WaitRoom, is closed (and forgotten)
+	// when the writer takes the queue or the connection closes.
+	room chan struct{}
 }
 
 // Handshake sends our Hello, reads the peer's, and checks it. The deadline
@@ -221,6 +226,47 @@ func (c *Conn) Send(m msg.Msg) bool {
 	default:
 	}
 	return true
+}
+
+// Queued is how many frames wait for the writer (as QueueFrames counts).
+func (c *Conn) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queued
+}
+
+// WaitRoom blocks while n or more frames wait for the writer: until the
+// writer takes them (to write), the connection closes, or ctx ends (its
+// error is returned). It is the back-pressure of a sender that gets no
+// answer to wait for (a publish that asks for no ack): without it, such a
+// sender could fill the queue faster than the socket drains it, and a full
+// queue closes the connection. Another sender may fill the room before
+// the caller sends: check Queued again, under the lock that orders sends.
+func (c *Conn) WaitRoom(ctx context.Context, n int) error {
+	c.mu.Lock()
+	if c.closed || c.queued < n {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.room == nil {
+		c.room = make(chan struct{})
+	}
+	room := c.room
+	c.mu.Unlock()
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// freeRoom wakes the senders waiting in WaitRoom (mu held).
+func (c *Conn) freeRoom() {
+	if c.room != nil {
+		close(c.room)
+		c.room = nil
+	}
 }
 
 // queueWeight is how many frames m counts as in the queue (QueueFrames).
@@ -358,6 +404,7 @@ func (c *Conn) writeLoop() error {
 		clear(c.urgent)
 		clear(c.queue)
 		c.urgent, c.queue, c.queued = c.urgent[:0], c.queue[:0], 0
+		c.freeRoom()
 		c.mu.Unlock()
 		if !closed || flush {
 			buf = c.writeBatch(buf, batch)
@@ -453,7 +500,8 @@ func (c *Conn) publishRun(ms []msg.Msg) int {
 		case msg.Publish: // a resend
 			p = &v
 		}
-		if p == nil || len(c.run.Publishes) == PublishRunMax {
+		if p == nil || len(c.run.Publishes) == PublishRunMax ||
+			len(c.run.Publishes) > 0 && p.NoAck != c.run.Publishes[0].NoAck { // a run asks for acks for all or none
 			break
 		}
 		if size += p.BodySize(); size > PublishRunBytesMax && len(c.run.Publishes) > 0 {
@@ -532,6 +580,7 @@ func (c *Conn) CloseWith(err error, reason string) {
 	}
 	c.closed, c.err, c.goodbye = true, err, reason
 	c.queue, c.urgent, c.queued = nil, nil, 0
+	c.freeRoom()
 	running := c.running
 	c.mu.Unlock()
 	if !running {
@@ -554,6 +603,7 @@ func (c *Conn) CloseFlush(reason string) {
 		return
 	}
 	c.closed, c.err, c.goodbye, c.flush = true, errors.New("transport: closed: "+reason), reason, true
+	c.freeRoom()
 	running := c.running
 	c.mu.Unlock()
 	if !running {

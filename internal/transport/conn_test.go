@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -567,5 +568,88 @@ func TestWriterJoinsPublishesIntoRuns(t *testing.T) {
 		if len(seqs) != seq {
 			t.Fatalf("version %d peer: %d of %d publishes", c.version, len(seqs), seq)
 		}
+	}
+}
+
+// A run asks for acks for all its publishes or for none: the writer ends a
+// run where publishes that ask for no ack begin or end, and sends those as
+// PublishRunNoAck (or PublishNoAck) frames.
+func TestWriterSplitsRunsWhereNoAckChanges(t *testing.T) {
+	var batch []msg.Msg
+	for i, noAck := range []bool{false, false, true, true, true, false, true} {
+		batch = append(batch, &msg.Publish{Pubend: "P", Publisher: "c", Seq: uint64(i + 1), Topic: "t", NoAck: noAck})
+	}
+	rc := &recordConn{}
+	conn := newConn(rc, msg.Hello{Version: wire.VersionPublishNoAck, Role: msg.RoleBroker, ID: "b"}, Options{PublishRuns: true}.withDefaults())
+	conn.writeBatch(nil, batch)
+	var frames []string
+	for b := rc.out.Bytes(); len(b) > 0; {
+		n := int(binary.LittleEndian.Uint32(b))
+		frames = append(frames, wire.Type(b[4]).String())
+		m, err := wire.Decode(b[4 : 4+n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := []msg.Publish{}
+		switch m := m.(type) {
+		case *msg.PublishRun:
+			ps = m.Publishes
+		case msg.Publish:
+			ps = append(ps, m)
+		}
+		for _, p := range ps {
+			if want := batch[p.Seq-1].(*msg.Publish).NoAck; p.NoAck != want {
+				t.Errorf("#%d read with NoAck %v, sent with %v", p.Seq, p.NoAck, want)
+			}
+		}
+		b = b[4+n:]
+	}
+	want := []string{"PublishRun", "PublishRunNoAck", "Publish", "PublishNoAck"}
+	if !slices.Equal(frames, want) {
+		t.Errorf("frames %v, want %v", frames, want)
+	}
+}
+
+// WaitRoom holds a sender while the queue is at its mark, and lets it go
+// when the writer takes the queue, or at once when the queue is below the
+// mark or the connection is closed; an ended context ends the wait.
+func TestWaitRoom(t *testing.T) {
+	a, ra, b := pair(t, Options{Heartbeat: time.Hour})
+	for i := range 10 {
+		a.Send(msg.Ack{Pubend: "P1", T: tick.Tick(i + 1)})
+	}
+	if q := a.Queued(); q != 10 {
+		t.Fatalf("Queued %d, want 10", q)
+	}
+	if err := a.WaitRoom(context.Background(), 11); err != nil {
+		t.Fatalf("WaitRoom below the mark: %v", err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.WaitRoom(gone, 10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitRoom at the mark with an ended context: %v", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- a.WaitRoom(context.Background(), 5) }()
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitRoom returned %v before the writer took the queue", err)
+	default:
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background(), ra, func(msg.Msg) {}) }()
+	if err := <-waited; err != nil {
+		t.Fatalf("WaitRoom after the writer took the queue: %v", err)
+	}
+	r := wire.NewReader(b, 0)
+	for i := range 10 { // the ten frames reached the peer
+		if _, err := r.Next(); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	a.Close()
+	<-done
+	if err := a.WaitRoom(context.Background(), 0); err != nil {
+		t.Fatalf("WaitRoom on a closed connection: %v", err)
 	}
 }

@@ -151,7 +151,7 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		p.Path = d.path()
 		m = p
 
-	case TypePublish:
+	case TypePublish, TypePublishNoAck:
 		read := msg.ReadPublish
 		if d.view {
 			read = msg.ViewPublish
@@ -162,9 +162,10 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 			break
 		}
 		d.off += n
+		p.NoAck = t == TypePublishNoAck
 		m = p
-	case TypePublishRun:
-		m = d.publishRun()
+	case TypePublishRun, TypePublishRunNoAck:
+		m = d.publishRun(t == TypePublishRunNoAck)
 	case TypeSubscribe:
 		m = d.subscribe()
 	case TypeSubAck:
@@ -571,7 +572,7 @@ func (d *decoder) delivery() msg.Msg {
 // publishRun reads a PublishRun body (appendPublishRun): its publishes in
 // one allocation, each read as a Publish frame's body is (a copy, or a
 // view of the frame when it is write-once memory).
-func (d *decoder) publishRun() msg.Msg {
+func (d *decoder) publishRun(noAck bool) msg.Msg {
 	n := d.count(6, "publishes") // a publish's encoding takes 6 bytes at least
 	if d.err != nil {
 		return nil
@@ -592,6 +593,7 @@ func (d *decoder) publishRun() msg.Msg {
 			return nil
 		}
 		d.off += k
+		p.NoAck = noAck
 		r.Publishes[i] = p
 	}
 	return r

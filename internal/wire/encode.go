@@ -248,10 +248,10 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		return appendToken(b, v.Token), nil
 
 	case msg.Publish:
-		return msg.AppendPublish(append(b, byte(TypePublish)), &v), nil
+		return msg.AppendPublish(append(b, byte(publishType(&v))), &v), nil
 	case *msg.Publish: // the client's form (not boxed per publish); nil is refused below
 		if v != nil {
-			return msg.AppendPublish(append(b, byte(TypePublish)), v), nil
+			return msg.AppendPublish(append(b, byte(publishType(v))), v), nil
 		}
 	case msg.PublishRun:
 		return appendPublishRun(b, &v)
@@ -331,13 +331,38 @@ func appendPubAck(b []byte, v *msg.PubAck) []byte {
 	return appendBool(b, v.Duplicate)
 }
 
+// publishType is the frame type of a publish: PublishNoAck when it asks
+// for no ack (version 15), Publish otherwise; the body is the same.
+func publishType(p *msg.Publish) Type {
+	if p.NoAck {
+		return TypePublishNoAck
+	}
+	return TypePublish
+}
+
+// publishRunType is publishType for a run whose first publish is p.
+func publishRunType(p *msg.Publish) Type {
+	if p.NoAck {
+		return TypePublishRunNoAck
+	}
+	return TypePublishRun
+}
+
 // appendPublishRun appends a PublishRun's type byte and body: the number
-// of publishes and each one's own encoding (as a Publish body).
+// of publishes and each one's own encoding (as a Publish body). The type
+// says whether they ask for acks (PublishRunNoAck), so a run's publishes
+// must all ask or none.
 func appendPublishRun(b []byte, v *msg.PublishRun) ([]byte, error) {
 	if len(v.Publishes) == 0 {
 		return nil, fmt.Errorf("%w: PublishRun of no publishes", ErrMalformed)
 	}
-	b = append(b, byte(TypePublishRun))
+	t := publishRunType(&v.Publishes[0])
+	for i := range v.Publishes {
+		if v.Publishes[i].NoAck != v.Publishes[0].NoAck {
+			return nil, fmt.Errorf("%w: PublishRun mixes publishes with and without NoAck (publish %d of %d)", ErrMalformed, i+1, len(v.Publishes))
+		}
+	}
+	b = append(b, byte(t))
 	b = binary.AppendUvarint(b, uint64(len(v.Publishes)))
 	for i := range v.Publishes {
 		b = msg.AppendPublish(b, &v.Publishes[i])

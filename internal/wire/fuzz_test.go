@@ -21,6 +21,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{byte(TypeSubStarted), 0, 2, 1, 'b', 1, 1, 'a', 1})
 	f.Add([]byte{byte(TypePublishRun), 2, 1, 'P', 1, 'c', 1, 1, 't', 0, 0, 1, 'P', 1, 'c', 2, 1, 't', 0})
+	f.Add([]byte{byte(TypePublishRunNoAck), 2, 1, 'P', 1, 'c', 1, 1, 't', 0, 0, 1, 'P', 1, 'c', 2, 1, 't', 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		m, err := Decode(in)
 		if err != nil {

@@ -25,7 +25,7 @@ const (
 	// slabSize is the write-once memory that viewed Publish frames of up
 	// to slabFrameMax bytes are carved from, one after another, instead
 	// of each getting an allocation of its own (ViewFrames).
-	slabSize     = 32 << 10
+	slabSize     = msg.SmallAllocMax
 	slabFrameMax = 2 << 10
 )
 
@@ -132,7 +132,7 @@ func (r *Reader) next() (msg.Msg, error) {
 	read, view := r.readFrame, false
 	if r.view {
 		switch t, ok := r.peekType(); {
-		case ok && t == TypePublish && size <= slabFrameMax:
+		case ok && (t == TypePublish || t == TypePublishNoAck) && size <= slabFrameMax:
 			read, view = r.readSlab, true
 		case ok && carriesEvents(t):
 			read, view = r.readLarge, true
@@ -172,7 +172,7 @@ func (r *Reader) peekType() (Type, bool) {
 // carriesEvents reports whether frames of type t carry events or a publish.
 func carriesEvents(t Type) bool {
 	switch t {
-	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypeDeliveryRun, TypePayloads, TypePublish, TypePublishRun, TypeRelay, TypeForward:
+	case TypeKnowledge, TypeKnowledgeRun, TypeDelivery, TypeDeliveryRun, TypePayloads, TypePublish, TypePublishRun, TypePublishNoAck, TypePublishRunNoAck, TypeRelay, TypeForward:
 		return true
 	}
 	return false

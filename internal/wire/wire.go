@@ -65,8 +65,17 @@ import (
 // one for every resend: a leader refuses the rest of a stream once it
 // refused one of its publishes, and takes a refused client back at a
 // resend by seq only from a forwarding member of version 13
-// (VersionForwardStreams; clients are not concerned).
-const Version uint16 = 14
+// (VersionForwardStreams; clients are not concerned). 15 — PublishNoAck
+// and PublishRunNoAck (0x25, 0x26): a Publish (PublishRun) whose
+// publishes ask for no PubAck, same body; a client sends them only to
+// brokers that answer in version 15 on (VersionPublishNoAck), and sends
+// an older broker a plain Publish and drops its ack; a broker refuses
+// them from a client that announced an older version.
+const Version uint16 = 15
+
+// VersionPublishNoAck is the first version in which a client may send, and
+// a broker accepts, PublishNoAck and PublishRunNoAck frames.
+const VersionPublishNoAck uint16 = 15
 
 // VersionForwardStreams is the first broker version whose Forward names a
 // stream (a new one for every resend) rather than a client connection.
@@ -162,11 +171,13 @@ const (
 	TypeKnowledgeRun Type = 0x44 // consecutive Knowledge of one pubend in one frame (version 12)
 
 	// Client → broker.
-	TypePublish     Type = 0x20
-	TypeSubscribe   Type = 0x21
-	TypeUnsubscribe Type = 0x22
-	TypeSubAck      Type = 0x23 // a durable subscriber's checkpoint
-	TypePublishRun  Type = 0x24 // consecutive publishes of one client (version 13)
+	TypePublish         Type = 0x20
+	TypeSubscribe       Type = 0x21
+	TypeUnsubscribe     Type = 0x22
+	TypeSubAck          Type = 0x23 // a durable subscriber's checkpoint
+	TypePublishRun      Type = 0x24 // consecutive publishes of one client (version 13)
+	TypePublishNoAck    Type = 0x25 // a Publish that asks for no PubAck (version 15)
+	TypePublishRunNoAck Type = 0x26 // a PublishRun of publishes that ask for no PubAck (version 15)
 
 	// Broker → client.
 	TypePubAck      Type = 0x30
@@ -191,10 +202,12 @@ var typeNames = map[Type]string{
 	TypeReplay: "Replay", TypeReplayData: "ReplayData", TypeRaft: "Raft", TypeSubAck: "SubAck", TypeGap: "Gap", TypeProgress: "Progress",
 	TypeDCQ: "DCQ", TypeUCA: "UCA", TypeSummaryDelta: "SummaryDelta",
 	TypeForward: "Forward", TypeRaftChunk: "RaftChunk", TypeRaftChunkAck: "RaftChunkAck",
-	TypeKnowledgeRun: "KnowledgeRun",
-	TypePubAckRange:  "PubAckRange",
-	TypeDeliveryRun:  "DeliveryRun",
-	TypePublishRun:   "PublishRun",
+	TypeKnowledgeRun:    "KnowledgeRun",
+	TypePubAckRange:     "PubAckRange",
+	TypeDeliveryRun:     "DeliveryRun",
+	TypePublishRun:      "PublishRun",
+	TypePublishNoAck:    "PublishNoAck",
+	TypePublishRunNoAck: "PublishRunNoAck",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

@@ -100,6 +100,10 @@ var cases = []struct {
 		{Pubend: "P1", Publisher: "pub-1", Seq: 100, Topic: "a.c"},
 		{Pubend: "", Publisher: "pub-1", Seq: 1 << 40, Topic: "a", Payload: []byte{0}}}}},
 	{"PublishRunOne", msg.PublishRun{Publishes: []msg.Publish{{Pubend: "P1", Topic: "a"}}}},
+	{"PublishNoAck", msg.Publish{Pubend: "P1", Publisher: "pub-1", Seq: 7, Topic: "a.b", Props: testEvent().Props, Payload: []byte("x"), NoAck: true}},
+	{"PublishRunNoAck", msg.PublishRun{Publishes: []msg.Publish{
+		{Pubend: "P1", Publisher: "pub-1", Seq: 8, Topic: "a.b", Payload: []byte("y"), NoAck: true},
+		{Pubend: "P1", Publisher: "pub-1", Seq: 9, Topic: "a.c", NoAck: true}}}},
 	{"Subscribe", msg.Subscribe{Sub: "c1/s1", Pattern: "trades.*.fr"}},
 	{"SubscribeSelector", msg.Subscribe{Sub: "c1/s2", Pattern: ">", Selector: "region = 'EU' AND qty > 3"}},
 	{"Unsubscribe", msg.Unsubscribe{Sub: "c1/s1"}},
@@ -282,7 +286,11 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("length prefix %d, frame has %d bytes after it", got, len(f)-4)
 			}
 			seen[Type(f[4])] = true
-			if want := reflect.TypeOf(c.m).Name(); Type(f[4]).String() != want {
+			want := reflect.TypeOf(c.m).Name()
+			if strings.HasSuffix(c.name, "NoAck") {
+				want += "NoAck" // the same message, asking for no acks (version 15)
+			}
+			if Type(f[4]).String() != want {
 				t.Fatalf("type byte 0x%02x is %v, message is %s", f[4], Type(f[4]), want)
 			}
 			got, err := Decode(f[4:])
@@ -852,6 +860,32 @@ func TestPublishRunRefused(t *testing.T) {
 				t.Errorf("%s: %v, want %q", c.name, err, c.want)
 			}
 		}
+	}
+}
+
+// A publish that asks for no ack travels under its own type with the body
+// of a Publish, so a broker that does not know the type refuses the frame
+// rather than ack it; a run must not mix publishes that ask for acks with
+// ones that do not, and a forwarded publish asks for its ack.
+func TestPublishNoAckFrames(t *testing.T) {
+	p := msg.Publish{Pubend: "P", Publisher: "c", Seq: 1, Topic: "t", Payload: []byte("x")}
+	q := p
+	q.NoAck = true
+	plain, noAck := AppendFrameBody(t, p), AppendFrameBody(t, q)
+	if Type(plain[0]) != TypePublish || Type(noAck[0]) != TypePublishNoAck || !bytes.Equal(plain[1:], noAck[1:]) {
+		t.Errorf("Publish %x, PublishNoAck %x: want the same body under types 0x20 and 0x25", plain, noAck)
+	}
+	run := AppendFrameBody(t, msg.PublishRun{Publishes: []msg.Publish{q, q}})
+	if Type(run[0]) != TypePublishRunNoAck {
+		t.Errorf("a run of NoAck publishes has type %v", Type(run[0]))
+	}
+	out, err := AppendFrame([]byte("keep"), msg.PublishRun{Publishes: []msg.Publish{p, q}})
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "mixes") || string(out) != "keep" {
+		t.Errorf("AppendFrame(mixed run): %q, %v", out, err)
+	}
+	fwd := AppendFrameBody(t, msg.Forward{Client: 1, Msg: q})
+	if _, err := Decode(fwd); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "PublishNoAck") {
+		t.Errorf("a forwarded PublishNoAck decoded: %v", err)
 	}
 }
 
