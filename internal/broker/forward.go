@@ -147,14 +147,12 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	key := forward.Key{Peer: from, Stream: f.Client}
 	switch m := f.Msg.(type) {
 	case msg.Publish:
-		if !r.refused.Take(key, m.Publisher, m.Seq, r.serving, n.peers[from].Peer.Version < wire.VersionForwardStreams) {
+		cid, open, ok := r.lead.Publish(key, m.Publisher, m.Seq, r.serving, n.peers[from].Peer.Version < wire.VersionForwardStreams, n.newClientID)
+		if !ok {
 			n.peers[from].Send(msg.Forward{Client: f.Client, Msg: msg.Goodbye{Reason: n.notLeaderReason()}})
 			return nil
 		}
-		cid, ok := r.fwdIn[key]
-		if !ok {
-			cid = n.newClientID()
-			r.fwdIn[key] = cid
+		if open {
 			n.clients[cid] = fwdConn{n: n, peer: from, cid: f.Client}
 			// The forwarding member checked the user's permissions; it reads
 			// ranges (the members of a cell speak one version) and passes
@@ -165,17 +163,14 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	case msg.PubAck, msg.PubAckRange, msg.PubReject:
 		r.fwd.FromLeader(time.Now(), from, f)
 	case msg.Goodbye:
-		if m.Reason == forward.ClientGone {
-			r.refused.End(key)
-		}
-		if cid, ok := r.fwdIn[key]; ok {
-			// The stream ended at the forwarding member.
-			delete(r.fwdIn, key)
-			delete(n.clients, cid)
-			n.sh.ClientDown(cid)
+		if !forward.Ends(m.Reason) {
+			r.fwd.FromLeader(time.Now(), from, f) // the leader refused a stream of ours
 			return nil
 		}
-		r.fwd.FromLeader(time.Now(), from, f)
+		if cid, ok := r.lead.End(key); ok { // the stream ended at the forwarding member
+			delete(n.clients, cid)
+			n.sh.ClientDown(cid)
+		}
 	default:
 		return fmt.Errorf("broker %s: a Forward from %s carries %T", n.opts.ID, from, f.Msg)
 	}
@@ -237,6 +232,6 @@ func (n *Node) forwardServe() map[shell.ClientID]bool {
 		kept[t.Client] = true
 	}
 	clear(r.fwdPerms)
-	r.fwdIn = map[forward.Key]shell.ClientID{}
+	r.lead.Serve()
 	return kept
 }

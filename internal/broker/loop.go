@@ -82,7 +82,7 @@ func (c peerUp) apply(n *Node, src source) {
 	if prev, ok := n.peerInc[src.peer]; ok && prev != c.inc && n.raft != nil {
 		// A new incarnation of the member: the clients it forwarded
 		// for are gone, and with them what this member refused of theirs.
-		n.raft.refused.ForgetPeer(src.peer)
+		n.raft.lead.PeerRestarted(src.peer)
 	}
 	n.peers[src.peer] = src.conn
 	n.peerInc[src.peer] = c.inc
@@ -102,12 +102,9 @@ func (peerDown) apply(n *Node, src source) {
 			// The sessions of the clients that member forwarded for go
 			// with the link. Its refusals stay (forward.Refusals.ForgetPeer):
 			// the member may already be sending on another link to us.
-			for k, cid := range n.raft.fwdIn {
-				if k.Peer == src.peer {
-					delete(n.raft.fwdIn, k)
-					delete(n.clients, cid)
-					n.sh.ClientDown(cid)
-				}
+			for _, cid := range n.raft.lead.PeerDown(src.peer) {
+				delete(n.clients, cid)
+				n.sh.ClientDown(cid)
 			}
 		}
 	}

@@ -304,7 +304,7 @@ func (n *Node) initRaft() error {
 		r.ForwardTimeout = 5 * time.Duration(r.ElectionTicks) * r.TickInterval
 	}
 	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwdPerms: map[shell.ClientID]*auth.Perms{},
-		fwdIn: map[forward.Key]shell.ClientID{}, refused: forward.Refusals{}}
+		lead: forward.NewLeader()}
 	n.raft.fwd = forward.NewForwarder(fwdNet{n}, r.ForwardTimeout)
 	if n.raft.raftID(n.opts.ID) == 0 {
 		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)

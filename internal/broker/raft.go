@@ -82,12 +82,11 @@ type raftState struct {
 	// forwarded streams it serves, each a session of its shell.
 	fwd      *forward.Forwarder
 	fwdPerms map[shell.ClientID]*auth.Perms
-	fwdIn    map[forward.Key]shell.ClientID
+	lead     *forward.Leader
 	// joinTicks counts the ticks this member has waited to be admitted
 	// to its cell as a new member (joinWatch); awaitTicks those it has
 	// waited, with an empty Raft state, to learn whether its cell is new.
 	joinTicks, awaitTicks int
-	refused               forward.Refusals // forwarded streams refused (forward.go)
 	// apps encodes the appends sent, their entries once for every
 	// follower (raft_wire.go).
 	apps appendCache
@@ -451,8 +450,7 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		// publishes the lost shell held went with it: should this member
 		// serve again, it takes nothing more of those streams
 		// (forward.Refusals).
-		forward.RefuseAll(r.refused, r.fwdIn)
-		r.fwdIn = map[forward.Key]shell.ClientID{}
+		r.lead.Lost() // the streams are told below, as clients (fwdConn)
 		n.log.Info("no longer leading the replicated PHB cell", "cell", string(r.opts.Cell), "term", ev.Lost.Term, "unacked_batches", len(ev.Lost.Pending))
 	}
 	// Clients go elsewhere (or come back: they reconnect to the list), and

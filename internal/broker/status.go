@@ -155,7 +155,7 @@ func (n *Node) snapshot() Status {
 			TrimsProposed: ns.TrimsProposed, TrimsApplied: ns.TrimsApplied,
 			TransfersSent: ns.Transfers.Sent, TransfersReceived: ns.Transfers.Received,
 			TransfersAbandoned: ns.Transfers.Abandoned, ChunksDropped: ns.Transfers.ChunksDropped,
-			Clients: string(r.opts.Clients), Forwarding: r.fwd.Len(), Forwarded: len(r.fwdIn)}
+			Clients: string(r.opts.Clients), Forwarding: r.fwd.Len(), Forwarded: r.lead.Len()}
 		s.Raft.StoreFirst, s.Raft.StoreNext = r.rn.StoreBounds()
 		if missing, ok := r.rn.Replica().Awaiting(); ok {
 			s.Raft.Awaiting, s.Raft.AwaitingFrom = true, r.memberNames(missing)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
@@ -43,15 +42,12 @@ const fwdTimeout = 5 * raftElectionTicks * raftTick
 type fwdMember struct {
 	f       *forward.Forwarder
 	clients map[shell.ClientID]*publisher
-	refused forward.Refusals
-	in      map[forward.Key]shell.ClientID
-	out     map[shell.ClientID]forward.Key
+	lead    *forward.Leader
 }
 
 func (w *world) newFwdMember(n *node) *fwdMember {
 	return &fwdMember{f: forward.NewForwarder(&fwdNet{w: w, n: n, inc: n.inc}, fwdTimeout),
-		clients: map[shell.ClientID]*publisher{}, refused: forward.Refusals{},
-		in: map[forward.Key]shell.ClientID{}, out: map[shell.ClientID]forward.Key{}}
+		clients: map[shell.ClientID]*publisher{}, lead: forward.NewLeader()}
 }
 
 // fwdNet is a Forwarder's way out: the cell's links, and its clients.
@@ -109,30 +105,25 @@ func (w *world) forwardArrived(n *node, from msg.NodeID, f msg.Forward) {
 	key := forward.Key{Peer: from, Stream: f.Client}
 	switch m := f.Msg.(type) {
 	case msg.Publish:
-		if !fm.refused.Take(key, m.Publisher, m.Seq, n.raft.serving, false) {
+		cid, open, ok := fm.lead.Publish(key, m.Publisher, m.Seq, n.raft.serving, false, func() shell.ClientID { n.nextCID++; return n.nextCID })
+		if !ok {
 			w.sendForward(n, from, nil, msg.Forward{Client: f.Client, Msg: msg.Goodbye{Reason: "does not serve"}})
 			return
 		}
 		w.fwdPublishes++
-		cid, ok := fm.in[key]
-		if !ok {
-			n.nextCID++
-			cid = n.nextCID
-			fm.in[key], fm.out[cid] = cid, key
+		if open {
 			w.input(n, func(b *shell.Broker) { b.ClientUpReading(cid, nil, shell.Reads{AckRanges: true}) })
 		}
 		w.input(n, func(b *shell.Broker) { b.ClientRequest(cid, m) })
 	case msg.Goodbye:
-		if m.Reason == forward.ClientGone {
-			fm.refused.End(key)
+		if !forward.Ends(m.Reason) {
+			fm.f.FromLeader(w.wallTime(), from, f) // the leader refused a stream of n's
+			break
 		}
-		if cid, ok := fm.in[key]; ok {
-			delete(fm.in, key)
-			delete(fm.out, cid)
+		if cid, ok := fm.lead.End(key); ok {
 			w.input(n, func(b *shell.Broker) { b.ClientDown(cid) })
 			return
 		}
-		fm.f.FromLeader(w.wallTime(), from, f)
 	default:
 		fm.f.FromLeader(w.wallTime(), from, f)
 	}
@@ -148,7 +139,7 @@ func (w *world) forwardedAnswer(n *node, c shell.ClientID, m msg.Msg) bool {
 	if n.raft == nil || n.raft.fwd == nil {
 		return false
 	}
-	k, ok := n.raft.fwd.out[c]
+	k, ok := n.raft.fwd.lead.Stream(c)
 	if !ok {
 		return false
 	}
@@ -191,8 +182,7 @@ func (w *world) follow(n *node, retry bool) {
 // order; it takes no stream of an earlier term.
 func (w *world) forwardServe(n *node) {
 	fm := n.raft.fwd
-	clear(fm.in)
-	clear(fm.out)
+	fm.lead.Serve()
 	fm.closeOwn() // redirected: closed as the member's shell changes
 	for _, t := range fm.f.TakeOver() {
 		w.input(n, func(b *shell.Broker) {
@@ -211,22 +201,9 @@ func (w *world) forwardServe(n *node) {
 // directly are closed, and reconnect.
 func (w *world) forwardLost(n *node) {
 	fm := n.raft.fwd
-	forward.RefuseAll(fm.refused, fm.in)
-	keys := make([]forward.Key, 0, len(fm.in))
-	for k := range fm.in {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b forward.Key) int {
-		if c := cmp.Compare(a.Peer, b.Peer); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Stream, b.Stream)
-	})
-	for _, k := range keys {
+	for _, k := range fm.lead.Lost() {
 		w.sendForward(n, k.Peer, nil, msg.Forward{Client: k.Stream, Msg: msg.Goodbye{Reason: "no longer leads"}})
 	}
-	clear(fm.in)
-	clear(fm.out)
 	fm.closeOwn()
 }
 
@@ -247,17 +224,7 @@ func (w *world) forwardPeerDown(n *node, peer msg.NodeID) {
 	if !w.forwards(n) || n.raft.fwd == nil || !n.up {
 		return
 	}
-	fm := n.raft.fwd
-	var gone []shell.ClientID
-	for k, cid := range fm.in {
-		if k.Peer == peer {
-			delete(fm.in, k)
-			delete(fm.out, cid)
-			gone = append(gone, cid)
-		}
-	}
-	slices.Sort(gone) // the simulator replays a seed: no map order
-	for _, cid := range gone {
+	for _, cid := range n.raft.fwd.lead.PeerDown(peer) { // in order: a seed replays
 		w.input(n, func(b *shell.Broker) { b.ClientDown(cid) })
 	}
 }
@@ -270,7 +237,7 @@ func (w *world) forwardRestarted(n *node) {
 	}
 	for _, id := range n.raft.members {
 		if m := w.nodes[id]; id != n.id && m.up && m.raft.fwd != nil {
-			m.raft.fwd.refused.ForgetPeer(n.id)
+			m.raft.fwd.lead.PeerRestarted(n.id)
 		}
 	}
 }

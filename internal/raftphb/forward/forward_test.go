@@ -93,23 +93,24 @@ type packet struct {
 	m     msg.Forward
 }
 
-// leader is a member that may serve: its refusals outlive its shells;
-// its shell holds the streams' sessions and the publishes it took and
-// has not committed.
+// leader is a member that may serve, running a Leader (whose refusals
+// outlive its shells); its shell holds the streams' sessions (cids, in
+// the order they opened) and the publishes it took and has not committed.
 type leader struct {
-	id       msg.NodeID
-	serving  bool
-	refused  Refusals
-	sessions map[Key]bool
-	pending  []uint64
-	by       map[uint64]Key // the stream a pending publish came on
+	id      msg.NodeID
+	serving bool
+	lead    *Leader
+	cids    []shell.ClientID
+	next    shell.ClientID
+	pending []uint64
+	by      map[uint64]shell.ClientID // the session a pending publish came in
 }
 
 func newWorld(seed uint64) *world {
 	w := &world{rng: rand.New(rand.NewPCG(seed, 0)), leaders: map[msg.NodeID]*leader{},
 		epoch: map[msg.NodeID]int{"a": 1, "b": 1}, queues: map[[2]msg.NodeID][]packet{}, acked: map[uint64]bool{}}
 	for _, id := range []msg.NodeID{"a", "b"} {
-		w.leaders[id] = &leader{id: id, refused: Refusals{}, sessions: map[Key]bool{}, by: map[uint64]Key{}}
+		w.leaders[id] = &leader{id: id, lead: NewLeader(), by: map[uint64]shell.ClientID{}}
 	}
 	w.f = NewForwarder(w, time.Hour)
 	w.f.ClientUp(1, true)
@@ -285,11 +286,14 @@ func (l *leader) receive(w *world, f msg.Forward) {
 	k := Key{Peer: "f", Stream: f.Client}
 	switch m := f.Msg.(type) {
 	case msg.Publish:
-		if !l.refused.Take(k, m.Publisher, m.Seq, l.serving, false) {
+		cid, open, ok := l.lead.Publish(k, m.Publisher, m.Seq, l.serving, false, func() shell.ClientID { l.next++; return l.next })
+		if !ok {
 			w.back(l.id, k, msg.Goodbye{Reason: "does not serve"})
 			return
 		}
-		l.sessions[k] = true
+		if open {
+			l.cids = append(l.cids, cid)
+		}
 		if slices.Contains(w.log, m.Seq) {
 			w.back(l.id, k, msg.PubAck{Publisher: "c", Seq: m.Seq, Duplicate: true})
 			return
@@ -298,12 +302,11 @@ func (l *leader) receive(w *world, f msg.Forward) {
 			return // the pending original acks when committed
 		}
 		l.pending = append(l.pending, m.Seq)
-		l.by[m.Seq] = k
+		l.by[m.Seq] = cid
 	case msg.Goodbye:
-		if m.Reason == ClientGone {
-			l.refused.End(k)
+		if Ends(m.Reason) {
+			l.lead.End(k)
 		}
-		delete(l.sessions, k)
 	}
 }
 
@@ -318,16 +321,11 @@ func (w *world) commit() {
 		w.logf("%s commits %v", l.id, l.pending)
 		w.log = append(w.log, l.pending...)
 		for _, seq := range l.pending {
-			k := l.by[seq]
-			if !l.sessions[k] {
-				k = Key{}
-				for s := range l.sessions {
-					if s.Stream > k.Stream {
-						k = s
-					}
-				}
+			k, ok := l.lead.Stream(l.by[seq])
+			for i := len(l.cids) - 1; !ok && i >= 0; i-- {
+				k, ok = l.lead.Stream(l.cids[i])
 			}
-			if k.Stream != 0 {
+			if ok {
 				w.back(l.id, k, msg.PubAck{Publisher: "c", Seq: seq})
 			}
 		}
@@ -350,6 +348,7 @@ func (w *world) elect() {
 func (w *world) serve() {
 	if w.lead != "" && !w.leaders[w.lead].serving {
 		w.leaders[w.lead].serving = true
+		w.leaders[w.lead].lead.Serve()
 		w.logf("%s serves", w.lead)
 	}
 }
@@ -370,9 +369,8 @@ func (w *world) lose(l *leader) {
 		return
 	}
 	w.logf("%s loses its shell (uncommitted %v)", l.id, l.pending)
-	RefuseAll(l.refused, l.sessions)
-	for k := range l.sessions {
+	for _, k := range l.lead.Lost() {
 		w.back(l.id, k, msg.Goodbye{Reason: "no longer leads"})
 	}
-	l.serving, l.sessions, l.pending, l.by = false, map[Key]bool{}, nil, map[uint64]Key{}
+	l.serving, l.cids, l.pending, l.by = false, nil, nil, map[uint64]shell.ClientID{}
 }

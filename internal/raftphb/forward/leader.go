@@ -1,0 +1,120 @@
+package forward
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
+)
+
+// Leader is the serving side of forwarding at a member of a replicated PHB
+// cell: the streams other members forward to it, each a client session of
+// its shell while it serves, and the Refusals that keep what it takes of
+// each stream a prefix. It outlives the member's shells (a refusal made
+// while standing by holds once it serves). It opens, closes and answers
+// nothing itself: its methods say which sessions the caller opens or
+// closes and which streams it tells; the broker and the simulator run the
+// same Leader.
+type Leader struct {
+	refused Refusals
+	in      map[Key]shell.ClientID
+	out     map[shell.ClientID]Key
+}
+
+// NewLeader returns a Leader with no streams.
+func NewLeader() *Leader {
+	return &Leader{refused: Refusals{}, in: map[Key]shell.ClientID{}, out: map[shell.ClientID]Key{}}
+}
+
+// Publish takes a publish forwarded on stream k, from the member's
+// publisher with seq. ok false: it is refused (the caller answers the
+// stream's member with a Goodbye, and the member resends elsewhere);
+// serving says whether this member serves, bySeq whether the member that
+// forwards it speaks protocol version 13 (Refusals.Take). Otherwise cid is
+// the stream's session, which the caller opens first when open is set,
+// under the id newClient gives.
+func (l *Leader) Publish(k Key, publisher string, seq uint64, serving, bySeq bool, newClient func() shell.ClientID) (cid shell.ClientID, open, ok bool) {
+	if !l.refused.Take(k, publisher, seq, serving, bySeq) {
+		return 0, false, false
+	}
+	if cid, ok := l.in[k]; ok {
+		return cid, false, true
+	}
+	cid = newClient()
+	l.in[k], l.out[cid] = cid, k
+	return cid, true, true
+}
+
+// Ends reports whether a Goodbye with reason on a Forward from a cell
+// member is the end of a stream it forwards here (ClientGone: its client
+// is gone, or a new stream supersedes it), for End; any other reason is a
+// serving leader's refusal of a stream this member forwards, for its
+// Forwarder. The two directions may use the same stream number.
+func Ends(reason string) bool { return reason == ClientGone }
+
+// End forgets stream k, which its member ended: nothing more of it comes.
+// ok: the stream had a session here, cid, which the caller closes.
+func (l *Leader) End(k Key) (cid shell.ClientID, ok bool) {
+	l.refused.End(k)
+	if cid, ok = l.in[k]; ok {
+		delete(l.in, k)
+		delete(l.out, cid)
+	}
+	return cid, ok
+}
+
+// Stream returns the stream whose answers session c carries: the engine's
+// answers to c go to k.Peer, in a Forward for k.Stream. ok false: c is
+// not a forwarded stream's session.
+func (l *Leader) Stream(c shell.ClientID) (k Key, ok bool) {
+	k, ok = l.out[c]
+	return k, ok
+}
+
+// PeerDown: the link to cell member peer closed. The sessions of its
+// streams go with it, returned in order for the caller to close; their
+// refusals stay (Refusals.ForgetPeer says why).
+func (l *Leader) PeerDown(peer msg.NodeID) []shell.ClientID {
+	var gone []shell.ClientID
+	for k, cid := range l.in {
+		if k.Peer == peer {
+			delete(l.in, k)
+			delete(l.out, cid)
+			gone = append(gone, cid)
+		}
+	}
+	slices.Sort(gone)
+	return gone
+}
+
+// PeerRestarted: a new incarnation of cell member peer is linked; its
+// clients and streams are all new, and what was refused of the old ones
+// is forgotten.
+func (l *Leader) PeerRestarted(peer msg.NodeID) { l.refused.ForgetPeer(peer) }
+
+// Serve: the member starts to serve, with a new shell: no session of an
+// earlier one carries over (the streams it took then were refused when
+// it lost the leadership, Lost).
+func (l *Leader) Serve() {
+	clear(l.in)
+	clear(l.out)
+}
+
+// Lost: the member no longer serves. The shell it loses held publishes of
+// every stream it took: the rest of each is refused, should it serve
+// again. It returns those streams in order: the caller tells each one's
+// member (a Goodbye), which resends to the next leader in a new stream.
+func (l *Leader) Lost() []Key {
+	RefuseAll(l.refused, l.in)
+	keys := slices.SortedFunc(maps.Keys(l.in), func(a, b Key) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Stream, b.Stream))
+	})
+	clear(l.in)
+	clear(l.out)
+	return keys
+}
+
+// Len is how many forwarded streams have a session here.
+func (l *Leader) Len() int { return len(l.in) }
