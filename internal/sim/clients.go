@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -38,6 +39,14 @@ type publisher struct {
 	gen func(seq uint64) (string, msg.Props)
 	// noAck: every third publish asks for no ack (plan.noAck).
 	noAck bool
+	// inOrder: a publisher of a plain PHB that behaves as the Go client
+	// does (plan.inOrder): it resends nothing on a live connection, and on
+	// a new one (its broker restarted) resends everything unacknowledged,
+	// in order, before anything new; the oracle checks its publish order
+	// (I13). Otherwise it retries what is unacknowledged after a second,
+	// publishing on meanwhile: a client the dedup window must cope with,
+	// whose events may be logged out of its order.
+	inOrder bool
 	// ordered: a publisher of a replicated cell in a run that forwards
 	// (forward.go), connected to one of members at a time (fc, members[at]).
 	ordered bool
@@ -154,6 +163,21 @@ func (p *publisher) request(seq uint64) msg.Publish {
 // and forgotten, as client.PublishNoAck does: it may be lost, and the
 // oracle asks only that what was logged be delivered.
 func (p *publisher) publish(w *world) {
+	if p.inOrder {
+		n := p.plainConn(w) // resends the unacknowledged first
+		p.nextSeq++
+		req := p.request(p.nextSeq)
+		if !req.NoAck {
+			p.outstanding[p.nextSeq] = time.Duration(w.now)
+		}
+		if n != nil {
+			if req.NoAck {
+				w.orc.AskedNoAck(req)
+			}
+			p.conn.request(w, n, req)
+		}
+		return
+	}
 	p.nextSeq++
 	req := p.request(p.nextSeq)
 	if p.ordered {
@@ -188,9 +212,38 @@ func (w *world) pubTarget(p *publisher) *node {
 	return w.serving(n.cell)
 }
 
+// plainConn returns an in-order publisher's broker, its connection open:
+// when the broker restarted since the last one (or there was none), a new
+// connection is opened and every unacknowledged publish resent on it, in
+// order, before anything new. Nil while the broker is down.
+func (p *publisher) plainConn(w *world) *node {
+	n := w.nodes[p.node]
+	if !n.up {
+		return nil
+	}
+	if p.conn.ok && p.conn.node == n.id && p.conn.gen == n.gen {
+		return n
+	}
+	p.conn.open(w, n)
+	seqs := slices.Sorted(maps.Keys(p.outstanding))
+	w.watchf("%s connects to %s, resending %d", p.id, n.id, len(seqs))
+	ps := make([]msg.Publish, 0, len(seqs))
+	for _, s := range seqs {
+		p.outstanding[s] = time.Duration(w.now)
+		ps = append(ps, p.request(s))
+	}
+	p.conn.requestAll(w, n, ps)
+	return n
+}
+
 // retry resends every publish unacked for a second (the broker may have
 // crashed, losing the request or the ack).
 func (p *publisher) retry(w *world) {
+	if p.inOrder {
+		p.plainConn(w) // as the Go client: only a new connection resends
+		w.after(500*time.Millisecond, func() { p.retry(w) })
+		return
+	}
 	if p.ordered {
 		// As the Go client: nothing is resent on a live connection; a
 		// closed one is replaced, and everything unacknowledged resent.

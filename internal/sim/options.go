@@ -196,6 +196,10 @@ type plan struct {
 	// noAck: every third publish asks for no ack (Options.NoAckPublishes),
 	// drawn from its own sub-seed.
 	noAck bool
+	// inOrder: the publishers of plain PHBs resend in order on a new
+	// connection, as the Go client (publisher.inOrder), drawn from its
+	// own sub-seed; otherwise they retry after a second.
+	inOrder bool
 }
 
 func (p plan) String() string {
@@ -225,8 +229,12 @@ func (p plan) String() string {
 	if p.noAck {
 		noAck = "every third"
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc, clients, noAck)
+	plain := "retry after 1 s"
+	if p.inOrder {
+		plain = "in order on reconnect"
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc, clients, noAck, plain)
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {
