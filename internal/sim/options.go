@@ -213,28 +213,18 @@ func (p plan) String() string {
 	if p.cacheBytes > 0 {
 		cache = fmt.Sprintf("%d B", p.cacheBytes)
 	}
-	floors := "off"
-	if p.floors {
-		floors = "on"
-	}
-	cc := "off"
-	if p.cc {
-		cc = "on"
-	}
-	clients := "redirect"
-	if p.forward {
-		clients = "forward"
-	}
-	noAck := "off"
-	if p.noAck {
-		noAck = "every third"
-	}
-	plain := "retry after 1 s"
-	if p.inOrder {
-		plain = "in order on reconnect"
-	}
 	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, floors, cc, clients, noAck, plain)
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain,
+		either(p.floors, "on", "off"), either(p.cc, "on", "off"), either(p.forward, "forward", "redirect"),
+		either(p.noAck, "every third", "off"), either(p.inOrder, "in order on reconnect", "retry after 1 s"))
+}
+
+// either is yes if b, else no.
+func either(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
 }
 
 func makePlan(o Options, rng *rand.Rand) (plan, error) {
