@@ -164,6 +164,25 @@ func TestPubackAfterAerie(t *testing.T) {
 	}
 }
 
+// TestQoS0AsksNoAck: a QoS 0 publish reaches aerie as a publish that asks
+// for no ack (nothing waits for a PUBACK), a QoS 1 publish as one that asks,
+// in the order read, with consecutive seqs of the client's one publisher.
+func TestQoS0AsksNoAck(t *testing.T) {
+	s, h := startFake(t, "P1")
+	c := dial(t, s, "pub-0", 5)
+	for i, qos := range []byte{0, 1, 0} {
+		if _, err := c.Publish("a/b", qos, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, wantNoAck := range []bool{true, false, true} {
+		p := h.request(t).m.(msg.Publish)
+		if p.NoAck != wantNoAck || p.Payload[0] != byte(i) || p.Seq != uint64(i+1) {
+			t.Fatalf("publish %d reached aerie as seq %d payload %v NoAck %v, want seq %d, NoAck %v", i, p.Seq, p.Payload, p.NoAck, i+1, wantNoAck)
+		}
+	}
+}
+
 // TestRefusals: what aerie does not take is refused on that connection
 // only, with the reason MQTT has for it.
 func TestRefusals(t *testing.T) {
