@@ -246,10 +246,10 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 func (n *Node) clientMayRun(src source, m msg.Msg) bool {
 	var what string
 	var since uint16
-	run, _ := m.(*msg.PublishRun)
+	run := false
 	switch m := m.(type) {
 	case *msg.PublishRun:
-		what, since = "PublishRun", wire.VersionPublishRun
+		what, since, run = "PublishRun", wire.VersionPublishRun, true
 		if m.Publishes[0].NoAck { // a decoded run has a publish; all ask alike
 			what, since = "PublishRunNoAck", wire.VersionPublishNoAck
 		}
@@ -263,7 +263,7 @@ func (n *Node) clientMayRun(src source, m msg.Msg) bool {
 	}
 	tc, ok := n.clients[src.cid].(*transport.Conn)
 	if !ok || tc.Peer.Version >= since {
-		if run != nil {
+		if run {
 			n.publishRuns.Add(1)
 		}
 		return true

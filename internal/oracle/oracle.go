@@ -232,10 +232,13 @@ func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event, released tick.Ti
 	}
 }
 
-// AskedNoAck records a publish sent to a broker asking for no ack: no
-// PubAck may answer it (I9). Not one that reaches its pubend through a
+// AskedNoAck records a publish sent to a broker, if it asks for no ack:
+// no PubAck may answer it (I9). Not one that reaches its pubend through a
 // forwarding member, which asks for the ack on the client's behalf.
 func (o *Oracle) AskedNoAck(p msg.Publish) {
+	if !p.NoAck {
+		return
+	}
 	if o.noAcks == nil {
 		o.noAcks = map[pubKey]bool{}
 	}

@@ -163,40 +163,29 @@ func (p *publisher) request(seq uint64) msg.Publish {
 // and forgotten, as client.PublishNoAck does: it may be lost, and the
 // oracle asks only that what was logged be delivered.
 func (p *publisher) publish(w *world) {
-	if p.inOrder {
-		n := p.plainConn(w) // resends the unacknowledged first
-		p.nextSeq++
-		req := p.request(p.nextSeq)
-		if !req.NoAck {
-			p.outstanding[p.nextSeq] = time.Duration(w.now)
-		}
-		if n != nil {
-			if req.NoAck {
-				w.orc.AskedNoAck(req)
-			}
-			p.conn.request(w, n, req)
-		}
-		return
+	var n *node
+	switch { // a new connection resends the unacknowledged first
+	case p.inOrder:
+		n = p.plainConn(w)
+	case p.ordered:
+		n = p.orderedConn(w)
 	}
 	p.nextSeq++
 	req := p.request(p.nextSeq)
+	if !req.NoAck {
+		p.outstanding[p.nextSeq] = time.Duration(w.now)
+	}
 	if p.ordered {
-		n := p.orderedConn(w) // resends the unacknowledged first
-		if !req.NoAck {
-			p.outstanding[p.nextSeq] = time.Duration(w.now)
-		}
 		if n != nil {
 			p.sendOrdered(w, n, req)
 		}
 		return
 	}
-	if !req.NoAck {
-		p.outstanding[p.nextSeq] = time.Duration(w.now)
+	if !p.inOrder {
+		n = w.pubTarget(p)
 	}
-	if n := w.pubTarget(p); n != nil {
-		if req.NoAck {
-			w.orc.AskedNoAck(req)
-		}
+	if n != nil {
+		w.orc.AskedNoAck(req)
 		p.conn.request(w, n, req)
 	}
 }

@@ -311,9 +311,7 @@ func (p *publisher) sendOrdered(w *world, n *node, req msg.Publish) {
 		panic("sim: a Publish decoded as another message")
 	}
 	if n.raft.serving {
-		if req.NoAck {
-			w.orc.AskedNoAck(req)
-		}
+		w.orc.AskedNoAck(req)
 		id := p.fc.id
 		w.input(n, func(b *shell.Broker) { b.ClientRequest(id, req) })
 		return
