@@ -86,7 +86,7 @@ type Options struct {
 	// client has one. ServerName defaults to the host of each address.
 	TLS *tls.Config
 	// User and Password authenticate the client at a broker that has
-	// users (DESIGN.md §6b); a broker without users ignores them.
+	// users (docs/SECURITY.md); a broker without users ignores them.
 	User, Password string
 }
 
@@ -117,7 +117,7 @@ type Event struct {
 	Topic   string
 	Props   Props // read in place: ev.Props.Int("qty"), ev.Props.Get("region")
 	Payload []byte
-	// PubTime is the pubend's time for the tick (MODEL.md §1), to the
+	// PubTime is the pubend's time for the tick (docs/CONCEPTS.md "Ticks"), to the
 	// millisecond: a tick is the pubend's millisecond and a sequence
 	// number within it, which orders the events of one millisecond but
 	// carries no finer time. An application that needs finer timestamps

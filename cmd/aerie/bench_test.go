@@ -28,7 +28,7 @@ func TestBenchBadFlags(t *testing.T) {
 	}
 }
 
-// TestBenchJSON: the --json contract (DESIGN.md §6) on one quick workload.
+// TestBenchJSON: the --json contract (docs/BENCHMARKS.md "Method") on one quick workload.
 func TestBenchJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real brokers")

@@ -18,7 +18,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/config"
 )
 
-// runChaos implements `aerie chaos` (DESIGN.md §6b).
+// runChaos implements `aerie chaos` (docs/RELIABILITY.md).
 func runChaos(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)

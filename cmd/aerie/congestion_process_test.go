@@ -17,7 +17,7 @@ import (
 )
 
 // TestCongestionControlThrottlesPublisher runs the dev topology as broker
-// processes with b1 → s1 capped at 500KB/s (DESIGN.md §6b), which turns
+// processes with b1 → s1 capped at 500KB/s (docs/CONFIG.md), which turns
 // congestion control on, and an `aerie pub` offering three times what the
 // link carries in 1 KB events. Gryphon CC (Middleware 2003 §3.1, §4) must
 // hold the publisher near the bottleneck through its acks: it takes well

@@ -21,7 +21,7 @@ func (p *propFlags) Set(v string) error { *p = append(*p, v); return nil }
 
 // parseProp reads k=v where v is a JSON literal when it parses as one
 // (150 integer, 150.5 float, true, "150" string), else a plain string
-// (DESIGN.md §6).
+// (docs/GUIDE.md).
 func parseProp(kv string) (string, any, error) {
 	k, v, ok := strings.Cut(kv, "=")
 	if !ok || k == "" {

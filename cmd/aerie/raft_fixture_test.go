@@ -10,7 +10,7 @@ import (
 )
 
 // replicatedCell is a running replicated PHB cell "phb" of three `aerie
-// broker` processes (one Raft group for P1, DESIGN.md §6b) feeding the SHB
+// broker` processes (one Raft group for P1, docs/CONFIG.md) feeding the SHB
 // s1, for the process tests of raft_process_test.go and
 // raft_wipe_process_test.go.
 type replicatedCell struct {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestKill9ReplicatedPHBLeader runs a replicated PHB cell of three
-// `aerie broker` processes (one Raft group for P1, DESIGN.md §6b) feeding
+// `aerie broker` processes (one Raft group for P1, docs/CONFIG.md) feeding
 // an SHB. A publisher given all three client addresses publishes a stream;
 // mid-stream the cell's leader is killed with SIGKILL, and restarted later.
 // The publisher carries on through the failover (its members redirect: a

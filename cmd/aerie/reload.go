@@ -11,7 +11,7 @@ import (
 )
 
 // downBandwidth is broker id's downstream links' bandwidths, by downstream
-// broker (DESIGN.md §6b); nil when none has one.
+// broker (docs/CONFIG.md); nil when none has one.
 func downBandwidth(n *config.Network, id string) map[msg.NodeID]int64 {
 	var out map[msg.NodeID]int64
 	for down, bw := range n.DownBandwidth(id) {

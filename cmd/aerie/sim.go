@@ -16,7 +16,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// runSim implements `aerie sim` (DESIGN.md §6): one line per failing seed
+// runSim implements `aerie sim` (docs/GUIDE.md "Output for scripts"): one line per failing seed
 // naming the invariant and the command that reproduces it; last line
 // "sim: N runs, V violations"; exit 1 if V > 0.
 func runSim(args []string, stdout, stderr io.Writer) int {

@@ -16,8 +16,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/sim"
 )
 
-// scaleOpts are the flags of `aerie sim --topology scale` (DESIGN.md §6b,
-// docs/SCALE.md).
+// scaleOpts are the flags of `aerie sim --topology scale` (docs/SCALE.md).
 type scaleOpts struct {
 	brokers, subs, depth, fanout, pubends, fullChecks *int
 	rate                                              *float64

@@ -110,7 +110,7 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 }
 
 // writeGap writes a gap notice: with --json as
-// {"gap":{"pubend":"P1","from":T0,"to":T1}} (DESIGN.md §6b).
+// {"gap":{"pubend":"P1","from":T0,"to":T1}} (docs/GUIDE.md "Output for scripts").
 func writeGap(w *bufio.Writer, g client.Gap, asJSON bool) {
 	if asJSON {
 		type gap struct {
@@ -146,5 +146,5 @@ func writeEvent(w *bufio.Writer, ev client.Event, asJSON bool) {
 	} else {
 		fmt.Fprintf(w, "%s@%d %s %v %q\n", ev.Pubend, ev.Tick, ev.Topic, ev.Props.Map(), ev.Payload)
 	}
-	w.Flush() // written as it is delivered (DESIGN.md §6)
+	w.Flush() // written as it is delivered (docs/GUIDE.md "Output for scripts")
 }

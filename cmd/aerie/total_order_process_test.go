@@ -16,7 +16,7 @@ import (
 // TestTotalOrderAcrossSHBs: two PHBs publish concurrently through one IB
 // to two SHBs; a subscriber in uniform total order at each SHB receives
 // every event of both pubends exactly once, and the two receive them in
-// the same sequence, sorted by (tick, pubend) (MODEL.md I4), while a
+// the same sequence, sorted by (tick, pubend) (docs/CONCEPTS.md I4), while a
 // per-pubend subscriber alongside gets the same events in its own order.
 func TestTotalOrderAcrossSHBs(t *testing.T) {
 	if testing.Short() {

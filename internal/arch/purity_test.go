@@ -13,7 +13,7 @@ import (
 const module = "github.com/aerie-mq/aerie"
 
 // purePackages are the protocol cores — inputs in, outputs out, nothing
-// else (DESIGN.md §2, §3) — and what the simulator shares with the broker
+// else (docs/ARCHITECTURE.md) — and what the simulator shares with the broker
 // beside them: the wire codec, log retention's bookkeeping and the runtime
 // shell, which reach time and I/O only through the interfaces they are
 // given.

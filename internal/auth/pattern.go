@@ -4,7 +4,7 @@
 // every request, by the runtime shell's client session, at the broker the
 // client is connected to: never trusted from another hop).
 //
-// Topic patterns are those of subscriptions (DESIGN.md §6): dot-separated
+// Topic patterns are those of subscriptions (docs/GUIDE.md): dot-separated
 // words, "*" one word, ">" (last only) one or more words.
 package auth
 

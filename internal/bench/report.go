@@ -9,7 +9,7 @@ import (
 
 // WriteJSON writes one object per (workload, system): the headline point,
 // with the workload's other points under "points" and the machine's limits
-// under "machine" (DESIGN.md §6).
+// under "machine" (docs/BENCHMARKS.md "Method").
 func WriteJSON(w io.Writer, rep *Report) error {
 	type key struct{ w, s string }
 	var order []key

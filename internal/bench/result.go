@@ -6,7 +6,7 @@ import (
 )
 
 // Result is one (workload, system, point): medians over the runs, with the
-// range. Its JSON form is the `aerie bench --json` contract (DESIGN.md §6).
+// range. Its JSON form is the `aerie bench --json` contract (docs/BENCHMARKS.md "Method").
 type Result struct {
 	Workload      string  `json:"workload"`
 	System        string  `json:"system"`

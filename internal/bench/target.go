@@ -9,7 +9,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/lattrace"
 )
 
-// System names, as in the `--json` contract (DESIGN.md §6).
+// System names, as in the `--json` contract (docs/BENCHMARKS.md "Method").
 const (
 	SysAerie           = "aerie"
 	SysAerieBestEffort = "aerie-best-effort"

@@ -9,7 +9,7 @@ import (
 )
 
 // bandwidths are the caps of this broker's downstream links (a link's
-// `bandwidth` in the network config, DESIGN.md §6b) and the live
+// `bandwidth` in the network config, docs/CONFIG.md) and the live
 // connections they apply to, so that an operator can change a cap while
 // the broker runs (SetBandwidth; `aerie broker` on SIGHUP). Gryphon CC §5
 // E2 changes a bottleneck's bandwidth during a run.

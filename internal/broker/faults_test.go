@@ -126,7 +126,7 @@ func TestPHBAnswersNacksFromItsLog(t *testing.T) {
 // drops the payloads it forwarded to s2, though s1 still needs them. When
 // s1 is back and nacks, the IB asks upstream for the payloads (msg.Refetch;
 // the PHB, also with a 1 KiB cache, reads them from its log) and answers.
-// s1 gets every event exactly once, in order (MODEL.md P12).
+// s1 gets every event exactly once, in order (docs/CONCEPTS.md P12).
 func TestIBRefetchesEvictedPayloads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -106,7 +106,7 @@ func (n *Node) servePeer(ctx context.Context, nc net.Conn) {
 		n.log.Warn("refused connection from unknown broker", "peer", c.Peer.ID, "addr", c.RemoteAddr())
 		return
 	}
-	n.bw.attach(peer, c) // the link's cap, downstream only (DESIGN.md §6b)
+	n.bw.attach(peer, c) // the link's cap, downstream only (docs/CONFIG.md)
 	defer n.bw.detach(c)
 	n.runPeer(ctx, peer, c, r)
 }

@@ -2,7 +2,7 @@
 // goroutine (Run) owns the engine and drives it with real time, the event
 // log on disk and TCP connections. Connection readers and the fsync run in
 // goroutines owned by the Node; they talk to the loop through channels, so
-// the protocol itself never needs a lock (DESIGN.md §3).
+// the protocol itself never needs a lock (docs/ARCHITECTURE.md "The core contract").
 //
 // Crash-only: a kill -9 at any instant is safe, because a publish is acked
 // only after the fsync of its record and everything else is soft state that

@@ -21,7 +21,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/shell"
 )
 
-// A member of a replicated PHB cell (DESIGN.md §6b; docs/ARCHITECTURE.md
+// A member of a replicated PHB cell (docs/CONFIG.md; docs/ARCHITECTURE.md
 // "Replicated PHB") runs the Raft member (internal/raftphb/node) on the
 // loop, over the broker's data directory: its Raft log in DATA/raft, its
 // copy of the pubends' log in DATA/pubends. Raft messages travel as

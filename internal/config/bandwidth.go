@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// bandwidthUnits are the units of a link's bandwidth (DESIGN.md §6b): KB and
+// bandwidthUnits are the units of a link's bandwidth (docs/CONFIG.md): KB and
 // MB are powers of 1000, KiB and MiB of 1024.
 var bandwidthUnits = []struct {
 	suffix string
@@ -53,7 +53,7 @@ func FormatBandwidth(b int64) string {
 
 // DownBandwidth returns, for broker id, the bandwidth of each link from its
 // cell keyed by the downstream broker it sends to: every member of the
-// downstream cell alike, one connection each (DESIGN.md §6b). Nil when no
+// downstream cell alike, one connection each (docs/CONFIG.md). Nil when no
 // such link has one.
 func (n *Network) DownBandwidth(id string) map[string]int64 {
 	me, ok := n.Broker(id)

@@ -1,6 +1,6 @@
 // Package config reads and writes the network config, the TOML file that
 // names every broker of an aerie network and the virtual links between their
-// cells (DESIGN.md §6, a product contract):
+// cells (docs/CONFIG.md, a product contract):
 //
 //	[[broker]]
 //	id      = "p1"
@@ -25,7 +25,7 @@
 //	down = "b1"
 //
 // A link may carry bandwidth = "500KB/s": what the upstream cell sends on
-// it, per connection, is paced to that (DESIGN.md §6b). A top-level
+// it, per connection, is paced to that (docs/CONFIG.md). A top-level
 // congestion_control = true | false switches Gryphon CC on or off in every
 // broker; absent, it runs when some link has a bandwidth (CongestionOn).
 //
@@ -80,7 +80,7 @@ type Network struct {
 	Links   []Link
 	// Bandwidth holds the bandwidth of the links that have one: the bytes
 	// per second the upstream cell sends on the link, per connection of
-	// the bundle (DESIGN.md §6b; Gryphon CC §5's bandwidth limits). Kept
+	// the bundle (docs/CONFIG.md; Gryphon CC §5's bandwidth limits). Kept
 	// apart from Link so that a Link stays its two ends.
 	Bandwidth map[Link]int64
 	// Chaos is the [chaos] table; nil when absent.

@@ -13,7 +13,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
-// designExample is the example of DESIGN.md §6, verbatim.
+// designExample is the example network of the config contract, verbatim.
 const designExample = `[[broker]]
 id      = "p1"
 cell    = "phb"               # optional; defaults to id. Several brokers in one cell = a redundant cell.
@@ -828,7 +828,7 @@ func TestGossipErrors(t *testing.T) {
 	}
 }
 
-// TestMaxRetain: max_retain on a PHB (DESIGN.md §6b; Gryphon DS, DSN 2003 §3)
+// TestMaxRetain: max_retain on a PHB (docs/CONFIG.md; Gryphon DS, DSN 2003 §3)
 // is a duration, "0s" never releases early, and absent means 168h.
 func TestMaxRetain(t *testing.T) {
 	n := mustParse(t, `[[broker]]

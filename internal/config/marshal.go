@@ -17,7 +17,7 @@ func (n *Network) Marshal() ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString("# aerie network config (DESIGN.md §6)\n")
+	b.WriteString("# aerie network config (docs/CONFIG.md)\n")
 	if n.Seeds != nil {
 		q := make([]string, len(n.Seeds))
 		for i, s := range n.Seeds {
@@ -138,11 +138,11 @@ func quote(s string) string {
 	return b.String()
 }
 
-// Dev returns the default development network of `aerie dev` (DESIGN.md §6),
+// Dev returns the default development network of `aerie dev` (docs/CONFIG.md),
 // on 127.0.0.1: PHB p1 hosting P1–P4, IB b1, SHBs s1 and s2, linked
 // p1 → b1 → {s1, s2}. Broker k (1-based, in that order) listens on
 // basePort+k and, if it takes clients, serves them on basePort+100+k, as in
-// the DESIGN.md example (7101/7201 with basePort 7100), and gossips
+// the config contract's example (7101/7201 with basePort 7100), and gossips
 // (membership) on basePort+200+k (7301…). Brokers with durable
 // state (the PHB's event log, the SHBs' subscription state) keep it under
 // dir/<id>; the IB holds only soft state.

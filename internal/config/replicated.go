@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// A cell whose brokers list pubends is a replicated PHB (DESIGN.md §6b): one
+// A cell whose brokers list pubends is a replicated PHB (docs/CONFIG.md): one
 // Raft group (internal/raftphb) for those pubends, so that they survive the
 // loss of a minority of the cell. P2S (DEBS 2014 §3) replicates a broker the
 // same way, with Multi-Paxos.

@@ -9,7 +9,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/auth"
 )
 
-// The security part of the format (DESIGN.md §6b):
+// The security part of the format (docs/CONFIG.md):
 //
 //	[tls]                                   # mutual TLS between brokers, TLS on client ports
 //	ca = "certs/ca.pem"                     # paths are relative to the config file

@@ -22,7 +22,7 @@ import (
 // input brings them back, and the parked nacks are answered.
 //
 // The tick stays D throughout. Only the payload leaves memory, so knowledge
-// never moves down the lattice (MODEL.md I8; P12 is the same choice for IB
+// never moves down the lattice (docs/CONCEPTS.md I8; P12 is the same choice for IB
 // caches).
 
 // Fetch asks the runtime to read the logged events of Pubend with ticks in

@@ -179,7 +179,7 @@ func (e *Engine) applyReplay(m msg.ReplayData) {
 }
 
 // repeatReplays asks again, with backoff, for the requests whose answer
-// did not come (a cut link, a broker crash on the path; MODEL.md P7). The
+// did not come (a cut link, a broker crash on the path; docs/CONCEPTS.md P7). The
 // new request carries every member that joined meanwhile.
 func (e *Engine) repeatReplays() {
 	for _, ps := range e.streams {

@@ -14,7 +14,7 @@ import (
 )
 
 // Cells and link bundles (seed 000 §3 "Virtual Brokers and Physical
-// Topology", §3.1 "Propagation through Link Bundles"; MODEL.md P13).
+// Topology", §3.1 "Propagation through Link Bundles"; docs/CONCEPTS.md P13).
 //
 // Routes name cells: a virtual broker is a cell of one or more physical
 // brokers, each with its own replica of the GD streams, and a virtual link

@@ -23,12 +23,12 @@ type Config struct {
 	GapCuriosityThreshold time.Duration
 
 	// NackRepetitionMin (NRT floor): an unanswered nack is repeated after
-	// max(this, SRTT+4·RTTVAR) [000 §3.1, MODEL.md P7]. Default 600ms
+	// max(this, SRTT+4·RTTVAR) [000 §3.1, docs/CONCEPTS.md P7]. Default 600ms
 	// [000 §4.2]. Raise it on long-delay links.
 	NackRepetitionMin time.Duration
 
 	// NackRepetitionMax caps the exponential backoff of repeated nacks when
-	// the pubend seems down. Default 60s (MODEL.md P7).
+	// the pubend seems down. Default 60s (docs/CONCEPTS.md P7).
 	NackRepetitionMax time.Duration
 
 	// ForgettingInterval: curiosity C in an istream is forgotten after this
@@ -39,32 +39,32 @@ type Config struct {
 
 	// DelayCuriosityThreshold (DCT): a subend whose doubt horizon has not
 	// moved for this long nacks towards the pubend's present, guarding
-	// against loss of the latest message. Default 5s (MODEL.md P8; the
+	// against loss of the latest message. Default 5s (docs/CONCEPTS.md P8; the
 	// seed's experiments used infinity). Zero disables it.
 	DelayCuriosityThreshold time.Duration
 
 	// AckExpectedThreshold (AET): the pubend expects every tick older than
 	// this to be acked and sends AckExpected down unacked paths otherwise
 	// [000 §3.2]. Default 10s [000 §4.2]; repeated with doubling up to 8×
-	// (MODEL.md P10).
+	// (docs/CONCEPTS.md P10).
 	AckExpectedThreshold time.Duration
 
 	// SilenceInterval (t_silence): an idle pubend announces silence, and an
 	// ostream forwards coalesced first-time silence, at most this often
-	// [003 Table 1, MODEL.md P5]. Default 1s. It bounds how far an idle
+	// [003 Table 1, docs/CONCEPTS.md P5]. Default 1s. It bounds how far an idle
 	// subscriber's doubt horizon lags.
 	SilenceInterval time.Duration
 
 	// AckInterval: acks go upstream at most this often per pubend and link
-	// (MODEL.md P11). Default 200ms.
+	// (docs/CONCEPTS.md P11). Default 200ms.
 	AckInterval time.Duration
 
 	// NackChunk: a nack covers at most this much pubend time; longer ranges
-	// are split (MODEL.md P7). Default 600ms of ticks.
+	// are split (docs/CONCEPTS.md P7). Default 600ms of ticks.
 	NackChunk time.Duration
 
 	// HWMLead: how far ahead of its clock a pubend reserves ticks with a
-	// persisted high-water mark (MODEL.md P2). Default 2s. Silence is never
+	// persisted high-water mark (docs/CONCEPTS.md P2). Default 2s. Silence is never
 	// announced beyond the durable mark, so this must exceed the fsync
 	// latency by a wide margin.
 	HWMLead time.Duration
@@ -85,7 +85,7 @@ type Config struct {
 	// does not host it (an IB or SHB) keeps in memory past first-time
 	// forwarding. Older payloads are dropped, the ticks stay D, and a nack
 	// that needs one is answered once the payloads are back from upstream
-	// (msg.Refetch, refetch.go; MODEL.md P12). Default 64 MiB per pubend.
+	// (msg.Refetch, refetch.go; docs/CONCEPTS.md P12). Default 64 MiB per pubend.
 	// It bounds an IB's memory when a downstream stays away.
 	RelayCacheBytes int64
 
@@ -116,7 +116,7 @@ type Config struct {
 	// PersistWindow: how many batches of records the engine hands out for
 	// persisting before the first of them is made durable (Advance). The
 	// default, 0, is 1: one fsync at a time, the records of the next batch
-	// queue meanwhile (group commit, DESIGN.md §3). A replicated PHB sets
+	// queue meanwhile (group commit, docs/ARCHITECTURE.md "The core contract"). A replicated PHB sets
 	// more, so that the next batch replicates while earlier ones await
 	// their majority (P2S, DEBS 2014 §3.4 pipelines α = 10 instances);
 	// its Durability must then complete batches in the order it got them.

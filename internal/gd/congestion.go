@@ -147,7 +147,7 @@ func (e *Engine) tickRegulator(ps *pstream) {
 func (e *Engine) tickMonitor(ps *pstream) {
 	c := &ps.cc
 	if !ps.sub.FloorSet {
-		return // no doubt horizon yet: the stream starts at its floor (MODEL.md P6)
+		return // no doubt horizon yet: the stream starts at its floor (docs/CONCEPTS.md P6)
 	}
 	dh := ps.in.K.DoubtHorizon()
 	c.mon.Observe(e.now, dh, ps.in.K.KnownHi())

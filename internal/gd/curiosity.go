@@ -109,7 +109,7 @@ func (e *Engine) nacksLost(peer msg.NodeID) {
 // split in full it never returns (simulator seed 48, faults "replicas").
 const nackChunksMax = 64
 
-// sendNack sends a nack for r upstream, split into chunks (MODEL.md P7).
+// sendNack sends a nack for r upstream, split into chunks (docs/CONCEPTS.md P7).
 func (e *Engine) sendNack(ps *pstream, r tick.Range) {
 	chunk := ticksOf(e.cfg.NackChunk)
 	for n, lo := 1, r.Lo; lo <= r.Hi; n++ {
@@ -174,9 +174,9 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 // updateAck moves istream[P]'s anti-curious prefix as far as every ostream
 // (and local delivery) allows. Ticks behind it are no longer needed here:
 // they become final, which bounds this broker's memory. At the pubend the
-// release protocol decides what becomes L (release.go, MODEL.md I10):
+// release protocol decides what becomes L (release.go, docs/CONCEPTS.md I10):
 // without durable subscribers that is the ack prefix too. The ack itself
-// goes upstream on the next tick, at most every AckInterval (MODEL.md P11).
+// goes upstream on the next tick, at most every AckInterval (docs/CONCEPTS.md P11).
 func (e *Engine) updateAck(ps *pstream) {
 	t := stream.NextAckPrefix(&ps.in, ps.outs, len(ps.subs) > 0, ps.delivered)
 	if e.mut&MutAckBeforeDeliver != 0 && ps.isSubend() {
@@ -197,7 +197,7 @@ func (e *Engine) updateAck(ps *pstream) {
 }
 
 // onAckExpected: the pubend expects ticks up to T acked (seed 000 §3.2). A
-// broker already acked that far answers with its ack (MODEL.md P10);
+// broker already acked that far answers with its ack (docs/CONCEPTS.md P10);
 // otherwise the message goes down every path not acked up to T, and a subend
 // nacks its Q ticks up to T at once.
 func (e *Engine) onAckExpected(from msg.NodeID, m msg.AckExpected) {

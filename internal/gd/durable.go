@@ -8,11 +8,11 @@ import (
 )
 
 // Durable subscriptions at the SHB: start tokens, catch-up, gaps and
-// progress (Gryphon DS, DSN 2003 §2, §4; MODEL.md §8a). The PHB side, which
+// progress (Gryphon DS, DSN 2003 §2, §4; docs/CONCEPTS.md "Durable subscriptions"). The PHB side, which
 // answers catch-up from its log, is in replay.go.
 //
 // A durable subscriber presents its checkpoint token From (msg.Subscribe).
-// The subscription starts as any other (MODEL.md P6): filters widen up the
+// The subscription starts as any other (docs/CONCEPTS.md P6): filters widen up the
 // tree, the pubend answers the tick from which the subscription is complete,
 // and this broker lifts it to what it has already delivered; call that
 // start(p). Then, per pubend p:
@@ -47,14 +47,14 @@ import (
 //
 // A lost Replay or ReplayData (a cut link, a broker crash on the path) is
 // asked again on the timer with exponential backoff from NackRepetitionMin
-// to NackRepetitionMax, like a nack (MODEL.md P7); an answer that does not
+// to NackRepetitionMax, like a nack (docs/CONCEPTS.md P7); an answer that does not
 // continue exactly where the catch-up stands (a duplicate, a late answer to
 // an earlier request) is ignored.
 //
 // Durable subscriptions also get Progress: at most every SilenceInterval,
 // when the horizon up to which they have received everything moved past
 // what they were last told, so that an idle subscriber's checkpoint keeps
-// moving (§4.1, silence messages; MODEL.md §8a).
+// moving (§4.1, silence messages; docs/CONCEPTS.md "Durable subscriptions").
 
 // Bounds of one catch-up (see above and replay.go).
 const (

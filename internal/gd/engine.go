@@ -63,7 +63,7 @@ func (Local) isInput()  {}
 func (Tick) isInput()   {}
 func (LinkUp) isInput() {}
 
-// Ready is what the engine asks the runtime to do (DESIGN.md §3).
+// Ready is what the engine asks the runtime to do (docs/ARCHITECTURE.md "The core contract").
 type Ready struct {
 	// Persist: records to append and fsync. Advance must follow once they
 	// are durable; until then no further Ready carries records.
@@ -421,7 +421,7 @@ func (e *Engine) PersistWindow() int { return max(e.cfg.PersistWindow, 1) }
 // wait for them) are handed out in batches, at most Config.PersistWindow of
 // them not yet made durable (one by default): while the window is full,
 // new records queue up and go out together in the next batch — group
-// commit (DESIGN.md §3).
+// commit (docs/ARCHITECTURE.md "The core contract").
 //
 // A Ready's Persist and ToClientsAfterPersist are valid until its Advance
 // returns: the engine then reuses their memory. Send and ToClients are the
@@ -508,7 +508,7 @@ type heldSend struct {
 // a pubend that answers a subscription before the filter version that
 // admits it is durable could restart, or a replicated cell elect a leader,
 // without that version, and render ticks above the promised start under
-// a filter that lacks the subscription (MODEL.md §4 P2; Gryphon GD,
+// a filter that lacks the subscription (docs/CONCEPTS.md "The knowledge graph", P2; Gryphon GD,
 // ICDCS 2000 §3: persist before acknowledging).
 func (e *Engine) sendAfterPersist(to msg.NodeID, m msg.Msg) {
 	after := e.batchesOut

@@ -61,7 +61,7 @@ func (e *Engine) knowledgeStream(from msg.NodeID, p msg.PubendID) *pstream {
 func (e *Engine) acceptKnowledge(ps *pstream, from msg.NodeID, m msg.Knowledge, delta *tick.RangeSet) {
 	if ps.isSubend() && !ps.sub.FloorSet {
 		// A fresh stream starts needing ticks where the first message it sees
-		// starts (MODEL.md P6); subscriptions started earlier bound it.
+		// starts (docs/CONCEPTS.md P6); subscriptions started earlier bound it.
 		floor := m.Final
 		if m.Start <= m.End && m.Start > 0 {
 			floor = max(floor, m.Start-1)
@@ -262,7 +262,7 @@ func (e *Engine) pubAckMsg(a msg.PubAck) *msg.PubAck {
 }
 
 // deliver hands local subscribers every D up to the doubt horizon, in tick
-// order, once the horizon moves (MODEL.md §6).
+// order, once the horizon moves (docs/CONCEPTS.md "Doubt horizon").
 func (e *Engine) deliver(ps *pstream) {
 	dh := ps.in.K.DoubtHorizon()
 	if dh <= ps.delivered {

@@ -5,7 +5,7 @@ import "github.com/aerie-mq/aerie/internal/msg"
 // linkUp: a (re)connected upstream learns our summary and acks again (it may
 // have restarted and lost them); pending subscription requests are resent.
 // A restarted downstream may hold other subscriptions than its previous
-// incarnation: its filter passes everything until it reports again (MODEL.md
+// incarnation: its filter passes everything until it reports again (docs/CONCEPTS.md
 // P6), and curiosity its predecessor expressed is dropped. A downstream that
 // merely reconnected keeps its filter: narrowing it would contradict what it
 // received under the wider one.

@@ -7,7 +7,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// Bounded caches at brokers that do not host the pubend (MODEL.md P12).
+// Bounded caches at brokers that do not host the pubend (docs/CONCEPTS.md P12).
 //
 // An IB keeps every D tick until all its downstreams acked it, so one
 // downstream that stays away would make it hold every payload published

@@ -9,8 +9,8 @@ import (
 )
 
 // The release protocol of durable subscriptions (Gryphon DS, DSN 2003 §3;
-// MODEL.md §8a). Every broker keeps, per pubend, two values for the SHBs of
-// its subtree and sends them up on its acks (msg.Ack, MODEL.md P11):
+// docs/CONCEPTS.md "Durable subscriptions"). Every broker keeps, per pubend, two values for the SHBs of
+// its subtree and sends them up on its acks (msg.Ack, docs/CONCEPTS.md P11):
 //
 //   - delivered (T_d): the minimum latestDelivered(p) of those SHBs. An SHB
 //     acks only what it delivered to its consolidated stream, and a broker's
@@ -21,7 +21,7 @@ import (
 //     released(p) = min(latestDelivered(p), min_s released(s,p)) over its
 //     durable subscribers s (§4.1). The durable layer gives the engine that
 //     minimum as a ReleaseFloor; without one, released = latestDelivered
-//     (MODEL.md P9: non-durable SHBs report released = latestDelivered).
+//     (docs/CONCEPTS.md P9: non-durable SHBs report released = latestDelivered).
 //
 // At the pubend they are T_r(p) <= T_d(p), and the pubend turns tick t into
 // L only when t <= T_r or (t <= T_d and T(p) − t > maxRetain) (§3, the
@@ -196,7 +196,7 @@ func (e *Engine) releasePubend(ps *pstream) {
 // tickRelease runs after every timer tick: a pubend's early release moves
 // with time, and an ack goes up when only the release values moved (the ack
 // prefix's own timer sends it when the prefix moved), at most every
-// AckInterval (MODEL.md P11).
+// AckInterval (docs/CONCEPTS.md P11).
 func (e *Engine) tickRelease() {
 	if e.cfg.BestEffort {
 		return
@@ -214,7 +214,7 @@ func (e *Engine) tickRelease() {
 }
 
 // ReleaseState is one pubend's release-protocol state at this broker, for
-// the oracle (MODEL.md I10) and for operators.
+// the oracle (docs/CONCEPTS.md I10) and for operators.
 type ReleaseState struct {
 	Pubend    msg.PubendID
 	Hosted    bool

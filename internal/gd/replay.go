@@ -20,7 +20,7 @@ import (
 // so they are answered as a gap: the subscriber acknowledged them in an
 // earlier session, or early release by maxRetain discarded them (§3, "PHB
 // Controlled Policy"; §4: the subscriber gets a gap notice). A gap never
-// covers a tick above L (MODEL.md I6).
+// covers a tick above L (docs/CONCEPTS.md I6).
 //
 // Payloads evicted from memory are read back from the log with the Fetch
 // machinery of nacks (cache.go): the Replay is parked until the Fetched
@@ -76,7 +76,7 @@ func (e *Engine) serveReplay(ps *pstream, m msg.Replay) {
 		// Released: the events are gone (or about to be) from the log. A
 		// gap covers them up to the last event released; above it the
 		// released ticks were silence, which loses the subscriber nothing
-		// (with early release off no gap appears, MODEL.md I6).
+		// (with early release off no gap appears, docs/CONCEPTS.md I6).
 		if d := min(ps.rel.lastD, m.To); d > lo {
 			out.Gap = tick.Range{Lo: lo + 1, Hi: d}
 		}

@@ -13,7 +13,7 @@ import (
 // first Step: the snapshot's metadata records (if any) then the recovered
 // log records, in log order. Every tick up to the
 // recovered high-water mark is decided (D where an event was logged, S
-// elsewhere) and will never be assigned again (MODEL.md P2, I9). Downstream
+// elsewhere) and will never be assigned again (docs/CONCEPTS.md P2, I9). Downstream
 // ostreams start at that mark: downstreams nack what they miss.
 func (e *Engine) Restore(recs []msg.Record) error {
 	events := map[msg.PubendID][]*msg.Event{}

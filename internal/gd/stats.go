@@ -27,7 +27,7 @@ type Stats struct {
 	// AsksMoved counts requests sent to the next member of an upstream cell
 	// because the member asked before left a request unanswered (askUp).
 	AsksMoved uint64
-	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (MODEL.md P1).
+	// Contradictions counts D⊔S or D(m)⊔D(m') joins; must stay 0 (docs/CONCEPTS.md P1).
 	Contradictions int
 	// FirstContradiction describes the first one, for diagnosis.
 	FirstContradiction string

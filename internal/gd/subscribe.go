@@ -26,7 +26,7 @@ func (e *Engine) localRequest(m msg.Msg) error {
 }
 
 // publish assigns a tick and queues the event record; the ack waits for the
-// record's fsync (DESIGN.md §3), and the event flows downstream only once it
+// record's fsync (docs/ARCHITECTURE.md "The core contract"), and the event flows downstream only once it
 // is durable (Advance), so nothing unlogged is ever seen.
 func (e *Engine) publish(m msg.Publish) {
 	ps := e.pstreamOf(m.Pubend)
@@ -65,7 +65,7 @@ func (e *Engine) assign(ps *pstream, m msg.Publish) {
 func (e *Engine) acks(m msg.Publish) bool { return !m.NoAck || e.mut&MutAckNoAck != 0 }
 
 // subscribe widens the filters towards every pubend, then asks each pubend
-// for the tick from which the subscription is complete (MODEL.md P6). The
+// for the tick from which the subscription is complete (docs/CONCEPTS.md P6). The
 // summary and the SubReq travel the same FIFO links, so every filter on the
 // path is widened before the pubend picks the start.
 func (e *Engine) subscribe(m msg.Subscribe) {

@@ -7,7 +7,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
-// Summaries carry subscriptions upstream (MODEL.md §4, P6; Gryphon GD §3:
+// Summaries carry subscriptions upstream (docs/CONCEPTS.md "The knowledge graph", P6; Gryphon GD §3:
 // filters are summaries of what lies downstream). A broker reports the
 // union of its local subscriptions' clauses and of what each downstream
 // reported; each edge filters exactly by the clauses behind it
@@ -225,7 +225,7 @@ func (e *Engine) unionAll() bool {
 
 // reportSummary tells upstream neighbours the union of local subscriptions
 // and downstream clause sets whenever it changed. It widens when a
-// subscription arrives and narrows when one leaves (MODEL.md P6): the
+// subscription arrives and narrows when one leaves (docs/CONCEPTS.md P6): the
 // upstream applies each version only to ticks above what it already knows
 // (Ostream.SetFilter), so no tick is ever told two ways, and a narrower
 // union still covers every subscription that remains.

@@ -34,13 +34,13 @@ func (e *Engine) tick() {
 func (e *Engine) tickPubend(ps *pstream) {
 	p := ps.pub
 	nowTick := tick.FromMillis(e.now.Millis())
-	// Keep the durable high-water mark ahead of the clock (MODEL.md P2).
+	// Keep the durable high-water mark ahead of the clock (docs/CONCEPTS.md P2).
 	if want := nowTick + ticksOf(e.cfg.HWMLead); p.HWMAsked < nowTick+ticksOf(e.cfg.HWMLead/2) {
 		p.HWMAsked = want
 		e.queuedRecs = append(e.queuedRecs, msg.Record{Pubend: ps.id, HWM: want})
 	}
 	e.announce(ps, nil)
-	// Pubend-driven liveness (seed 000 §3.2, MODEL.md P10).
+	// Pubend-driven liveness (seed 000 §3.2, docs/CONCEPTS.md P10).
 	aet := e.cfg.AckExpectedThreshold
 	t := min(tick.FromMillis(e.now.Add(-aet).Millis()), p.Announced)
 	if ps.in.AckPrefix < t && e.now >= ps.aeNext {
@@ -69,7 +69,7 @@ func (e *Engine) tickRelay(ps *pstream) {
 	if ps.isSubend() && ps.sub.FloorSet {
 		if dct := e.cfg.DelayCuriosityThreshold; dct > 0 && e.now.Sub(ps.dhMovedAt) > dct {
 			// The doubt horizon is stuck: ask towards the pubend's present,
-			// which it answers with silence up to now (MODEL.md P8).
+			// which it answers with silence up to now (docs/CONCEPTS.md P8).
 			ps.sub.Expect(max(ps.in.K.KnownHi(), ps.delivered) + ticksOf(dct))
 			ps.dhMovedAt = e.now
 		}

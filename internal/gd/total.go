@@ -7,7 +7,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// Uniform total order across pubends (MODEL.md §6 "Uniform total order",
+// Uniform total order across pubends (docs/CONCEPTS.md "Doubt horizon",
 // P3; the merge edge of Gryphon GD's model, built only at the SHB as our
 // v1 choice: IBs stay tree-only, Gryphon GD, DSN 2002 §3).
 //
@@ -19,12 +19,12 @@ import (
 // decides a tick below its doubt horizon, so nothing can later arrive
 // below what was handed over: every such subscription, at any SHB, sees
 // its events sorted by (tick, pubend), hence any two see their common
-// events in the same order (MODEL.md I4). The price is latency: an event
+// events in the same order (docs/CONCEPTS.md I4). The price is latency: an event
 // waits for the slowest pubend's silence to pass its tick, which the SHB
 // asks for (askTotal: about a round trip to that pubend while every pubend
 // is reachable), and memory, bounded by Config.TotalOrderHoldBytes.
 //
-// Non-durable only (MODEL.md P18: total order for durable subscribers
+// Non-durable only (docs/CONCEPTS.md P18: total order for durable subscribers
 // comes later): a held event lives in the SHB's memory, which a
 // non-durable subscription does not outlive.
 
@@ -151,7 +151,7 @@ func (e *Engine) handOverTotal(s *subscription) {
 
 // askTotal makes the pubends that hold a total-order subscription's
 // oldest held event back curious up to its tick, as the delay curiosity
-// threshold does for a stuck doubt horizon (MODEL.md P8): the nack reaches
+// threshold does for a stuck doubt horizon (docs/CONCEPTS.md P8): the nack reaches
 // the pubend, which answers with silence up to its present. Without it an
 // idle pubend's silence comes only with each hop's coalesced flush, about a
 // silence interval per hop, and every event of the others waits for it.

@@ -9,7 +9,7 @@ import (
 
 // Edge is the clause set of one filter edge, exact at any size: every
 // clause (a topic pattern with an optional selector) of the subscriptions
-// reachable through the edge (MODEL.md §4; Gryphon GD §3: filters are
+// reachable through the edge (docs/CONCEPTS.md "The knowledge graph"; Gryphon GD §3: filters are
 // summaries of what lies downstream), filed in one Index so that an event
 // costs a few lookups however many clauses there are.
 //

@@ -28,7 +28,7 @@ type ID struct {
 }
 
 // Name is the node name used by the failure detector: "brokerID/bootNonce"
-// with the nonce in hexadecimal (DESIGN.md §5).
+// with the nonce in hexadecimal (docs/MEMBERSHIP.md).
 func (id ID) Name() string {
 	return id.Broker + "/" + strconv.FormatUint(id.BootNonce, 16)
 }

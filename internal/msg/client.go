@@ -124,7 +124,7 @@ type PubReject struct {
 // Progress token the subscriber kept), catching up ticks the network has
 // already delivered elsewhere by replay; nil From starts now.
 //
-// TotalOrder asks for uniform total order across pubends (MODEL.md §6,
+// TotalOrder asks for uniform total order across pubends (docs/CONCEPTS.md "Doubt horizon",
 // P3): the subscription receives the events of every pubend merged in
 // (tick, pubend) order, so any two such subscriptions, at any SHBs, see
 // their common events in the same order. Not with Durable or From.
@@ -211,7 +211,7 @@ func AsDelivery(m Msg) (Delivery, bool) {
 	return Delivery{}, false
 }
 
-// Token is a start token or checkpoint: one tick per pubend (MODEL.md I5, §8a).
+// Token is a start token or checkpoint: one tick per pubend (docs/CONCEPTS.md I5, "Durable subscriptions").
 // Its printed form, "P1:123,P2:456" with pubends sorted, is what
 // `aerie sub` prints and ParseToken reads back.
 type Token map[PubendID]tick.Tick

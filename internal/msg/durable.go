@@ -7,7 +7,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// Durable subscriptions (Gryphon DS, DSN 2003 §2–§4; MODEL.md §8a, P9).
+// Durable subscriptions (Gryphon DS, DSN 2003 §2–§4; docs/CONCEPTS.md "Durable subscriptions", P9).
 //
 // A durable subscriber names a checkpoint token when it subscribes
 // (Subscribe.Durable, Subscribe.From): the SHB delivers every matching event
@@ -32,7 +32,7 @@ type Gap struct {
 
 // Progress tells a durable subscriber that it has received everything it
 // should up to Token (per pubend), though nothing (more) matched: its
-// checkpoint moves while it is idle (MODEL.md §8a, silence).
+// checkpoint moves while it is idle (docs/CONCEPTS.md "Durable subscriptions", silence).
 type Progress struct {
 	Sub   SubID
 	Token Token

@@ -1,6 +1,6 @@
 // Package msg defines the messages the guaranteed-delivery cores exchange:
 // knowledge and curiosity between brokers (seed 000 §3.1), the subscription
-// control messages of MODEL.md P6, client requests and their answers, and the
+// control messages of docs/CONCEPTS.md P6, client requests and their answers, and the
 // records a pubend persists. The wire codec (issue: real broker) encodes these
 // structs; the cores and the simulator pass them by value.
 //
@@ -74,7 +74,7 @@ type Envelope struct {
 
 func (e Envelope) String() string { return fmt.Sprintf("%s->%s %v", e.From, e.To, e.Msg) }
 
-// Knowledge is a data or silence message (seed 000 §3.1; MODEL.md §5, P4):
+// Knowledge is a data or silence message (seed 000 §3.1; docs/CONCEPTS.md "Messages", P4):
 // L on ticks <= Final, S on [Start, End] except VTick, D(Event) on VTick when
 // Event is non-nil. Start > End carries only the final prefix. Retrans marks
 // an answer to a nack, which is sent only down curious paths.
@@ -111,7 +111,7 @@ func (m Knowledge) String() string {
 // event, so that a run of events costs one frame, one queue slot and one
 // pass of the receiving engine. Gryphon GD §3.1 already lets one data or
 // silence message carry knowledge of a range of ticks; a run is several
-// of them side by side (MODEL.md §5).
+// of them side by side (docs/CONCEPTS.md "Messages").
 type KnowledgeRun struct {
 	Pubend     PubendID
 	Final      tick.Tick
@@ -165,7 +165,7 @@ func (m Nack) String() string {
 
 // Ack turns ticks [0, T] anti-curious (A) in the receiver's ostream for the
 // sender (seed 000 §3.1), and carries the release protocol's two values for
-// the sender's subtree (Gryphon DS, DSN 2003 §3; MODEL.md P11): Delivered,
+// the sender's subtree (Gryphon DS, DSN 2003 §3; docs/CONCEPTS.md P11): Delivered,
 // the minimum latestDelivered(p) of the SHBs below, and Released, the
 // minimum they released (acknowledged by all their durable subscribers).
 // Released <= Delivered <= T. Without durable subscribers below, both equal
@@ -195,7 +195,7 @@ type AckExpected struct {
 func (m AckExpected) String() string { return fmt.Sprintf("AckExpected{%s %d}", m.Pubend, m.T) }
 
 // Summary tells an upstream neighbour the union of the subscriptions reachable
-// through the sender: its filter edge (MODEL.md §4, P6). All means "pass
+// through the sender: its filter edge (docs/CONCEPTS.md "The knowledge graph", P6). All means "pass
 // everything", which is also what an upstream assumes before a summary arrives.
 // A Summary is the whole union (with All, the clauses are still the union's,
 // for the SummaryDeltas that follow); SummaryDelta changes it.
@@ -265,7 +265,7 @@ func (m SummaryDelta) String() string {
 
 // SubReq travels from an SHB up to a pubend after every filter on the way
 // has been widened for a new subscription; the pubend answers SubReply with
-// the tick from which the subscription is complete (MODEL.md P6). Path holds
+// the tick from which the subscription is complete (docs/CONCEPTS.md P6). Path holds
 // the brokers passed, for the reply's way back.
 type SubReq struct {
 	Pubend PubendID
@@ -312,7 +312,7 @@ type LinkStatus struct {
 func (m LinkStatus) String() string { return fmt.Sprintf("LinkStatus{unreachable %v}", m.Unreachable) }
 
 // Refetch asks upstream for the payloads of events the sender knows as D
-// but dropped from its bounded cache (MODEL.md P12), to answer a nack from
+// but dropped from its bounded cache (docs/CONCEPTS.md P12), to answer a nack from
 // its downstream. It changes no knowledge: the answer (Payloads) only fills
 // payloads back into D ticks, so an upstream that now renders a tick
 // differently (a filter that changed, a restart) cannot contradict what the

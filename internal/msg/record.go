@@ -9,7 +9,7 @@ import (
 
 // Record is what a pubend persists. An Event record logs one publish; a HWM
 // record raises the high-water mark that bounds every announced silence
-// (MODEL.md P2): after a restart the pubend allocates above it.
+// (docs/CONCEPTS.md P2): after a restart the pubend allocates above it.
 //
 // A Meta record summarises a pubend at a point of its log: it is what a
 // snapshot holds, so that log segments below the release point can be
@@ -44,7 +44,7 @@ type DurableSub struct {
 // event). Reset forgets every earlier version (the downstream restarted).
 // A pubend logs each version before any event it filters is announced, so
 // that after a crash it renders every old tick exactly as before (an S it
-// sent is never contradicted by a D: MODEL.md I7). Member and Inc record
+// sent is never contradicted by a D: docs/CONCEPTS.md I7). Member and Inc record
 // the downstream broker whose summary or restart caused the version, and
 // its incarnation, so that a restarted pubend recognises a reconnection.
 type FilterVersion struct {

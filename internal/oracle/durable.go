@@ -5,7 +5,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// Durable subscriptions (MODEL.md I6; Gryphon DS, DSN 2003 §2, §4). A
+// Durable subscriptions (docs/CONCEPTS.md I6; Gryphon DS, DSN 2003 §2, §4). A
 // durable subscriber's sessions are checked as one stream: each session
 // opens with the subscriber's checkpoint as its start (DurableStarted), so
 // that Delivered's checks — no phantom, at most once, in order, nothing

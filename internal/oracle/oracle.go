@@ -1,4 +1,4 @@
-// Package oracle checks the invariants of MODEL.md §9 against what a network
+// Package oracle checks the invariants of docs/CONCEPTS.md "Invariants" against what a network
 // actually did: the events its pubends logged, the acks publishers got, the
 // knowledge brokers sent, the state of every stream, and what every
 // subscriber received. The simulator feeds it after every step; real-process
@@ -203,8 +203,8 @@ func (o *Oracle) checkOrdered(l *pubLog, ev *msg.Event) {
 }
 
 // Recovered checks a restarted pubend's log: every event ever acked to a
-// publisher must still be there (MODEL.md I9), unless the pubend had
-// released it (every downstream acked it, MODEL.md I10) and retention
+// publisher must still be there (docs/CONCEPTS.md I9), unless the pubend had
+// released it (every downstream acked it, docs/CONCEPTS.md I10) and retention
 // dropped it: released is the recovered release point.
 func (o *Oracle) Recovered(p msg.PubendID, events []*msg.Event, released tick.Tick) {
 	have := map[tick.Tick]*msg.Event{}
@@ -280,7 +280,7 @@ func (o *Oracle) PubAcked(a msg.PubAck) {
 // Acked returns how many distinct publishes were acked.
 func (o *Oracle) Acked() int { return len(o.acks) }
 
-// Sent checks a knowledge message as it leaves a broker (MODEL.md I7): a D
+// Sent checks a knowledge message as it leaves a broker (docs/CONCEPTS.md I7): a D
 // must be the logged event, and a pubend's silence may cover a logged event
 // only when that event fails the filter of the edge it was sent through
 // (filter nil: passes everything).
@@ -316,7 +316,7 @@ func (o *Oracle) Started(id msg.SubID, node msg.NodeID, pattern, selector string
 }
 
 // StartedTotal opens the session of a subscription in uniform total
-// order across pubends (MODEL.md I4): besides everything a session is
+// order across pubends (docs/CONCEPTS.md I4): besides everything a session is
 // checked for, its deliveries must come in (tick, pubend) order, so any
 // two such sessions see their common events in the same order.
 func (o *Oracle) StartedTotal(id msg.SubID, node msg.NodeID, pattern, selector string, tok msg.Token) {
@@ -442,7 +442,7 @@ func (o *Oracle) firstMatch(l *pubLog, s *Session, lo, hi tick.Tick) *msg.Event 
 	return nil
 }
 
-// CheckStreams checks a broker's stream states after a step (MODEL.md I8:
+// CheckStreams checks a broker's stream states after a step (docs/CONCEPTS.md I8:
 // prefixes and horizons never move back within one incarnation; P1: no
 // contradiction was ever joined).
 func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState, stats gd.Stats) {
@@ -473,7 +473,7 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 	o.streams[k] = append(prevs[:0], states...)
 }
 
-// Converged checks liveness once faults have stopped (MODEL.md I11, with I5
+// Converged checks liveness once faults have stopped (docs/CONCEPTS.md I11, with I5
 // in full): every live session at node has received every matching logged
 // event up to its broker's delivery point, and that point has passed target
 // (the pubend's decided prefix when faults stopped).
@@ -486,7 +486,7 @@ func (o *Oracle) Converged(node msg.NodeID, states []gd.StreamState, target map[
 	}
 	sort.Strings(ids)
 	// A total-order session is owed only what every pubend has delivered
-	// (the merged doubt horizon, MODEL.md §6).
+	// (the merged doubt horizon, docs/CONCEPTS.md "Doubt horizon").
 	merged := tick.Max
 	for _, st := range states {
 		merged = min(merged, st.Delivered)

@@ -7,7 +7,7 @@ import (
 )
 
 // CheckRelease checks the release protocol at one broker after a step
-// (MODEL.md I10, and I8 for its values; Gryphon DS, DSN 2003 §3):
+// (docs/CONCEPTS.md I10, and I8 for its values; Gryphon DS, DSN 2003 §3):
 //
 //   - everywhere, T_r <= T_d <= the ack prefix: nothing counts as delivered
 //     below a broker before every downstream acked it, and nothing as

@@ -10,7 +10,7 @@ import (
 )
 
 // TestCheckRelease feeds pubend states by hand: each broken rule of the
-// release protocol (Gryphon DS, DSN 2003 §3; MODEL.md I10) is reported, and
+// release protocol (Gryphon DS, DSN 2003 §3; docs/CONCEPTS.md I10) is reported, and
 // the allowed moves are not.
 func TestCheckRelease(t *testing.T) {
 	const now = tick.Tick(100_000 << tick.SubTickBits)

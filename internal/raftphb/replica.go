@@ -6,7 +6,7 @@
 // replicates less: only what the PHB makes durable — the records of
 // gd.Ready.Persist (events with their ticks, high-water marks, filter
 // versions) — because everything else a PHB does follows from that log
-// (MODEL.md P2, I9: the pubend restores from it after a restart).
+// (docs/CONCEPTS.md P2, I9: the pubend restores from it after a restart).
 //
 // So "durable" for the runtime shell (internal/shell's Durability) becomes
 // "committed by a majority of the cell and fsynced there": the engine
@@ -15,9 +15,9 @@
 // committed batch (Raft's Leader Completeness: it holds them all), restores
 // the pubend from that log and allocates ticks above its committed
 // high-water mark, so ticks stay unique and nothing the old leader
-// announced is contradicted (MODEL.md I7, I9).
+// announced is contradicted (docs/CONCEPTS.md I7, I9).
 //
-// A Replica is pure, in the etcd-raft style of DESIGN.md §3: inputs are
+// A Replica is pure, in the etcd-raft style of docs/ARCHITECTURE.md "The core contract": inputs are
 // Tick, Step (a Raft message from a peer) and Propose (a batch, at the
 // serving leader); Ready says what to persist, then what to send, which
 // committed batches to apply and which leadership changes happened;

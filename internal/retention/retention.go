@@ -3,7 +3,7 @@
 // needs a payload the engine evicted from memory (fetch.go).
 //
 // Dropping: an event is needed on disk until its pubend has released it (every
-// downstream acked it: the non-durable release point, MODEL.md I10). Below
+// downstream acked it: the non-durable release point, docs/CONCEPTS.md I10). Below
 // the first unreleased event, the log's only other content — high-water
 // marks and the publishers remembered for deduplication — is summarised by
 // the engine's snapshot (gd.Engine.Snapshot). So: write the snapshot

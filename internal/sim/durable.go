@@ -10,7 +10,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
-// Durable subscribers (Gryphon DS, DSN 2003 §2, §4; MODEL.md I6). Each
+// Durable subscribers (Gryphon DS, DSN 2003 §2, §4; docs/CONCEPTS.md I6). Each
 // keeps its checkpoint token — the last SubStarted, Delivery, Gap or
 // Progress position per pubend — goes away (unsubscribes or hangs up) and
 // comes back with it, at the same SHB or another (reconnect anywhere), and

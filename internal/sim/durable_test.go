@@ -35,7 +35,7 @@ func TestDurableSubscribers(t *testing.T) {
 }
 
 // TestOracleBitesDurable breaks the catch-up one way at a time; the oracle
-// must notice (MODEL.md I6).
+// must notice (docs/CONCEPTS.md I6).
 func TestOracleBitesDurable(t *testing.T) {
 	for _, c := range []struct {
 		name string

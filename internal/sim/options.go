@@ -2,7 +2,7 @@
 // runtime drives — in one goroutine under simulated time, links, disks and
 // clocks, with faults drawn from a seed (swarm testing, modelled on
 // TigerBeetle's VOPR and FoundationDB's simulator). An oracle checks the
-// invariants of MODEL.md §9 after every step; the run ends with a
+// invariants of docs/CONCEPTS.md "Invariants" after every step; the run ends with a
 // heal-and-converge phase that checks liveness (I11). A seed reproduces a run
 // exactly.
 package sim

@@ -21,7 +21,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/wire"
 )
 
-// Replicated PHB cells (DESIGN.md §6b; internal/raftphb). A PHB cell of 3
+// Replicated PHB cells (docs/CONFIG.md; internal/raftphb). A PHB cell of 3
 // or 5 members is one Raft group for its pubends: every member runs the
 // same raftphb/node over its own crashable disk, Raft messages travel
 // over the cell's simulated links (encoded as protobuf, as on the wire),
@@ -33,7 +33,7 @@ import (
 // For the oracle, "durable" is "committed": an event is Logged when a
 // member applies its batch, which is before its publisher can be acked;
 // the new leader's restored log must hold every acked event (Recovered,
-// MODEL.md I9), and its ticks must lie above everything the old leader
+// docs/CONCEPTS.md I9), and its ticks must lie above everything the old leader
 // announced (I9, "reused tick").
 
 // raftTick is the Raft timer: heartbeats every tick, elections after

@@ -93,7 +93,7 @@ func (w *world) firstSHB() msg.NodeID {
 }
 
 // releaseConverged: once faults stopped and no floor holds anything back,
-// every pubend releases what it had decided at healing (MODEL.md I11 for
+// every pubend releases what it had decided at healing (docs/CONCEPTS.md I11 for
 // the release protocol: a release value that stopped travelling up would
 // keep the pubend's log forever).
 func (w *world) releaseConverged(targets map[msg.PubendID]tick.Tick) {

@@ -10,7 +10,7 @@ import (
 // TestReleaseUnderFaults: runs with release floors (SHBs standing in for
 // durable subscribers) and a short max_retain hold pubends back and release
 // early under faults without any violation, and the batch exercises both
-// (Gryphon DS, DSN 2003 §3; MODEL.md I10).
+// (Gryphon DS, DSN 2003 §3; docs/CONCEPTS.md I10).
 func TestReleaseUnderFaults(t *testing.T) {
 	held, early, runs := 0, 0, 0
 	for s := uint64(1); s <= 40 && (held == 0 || early == 0 || runs < 4); s++ {

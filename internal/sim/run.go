@@ -312,7 +312,7 @@ func (w *world) build() {
 				// A cell's machines need not agree on the time: a member
 				// lagging by more than a failover takes over below the
 				// ticks its predecessor announced, and must allocate
-				// above them anyway (MODEL.md P2).
+				// above them anyway (docs/CONCEPTS.md P2).
 				n.offset -= time.Duration(w.rrng.IntN(1500)) * time.Millisecond
 			}
 		}
@@ -448,7 +448,7 @@ func (w *world) schedule() {
 }
 
 // decided returns, per pubend, the prefix its PHB has decided: after healing
-// every subscriber must get at least this far (MODEL.md I11).
+// every subscriber must get at least this far (docs/CONCEPTS.md I11).
 func (w *world) decided() map[msg.PubendID]tick.Tick {
 	out := map[msg.PubendID]tick.Tick{}
 	for _, id := range w.order {
@@ -469,7 +469,7 @@ func (w *world) nacksSent() uint64 {
 	return n
 }
 
-// finalChecks: liveness after healing (MODEL.md I11).
+// finalChecks: liveness after healing (docs/CONCEPTS.md I11).
 func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uint64) {
 	for _, id := range w.order {
 		n := w.nodes[id]

@@ -26,7 +26,7 @@ type ScaleMeasures struct {
 	SteadyLevels                  []LevelTraffic
 	SteadyLogged, SteadyDelivered int
 	// SubLatency: from a session's Subscribe to its SubStarted, every
-	// SubReq answered by every pubend (MODEL.md P6).
+	// SubReq answered by every pubend (docs/CONCEPTS.md P6).
 	SubLatency Latencies
 	// FilterVersions and FilterVersionBytes are the filter versions the
 	// PHBs logged and the text of their clauses (a D tick filtered out

@@ -148,7 +148,7 @@ func BuildTopology(name string, rng *rand.Rand) (Topology, error) {
 				{ID: "s1", Role: SHB}, {ID: "s2", Role: SHB}},
 			Links: []Link{{"p1", "b1"}, {"b1", "s1"}, {"b1", "s2"}}}, nil
 	case "fig6":
-		// Seed 000 Fig. 3 with one broker per cell (MODEL.md §0): p1 hosts
+		// Seed 000 Fig. 3 with one broker per cell (docs/CONCEPTS.md "Roles"): p1 hosts
 		// four pubends; IB1 (b1) feeds s1, s2; IB2 (b3) feeds s3–s5.
 		return Topology{Name: "fig6",
 			Brokers: []Broker{

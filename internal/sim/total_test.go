@@ -3,7 +3,7 @@ package sim
 import "testing"
 
 // TestTotalOrderSubscribersAgree: subscriptions in uniform total order at
-// different SHBs receive their common events in the same order (MODEL.md
+// different SHBs receive their common events in the same order (docs/CONCEPTS.md
 // I4), through the swarm's faults. The oracle checks each session's order
 // as it goes; this compares the sessions themselves.
 func TestTotalOrderSubscribersAgree(t *testing.T) {

@@ -427,7 +427,7 @@ func (w *world) restart(n *node) {
 	if w.plan.faults[FaultDrift] {
 		// The machine's clock may have been stepped back while it was down
 		// (NTP, VM restore): the persisted high-water mark must keep ticks
-		// unique anyway (MODEL.md P2).
+		// unique anyway (docs/CONCEPTS.md P2).
 		n.offset -= time.Duration(w.rng.IntN(1500)) * time.Millisecond
 	}
 	w.newShell(n)

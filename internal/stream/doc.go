@@ -2,7 +2,7 @@
 // tree version of the Gryphon GD protocol (seed 000 §3.1): the input stream
 // istream[P], the output streams ostream[P,c] joined to it by filter edges,
 // the subend's gap tracker with its liveness timers (seed 000 §3.2), and the
-// pubend that assigns ticks (MODEL.md §1, P2).
+// pubend that assigns ticks (docs/CONCEPTS.md "Ticks", P2).
 //
 // An ostream does not copy knowledge: its knowledge at t is the filter of the
 // istream's knowledge at t, evaluated when a message is built. This is safe

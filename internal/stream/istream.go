@@ -16,20 +16,20 @@ type Istream struct {
 	C      tick.RangeSet
 	forget []timedRange
 	// AckPrefix is the end of the contiguous anti-curious prefix already
-	// reached; it never moves back (MODEL.md I8).
+	// reached; it never moves back (docs/CONCEPTS.md I8).
 	AckPrefix tick.Tick
-	// Contradictions counts D⊔S or D(m)⊔D(m') joins (MODEL.md P1). A correct
+	// Contradictions counts D⊔S or D(m)⊔D(m') joins (docs/CONCEPTS.md P1). A correct
 	// network keeps it at zero; the oracle checks that.
 	Contradictions int
 	// Unobserved, when set, reports whether D(ev) at t would change
 	// nothing observable at this broker: no local subscription that started
 	// below t would deliver it, and no ostream's filter at t passes it, so
 	// it would be rendered S everywhere. Here D(ev) and S are then the same
-	// value (MODEL.md P19), and a join of one over the other, in either
+	// value (docs/CONCEPTS.md P19), and a join of one over the other, in either
 	// order, is counted in UnobservedD instead of as a contradiction; the
 	// value first known stays. Behind a redundant cell this happens when an
 	// IB upstream restarted and lost its filter versions (soft state,
-	// MODEL.md I12): one member learned the tick as S from the old
+	// docs/CONCEPTS.md I12): one member learned the tick as S from the old
 	// incarnation, the other as D from the new one (seed 1851), or the
 	// other way round (seed 2000586). ARCHITECTURE.md decision 10 proves
 	// that no subscriber can lose or gain an event through it.
@@ -100,7 +100,7 @@ func (s *Istream) conflict(t tick.Tick, ev *msg.Event) {
 
 // AcceptData joins D(ev) at t, adding t to delta if it was Q. A D whose
 // payload a bounded cache dropped (a nil value) takes ev back: a refill,
-// not a contradiction, since the tick did not move on the lattice (MODEL.md
+// not a contradiction, since the tick did not move on the lattice (docs/CONCEPTS.md
 // P12). It reports whether ev is now the value stored at t (new or
 // refilled).
 func (s *Istream) AcceptData(t tick.Tick, ev *msg.Event, delta *tick.RangeSet) (stored bool) {
@@ -151,7 +151,7 @@ func (s *Istream) MarkCurious(r tick.Range, now tick.Time) (fresh []tick.Range) 
 }
 
 // Forget drops curiosity recorded at or before cutoff (C → Q, the one
-// sanctioned regression of curiosity, MODEL.md §3).
+// sanctioned regression of curiosity, docs/CONCEPTS.md "Curiosity").
 func (s *Istream) Forget(cutoff tick.Time) {
 	n := 0
 	for n < len(s.forget) && s.forget[n].at <= cutoff {

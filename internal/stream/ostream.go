@@ -47,7 +47,7 @@ type Ostream struct {
 	// SentHi starts just below that message, because everything c could know
 	// lies below the upstream's own first-time frontier.
 	Fresh bool
-	// LastFlush is when first-time silence was last sent (MODEL.md P5).
+	// LastFlush is when first-time silence was last sent (docs/CONCEPTS.md P5).
 	LastFlush tick.Time
 	// Nacker is the member of Down's cell that last nacked: answers go to
 	// it (a cell of several brokers, seed 000 §3.1).
@@ -185,7 +185,7 @@ func (o *Ostream) Anti(t tick.Tick, k tick.Kind, ev *msg.Event) bool {
 // Render turns the known part of r in the istream into knowledge messages for
 // this ostream and calls emit for each, in tick order. D ticks that fail the
 // filter become S; each message carries at most one D bracketed by the S runs
-// around it (seed 000 §3.1, MODEL.md P4); a Q tick ends a message. Ticks at
+// around it (seed 000 §3.1, docs/CONCEPTS.md P4); a Q tick ends a message. Ticks at
 // or below the istream's final prefix are carried by the Final field only.
 func Render(in *tick.Knowledge[*msg.Event], r tick.Range, o *Ostream, retrans bool, pub msg.PubendID, emit func(msg.Knowledge)) {
 	final := in.Final()

@@ -12,10 +12,10 @@ import (
 // remembers which publisher sequence numbers it has already taken, so that a
 // retry after a lost ack gets the original tick back (issue 2 item 5).
 //
-// Tick rules (MODEL.md §1, P2): a tick is (ms << 10 | seq), strictly above
+// Tick rules (docs/CONCEPTS.md "Ticks", P2): a tick is (ms << 10 | seq), strictly above
 // every tick assigned or announced before, and never at or below the durable
 // high-water mark recovered after a restart — so a tick announced as silence
-// is never reused for data (MODEL.md I9).
+// is never reused for data (docs/CONCEPTS.md I9).
 type Pubend struct {
 	ID msg.PubendID
 	// Next is the lowest tick that may still be assigned.

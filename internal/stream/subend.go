@@ -20,10 +20,10 @@ type Liveness struct {
 // doubt horizon and the highest known tick ("gaps", seed 000 §3.2), nacks a
 // gap once it has lasted GCT, repeats the nack every NRT with exponential
 // backoff, and estimates NRT from nack round trips like TCP's RTO
-// (Jacobson/Karels, MODEL.md P7).
+// (Jacobson/Karels, docs/CONCEPTS.md P7).
 type Subend struct {
 	// FloorSet records that a fresh stream has chosen where it starts
-	// needing ticks (MODEL.md P6: a new SHB stream does not nack history).
+	// needing ticks (docs/CONCEPTS.md P6: a new SHB stream does not nack history).
 	FloorSet bool
 	gaps     []gap
 	// expectTo extends the gap window up to an AckExpected or DCT horizon;
@@ -101,7 +101,7 @@ func (s *Subend) Expect(t tick.Tick) {
 // again, so every gap already nacked is nacked again at the next Scan with
 // its backoff restarted: the backoff grown during the outage (up to
 // NackRepetitionMax) is for a pubend that seems down, and without this the
-// backlog would wait for it or for the delay curiosity threshold (MODEL.md
+// backlog would wait for it or for the delay curiosity threshold (docs/CONCEPTS.md
 // P7). During steady flow the backoff is left alone, so a long recovery is
 // not nacked over and over.
 func (s *Subend) Heard(now tick.Time, quiet time.Duration) {

@@ -6,14 +6,14 @@ import (
 	"strings"
 )
 
-// Knowledge is the knowledge stream of one pubend at one stream (MODEL.md §2):
+// Knowledge is the knowledge stream of one pubend at one stream (docs/CONCEPTS.md "Knowledge"):
 // a final prefix (ticks <= Final are L), then sorted runs of S ticks and single
 // D ticks carrying a value of type V. Ticks in no run are Q.
 //
 // Knowledge only accumulates: Add* join new information into the lattice
 // Q ⊑ D ⊑ L, Q ⊑ S ⊑ L. D⊔S and D(m)⊔D(m') are contradictions: they cannot
 // happen in a correct system, so they are counted, dropped, and reported to
-// the caller (MODEL.md P1).
+// the caller (docs/CONCEPTS.md P1).
 type Knowledge[V any] struct {
 	final Tick
 	dh    Tick // the doubt horizon last computed: it never moves back (I8)
@@ -73,7 +73,7 @@ func (k *Knowledge[V]) KnownHi() Tick {
 }
 
 // DoubtHorizon returns the furthest tick h such that no tick in (Final, h] is
-// Q (MODEL.md §6). Everything up to it is decided.
+// Q (docs/CONCEPTS.md "Doubt horizon"). Everything up to it is decided.
 //
 // Knowledge only accumulates, so the horizon only moves forward: the walk
 // starts from the last one found instead of from the final prefix, which
@@ -178,7 +178,7 @@ func (k *Knowledge[V]) AddData(t Tick, v V) (added, conflict bool) {
 // SetValue replaces the value of the D tick t and reports whether t is D.
 // The knowledge itself does not change: a cache can drop a payload (store
 // the zero value) and put it back later without moving t on the lattice
-// (MODEL.md I8, P12).
+// (docs/CONCEPTS.md I8, P12).
 func (k *Knowledge[V]) SetValue(t Tick, v V) bool {
 	if t <= k.final {
 		return false

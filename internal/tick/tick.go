@@ -1,5 +1,5 @@
 // Package tick holds the time axis of a pubend and the per-tick knowledge
-// and curiosity values of the Gryphon guaranteed-delivery model (MODEL.md
+// and curiosity values of the Gryphon guaranteed-delivery model (docs/CONCEPTS.md
 // §1–§3, seed 000 §3.1).
 //
 // Every representation here is range-encoded: a silence message can cover
@@ -18,7 +18,7 @@ import (
 // Tick is one slot on a pubend's time axis. Tick 0 is never assigned, so a
 // final prefix of 0 means "nothing is final yet".
 //
-// aerie builds ticks as (epoch_ms << SubTickBits) | seq (MODEL.md P2): 1024
+// aerie builds ticks as (epoch_ms << SubTickBits) | seq (docs/CONCEPTS.md P2): 1024
 // sub-ticks per millisecond, so a tick maps back to pubend real time.
 type Tick uint64
 
@@ -75,7 +75,7 @@ func (r Range) String() string {
 	return fmt.Sprintf("[%d,%d]", r.Lo, r.Hi)
 }
 
-// Kind is a knowledge value (MODEL.md §2, P1).
+// Kind is a knowledge value (docs/CONCEPTS.md "Knowledge", P1).
 type Kind uint8
 
 const (
@@ -103,7 +103,7 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Curiosity is a curiosity value (MODEL.md §3): Q (no interest stated), C
+// Curiosity is a curiosity value (docs/CONCEPTS.md "Curiosity"): Q (no interest stated), C
 // (curious: wants the value), A (anti-curious: acknowledged, no longer wanted).
 type Curiosity uint8
 

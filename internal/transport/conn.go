@@ -6,7 +6,7 @@
 // Loss on a stream is a connection reset: when the outbound queue is full
 // the connection is closed instead of dropping one frame, because the GD
 // protocol's subscription handshake relies on FIFO links without holes
-// (MODEL.md P6); the peers reconnect and the protocol recovers by nacking.
+// (docs/CONCEPTS.md P6); the peers reconnect and the protocol recovers by nacking.
 package transport
 
 import (
@@ -39,7 +39,7 @@ type Options struct {
 	// MaxFrame bounds an inbound frame. Default wire.DefaultMaxFrame.
 	MaxFrame int
 	// Bandwidth caps the bytes per second written (0: no cap): a link's
-	// bandwidth in the network config (DESIGN.md §6b).
+	// bandwidth in the network config (docs/CONFIG.md).
 	Bandwidth int64
 	// ViewFrames: decoded events and publishes view the frames they came
 	// in, each read into memory of its own, instead of owning a copy

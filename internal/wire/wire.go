@@ -147,7 +147,7 @@ const (
 	TypeAuthOK    Type = 0x05 // broker → client, the answer to Auth
 
 	// Broker ↔ broker: guaranteed delivery (seed 000 §3.1, §3.2) and
-	// subscription control (MODEL.md P6).
+	// subscription control (docs/CONCEPTS.md P6).
 	TypeKnowledge    Type = 0x10
 	TypeNack         Type = 0x11
 	TypeAck          Type = 0x12

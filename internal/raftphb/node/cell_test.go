@@ -10,7 +10,7 @@ package node
 //   - every batch acknowledged at any leader is, at every later leader's
 //     serve point, in the store it restores from, at the acknowledged
 //     index, with the same records (Raft's Leader Completeness carried to
-//     the pubend: MODEL.md I9);
+//     the pubend: docs/CONCEPTS.md I9);
 //   - no record is in a store twice (no batch applied twice), and all
 //     stores agree at every index they share (one pubend log);
 //   - at the end, with faults healed, a leader serves and every member's

@@ -11,7 +11,7 @@
 // node reopens the store (storage.Open) and hands what it read to the
 // caller (EventServe), which builds the pubend's engine and shell,
 // restores it (shell.Broker.Restore: ticks above the committed high-water
-// mark, MODEL.md P2) and attaches it. The shell's Append then proposes the
+// mark, docs/CONCEPTS.md P2) and attaches it. The shell's Append then proposes the
 // batch, and Persisted(first) reaches the shell only once the batch is
 // committed by a majority (fsynced in each member's Raft log) and applied
 // here. The shell may append the next batches before that (up to its

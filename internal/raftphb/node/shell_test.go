@@ -86,7 +86,7 @@ func (p *publisher) acked(s *realShell, a msg.PubAck) {
 // a retried publish that had been logged keeps its tick; ticks increase
 // with the publisher's sequence (publisher order), so no tick is reused
 // across leaders — the new leader allocates above the committed high-water
-// mark, not from its lagging clock (MODEL.md P2, I9).
+// mark, not from its lagging clock (docs/CONCEPTS.md P2, I9).
 func TestShellFailover(t *testing.T) {
 	for seed := uint64(1); seed <= 10; seed++ {
 		runShellFailover(t, seed, false)
