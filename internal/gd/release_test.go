@@ -84,9 +84,9 @@ func TestReleasedIsWhatTheRuleAllows(t *testing.T) {
 	if got := p1.Released("P1"); got != st.Final || got >= first || st.AckPrefix <= first {
 		t.Fatalf("with a floor at %d: Released %d, first event %d, state %+v", floor, got, first, st)
 	}
-	snap, ok := p1.Snapshot()
-	if !ok || snap[0].Meta == nil || snap[0].Meta.Final != st.Final {
-		t.Fatalf("snapshot release point: %v (ok %v), want %d", snap, ok, st.Final)
+	snap, mark := p1.Snapshot()
+	if !p1.PersistedThrough(mark) || snap[0].Meta == nil || snap[0].Meta.Final != st.Final {
+		t.Fatalf("snapshot release point: %v (mark %d persisted %v), want %d", snap, mark, p1.PersistedThrough(mark), st.Final)
 	}
 
 	step("s1", ReleaseFloor{Pubend: "P1", Clear: true})

@@ -7,21 +7,31 @@ import (
 )
 
 // Snapshot returns one metadata record per hosted pubend — high-water mark,
-// release point (the final prefix) and remembered publishes — describing
-// every record persisted so far. It reports false while a batch is being
-// persisted or queued, when the engine's state and the log differ. A runtime
-// that stores a snapshot may drop log segments whose events are all at or
-// below their pubend's release point (see broker retention).
-func (e *Engine) Snapshot() ([]msg.Record, bool) {
-	if e.batchesOut != e.batchesDone || len(e.queuedRecs) > 0 {
-		return nil, false
+// release point (the final prefix) and remembered publishes — and the
+// filter versions its downstream edges hold, describing the engine's state
+// now. That state may include records handed out for persisting (or still
+// queued) that are not durable yet: the snapshot may replace log records
+// only once every batch up to mark is durable (PersistedThrough). A runtime
+// that stores it then may drop log segments whose events are all at or
+// below their pubend's release point (internal/retention). Taking the
+// snapshot does not wait for an idle moment, which a PHB under continuous
+// load never has: its log would never be trimmed.
+func (e *Engine) Snapshot() (recs []msg.Record, mark uint64) {
+	mark = e.batchesOut
+	if len(e.queuedRecs) > 0 {
+		mark++ // the next batch takes every queued record
 	}
+	return e.snapshot(), mark
+}
+
+// PersistedThrough reports whether every batch up to mark (from Snapshot)
+// is durable.
+func (e *Engine) PersistedThrough(mark uint64) bool { return e.batchesDone >= mark }
+
+func (e *Engine) snapshot() []msg.Record {
 	var out []msg.Record
 	for _, ps := range e.streams {
-		if ps.pub == nil || len(ps.pub.Pending) > 0 {
-			if ps.pub != nil {
-				return nil, false
-			}
+		if ps.pub == nil {
 			continue
 		}
 		m := ps.pub.Meta(ps.in.K.Final())
@@ -44,7 +54,7 @@ func (e *Engine) Snapshot() ([]msg.Record, bool) {
 		}
 		ps.snapMemo = memo // versions no longer held drop out
 	}
-	return out, true
+	return out
 }
 
 // versionKey names the snapshot record of one filter version: version seq

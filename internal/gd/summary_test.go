@@ -49,9 +49,9 @@ func TestRestoreDeltaVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(e)
-	snap, ok := e.Snapshot()
-	if !ok {
-		t.Fatal("no snapshot")
+	snap, mark := e.Snapshot()
+	if !e.PersistedThrough(mark) {
+		t.Fatal("snapshot waits for a batch after a restore")
 	}
 	var kinds []string
 	for _, r := range snap {

@@ -127,6 +127,20 @@ type Broker struct {
 	trimming bool
 	first    uint64
 	next     uint64
+	// armed: a trim whose snapshot waits for the records it describes to
+	// be durable (Trim); started and done count the batches appended and
+	// completed, for its mark on the shell's own records.
+	armed         *armedTrim
+	started, done uint64
+}
+
+// armedTrim is a trim taken under load: its snapshot describes the state
+// after records not yet durable, so it is handed to Durability only once
+// the engine's batches up to engMark and the shell's up to ownMark are.
+type armedTrim struct {
+	cut              uint64
+	snap             []msg.Record
+	engMark, ownMark uint64
 }
 
 // batch is one Append: the engine's records (rd, nil when the batch holds
@@ -221,7 +235,7 @@ func (b *Broker) Persisted(first uint64, err error) error {
 	b.inflight[0] = nil
 	b.inflight = b.inflight[1:]
 	if err != nil {
-		b.inflight = nil
+		b.inflight, b.armed = nil, nil
 		return fmt.Errorf("broker %s: event log append or fsync failed: %w", b.id, err)
 	}
 	for i, r := range bt.all {
@@ -235,12 +249,15 @@ func (b *Broker) Persisted(first uint64, err error) error {
 	if len(bt.own) > 0 {
 		b.durablesPersisted(bt.own)
 	}
+	b.done++
+	b.startTrim()
 	return nil
 }
 
 // Fetched completes a Fetch.
 func (b *Broker) Fetched(f gd.Fetched) {
 	b.fetching--
+	defer b.startTrim()
 	if f.Err != nil {
 		b.log.Error("could not read events back from the event log; downstream will nack again", "pubend", string(f.Pubend), "err", f.Err)
 	}
@@ -249,24 +266,39 @@ func (b *Broker) Fetched(f gd.Fetched) {
 
 // Trim starts dropping the log segments whose events every downstream has
 // released, after a snapshot of what they summarise (internal/retention).
-// It does nothing while a batch, a fetch or another trim is outstanding:
-// the snapshot must describe exactly the records before the log's end, and
-// a fetch's start indexes must stay in the log.
+// The snapshot is taken now, whatever is being persisted, and stored once
+// every record it describes is durable (startTrim): a PHB under continuous
+// load is never idle, and a trim that waited for an idle moment never ran
+// (its log grew until the publishers paused). One trim at a time.
 func (b *Broker) Trim() {
-	if b.dur == nil || !b.Idle() {
+	if b.dur == nil || b.trimming || b.armed != nil {
 		return
 	}
 	cut := b.retain.Cut(b.next, b.eng.Released)
 	if cut <= b.first {
 		return // nothing released since the last trim
 	}
-	snap, ok := b.eng.Snapshot()
-	if !ok {
+	snap, mark := b.eng.Snapshot()
+	own := b.started
+	if len(b.ownRecs) > 0 {
+		own++ // the next batch takes every record of the shell's
+	}
+	b.armed = &armedTrim{cut: cut, snap: append(snap, b.durableSnapshot()...), engMark: mark, ownMark: own}
+	b.startTrim()
+}
+
+// startTrim hands the armed trim to Durability once what its snapshot
+// describes is durable, and no fetch is out (a fetch's start indexes must
+// stay in the log). The cut lies below the log's end as it was when the
+// trim was armed, so the records appended since stay.
+func (b *Broker) startTrim() {
+	t := b.armed
+	if t == nil || !b.eng.PersistedThrough(t.engMark) || b.done < t.ownMark || b.fetching > 0 {
 		return
 	}
-	snap = append(snap, b.durableSnapshot()...)
+	b.armed = nil
 	b.trimming = true
-	b.dur.Trim(cut, snap)
+	b.dur.Trim(t.cut, t.snap)
 }
 
 // Trimmed completes a Trim: the log now starts at first, dropped records
@@ -360,6 +392,7 @@ func (b *Broker) startBatch() bool {
 		bt.all = append(slices.Clip(bt.rd.Persist), bt.own...)
 	}
 	b.ownRecs = nil
+	b.started++
 	b.inflight = append(b.inflight, bt)
 	b.dur.Append(bt.all)
 	return true
