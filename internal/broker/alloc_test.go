@@ -19,7 +19,7 @@ import (
 // the frames it sends. The
 // figures are deterministic (no I/O, no goroutines, one P), so a regression
 // fails here rather than as a slower benchmark. Budgets have a little slack
-// over the measured figures (docs/BENCHMARKS.md, "One encoding per event").
+// over the measured figures (docs/bench-history/2026-11-25-one-encoding-per-event.md).
 var allocBudget = map[msg.NodeID]float64{
 	// Publish frame, read into a block shared with the publishes after it
 	// and viewed there (wire.Reader.ViewFrames; memory of its own per

@@ -51,7 +51,7 @@ func (j appendJob) run(st *storage.Store) completion {
 		// µs to 10 ms later), and with the other P busy those frames left
 		// only after the fsync: 270–290 µs of the p50 at 10 000 msgs/s
 		// was the PHB's frame to the IB waiting on the next fsync
-		// (docs/BENCHMARKS.md, "Latency at 10 000 msgs/s: the breakdown").
+		// (docs/bench-history/2026-11-27-latency-breakdown.md).
 		runtime.Gosched()
 		if j.hop >= 0 {
 			markRecs(lattrace.Slot(j.hop, lattrace.FsyncStart), j.recs)

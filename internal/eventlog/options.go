@@ -32,7 +32,7 @@ type Options struct {
 	// at a restart): its writes then reuse a few cache pages rather than
 	// filling the page cache with new ones, which on the benchmark's
 	// machine took write(2) from about 2 to 0.6 ns per byte
-	// (docs/BENCHMARKS.md, "GD's cost per broker, profiled"). Reads of
+	// (docs/bench-history/2026-11-27-gd-cost-per-broker.md). Reads of
 	// dropped bytes go to the disk.
 	DropSynced bool
 

@@ -8,9 +8,10 @@
 // with Go's default (GOGC=100: collect when the heap has doubled) a broker
 // whose live heap is 10 MB collects every few hundred milliseconds at
 // 10 000 events/s, often enough that those waits make the p99 of
-// publish → deliver latency (docs/BENCHMARKS.md, "Latency at 10 000
-// msgs/s: the breakdown"). A flat higher GOGC would grow every heap by that
-// factor, gigabytes for a broker holding gigabytes of subscriptions.
+// publish → deliver latency
+// (docs/bench-history/2026-11-27-latency-breakdown.md). A flat higher GOGC
+// would grow every heap by that factor, gigabytes for a broker holding
+// gigabytes of subscriptions.
 //
 // The policy: after every cycle, the heap may grow past the live heap by
 // Headroom bytes or by the live heap itself, whichever is more, so memory
@@ -31,9 +32,9 @@ import (
 // DefaultHeadroom is the extra heap a broker process may use by default:
 // none, Go's own default. 64 MiB took the in-process bench from a cycle
 // every 250 ms to one every 1.5 s at 10 000 msgs/s, but its p99 was worse
-// in every pair on a loaded machine, at twice the RSS (docs/BENCHMARKS.md,
-// "Latency at 10 000 msgs/s: the breakdown"), so it is an operator's
-// choice until a quiet run shows it helps.
+// in every pair on a loaded machine, at twice the RSS
+// (docs/bench-history/2026-11-27-latency-breakdown.md), so it is an
+// operator's choice until a quiet run shows it helps.
 const DefaultHeadroom = 0
 
 // Percent is the GOGC that lets a heap with live bytes grow by headroom
