@@ -41,7 +41,10 @@ const MaxEventBytes = msg.MaxEventBytes
 
 // Errors a caller can test with errors.Is.
 var (
-	ErrClosed       = errors.New("aerie: client closed")
+	ErrClosed = errors.New("aerie: client closed")
+	// ErrRejected: the broker refused a publish or a subscription, or
+	// the client did before sending it, for a reason the broker gives
+	// too (a bad topic, pattern or selector, an event above the limit).
 	ErrRejected     = errors.New("aerie: rejected by broker")
 	ErrDisconnected = errors.New("aerie: subscription ended by disconnection")
 	// ErrRefused: the broker refused the connection for a reason retrying
@@ -526,12 +529,9 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 	if done == nil {
 		return fmt.Errorf("%w: PublishFunc needs a done function", ErrRejected)
 	}
-	props, err := normalizeProps(m.Props)
+	props, err := checkMessage(m)
 	if err != nil {
 		return err
-	}
-	if n := msg.EventSize(m.Topic, props, m.Payload); n > MaxEventBytes {
-		return fmt.Errorf("%w: event of %d bytes exceeds the %d-byte limit", ErrRejected, n, MaxEventBytes)
 	}
 	c.mu.Lock()
 	if c.closed || !c.window.acquire() { // back-pressure: at most MaxInflight unacknowledged
@@ -570,12 +570,9 @@ func (c *Client) PublishFunc(m Message, done func(Result)) error {
 // event on a failure is acceptable (metrics, telemetry, best-effort
 // networks) — use Publish where it is not.
 func (c *Client) PublishNoAck(ctx context.Context, m Message) error {
-	props, err := normalizeProps(m.Props)
+	props, err := checkMessage(m)
 	if err != nil {
 		return err
-	}
-	if n := msg.EventSize(m.Topic, props, m.Payload); n > MaxEventBytes {
-		return fmt.Errorf("%w: event of %d bytes exceeds the %d-byte limit", ErrRejected, n, MaxEventBytes)
 	}
 	for {
 		c.mu.Lock()

@@ -41,6 +41,9 @@ func (c *Client) SubscribeDurable(ctx context.Context, d Durable) (*Subscription
 	if d.Name == "" || strings.ContainsAny(d.Name, " \t\n/") {
 		return nil, fmt.Errorf("%w: durable subscription name %q: not empty, no spaces or slashes", ErrRejected, d.Name)
 	}
+	if err := checkFilter(d.Pattern, d.Selector); err != nil {
+		return nil, err
+	}
 	return c.subscribe(ctx, func() (*Subscription, error) {
 		if _, dup := c.subs[d.Name]; dup {
 			return nil, fmt.Errorf("%w: this client already has a subscription named %s", ErrRejected, d.Name)

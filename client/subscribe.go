@@ -51,6 +51,9 @@ func (c *Client) Subscribe(ctx context.Context, pattern string) (*Subscription, 
 // events' properties (docs/SELECTORS.md), e.g. "region = 'EU' AND qty > 3".
 // A bad selector is refused with its column and cause (ErrRejected).
 func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string) (*Subscription, error) {
+	if err := checkFilter(pattern, selector); err != nil {
+		return nil, err
+	}
 	return c.subscribe(ctx, func() (*Subscription, error) {
 		c.nextSub++
 		return c.newSubscription(fmt.Sprintf("s%d", c.nextSub), pattern, selector), nil
@@ -68,6 +71,9 @@ func (c *Client) SubscribeSelector(ctx context.Context, pattern, selector string
 // back).
 // Not for durable subscriptions.
 func (c *Client) SubscribeTotalOrder(ctx context.Context, pattern, selector string) (*Subscription, error) {
+	if err := checkFilter(pattern, selector); err != nil {
+		return nil, err
+	}
 	return c.subscribe(ctx, func() (*Subscription, error) {
 		c.nextSub++
 		s := c.newSubscription(fmt.Sprintf("s%d", c.nextSub), pattern, selector)

@@ -45,15 +45,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "the brokers' GC policy as in `aerie broker --gc-headroom-mb`, applied to this process (in-process brokers, clients and peers alike) and to --procs broker children; 0: Go's default")
 	systems := fs.String("systems", "", "only these systems, comma-separated, as the tables name them (e.g. aerie-best-effort,nats-core): to profile one or rerun one comparison")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "aerie bench: unexpected arguments %v\n", fs.Args())
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
 		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, CongestionControl: *cc, Dir: *dir, Procs: *procs, Stages: *stages, GCHeadroom: int64(*gcHeadroom) << 20, SleepPace: *sleepPace, Progress: stderr}

@@ -31,11 +31,8 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
 	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "garbage collection: the heap may grow this many MiB past the live heap (or by the live heap, if that is more) before the next collection; 0, the default: Go's own (GOGC=100); a GOGC in the environment overrides it (internal/gctune)")
 	lf := addLogFlags(fs, slog.LevelInfo)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *cfgPath == "" || *id == "" {
 		fmt.Fprintln(stderr, "aerie broker: --config and --id are required")

@@ -28,15 +28,8 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	faults := fs.String("faults", strings.Join(chaos.AllFaults, ","), "fault kinds: kill (SIGKILL and restart), stall (SIGSTOP, SIGCONT), cut and linkstall (a link through a proxy)")
 	dir := fs.String("dir", "", "directory for the brokers' configs, logs and (default network) data (default: a fresh temporary directory, printed)")
 	lf := addLogFlags(fs, slog.LevelInfo) // the brokers' logs, in DIR/<broker>.log
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "aerie chaos: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if _, err := lf.logger(io.Discard); err != nil {
 		fmt.Fprintf(stderr, "aerie chaos: %v\n", err)

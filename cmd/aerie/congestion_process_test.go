@@ -102,7 +102,7 @@ func TestCongestionControlThrottlesPublisher(t *testing.T) {
 	s1, s2 := subscribe("s1"), subscribe("s2")
 
 	var stdout, stderr bytes.Buffer
-	pub := exec.CommandContext(ctx, f.bin, "pub", "--connect", clients["p1"], "--id", "cc-pub", "--topic", "orders.eu",
+	pub := exec.CommandContext(ctx, f.bin, "pub", "--connect", clients["p1"], "--wait-for-broker", "60s", "--id", "cc-pub", "--topic", "orders.eu",
 		"--count", strconv.Itoa(total), "--rate", strconv.Itoa(rate), "--size", strconv.Itoa(size), "--timeout", "2m")
 	pub.Stdout, pub.Stderr = &stdout, &stderr
 	began := time.Now()

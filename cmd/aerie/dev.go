@@ -27,11 +27,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "log every broker event to stderr (--log-level info)")
 	lf := addLogFlags(fs, slog.LevelWarn)
 	useTLS := fs.Bool("tls", false, "TLS on every link and client port, with a development CA and certificates written to DIR/certs")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *verbose && lf.level == "warn" {
 		lf.level = "info"

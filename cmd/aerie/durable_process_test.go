@@ -66,7 +66,7 @@ type line struct {
 // returns its lines and its stderr; it fails the test if it does not exit 0.
 func durableSub(t *testing.T, f *procFixture, ctx context.Context, addr, checkpoint string, count int, started chan<- struct{}) ([]line, string) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, f.bin, "sub", "--connect", addr, "--durable", "audit", "--topic", "orders.>",
+	cmd := exec.CommandContext(ctx, f.bin, "sub", "--connect", addr, "--wait-for-broker", "60s", "--durable", "audit", "--topic", "orders.>",
 		"--checkpoint", checkpoint, "--json", "--count", fmt.Sprint(count), "--timeout", "60s")
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout

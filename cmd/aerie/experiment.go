@@ -53,11 +53,8 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "plots zap-p2s-fig6-latency.png, zap-p2s-fig7-throughput.png.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	bin, err := os.Executable()
 	if err != nil {

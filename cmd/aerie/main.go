@@ -39,6 +39,16 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmds := commands()
+	switch {
+	case len(args) > 0 && (args[0] == "--version" || args[0] == "-version"):
+		return runVersion(args[1:], stdout, stderr)
+	case len(args) == 2 && args[0] == "help" && args[1] != bench.ChildCommand:
+		// `aerie help pub` is `aerie pub -h`.
+		if c, ok := cmds[args[1]]; ok {
+			c.run([]string{"-h"}, stdout, stderr)
+			return 0
+		}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr, cmds)
 		if len(args) == 0 {
@@ -64,7 +74,7 @@ func usage(w io.Writer, cmds map[string]command) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(w, "usage: aerie <command> [flags]   (aerie <command> -h for its flags)")
+	fmt.Fprintln(w, "usage: aerie <command> [flags]   (aerie help <command>, or aerie <command> -h, for its flags)")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)

@@ -115,7 +115,7 @@ func TestMQTTMosquitto(t *testing.T) {
 	if !subscribed {
 		t.Fatalf("mosquitto_sub ended without a SUBACK: %v", msub.Wait())
 	}
-	if pub, err := exec.CommandContext(ctx, bin, "pub", "--connect", cl["p1"], "--topic", "orders.eu", "--count", "3", "--size", "4").CombinedOutput(); err != nil {
+	if pub, err := exec.CommandContext(ctx, bin, "pub", "--connect", cl["p1"], "--wait-for-broker", "60s", "--topic", "orders.eu", "--count", "3", "--size", "4").CombinedOutput(); err != nil {
 		t.Fatalf("aerie pub: %v\n%s", err, pub)
 	}
 	var got []string
@@ -132,7 +132,7 @@ func TestMQTTMosquitto(t *testing.T) {
 	}
 
 	// MQTT 5 user properties, selected by `aerie sub --selector`.
-	asub := exec.CommandContext(ctx, bin, "sub", "--connect", cl["s1"], "--topic", ">", "--selector", "region = 'EU'", "--count", "2", "--json", "--timeout", "60s")
+	asub := exec.CommandContext(ctx, bin, "sub", "--connect", cl["s1"], "--wait-for-broker", "60s", "--topic", ">", "--selector", "region = 'EU'", "--count", "2", "--json", "--timeout", "60s")
 	stderr, err := asub.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -361,7 +361,7 @@ var progressLine = regexp.MustCompile(`^pub: (\d+) sent (\d+) acked`)
 func startPubProc(t *testing.T, ctx context.Context, f *procFixture, name, addrs, topic string, count, rate int) *pubProc {
 	t.Helper()
 	p := &pubProc{name: name, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, f.bin, "pub", "--connect", addrs, "--id", name, "--topic", topic,
+	p.cmd = exec.CommandContext(ctx, f.bin, "pub", "--connect", addrs, "--wait-for-broker", "60s", "--id", name, "--topic", topic,
 		"--count", strconv.Itoa(count), "--rate", strconv.Itoa(rate), "--timeout", "2m")
 	p.cmd.SysProcAttr = proc.Attr()
 	p.cmd.Stdout = &p.stdout

@@ -87,11 +87,8 @@ func runCerts(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "network config: a certificate for every broker in it")
 	out := fs.String("out", "", "directory for ca.pem, ca-key.pem, <id>.pem, <id>-key.pem, client.pem, client-key.pem (an existing CA there is reused)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *cfgPath == "" || *out == "" {
 		fmt.Fprintln(stderr, "aerie certs: --config and --out are required")
@@ -158,11 +155,8 @@ func passwd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: aerie passwd < password-file   (or: echo -n secret | aerie passwd)\nprints the bcrypt hash of the password read from stdin (its first line), for password = \"…\" in a [[user]]")
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')
 	if err != nil && err != io.EOF {

@@ -104,7 +104,7 @@ subscribe = ["status.>"]
 
 	// The allowed path: alice subscribes at s1 (her password from the
 	// environment) and publishes at p1 with a client certificate.
-	sub := exec.CommandContext(ctx, bin, "sub", "--connect", s1, "--topic", "orders.>", "--count", "5", "--timeout", "60s", "--json",
+	sub := exec.CommandContext(ctx, bin, "sub", "--connect", s1, "--wait-for-broker", "60s", "--topic", "orders.>", "--count", "5", "--timeout", "60s", "--json",
 		"--tls-ca", ca, "--user", "alice")
 	sub.Env = append(os.Environ(), "AERIE_PASSWORD=wonderland")
 	var subOut bytes.Buffer
@@ -132,7 +132,7 @@ subscribe = ["status.>"]
 		sub.Wait()
 		t.Fatalf("the subscriber never subscribed:\n%s", subLog.String())
 	}
-	out, errOut, err := run(nil, "pub", "--connect", p1, "--topic", "orders.eu", "--count", "5", "--id", "alice-1",
+	out, errOut, err := run(nil, "pub", "--connect", p1, "--wait-for-broker", "60s", "--topic", "orders.eu", "--count", "5", "--id", "alice-1",
 		"--tls-ca", ca, "--tls-cert", filepath.Join(dir, "certs", "client.pem"), "--tls-key", filepath.Join(dir, "certs", "client-key.pem"),
 		"--user", "alice", "--password", "wonderland")
 	if err != nil || !strings.Contains(out, "published 5 acked 5 duplicates 0") {

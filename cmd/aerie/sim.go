@@ -47,15 +47,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "       aerie sim --topology cc-e4 [--dt-rec LIST] [--nack-repetition-min D] [--seed S]   (Gryphon CC §5 E4: a table of recovery times)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "aerie sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *topology == "scale" {
 		return runScale(sc, *seed, *faultPhase, *converge, stdout, stderr)

@@ -21,7 +21,7 @@ import (
 type durableArgs struct {
 	addr, topic, selector string
 	count                 int
-	timeout               time.Duration
+	timeout, wait         time.Duration
 	json                  bool
 	name, checkpoint      string
 	from                  string
@@ -54,24 +54,24 @@ func runDurableSub(a durableArgs, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dialCtx := ctx
-	if a.timeout > 0 {
-		var cancel context.CancelFunc
-		dialCtx, cancel = context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-	}
-	copts := client.Options{RetryDial: a.timeout > 0}
+	var copts client.Options
 	if err := a.sec.apply(&copts, stderr); err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 2
 	}
-	c, err := client.Dial(dialCtx, a.addr, copts)
+	c, err := dialClient(ctx, "sub", a.addr, a.wait, copts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1
 	}
 	defer c.Close()
-	sub, err := c.SubscribeDurable(dialCtx, client.Durable{Name: a.name, Pattern: a.topic, Selector: a.selector, From: from})
+	subCtx := ctx
+	if a.timeout > 0 { // a subscription that never comes into force also times out
+		var cancel context.CancelFunc
+		subCtx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel()
+	}
+	sub, err := c.SubscribeDurable(subCtx, client.Durable{Name: a.name, Pattern: a.topic, Selector: a.selector, From: from})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1

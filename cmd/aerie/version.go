@@ -8,17 +8,15 @@ import (
 	"runtime/debug"
 )
 
-// runVersion implements `aerie version`: the module version the binary
-// was built from ("(devel)" for a build from a checkout, with the commit
-// when the build recorded one) and the Go version and platform.
+// runVersion implements `aerie version` (and `aerie --version`): the
+// module version the binary was built from ("(devel)" for a build from a
+// checkout, then the commit and its date when the build recorded them,
+// "+modified" for uncommitted changes) and the Go version and platform.
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	fmt.Fprintf(stdout, "aerie %s %s %s/%s\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return 0
@@ -33,9 +31,24 @@ func buildVersion() string {
 	if v == "" {
 		v = "(devel)"
 	}
+	var rev, at, modified string
 	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if len(rev) >= 12 {
+		v += " " + rev[:12]
+		if at != "" {
+			v += " " + at
+		}
+		if modified == "true" {
+			v += " +modified"
 		}
 	}
 	return v

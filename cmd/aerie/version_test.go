@@ -15,7 +15,7 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	line := strings.TrimSpace(out.String())
-	if !regexp.MustCompile(`^aerie \S+( [0-9a-f]{12})? go\S+ \S+/\S+$`).MatchString(line) || !strings.Contains(line, runtime.Version()) {
+	if !regexp.MustCompile(`^aerie \S+( [0-9a-f]{12}( \S+)?( \+modified)?)? go\S+ \S+/\S+$`).MatchString(line) || !strings.Contains(line, runtime.Version()) {
 		t.Fatalf("aerie version printed %q", line)
 	}
 }

@@ -59,11 +59,8 @@ flags:
 	id := fs.String("id", "", "client id prefix; publisher i is PREFIX-i, so a rerun with the same prefix and seed is deduplicated (default: random)")
 	timeout := fs.Duration("timeout", time.Minute, "give up when not all events are acked this long after the last is sent")
 	sec := addClientSecurity(fs)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	t0, err := time.Parse(time.RFC3339, *startAt)
 	if err != nil {

@@ -58,11 +58,8 @@ flags:
 	asJSON := fset.Bool("json", false, "reports as one JSON object per line")
 	timeout := fset.Duration("timeout", 30*time.Second, "exit 1 if not subscribed within this long")
 	sec := addClientSecurity(fset)
-	if err := fset.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fset, args); !ok {
+		return code
 	}
 	if *path == "" {
 		*path = *name + ".zapstate"

@@ -27,22 +27,26 @@ type Pattern struct {
 	words []string
 }
 
-// ParsePattern compiles a topic pattern, refusing empty words and a ">" that
-// is not last, with the position of the fault.
+// PatternRule is the rule ParsePattern enforces, as its errors state it.
+const PatternRule = "a pattern is words separated by dots, none empty; '*' is one word, '>' the rest and only last"
+
+// ParsePattern compiles a topic pattern, refusing empty words, a ">" that
+// is not last and a word that holds a wildcard or a space (msg.WordReserved,
+// the rule topics obey too), with the position of the fault.
 func ParsePattern(s string) (Pattern, error) {
 	if s == "" {
-		return Pattern{}, fmt.Errorf("%w: empty pattern", ErrBadPattern)
+		return Pattern{}, fmt.Errorf("%w: empty pattern (%s)", ErrBadPattern, PatternRule)
 	}
 	words := strings.Split(s, ".")
 	pos := 0
 	for i, w := range words {
 		switch {
 		case w == "":
-			return Pattern{}, fmt.Errorf("%w %q: empty word at offset %d", ErrBadPattern, s, pos)
+			return Pattern{}, fmt.Errorf("%w %q: empty word at offset %d (%s)", ErrBadPattern, s, pos, PatternRule)
 		case w == ">" && i != len(words)-1:
 			return Pattern{}, fmt.Errorf("%w %q: '>' must be the last word (offset %d)", ErrBadPattern, s, pos)
-		case w != "*" && w != ">" && strings.ContainsAny(w, "*> \t"):
-			return Pattern{}, fmt.Errorf("%w %q: wildcard or space inside word %q at offset %d", ErrBadPattern, s, w, pos)
+		case w != "*" && w != ">" && strings.ContainsAny(w, msg.WordReserved):
+			return Pattern{}, fmt.Errorf("%w %q: wildcard or space inside word %q at offset %d (%s)", ErrBadPattern, s, w, pos, PatternRule)
 		}
 		pos += len(w) + 1
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/gd"
+	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
@@ -113,6 +114,10 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 	case *msg.PublishRun: // from a client of version 13 on: consecutive publishes
 		b.publishRun(c, s, m)
 	case msg.Subscribe:
+		if why := filterRefusal(m); why != "" {
+			b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: why})
+			return
+		}
 		if !s.perms.MaySubscribe(m.Pattern) {
 			b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: "not authorized to subscribe to " + m.Pattern})
 			return
@@ -169,6 +174,12 @@ func (b *Broker) publishRun(c ClientID, s *session, r *msg.PublishRun) {
 // publish passes req, the publish as decoded, to the engine unless its
 // pubend is picked here: re-boxing m would cost an allocation per event.
 func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
+	if err := msg.CheckTopic(m.Topic); err != nil {
+		// Refused here, as the Go client refuses it before sending: a
+		// client of any language learns why, and its connection goes on.
+		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: err.Error()})
+		return
+	}
 	if m.Pubend == "" {
 		m.Pubend = b.pickPubend(m.Publisher)
 		req = m
@@ -239,4 +250,20 @@ func (b *Broker) route(m msg.Msg) (c ClientID, _ msg.Msg, ok bool) {
 		}
 	}
 	return c, m, ok
+}
+
+// filterRefusal is why a subscription's pattern or selector is refused, or
+// "": checked before anything else, so that a durable subscription is
+// never stored with a filter the engine would refuse, and a malformed
+// pattern is named as such rather than as one the user may not use.
+func filterRefusal(m msg.Subscribe) string {
+	if _, err := match.ParsePattern(m.Pattern); err != nil {
+		return err.Error()
+	}
+	if m.Selector != "" {
+		if _, err := match.ParseSelector(m.Selector); err != nil {
+			return fmt.Sprintf("selector %q: %v", m.Selector, err)
+		}
+	}
+	return ""
 }

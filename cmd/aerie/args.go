@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// parseFlags parses args into fs and refuses what is left over: Go's flag
+// package stops at the first argument that is not a flag, so a positional
+// argument would silently drop every flag after it. ok is false when the
+// command must exit with code (0 after -h, 2 for a usage error, already
+// reported on fs's output).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if err := noPositional(fs); err != nil {
+		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
+		return 2, false
+	}
+	return 0, true
+}
+
+// noPositional refuses arguments left after the flags, naming them.
+func noPositional(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	quoted := make([]string, fs.NArg())
+	for i, a := range fs.Args() {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	what := "argument " + quoted[0]
+	if len(quoted) > 1 {
+		what = "arguments " + strings.Join(quoted, " ")
+	}
+	hint := "this command takes flags only"
+	if fs.Lookup("topic") != nil {
+		hint += fmt.Sprintf(" (a topic is given as --topic %s)", fs.Arg(0))
+	}
+	return fmt.Errorf("unexpected %s: %s, and flags after an argument would not be read", what, hint)
+}
+
+// Checks of numeric flags: each names the flag, the value and the rule.
+
+func atLeast(name string, v, least int) error {
+	if v < least {
+		return fmt.Errorf("--%s %d: must be at least %d", name, v, least)
+	}
+	return nil
+}
+
+func within(name string, v, least, most int, why string) error {
+	if v < least || v > most {
+		return fmt.Errorf("--%s %d: must be from %d to %d (%s)", name, v, least, most, why)
+	}
+	return nil
+}
+
+func nonNegativeFloat(name string, v float64, zero string) error {
+	if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("--%s %v: must be a finite number, 0 or more (0: %s)", name, v, zero)
+	}
+	return nil
+}
+
+func nonNegativeDuration(name string, d time.Duration, zero string) error {
+	if d < 0 {
+		return fmt.Errorf("--%s %v: must be 0 or more (0: %s)", name, d, zero)
+	}
+	return nil
+}
+
+// usageWith makes fs's -h output a description and examples before the
+// flags, as the nats CLI shows them.
+func usageWith(fs *flag.FlagSet, synopsis, description string, examples ...string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: %s\n\n", synopsis)
+		writeWrapped(w, description, 78)
+		if len(examples) > 0 {
+			fmt.Fprintln(w, "\nexamples:")
+			for _, e := range examples {
+				fmt.Fprintf(w, "  %s\n", e)
+			}
+		}
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
+	}
+}
+
+// writeWrapped writes text as lines of at most width characters.
+func writeWrapped(w io.Writer, text string, width int) {
+	line := 0
+	for i, word := range strings.Fields(text) {
+		if i > 0 && line+1+len(word) > width {
+			fmt.Fprintln(w)
+			line = 0
+		} else if i > 0 {
+			fmt.Fprint(w, " ")
+			line++
+		}
+		fmt.Fprint(w, word)
+		line += len(word)
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aerie-mq/aerie/client"
+)
+
+// TestPubAndSubRefuseBadFlags: every bad value is refused with exit 2 and
+// a message that names the value and the rule, before anything is sent
+// (no broker listens at the default addresses of this test).
+func TestPubAndSubRefuseBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pub", "--topic", ""}, `bad topic "": empty`},
+		{[]string{"pub", "--topic", "a..b"}, `bad topic "a..b": empty word at offset 2`},
+		{[]string{"pub", "--topic", "orders.>"}, `bad topic "orders.>": wildcard ">"`},
+		{[]string{"pub", "--topic", "a.*"}, `bad topic "a.*": wildcard "*"`},
+		{[]string{"pub", "--count", "0"}, "--count 0: must be at least 1"},
+		{[]string{"pub", "--count", "-3"}, "--count -3: must be at least 1"},
+		{[]string{"pub", "--rate", "-5"}, "--rate -5: must be a finite number, 0 or more"},
+		{[]string{"pub", "--rate", "NaN"}, "--rate NaN"},
+		{[]string{"pub", "--size", "-1"}, "--size -1: must be from 0 to"},
+		{[]string{"pub", "--size", "4194305"}, "--size 4194305: must be from 0 to 4194304"},
+		{[]string{"pub", "--timeout", "-1s"}, "--timeout -1s: must be 0 or more"},
+		{[]string{"pub", "--wait-for-broker", "-1s"}, "--wait-for-broker -1s: must be 0 or more"},
+		{[]string{"pub", "--data", "x", "--file", "f"}, "give one of them"},
+		{[]string{"pub", "--prop", "=3"}, `--prop "=3": want name=value`},
+		{[]string{"pub", "orders.eu", "--connect", "127.0.0.1:1"}, `unexpected arguments "orders.eu" "--connect" "127.0.0.1:1"`},
+		{[]string{"pub", "--count", "2", "orders.eu"}, "--topic orders.eu"},
+		{[]string{"sub", "--topic", ""}, "empty pattern"},
+		{[]string{"sub", "--topic", "a..b"}, `"a..b": empty word at offset 2`},
+		{[]string{"sub", "--topic", "a.>.b"}, "'>' must be the last word"},
+		{[]string{"sub", "--selector", "qty >"}, `--selector "qty >"`},
+		{[]string{"sub", "--count", "-1"}, "--count -1: must be at least 0"},
+		{[]string{"sub", "--timeout", "-5s"}, "--timeout -5s"},
+		{[]string{"sub", "--from", "P1:3"}, "need --durable"},
+		{[]string{"sub", "orders.>"}, `unexpected argument "orders.>"`},
+		{[]string{"broker", "--id", "x", "extra"}, `unexpected argument "extra"`},
+		{[]string{"version", "now"}, `unexpected argument "now"`},
+	} {
+		var out, errOut bytes.Buffer
+		code := run(c.args, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), c.want) || strings.Contains(errOut.String(), "panic") {
+			t.Errorf("aerie %q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
+
+// TestPubFailsFastWhereNothingListens: an address that never answered is
+// an error at once, naming the address and the operating system's reason,
+// unless --wait-for-broker asks for patience (and then it says so).
+func TestPubFailsFastWhereNothingListens(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	for _, cmd := range []string{"pub", "sub"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{cmd, "--connect", addr}, &out, &errOut); code != 1 ||
+			!strings.Contains(errOut.String(), addr) || !strings.Contains(errOut.String(), "connection refused") {
+			t.Errorf("aerie %s --connect %s: exit %d, stderr %q; want exit 1 naming the address and the refusal", cmd, addr, code, errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"pub", "--connect", "127.0.0.1"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "missing port") {
+		t.Errorf("a missing port: exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"pub", "--connect", addr, "--wait-for-broker", "200ms"}, &out, &errOut); code != 1 ||
+		!strings.Contains(errOut.String(), "trying again for up to 200ms") || !strings.Contains(errOut.String(), "answered within 200ms") {
+		t.Errorf("--wait-for-broker: exit %d, stderr %q; want it to say it retries, then that nothing answered", code, errOut.String())
+	}
+}
+
+func TestPubPayloads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p")
+	if err := os.WriteFile(file, []byte("from a file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{nil, "", ""},
+		{[]string{"--data", `{"id":42}`}, "", `{"id":42}`},
+		{[]string{"--data", "-"}, "from stdin\n", "from stdin\n"},
+		{[]string{"--file", file}, "", "from a file"},
+		{[]string{"--size", "28"}, "", "abcdefghijklmnopqrstuvwxyzab"},
+	} {
+		o, code, ok := parsePub(c.args, &bytes.Buffer{})
+		if !ok {
+			t.Fatalf("%q: exit %d", c.args, code)
+		}
+		got, err := o.payload(strings.NewReader(c.stdin))
+		if err != nil || string(got) != c.want {
+			t.Errorf("%q: payload %q, %v; want %q", c.args, got, err, c.want)
+		}
+	}
+	o, _, _ := parsePub([]string{"--file", filepath.Join(t.TempDir(), "missing")}, &bytes.Buffer{})
+	if _, err := o.payload(nil); err == nil || !strings.Contains(err.Error(), "--file") {
+		t.Errorf("a missing --file: %v", err)
+	}
+	o, _, _ = parsePub([]string{"--data", "-"}, &bytes.Buffer{})
+	if _, err := o.payload(bytes.NewReader(make([]byte, client.MaxEventBytes+1))); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("an oversized stdin payload: %v", err)
+	}
+}
+
+func TestSubOutput(t *testing.T) {
+	props, err := client.PropsOf(map[string]any{"qty": 3, "region": "EU", "note": "two words", "price": 9.5, "ok": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := client.Event{Pubend: "P1", Tick: 7, Topic: "orders.eu", Props: props, Payload: []byte("<b>&"),
+		PubTime: time.UnixMilli(1000), Checkpoint: "P1:7"}
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	writeEvent(w, ev, false)
+	if want := `P1@7 orders.eu note="two words" ok=true price=9.5 qty=3 region=EU | <b>&` + "\n"; buf.String() != want {
+		t.Errorf("plain output %q, want %q", buf.String(), want)
+	}
+	buf.Reset()
+	ev.Payload = []byte{0, 1}
+	writeEvent(w, ev, false)
+	if !strings.HasSuffix(buf.String(), `| "\x00\x01"`+"\n") {
+		t.Errorf("a binary payload is written %q, want it quoted", buf.String())
+	}
+	buf.Reset()
+	ev.Payload, ev.Topic = []byte("a>b"), "x.y"
+	writeEvent(w, ev, true)
+	line := buf.String()
+	for _, want := range []string{`"payload":"a>b"`, `"topic":"x.y"`, `"pubend":"P1"`, `"tick":7`, `"props":{`, `"pub_ms":1000`, `"recv_ms":`, `"token":"P1:7"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("json %s lacks %s", line, want)
+		}
+	}
+	buf.Reset()
+	ev.Checkpoint = ""
+	writeEvent(w, ev, true)
+	if strings.Contains(buf.String(), "token") {
+		t.Errorf("a plain subscription's event carries a token: %s", buf.String())
+	}
+}
+
+func TestHelpAndVersionForms(t *testing.T) {
+	for _, args := range [][]string{{"help", "pub"}, {"pub", "-h"}} {
+		var out, errOut bytes.Buffer
+		if code := run(args, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "examples:") || !strings.Contains(errOut.String(), "-count") {
+			t.Errorf("aerie %q: exit %d, output %q", args, code, errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "aerie ") {
+		t.Errorf("aerie --version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+}
