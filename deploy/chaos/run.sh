@@ -18,7 +18,7 @@ echo "building the image" >&2
 (cd ../.. && CGO_ENABLED=0 go build -o deploy/aerie ./cmd/aerie && docker build -q -t aerie:dev deploy >/dev/null)
 (cd ../.. && go build -o "$work/aerie" ./cmd/aerie)
 $compose up -d >&2
-"$work/aerie" sub --connect 127.0.0.1:7203,127.0.0.1:7204 --json >"$work/events.jsonl" 2>"$work/sub.err" &
+"$work/aerie" sub --connect 127.0.0.1:7203,127.0.0.1:7204 --wait-for-broker 60s --json >"$work/events.jsonl" 2>"$work/sub.err" &
 sub_pid=$!
 until grep -q '^subscribed' "$work/sub.err"; do sleep 0.2; done
 count=$((duration * 20))

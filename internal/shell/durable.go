@@ -114,7 +114,8 @@ func durableName(sub msg.SubID) error {
 // subscribeDurable attaches durable subscription m.Sub to connection c,
 // creating it if new. A name attached elsewhere is taken over: the newer
 // connection wins and the older one is told why. With no token, a known
-// subscription resumes from what it last acknowledged here.
+// subscription resumes from what it last acknowledged here; asked for
+// under another topic pattern or selector, it is refused, naming both.
 func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 	if b.dur == nil {
 		b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: fmt.Sprintf(
@@ -127,6 +128,15 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 	}
 	name := string(m.Sub)
 	d := b.durables.subs[name]
+	if d != nil && d.cur.Name != "" && (d.cur.Pattern != m.Pattern || d.cur.Selector != m.Selector) {
+		// Resuming under another filter would silently drop what the
+		// subscriber missed that no longer matches: the subscriber
+		// deletes the subscription, or picks another name.
+		b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: fmt.Sprintf(
+			"durable subscription %s has topic %q selector %q at broker %s; this request asks for topic %q selector %q: "+
+				"delete the subscription first, or use another name", name, d.cur.Pattern, d.cur.Selector, b.id, m.Pattern, m.Selector)})
+		return
+	}
 	if d == nil {
 		d = &durableSub{}
 		b.durables.subs[name] = d
@@ -135,15 +145,10 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 		b.detachDurable(d, fmt.Sprintf("durable subscription %s was taken over by a newer connection", name))
 	}
 	from := m.From
-	sameClause := d.cur.Pattern == m.Pattern && d.cur.Selector == m.Selector
-	if len(from) == 0 && sameClause {
-		from = maps.Clone(d.cur.Released)
-	}
-	if !sameClause || d.cur.Name == "" {
-		// New, or a new clause: what was acknowledged under the old one
-		// says nothing about the new (as a JMS durable subscriber whose
-		// selector changes is a new subscription).
+	if d.cur.Name == "" { // new
 		d.cur = msg.DurableSub{Name: name, Pattern: m.Pattern, Selector: m.Selector}
+	} else if len(from) == 0 {
+		from = maps.Clone(d.cur.Released)
 	}
 	if len(from) > 0 {
 		d.cur.Released = lowered(d.cur.Released, from)

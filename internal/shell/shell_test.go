@@ -506,3 +506,65 @@ func TestDurablesUnderPrefix(t *testing.T) {
 		t.Fatalf("deleted session still listed: %+v", got)
 	}
 }
+
+// A durable subscription resumed under another filter is refused, naming
+// both filters, and keeps its own: resuming would silently drop what the
+// subscriber missed that no longer matches.
+func TestDurableResumeUnderAnotherFilterRefused(t *testing.T) {
+	b, f := phb(t)
+	b.ClientUp(1)
+	b.ClientRequest(1, msg.Subscribe{Sub: "audit", Pattern: "a.>", Selector: "x = 1", Durable: true})
+	b.Drain()
+	if st := ofType[msg.SubStarted](f.clients[1]); len(st) != 1 {
+		t.Fatalf("durable subscription did not start: %v", f.clients[1])
+	}
+	b.ClientDown(1)
+	b.Drain()
+	b.ClientUp(2)
+	for _, m := range []msg.Subscribe{
+		{Sub: "audit", Pattern: "a.b", Selector: "x = 1", Durable: true},
+		{Sub: "audit", Pattern: "a.>", Durable: true, From: msg.Token{"P1": 1}},
+	} {
+		f.clients[2] = nil
+		b.ClientRequest(2, m)
+		b.Drain()
+		rej := ofType[msg.SubRejected](f.clients[2])
+		if len(rej) != 1 || !strings.Contains(rej[0].Reason, `topic "a.>" selector "x = 1"`) ||
+			!strings.Contains(rej[0].Reason, fmt.Sprintf("topic %q selector %q", m.Pattern, m.Selector)) {
+			t.Fatalf("resume as %q %q: %v, want a refusal naming both filters", m.Pattern, m.Selector, f.clients[2])
+		}
+	}
+	// The same filter resumes.
+	f.clients[2] = nil
+	b.ClientRequest(2, msg.Subscribe{Sub: "audit", Pattern: "a.>", Selector: "x = 1", Durable: true})
+	b.Drain()
+	if st := ofType[msg.SubStarted](f.clients[2]); len(st) != 1 {
+		t.Fatalf("the same filter did not resume: %v", f.clients[2])
+	}
+}
+
+// A raw client's bad topics, patterns and selectors are refused by the
+// broker with the reason, and reach neither the engine nor the log.
+func TestBadTopicsAndFiltersRefused(t *testing.T) {
+	b, f := phb(t)
+	b.ClientUp(1)
+	for i, topic := range []string{"", "a..b", "orders.>", "a.*"} {
+		p := publish(uint64(i + 1))
+		p.Topic = topic
+		b.ClientRequest(1, p)
+	}
+	b.ClientRequest(1, &msg.PublishRun{Publishes: []msg.Publish{{Publisher: "pub", Seq: 5, Topic: "x."}}})
+	b.ClientRequest(1, msg.Subscribe{Sub: "p", Pattern: "a..b"})
+	b.ClientRequest(1, msg.Subscribe{Sub: "s", Pattern: ">", Selector: "qty >"})
+	b.ClientRequest(1, msg.Subscribe{Sub: "d", Pattern: "a.>.b", Durable: true})
+	b.Drain()
+	if rej := ofType[msg.PubReject](f.clients[1]); len(rej) != 5 || !strings.Contains(rej[1].Reason, `bad topic "a..b"`) {
+		t.Fatalf("bad topics: %v", f.clients[1])
+	}
+	if rej := ofType[msg.SubRejected](f.clients[1]); len(rej) != 3 || !strings.Contains(rej[2].Reason, `"a.>.b"`) {
+		t.Fatalf("bad filters: %v", f.clients[1])
+	}
+	if len(f.appends) != 0 {
+		t.Fatalf("a refused request reached the log: %v", f.appends)
+	}
+}
