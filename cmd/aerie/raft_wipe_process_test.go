@@ -56,10 +56,8 @@ func TestKill9ReplicatedPHBCorruptMember(t *testing.T) {
 		if err != nil || len(segs) == 0 {
 			t.Fatalf("no Raft log segment in %s (%v)", data, err)
 		}
-		// The first record, not the middle of the file: a damaged last
-		// record of the last segment is indistinguishable from a torn
-		// write, which the log truncates (the member then finds out from
-		// the leader that it lost entries, and rejoins without the aside).
+		// The first record of the first segment, valid records after it
+		// (TestKill9ReplicatedPHBCorruptLastRecord damages the last).
 		seg = segs[0]
 		if damaged, err = os.ReadFile(seg); err != nil {
 			t.Fatal(err)
@@ -82,6 +80,37 @@ func TestKill9ReplicatedPHBCorruptMember(t *testing.T) {
 			t.Fatalf("%s is not the damaged segment as it was (%v)", kept[0], err)
 		}
 	})
+}
+
+// TestKill9ReplicatedPHBCorruptLastRecord is the same with a byte flipped
+// in the last record of the follower's Raft log, with nothing after it:
+// what a torn write also leaves, but the record was fsynced before the
+// kill, and the log's synced marks say so, so the member finds its log
+// corrupt and rejoins rather than truncate an acknowledged entry.
+func TestKill9ReplicatedPHBCorruptLastRecord(t *testing.T) {
+	testLostMember(t, func(t *testing.T, data string) {
+		segs, err := filepath.Glob(filepath.Join(data, "raft", "*.log"))
+		if err != nil || len(segs) == 0 {
+			t.Fatalf("no Raft log segment in %s (%v)", data, err)
+		}
+		seg := segs[len(segs)-1]
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const header = 8 // eventlog frame: uint32 length, uint32 CRC-32C
+		last := -1
+		for off := 0; off+header <= len(b); off += header + int(binary.LittleEndian.Uint32(b[off:])) {
+			last = off
+		}
+		if last < 0 {
+			t.Fatalf("%s holds no record", seg)
+		}
+		b[last+header] ^= 0x20
+		if err := os.WriteFile(seg, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}, "corrupted a byte in the last record of its Raft log", "Raft state is lost", func(*testing.T, string, broker.RaftStatus) {})
 }
 
 // testWipedMember runs the wiped-member scenario; rejoined checks the

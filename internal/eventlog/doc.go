@@ -5,7 +5,8 @@
 //
 // # On-disk format
 //
-// A log is a directory of segment files. Each segment is named after the
+// A log is a directory of segment files and two mark files (see Synced
+// marks). Each segment is named after the
 // index of its first record, as a 20-digit zero-padded decimal, so that a
 // lexical directory listing is also index order:
 //
@@ -13,6 +14,7 @@
 //	  00000000000000000000.log   records 0 .. 4711
 //	  00000000000000004712.log   records 4712 .. 9000
 //	  00000000000000009001.log   records 9001 ..      (active: appends go here)
+//	  synced.0, synced.1         how far Syncs made the active segment durable
 //
 // A segment is a plain sequence of frames, with no file header, so that a
 // crash can only ever leave a prefix of valid frames plus a torn tail:
@@ -39,15 +41,34 @@
 // durable, every segment before it is complete and durable, and only the
 // last segment can have a torn tail.
 //
+// # Synced marks
+//
+// Beside its segments a log keeps two small files, synced.0 and synced.1.
+// After each Sync it appends to one of them a 20-byte mark: the base of
+// the active segment and how many of its bytes that fsync made durable
+// (two little-endian uint64s and their crc32c). They are never fsynced, so
+// a group commit costs one fsync still: a mark is written after the fsync
+// it describes returned, so it can lag behind what is durable (a crash may
+// lose the latest marks, and a torn mark fails its checksum and is
+// ignored) but never runs ahead. The files take turns, each rewritten from
+// empty once it holds 64 KiB of marks, so a crash after a switch still
+// finds the other's last mark.
+//
 // # Recovery
 //
-// Open reads and checks every frame. In the last segment, a bad frame
-// (short, with an impossible length, or with a checksum mismatch) that is
-// followed by no valid frame at any later offset is a torn tail from a
-// crash: it is truncated and described in the returned Recovery. Any other
-// bad frame is corruption of data that may have been acknowledged; Open
-// refuses it with an error wrapping ErrCorrupt that names the file and byte
-// offset, and leaves the files untouched for an operator to inspect.
+// Open reads and checks every frame. A bad frame (short, with an
+// impossible length, or with a checksum mismatch) is a torn tail from a
+// crash when it is in the last segment, starts at or past the synced
+// length of the latest surviving mark, and no valid frame follows it at
+// any later offset: it is truncated and described in the returned
+// Recovery. Any other bad frame is corruption of data that may have been
+// acknowledged, and so is a last segment shorter than its mark or missing
+// altogether: Open refuses them with an error wrapping ErrCorrupt that
+// names the file and byte offset (for damage below the mark, that
+// acknowledged records are damaged), and leaves the files untouched for
+// an operator to inspect. Without a surviving mark the rule is the torn
+// tail's alone, so bit rot in records synced just before a power loss is
+// still taken for a torn write.
 //
 // A Log is not safe for concurrent use and starts no goroutines; the caller
 // serialises access (typically one storage loop that appends a batch, calls

@@ -111,6 +111,23 @@ func writeFile(t testing.TB, fsys vfs.FS, name string, data []byte) {
 	}
 }
 
+// segmentNames lists the segment files of dir, in index order (the log's
+// mark files are left out).
+func segmentNames(t testing.TB, fsys vfs.FS, dir string) []string {
+	t.Helper()
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var segs []string
+	for _, n := range names {
+		if _, ok := parseSegmentName(n); ok {
+			segs = append(segs, n)
+		}
+	}
+	return segs
+}
+
 func segPath(base uint64) string { return newSegment(testDir, base).path }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0xae21e)) }

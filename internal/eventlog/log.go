@@ -21,6 +21,7 @@ type Log struct {
 
 	segs       []segment // sorted by base; the last one is active
 	active     vfs.File  // open handle on segs[len(segs)-1]
+	marker     *marker   // records how far each Sync made the active segment durable (synced.go)
 	activeSize int64     // bytes of the active segment, all of them written
 	dropped    int64     // bytes of the active segment dropped from the page cache (Options.DropSynced)
 
@@ -110,6 +111,7 @@ func (l *Log) Sync() error {
 		return l.fail(fmt.Errorf("fsync %s: %w", l.activePath(), err))
 	}
 	l.written = l.flushed
+	l.marker.mark(syncedMark{base: l.segs[len(l.segs)-1].base, size: l.activeSize})
 	if l.opts.DropSynced {
 		// Whole pages only: the last, partial one takes the next Append.
 		l.drop(l.activeSize &^ (pageSize - 1))
@@ -255,6 +257,8 @@ func (l *Log) Close() error {
 		err = l.Sync()
 	}
 	l.closed = true
+	l.marker.close()
+	l.marker = nil
 	if l.active != nil {
 		if cerr := l.active.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("eventlog: close %s: %w", l.activePath(), cerr)

@@ -53,7 +53,11 @@ func Open(fsys vfs.FS, dir string, opts Options) (*Log, Recovery, error) {
 		}
 		return l, Recovery{}, nil
 	}
-	rec, err := l.recover(segs)
+	mark, file, found, err := readMark(fsys, dir)
+	if err != nil {
+		return nil, Recovery{}, err
+	}
+	rec, err := l.recover(segs, mark, found, file)
 	if err != nil {
 		return nil, Recovery{}, err
 	}
@@ -68,23 +72,36 @@ func (l *Log) createFirst() error {
 	if err != nil {
 		return fmt.Errorf("eventlog: create segment: %w", err)
 	}
+	mk, err := openMarker(l.fs, l.dir, true, 0)
+	if err != nil {
+		f.Close()
+		return err
+	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
+		mk.close()
 		f.Close()
 		return fmt.Errorf("eventlog: sync dir %s: %w", l.dir, err)
 	}
 	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
+		mk.close()
 		f.Close()
 		return fmt.Errorf("eventlog: sync dir %s: %w", filepath.Dir(l.dir), err)
 	}
 	l.segs = []segment{s}
-	l.active = f
+	l.active, l.marker = f, mk
 	l.next, l.written, l.flushed = l.opts.Base, l.opts.Base, l.opts.Base
 	return nil
 }
 
 // recover scans segs (sorted by base) and leaves l ready to append to the
-// last one.
-func (l *Log) recover(segs []segment) (Recovery, error) {
+// last one. synced is the latest surviving mark (if marked), read from
+// markFile.
+func (l *Log) recover(segs []segment, synced syncedMark, marked bool, markFile int) (Recovery, error) {
+	if tail := segs[len(segs)-1]; marked && synced.base > tail.base {
+		missing := newSegment(l.dir, synced.base).path
+		return Recovery{}, corruptAt(missing, synced.size, "the segment is missing, but a Sync made its first %d bytes durable: acknowledged records are missing (the log ends with %s)",
+			synced.size, tail.path)
+	}
 	next := segs[0].base
 	for i, s := range segs {
 		if s.base != next {
@@ -95,12 +112,16 @@ func (l *Log) recover(segs []segment) (Recovery, error) {
 		if err != nil {
 			return Recovery{}, fmt.Errorf("eventlog: open segment: %w", err)
 		}
-		count, end, rec, err := l.scan(f, &segs[i], last)
+		syncedLen := int64(0)
+		if marked && synced.base == s.base {
+			syncedLen = synced.size
+		}
+		count, end, rec, err := l.scan(f, &segs[i], last, syncedLen)
 		if err == nil && last {
 			l.segs = segs
 			l.active, l.activeSize = f, end
 			l.next, l.written, l.flushed = next+count, next+count, next+count
-			err = l.syncRecovered()
+			err = l.startMarks(markFile)
 			if err == nil {
 				return rec, nil
 			}
@@ -113,6 +134,23 @@ func (l *Log) recover(segs []segment) (Recovery, error) {
 		next += count
 	}
 	return Recovery{}, errors.New("eventlog: no segments to recover") // unreachable: Open checks
+}
+
+// startMarks makes the recovered log durable, opens the mark files (their
+// creation is made durable with the log's) and marks what it synced, so
+// that from now on damage to it is told from a torn tail.
+func (l *Log) startMarks(markFile int) error {
+	mk, err := openMarker(l.fs, l.dir, false, markFile)
+	if err != nil {
+		return err
+	}
+	if err := l.syncRecovered(); err != nil {
+		mk.close()
+		return err
+	}
+	l.marker = mk
+	l.marker.mark(syncedMark{base: l.segs[len(l.segs)-1].base, size: l.activeSize})
+	return nil
 }
 
 // syncRecovered makes durable everything Open is about to report. After a
@@ -131,8 +169,9 @@ func (l *Log) syncRecovered() error {
 }
 
 // scan checks every frame of one segment. In the last segment it truncates
-// a torn tail; anywhere else a bad frame is corruption.
-func (l *Log) scan(f vfs.File, seg *segment, last bool) (count uint64, end int64, rec Recovery, err error) {
+// a torn tail, past the synced bytes its marks vouch for; anywhere else a
+// bad frame is corruption.
+func (l *Log) scan(f vfs.File, seg *segment, last bool, synced int64) (count uint64, end int64, rec Recovery, err error) {
 	path := seg.path
 	size, err := f.Size()
 	if err != nil {
@@ -144,12 +183,18 @@ func (l *Log) scan(f vfs.File, seg *segment, last bool) (count uint64, end int64
 		at := r.off
 		payload, err := r.next(scratch)
 		if err == io.EOF {
+			if size < synced {
+				return 0, 0, Recovery{}, corruptAt(path, size, "the file ends here, but a Sync made its first %d bytes durable: acknowledged records are missing", synced)
+			}
 			return count, size, Recovery{}, nil
 		}
 		var bad *badFrame
 		if errors.As(err, &bad) {
 			if !last {
 				return 0, 0, Recovery{}, corruptAt(path, bad.off, "%s (in a sealed segment)", bad.reason)
+			}
+			if bad.off < synced {
+				return 0, 0, Recovery{}, corruptAt(path, bad.off, "%s, in the first %d bytes, which a Sync made durable: acknowledged records are damaged (not a torn tail)", bad.reason, synced)
 			}
 			rec, err := l.truncateTail(f, path, bad, size)
 			return count, bad.off, rec, err

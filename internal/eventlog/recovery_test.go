@@ -181,7 +181,7 @@ func TestCorruptSealedSegmentIsRefused(t *testing.T) {
 	})
 	t.Run("missing segment", func(t *testing.T) {
 		m, _ := setup(t)
-		names, _ := m.ReadDir(testDir)
+		names := segmentNames(t, m, testDir)
 		if len(names) < 3 {
 			t.Fatalf("want at least 3 segments, got %v", names)
 		}

@@ -214,7 +214,12 @@ func (c *cell) start(m *member) {
 
 // crash drops the node (memory lost) and crashes its disk: synced bytes
 // stay, and a random prefix of the unsynced ones.
-func (c *cell) crash(m *member) {
+func (c *cell) crash(m *member) { c.down(m, func() { m.fs.Crash(c.rng) }) }
+
+// kill stops m as kill -9 does: its disk keeps every byte it wrote.
+func (c *cell) kill(m *member) { c.down(m, m.fs.Kill) }
+
+func (c *cell) down(m *member, disk func()) {
 	if m.node == nil {
 		return
 	}
@@ -222,7 +227,7 @@ func (c *cell) crash(m *member) {
 	c.tally(m.node)
 	m.node, m.sh, m.sh2, m.busy = nil, nil, nil, false
 	m.inc++
-	m.fs.Crash(c.rng)
+	disk()
 }
 
 func (c *cell) send(from *member, inc int, m *raftpb.Message) {

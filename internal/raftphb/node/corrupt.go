@@ -40,9 +40,10 @@ import (
 // a new one without the committed log.
 //
 // A torn tail is not corruption: eventlog.Open truncates a bad frame at
-// the end of the last segment that no valid frame follows (a write a
-// crash cut short, never fsynced, so never acknowledged), and the member
-// keeps its id.
+// the end of the last segment, past what the log's synced marks say was
+// fsynced, that no valid frame follows (a write a crash cut short, never
+// fsynced, so never acknowledged), and the member keeps its id. A bad
+// last frame within the synced bytes is corruption like any other.
 //
 // The move is made safe against a crash by a marker, DATA/raft.corrupt,
 // written (atomically) before the first file moves: it names the aside

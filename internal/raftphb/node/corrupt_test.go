@@ -5,6 +5,7 @@ package node
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -95,6 +96,28 @@ func (c *cell) corruptMiddleOf(m *member, dir string) (string, []byte) {
 	return seg, data
 }
 
+// corruptLastOf kills m (kill -9: its disk keeps what it wrote) and flips
+// a byte in the last record of the last segment of the log in dir: a
+// record it synced, with nothing after it, which only the log's synced
+// marks tell from a torn write.
+func (c *cell) corruptLastOf(m *member, dir string) (string, []byte) {
+	c.kill(m)
+	segs := segmentsIn(c.t, m, dir)
+	seg := segs[len(segs)-1]
+	data := readMem(c.t, m.fs, seg)
+	last := -1
+	for off := 0; off+8 <= len(data); off += 8 + int(binary.LittleEndian.Uint32(data[off:])) {
+		last = off
+	}
+	if last < 0 {
+		c.t.Fatalf("%s holds no record", seg)
+	}
+	data[last+8] ^= 0x20
+	writeMem(c.t, m.fs, seg, data)
+	c.rejoinLog = append(c.rejoinLog, fmt.Sprintf("t=%dms: member %d: a byte of the last record of %s flipped", c.now, m.id, seg))
+	return seg, data
+}
+
 // asideDir returns the directory m's corrupt state was moved to ("" if
 // none).
 func asideDir(t testing.TB, m *member) string {
@@ -143,17 +166,24 @@ func (c *cell) noGrantsBefore(w **member) {
 // holds every acked batch. Without the corrupt path, Open refuses the log
 // and the member never comes back (the cell's start fails the run).
 func TestCorruptMemberRejoins(t *testing.T) {
-	testCorruptRejoins(t, "raft", []int{3, 5}, 6)
+	testCorruptRejoins(t, "raft", []int{3, 5}, 6, (*cell).corruptMiddleOf)
 }
 
 // TestCorruptStoreRejoins: the same with a byte flipped in the middle of
 // the member's pubend store, which holds the committed batches below its
 // Raft log's snapshot: the whole state is lost as well.
 func TestCorruptStoreRejoins(t *testing.T) {
-	testCorruptRejoins(t, "pubends", []int{3}, 4)
+	testCorruptRejoins(t, "pubends", []int{3}, 4, (*cell).corruptMiddleOf)
 }
 
-func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
+// TestCorruptLastRecordRejoins: the same with a byte flipped in the last
+// record of the member's Raft log after a kill -9, a record it synced:
+// not a torn tail (the log's synced marks say so), so the member rejoins.
+func TestCorruptLastRecordRejoins(t *testing.T) {
+	testCorruptRejoins(t, "raft", []int{3}, 4, (*cell).corruptLastOf)
+}
+
+func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64, damage func(*cell, *member, string) (string, []byte)) {
 	for _, n := range sizes {
 		for seed := uint64(1); seed <= seeds; seed++ {
 			c := newCell(t, n, seed, faults{maxDelay: 4, diskMs: 2})
@@ -166,7 +196,7 @@ func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
 			c.at(1000, func() {
 				w = c.leaderInEvenSeeds(seed)
 				acksAtCorrupt = len(c.acks)
-				seg, damaged = c.corruptMiddleOf(w, path.Join("/data", what))
+				seg, damaged = damage(c, w, path.Join("/data", what))
 				c.at(100, func() {
 					c.restart(w)
 					if w.node == nil {
@@ -230,8 +260,8 @@ func testCorruptRejoins(t *testing.T, what string, sizes []int, seeds uint64) {
 
 // TestTornTailIsTruncated: a Raft log whose last frame a crash cut short
 // (half a frame; or a whole frame whose checksum does not match, which a
-// torn write can leave as well), with no valid frame after it, is
-// repaired by truncation as before: the member keeps its id, moves
+// torn write can leave as well), past what it synced, with no valid frame
+// after it, is repaired by truncation: the member keeps its id, moves
 // nothing aside, and the cell goes on with it as a voter.
 func TestTornTailIsTruncated(t *testing.T) {
 	for _, whole := range []bool{false, true} {

@@ -120,9 +120,7 @@ func crashRun(t *testing.T, seed uint64, compact bool) {
 				t.Fatalf("step %d: recovered %v, want one of %v", step, recovered(st, history[0]), history)
 			}
 			cur, history = got, []state{got}
-			if cur.hs != nil {
-				term, commit = max(term, cur.hs.GetTerm()), cur.hs.GetCommit()
-			}
+			term, commit = recoveredTerms(term, cur)
 		case compact && rng.IntN(8) == 0 && commit > cur.snap:
 			// Compact to a committed index (the state machine holds it).
 			i := cur.snap + 1 + uint64(rng.IntN(int(commit-cur.snap)))
@@ -209,9 +207,7 @@ func crashRun(t *testing.T, seed uint64, compact bool) {
 					t.Fatalf("step %d: recovered %v after a failed fsync, want one of %v", step, recovered(st, history[0]), history)
 				}
 				cur, history = got, []state{got}
-				if cur.hs != nil {
-					term, commit = max(term, cur.hs.GetTerm()), cur.hs.GetCommit()
-				}
+				term, commit = recoveredTerms(term, cur)
 				continue
 			}
 			if err := l.Sync(); err != nil {
@@ -226,6 +222,14 @@ func crashRun(t *testing.T, seed uint64, compact bool) {
 	if compact && compactions == 0 {
 		t.Fatalf("seed %d compacted nothing", seed)
 	}
+}
+
+// recoveredTerms returns the model's term and commit index after a crash
+// recovered cur: what its hard state says, or, when the crash took every
+// hard state since the snapshot, what the snapshot commits (a commit the
+// member had not synced is gone with it).
+func recoveredTerms(term uint64, cur state) (uint64, uint64) {
+	return max(term, cur.hs.GetTerm()), max(cur.hs.GetCommit(), cur.snap)
 }
 
 // TestGapIsCorruption: entries that skip an index are refused, not
