@@ -216,7 +216,8 @@ func TestDurableSubscriberResumesAndMoves(t *testing.T) {
 	expectRange(t, "moved to s2", payloads(t, r.lines), 201, 100)
 }
 
-// TestDurableSubscriberAwayPastMaxRetain: with max_retain = 1s, a durable
+// TestDurableSubscriberAwayPastMaxRetain: with max_retain = 5s (the
+// shortest allowed: the links' heartbeat timeout), a durable
 // subscriber away for longer is told, once, that the events published
 // meanwhile were discarded, and then gets everything new.
 func TestDurableSubscriberAwayPastMaxRetain(t *testing.T) {
@@ -224,7 +225,7 @@ func TestDurableSubscriberAwayPastMaxRetain(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	f := newProcFixture(t)
-	addrs := durableNet(t, f, "1s")
+	addrs := durableNet(t, f, "5s")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	pub := f.dial(ctx, addrs["p1"], "orders-publisher")
@@ -242,7 +243,7 @@ func TestDurableSubscriberAwayPastMaxRetain(t *testing.T) {
 	// The pubend releases what is past max_retain on its timer; waiting
 	// here is the scenario itself (an absence longer than max_retain), not
 	// synchronisation.
-	time.Sleep(3 * time.Second)
+	time.Sleep(7 * time.Second)
 	started = make(chan struct{})
 	go func() {
 		ls, _ := durableSub(t, f, ctx, addrs["s1"], cp, 5, started)

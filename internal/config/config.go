@@ -152,8 +152,10 @@ type Broker struct {
 	// broker hosts (Gryphon DS, DSN 2003 §3; gd.Config.MaxRetain): a tick
 	// older than this that every SHB has delivered is discarded even if a
 	// durable subscriber that is away has not acknowledged it (it gets a
-	// gap notice). 0 never releases early. nil when the key is absent:
-	// Retain gives the default, 168h.
+	// gap notice). 0 never releases early; otherwise it is at least the
+	// links' heartbeat timeout (transport.DefaultDeadAfter), or it would
+	// release past downstream brokers that are merely slow. nil when the
+	// key is absent: Retain gives the default, 168h.
 	MaxRetain *time.Duration
 	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
 	MQTT string

@@ -847,8 +847,14 @@ max_retain = "0s"
 id = "p3"
 listen = "h:3"
 pubends = ["P3"]
+
+[[broker]]
+id = "p4"
+listen = "h:4"
+pubends = ["P4"]
+max_retain = "5s"
 `)
-	for id, want := range map[string]time.Duration{"p1": 36 * time.Hour, "p2": 0, "p3": 168 * time.Hour} {
+	for id, want := range map[string]time.Duration{"p1": 36 * time.Hour, "p2": 0, "p3": 168 * time.Hour, "p4": 5 * time.Second} {
 		b, _ := n.Broker(id)
 		if got := b.Retain(); got != want {
 			t.Errorf("%s: Retain() = %v, want %v", id, got, want)
@@ -878,11 +884,18 @@ max_retain = "-1h"
 id = "s1"
 listen = "h:3"
 max_retain = "1h"
+
+[[broker]]
+id = "p3"
+listen = "h:4"
+pubends = ["P3"]
+max_retain = "4.5s"
 `), "net.toml")
 	want := []string{
 		`net.toml:5:1: broker "p1": max_retain must be a duration such as "168h" ("0s": never release early), not a week`,
 		`net.toml:11:1: broker "p2": max_retain -1h0m0s is negative ("0s" never releases early)`,
 		`net.toml:16:1: broker "s1": max_retain applies to the pubends a broker hosts, and this one hosts none`,
+		`net.toml:22:1: broker "p3": max_retain 4.5s is shorter than the links' heartbeat timeout (5s): it would release past downstream brokers that are merely slow; make it at least 5s ("0s" never releases early)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {
 		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))

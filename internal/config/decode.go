@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/aerie-mq/aerie/internal/transport"
 )
 
 // The decoder fills raw* with untyped leaves, so that a value of the wrong
@@ -155,6 +157,11 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 				bad[fieldRef{"broker", i, "max_retain"}] = true
 			case d < 0:
 				p.field("broker", i, "max_retain", "%s: max_retain %v is negative (\"0s\" never releases early)", p.who(b, i), d)
+				bad[fieldRef{"broker", i, "max_retain"}] = true
+			case d > 0 && d < transport.DefaultDeadAfter:
+				p.field("broker", i, "max_retain", "%s: max_retain %v is shorter than the links' heartbeat timeout (%v): it would release past "+
+					"downstream brokers that are merely slow; make it at least %v (\"0s\" never releases early)",
+					p.who(b, i), d, transport.DefaultDeadAfter, transport.DefaultDeadAfter)
 				bad[fieldRef{"broker", i, "max_retain"}] = true
 			default:
 				b.MaxRetain = &d

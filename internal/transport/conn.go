@@ -34,7 +34,7 @@ type Options struct {
 	// Heartbeat is how often an idle side sends a heartbeat (a side that
 	// wrote within the interval sends none). Default 1s.
 	Heartbeat time.Duration
-	// DeadAfter: a peer silent this long is dead. Default 5s.
+	// DeadAfter: a peer silent this long is dead. Default DefaultDeadAfter.
 	DeadAfter time.Duration
 	// MaxFrame bounds an inbound frame. Default wire.DefaultMaxFrame.
 	MaxFrame int
@@ -57,6 +57,12 @@ type Options struct {
 	PublishRuns bool
 }
 
+// DefaultDeadAfter is the links' heartbeat timeout: how long a peer may be
+// silent before its connection is closed as dead. A pubend's max_retain
+// must not be shorter (internal/config): it would release past a
+// downstream broker that is merely slow, not yet even taken for dead.
+const DefaultDeadAfter = 5 * time.Second
+
 // The bounds of a PublishRun the writer sends: as a DeliveryRun's (shell
 // RunEventsMax, RunBytesMax), so a run holds up a reader no longer than
 // one of those, and its frame, with the type byte and count, is a small
@@ -75,7 +81,7 @@ func (o Options) withDefaults() Options {
 		o.Heartbeat = time.Second
 	}
 	if o.DeadAfter <= 0 {
-		o.DeadAfter = 5 * time.Second
+		o.DeadAfter = DefaultDeadAfter
 	}
 	if o.MaxFrame <= 0 {
 		o.MaxFrame = wire.DefaultMaxFrame
