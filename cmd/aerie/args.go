@@ -79,6 +79,16 @@ func nonNegativeDuration(name string, d time.Duration, zero string) error {
 	return nil
 }
 
+// firstErr is the first of errs that is not nil.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // usageWith makes fs's -h output a description and examples before the
 // flags, as the nats CLI shows them.
 func usageWith(fs *flag.FlagSet, synopsis, description string, examples ...string) {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/bench"
 	"github.com/aerie-mq/aerie/internal/gctune"
 )
@@ -47,6 +48,19 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if err := firstErr(
+		nonNegativeDuration("duration", *duration, "the default"),
+		atLeast("runs", *runs, 0),
+		within("size", *size, 0, client.MaxEventBytes, "an event's limit"),
+		atLeast("selective-subs", *selective, 0),
+		atLeast("selective-scale", *scale, 0),
+		nonNegativeDuration("outage", *outage, "the default"),
+		atLeast("catchup-rate", *catchRate, 1),
+		atLeast("gc-headroom-mb", *gcHeadroom, 0),
+	); err != nil {
+		fmt.Fprintf(stderr, "aerie bench: %v\n", err)
+		return 2
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
 		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, CongestionControl: *cc, Dir: *dir, Procs: *procs, Stages: *stages, GCHeadroom: int64(*gcHeadroom) << 20, SleepPace: *sleepPace, Progress: stderr}

@@ -21,7 +21,15 @@ import (
 func runBroker(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "network config (TOML, see README)")
+	usageWith(fs, "aerie broker --config FILE --id ID [flags]",
+		"Run one broker of a network as its own process: the [[broker]] table of that id in the network config says "+
+			"what it listens on (brokers, clients, MQTT, HTTP), where it keeps its data and which pubends it hosts; "+
+			"the [[link]] tables say which cells it exchanges events with. It runs until SIGINT or SIGTERM, then finishes "+
+			"what it was writing and says goodbye to its clients; SIGHUP rereads the config for the links' bandwidths and a replicated cell's members. "+
+			"docs/CONFIG.md lists every key.",
+		"aerie broker --config network.toml --id p1",
+		"aerie broker --config network.toml --id s1 --http 127.0.0.1:7403 --log-format json")
+	cfgPath := fs.String("config", "", "network config (TOML, docs/CONFIG.md)")
 	id := fs.String("id", "", "this broker's id in the config")
 	httpAddr := fs.String("http", "", "serve /metrics (Prometheus), /healthz, /readyz, /status (JSON) and a dashboard on this address (default: the broker's http key in the config; empty: none)")
 	def := gd.DefaultConfig()
@@ -37,6 +45,18 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	if *cfgPath == "" || *id == "" {
 		fmt.Fprintln(stderr, "aerie broker: --config and --id are required")
 		return 2
+	}
+	for _, err := range []error{
+		nonNegativeDuration("gct", *gct, "nack a gap at once"),
+		nonNegativeDuration("nrt", *nrt, "no floor"),
+		nonNegativeDuration("aet", *aet, "expect acks at once"),
+		nonNegativeDuration("dct", *dct, "off"),
+		atLeast("gc-headroom-mb", *gcHeadroom, 0),
+	} {
+		if err != nil {
+			fmt.Fprintf(stderr, "aerie broker: %v\n", err)
+			return 2
+		}
 	}
 	gctune.Start(int64(*gcHeadroom) << 20)
 	// SIGHUP reloads the links' bandwidths (reload.go). Caught from here

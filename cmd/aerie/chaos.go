@@ -22,6 +22,14 @@ import (
 func runChaos(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	usageWith(fs, "aerie chaos [--config FILE] [--duration DUR] [--seed S] [--faults LIST] [--dir DIR]",
+		"Run a network as broker processes with its own publishers and subscribers, inject faults into it (kill -9 "+
+			"and restart, stall with SIGSTOP, cut or stall a link), heal it, and check every delivery: each event "+
+			"delivered once and in order per pubend, or a gap notice for what a plain subscriber may have missed. "+
+			"It prints its blind spots first, progress on stderr, and a last line \"chaos: F faults, N events "+
+			"delivered, V violations\"; it exits 1 when V > 0. The same seed replays the same fault schedule.",
+		"aerie chaos --duration 5m",
+		"aerie chaos --config network.toml --faults kill,cut --seed 42 --dir /tmp/chaos")
 	cfgPath := fs.String("config", "", "network config to run (default: the dev network, a redundant cell c = {c1, c2} feeding s3, and a replicated PHB cell r = {r1, r2, r3} hosting P5 and P6); its [chaos] spare list is never touched")
 	duration := fs.Duration("duration", 90*time.Second, "how long to inject faults; healing and the final check come after")
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the published events (default: from the clock, printed)")
@@ -32,6 +40,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if _, err := lf.logger(io.Discard); err != nil {
+		fmt.Fprintf(stderr, "aerie chaos: %v\n", err)
+		return 2
+	}
+	if err := nonNegativeDuration("duration", *duration, "heal and check at once"); err != nil {
 		fmt.Fprintf(stderr, "aerie chaos: %v\n", err)
 		return 2
 	}

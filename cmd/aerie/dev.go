@@ -21,6 +21,13 @@ import (
 func runDev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	usageWith(fs, "aerie dev [--dir DIR] [--http ADDR] [--tls] [flags]",
+		"Run a small network in one process for development: a PHB hosting pubends P1 to P4, an IB, and two SHBs, "+
+			"on 127.0.0.1, with a dashboard. It prints the client addresses to give pub and sub, and writes "+
+			"DIR/network.toml, which runs the same network as separate processes (aerie broker). Data lives under DIR, "+
+			"a fresh directory by default; Ctrl-C stops the network.",
+		"aerie dev",
+		"aerie dev --dir /tmp/aerie-dev --base-port 8100 --tls")
 	dir := fs.String("dir", "", "data directory (default: a fresh temporary directory, printed)")
 	httpAddr := fs.String("http", "127.0.0.1:7300", "dashboard, /metrics, /healthz, /readyz and /status address (empty: none)")
 	basePort := fs.Int("base-port", 7100, "brokers listen on base+1…, clients on base+101…, membership (gossip) on base+201…")
@@ -29,6 +36,10 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	useTLS := fs.Bool("tls", false, "TLS on every link and client port, with a development CA and certificates written to DIR/certs")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if err := within("base-port", *basePort, 1, 65535-301, "every port of the network must exist"); err != nil {
+		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
+		return 2
 	}
 	if *verbose && lf.level == "warn" {
 		lf.level = "info"

@@ -167,3 +167,61 @@ func TestHelpAndVersionForms(t *testing.T) {
 		t.Errorf("aerie --version: exit %d, %q %q", code, out.String(), errOut.String())
 	}
 }
+
+// TestHelpDescribesAndShowsExamples: -h of the commands a user meets first
+// says what the command does and shows two examples before the flags.
+func TestHelpDescribesAndShowsExamples(t *testing.T) {
+	for _, cmd := range []string{"pub", "sub", "broker", "dev", "certs", "chaos"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{cmd, "-h"}, &out, &errOut); code != 0 {
+			t.Errorf("aerie %s -h: exit %d", cmd, code)
+		}
+		h := errOut.String()
+		ex, flags := strings.Index(h, "\nexamples:\n"), strings.Index(h, "\nflags:\n")
+		if !strings.HasPrefix(h, "usage: aerie "+cmd) || ex < 0 || flags < ex {
+			t.Errorf("aerie %s -h lacks usage, examples or flags:\n%s", cmd, h)
+			continue
+		}
+		if n := strings.Count(h[ex:flags], "\n  aerie "); n != 2 {
+			t.Errorf("aerie %s -h shows %d examples, want 2", cmd, n)
+		}
+		if desc := h[strings.Index(h, "\n\n")+2 : ex]; len(desc) < 200 {
+			t.Errorf("aerie %s -h: description %q is not a paragraph", cmd, desc)
+		}
+	}
+}
+
+func TestOtherCommandsRefuseNonsensicalNumbers(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"broker", "--config", "x.toml", "--id", "p1", "--gct", "-1s"}, "--gct -1s: must be 0 or more"},
+		{[]string{"broker", "--config", "x.toml", "--id", "p1", "--gc-headroom-mb", "-5"}, "--gc-headroom-mb -5: must be at least 0"},
+		{[]string{"dev", "--base-port", "-1"}, "--base-port -1: must be from 1 to"},
+		{[]string{"dev", "--base-port", "65500"}, "--base-port 65500"},
+		{[]string{"chaos", "--duration", "-1m"}, "--duration -1m0s: must be 0 or more"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("aerie %q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}
+
+func TestSimAndBenchRefuseNonsensicalNumbers(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--seeds", "-1"}, "--seeds -1: must be at least 0"},
+		{[]string{"sim", "--workers", "0"}, "--workers 0: must be at least 1"},
+		{[]string{"bench", "--duration", "-1s"}, "--duration -1s: must be 0 or more"},
+		{[]string{"bench", "--size", "-4"}, "--size -4: must be from 0"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("aerie %q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errOut.String(), c.want)
+		}
+	}
+}

@@ -85,6 +85,14 @@ func (s *clientSecurity) apply(o *client.Options, stderr io.Writer) error {
 func runCerts(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie certs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	usageWith(fs, "aerie certs --config FILE --out DIR",
+		"Write a development certificate authority and the TLS certificates of a network: DIR/ca.pem and "+
+			"DIR/ca-key.pem, DIR/<id>.pem and DIR/<id>-key.pem for every broker of the config (named for its "+
+			"addresses), and DIR/client.pem and DIR/client-key.pem for clients. A CA already in DIR is reused, so "+
+			"certificates for brokers added later are signed by the same one. Point the config's [tls] ca and each "+
+			"broker's tls_cert and tls_key at them, and clients' --tls-ca at ca.pem.",
+		"aerie certs --config network.toml --out certs",
+		"aerie certs --config network.toml --out certs   # again after adding a broker: the CA is kept")
 	cfgPath := fs.String("config", "", "network config: a certificate for every broker in it")
 	out := fs.String("out", "", "directory for ca.pem, ca-key.pem, <id>.pem, <id>-key.pem, client.pem, client-key.pem (an existing CA there is reused)")
 	if code, ok := parseFlags(fs, args); !ok {

@@ -50,6 +50,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	if err := firstErr(
+		atLeast("seeds", *seeds, 0),
+		atLeast("workers", *workers, 1),
+		nonNegativeDuration("fault-phase", *faultPhase, "the default"),
+		nonNegativeDuration("converge", *converge, "the default"),
+		atLeast("link-queue", *linkQueue, 0),
+		nonNegativeDuration("nack-repetition-min", *nrtMin, "the default"),
+	); err != nil {
+		fmt.Fprintf(stderr, "aerie sim: %v\n", err)
+		return 2
+	}
+	if *ibCache < 0 {
+		fmt.Fprintf(stderr, "aerie sim: --ib-relay-cache %d: must be 0 or more (0: the default)\n", *ibCache)
+		return 2
+	}
 	if *topology == "scale" {
 		return runScale(sc, *seed, *faultPhase, *converge, stdout, stderr)
 	}
