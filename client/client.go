@@ -8,6 +8,14 @@
 //	sub, err := c.Subscribe(ctx, "orders.>")
 //	for ev := range sub.Events() { qty, _ := ev.Props.Int("qty"); ... }
 //
+// A client connects to a broker's client port: the `clients` address of
+// its [[broker]] table in the network config (docs/CONFIG.md), which
+// `aerie dev` prints. Publish at the client port of a broker that hosts
+// pubends (a PHB, or any member of a replicated PHB cell); subscribe at
+// the client port of a subscriber-hosting broker (an SHB), where durable
+// subscriptions need the broker's data directory. The `listen` port is
+// for brokers only, and the `mqtt` port speaks MQTT, not this protocol.
+//
 // One Client is one connection, read in order: a subscription whose Events
 // are not consumed holds up everything behind it on that connection,
 // including acks of this client's publishes, until the broker disconnects
