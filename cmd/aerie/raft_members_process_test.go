@@ -14,7 +14,7 @@ import (
 
 // TestReplicatedPHBMembersChange changes the members of a running
 // replicated PHB cell of `aerie broker` processes while an `aerie pub`
-// process publishes through it (docs/ARCHITECTURE.md "Changing a cell's
+// process publishes through it (docs/REPLICATION.md "Changing a cell's
 // members"): a fourth member p4 is added — the config gains it, p4 starts
 // with an empty data directory, the three others restart one at a time
 // with the new config — and must become a voter (a new generation of slot

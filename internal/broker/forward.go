@@ -13,8 +13,8 @@ import (
 	"github.com/aerie-mq/aerie/internal/wire"
 )
 
-// One-hop forwarding (internal/raftphb/forward; docs/ARCHITECTURE.md
-// "Replicated PHB", "Clients"): a member of a replicated PHB cell that
+// One-hop forwarding (internal/raftphb/forward; docs/REPLICATION.md
+// "Clients"): a member of a replicated PHB cell that
 // does not serve keeps a publishing client's connection and forwards its
 // publishes to the serving leader (forward.Forwarder); the serving leader
 // takes them, of each stream a prefix (forward.Refusals), as requests of
@@ -34,7 +34,7 @@ const (
 	// the client library moves on to the next address of its list.
 	RaftClientsRedirect RaftClients = "redirect"
 	// DefaultRaftClients is the mode when none is configured
-	// (docs/ARCHITECTURE.md, "Clients": why).
+	// (docs/REPLICATION.md "Clients": why).
 	DefaultRaftClients = RaftClientsForward
 )
 

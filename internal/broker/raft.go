@@ -21,8 +21,8 @@ import (
 	"github.com/aerie-mq/aerie/internal/shell"
 )
 
-// A member of a replicated PHB cell (docs/CONFIG.md; docs/ARCHITECTURE.md
-// "Replicated PHB") runs the Raft member (internal/raftphb/node) on the
+// A member of a replicated PHB cell (docs/CONFIG.md; docs/REPLICATION.md)
+// runs the Raft member (internal/raftphb/node) on the
 // loop, over the broker's data directory: its Raft log in DATA/raft, its
 // copy of the pubends' log in DATA/pubends. Raft messages travel as
 // msg.Raft frames on the ordinary links between the cell's members. Only

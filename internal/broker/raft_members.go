@@ -10,7 +10,7 @@ import (
 )
 
 // Changing a replicated PHB cell's members on a running member
-// (raftphb/members.go; docs/ARCHITECTURE.md "Changing a cell's members").
+// (raftphb/members.go; docs/REPLICATION.md "Changing a cell's members").
 // A reloaded network config (SIGHUP) may remove members: the member's
 // replica learns the cell's remaining slots at once, and, when it is the
 // serving leader, removes the others from the Raft configuration, one at a

@@ -20,8 +20,8 @@ import (
 // the group with a log that is not its own — two members with one
 // identity, or a cell whose logs diverge — and a member whose config moved
 // it to another slot would answer for another member's Raft id; so it
-// refuses to start instead. The cell's other members may change (docs/
-// ARCHITECTURE.md "Changing a cell's members"); its slot may not.
+// refuses to start instead. The cell's other members may change
+// (docs/REPLICATION.md "Changing a cell's members"); its slot may not.
 const memberFile = "raft-member"
 
 // memberIdentity is what memberFile holds: one line.

@@ -163,7 +163,7 @@ type Broker struct {
 	// does with a client while it does not serve: RaftClientsForward
 	// (forward its publishes to the serving leader and relay the acks) or
 	// RaftClientsRedirect (close it: "try another member"). "" when
-	// absent: the broker's default (forward; docs/ARCHITECTURE.md).
+	// absent: the broker's default (forward; docs/REPLICATION.md "Clients").
 	RaftClients string
 	// RaftElection is raft_election_timeout, the election timeout of a
 	// replicated PHB cell (every member of a cell alike): a follower that
@@ -178,7 +178,7 @@ type Broker struct {
 	// (Network.RaftSlots). A member's slot must never change while its
 	// data directory lives: a cell that gains or loses a member keeps the
 	// others' slots by giving the newcomer, or the members after a removed
-	// one, an explicit slot (docs/ARCHITECTURE.md "Changing a cell's
+	// one, an explicit slot (docs/REPLICATION.md "Changing a cell's
 	// members").
 	RaftSlot uint64
 }

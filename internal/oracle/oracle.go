@@ -173,7 +173,7 @@ func (o *Oracle) Logged(ev *msg.Event) {
 // Ordered says publisher sends its publishes in order and resends the
 // unacknowledged ones in order before any new one, as the Go client does:
 // its events must be logged in the order of its seqs (I13, client publish
-// order; docs/ARCHITECTURE.md "Clients").
+// order; docs/REPLICATION.md "Clients").
 func (o *Oracle) Ordered(publisher string) {
 	if o.ordered == nil {
 		o.ordered = map[string]bool{}

@@ -7,7 +7,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// Changing a cell's members (docs/ARCHITECTURE.md "Changing a cell's
+// Changing a cell's members (docs/REPLICATION.md "Changing a cell's
 // members"; Raft thesis §4.1, one server at a time).
 //
 // The cell's members are the slots of Config.Peers, the network config's;

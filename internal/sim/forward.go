@@ -10,7 +10,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/shell"
 )
 
-// Clients of replicated PHB cells (docs/ARCHITECTURE.md "Clients"). Every
+// Clients of replicated PHB cells (docs/REPLICATION.md "Clients"). Every
 // publisher of a replicated cell is an ordered publisher, as the Go client
 // is one: connected to one member of the cell (its address list is the
 // cell's members), it sends its publishes in order and never retries on a

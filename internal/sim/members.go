@@ -10,7 +10,7 @@ import (
 )
 
 // Changing a replicated PHB cell's members (FaultMembers; raftphb
-// members.go; ARCHITECTURE.md "Changing a cell's members"). Now and then
+// members.go; docs/REPLICATION.md "Changing a cell's members"). Now and then
 // an operator removes a member of a settled cell — the serving leader half
 // the time — from the network config: the others learn the cell's
 // remaining slots (SetPeers, as on a reload), the removed broker stops,

@@ -26,8 +26,8 @@ import (
 // same raftphb/node over its own crashable disk, Raft messages travel
 // over the cell's simulated links (encoded as protobuf, as on the wire),
 // and only the serving leader runs the pubends' engine, restored from the
-// committed log when it starts to serve (ARCHITECTURE.md "Replicated
-// PHB"). The other members run a standby shell with no routes, so that
+// committed log when it starts to serve (docs/REPLICATION.md). The other
+// members run a standby shell with no routes, so that
 // their links and the oracle treat them like any broker.
 //
 // For the oracle, "durable" is "committed": an event is Logged when a

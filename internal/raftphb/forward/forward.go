@@ -1,7 +1,7 @@
 // Package forward is one-hop forwarding in a replicated PHB cell (the
 // Geode notes' "one hop, ack client"; P2S, DEBS 2014 §3, has a replica
-// hand a client's request to the leader the same way; docs/ARCHITECTURE.md
-// "Replicated PHB", "Clients"). A member that does not serve keeps a
+// hand a client's request to the leader the same way; docs/REPLICATION.md
+// "Clients"). A member that does not serve keeps a
 // publishing client's connection, forwards each of its publishes to the
 // serving leader in a msg.Forward over the cell's link, and relays the
 // leader's answer back (Forwarder); the leader takes of what it is sent a
