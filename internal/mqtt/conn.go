@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -323,6 +324,9 @@ func (c *Conn) subscribe(pk packets.Packet) {
 		pats, err := Filter(f.Filter)
 		if err != nil {
 			codes[i] = packets.ErrTopicFilterInvalid.Code
+			if errors.Is(err, ErrShared) {
+				codes[i] = packets.ErrSharedSubscriptionsNotSupported.Code
+			}
 			reasons = append(reasons, err.Error())
 			continue
 		}
@@ -634,8 +638,9 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		return true // unsubscribed meanwhile
 	}
 	topic, ok := TopicOf(ev.Topic)
-	if !ok || (sub.noLocal && ev.Publisher == c.publisher) {
-		// Not for this client: no MQTT form (docs/MQTT.md), or its own.
+	if !ok || (sub.noLocal && ev.Publisher == c.publisher) || !MatchesDollar(sub.filter, topic) {
+		// Not for this client: no MQTT form (docs/MQTT.md), its own, or a
+		// $ topic under a wildcard first level [MQTT-4.7.2-1].
 		c.passed(sub, name, ev)
 		return true
 	}

@@ -20,34 +20,38 @@ func TestTopic(t *testing.T) {
 		{in: "a", want: "a"},
 		{in: "a/b/c", want: "a.b.c"},
 		{in: "sensors/eu-west/t1", want: "sensors.eu-west.t1"},
-		{in: "a/t 1", bad: `level "t 1"`},
+		{in: "a/t 1", want: "a.t%201"},
 		{in: "ünï/cødé", want: "ünï.cødé"},
 		{in: "a$/b", want: "a$.b"},
+		{in: "/TopicA", want: "%.TopicA"},
+		{in: "a/", want: "a.%"},
+		{in: "/", want: "%.%"},
+		{in: "a//b", want: "a.%.b"},
+		{in: "a/1.5/c", want: "a.1%2E5.c"},
+		{in: "a/*/>", want: "a.%2A.%3E"},
+		{in: "50%/x\ty", want: "50%25.x%09y"},
+		{in: "%", want: "%25"},
+		{in: "$foo/bar", want: "$foo.bar"},
 		{in: "", bad: "empty topic"},
-		{in: "/a", bad: "empty level"},
-		{in: "a/", bad: "empty level"},
-		{in: "a//b", bad: "empty level"},
-		{in: "a/1.5/c", bad: `level "1.5"`},
-		{in: "a/*", bad: `level "*"`},
-		{in: "a/>/b", bad: `level ">"`},
-		{in: "a/+", bad: `level "+"`},
-		{in: "a/#", bad: `level "#"`},
-		{in: "$SYS/broker/uptime", bad: "starts with '$'"},
-		{in: "$foo", bad: "starts with '$'"},
+		{in: "a/+", bad: "wildcard"},
+		{in: "a/#", bad: "wildcard"},
+		{in: "a\x00b", bad: "U+0000"},
+		{in: "$SYS/broker/uptime", bad: "$SYS"},
+		{in: "$SYS", bad: "$SYS"},
 	} {
 		got, err := Topic(tc.in)
 		if tc.bad != "" {
 			if err == nil || !errors.Is(err, ErrUnmappable) || !strings.Contains(err.Error(), tc.bad) {
 				t.Errorf("Topic(%q) = %q, %v; want an error containing %q", tc.in, got, err, tc.bad)
 			}
-			if _, ok := TopicOf(strings.ReplaceAll(tc.in, "/", ".")); ok && !strings.Contains(tc.in, ".") {
-				t.Errorf("TopicOf(%q) maps a topic Topic refuses", tc.in)
-			}
 			continue
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("Topic(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 			continue
+		}
+		if err := checkAerieTopic(got); err != nil {
+			t.Errorf("Topic(%q) = %q, which aerie refuses: %v", tc.in, got, err)
 		}
 		back, ok := TopicOf(got)
 		if !ok || back != tc.in {
@@ -63,11 +67,17 @@ func TestTopicOf(t *testing.T) {
 	}{
 		{"a.b.c", "a/b/c", true},
 		{"orders", "orders", true},
+		{"%.a.%", "/a/", true},
+		{"a.1%2E5", "a/1.5", true},
+		{"$SYS.x", "$SYS/x", true},
 		{"a..b", "", false},
 		{"a.b/c", "", false},
 		{"a.+", "", false},
 		{"a.#", "", false},
-		{"$SYS.x", "", false},
+		{"50%", "", false},      // not an escape
+		{"a%41", "", false},     // 'A' is never escaped: not canonical
+		{"a%2e", "", false},     // lower-case hex: not canonical
+		{"a%2F", "", false},     // '/' in a level
 		{"", "", false},
 	} {
 		got, ok := TopicOf(tc.in)
@@ -93,14 +103,16 @@ func TestFilter(t *testing.T) {
 		{in: "a/#/b", bad: "'#' must be the last"},
 		{in: "a/b#", bad: `level "b#"`},
 		{in: "a/+b", bad: `level "+b"`},
-		{in: "a//b", bad: "empty level"},
-		{in: "a/b.c", bad: `level "b.c"`},
-		{in: "$SYS/#", bad: "starts with '$'"},
-		{in: "$share/g/a/b", bad: "starts with '$'"},
+		{in: "a//b", want: []string{"a.%.b"}},
+		{in: "/#", want: []string{"%", "%.>"}},
+		{in: "a/b.c/+", want: []string{"a.b%2Ec.*"}},
+		{in: "$foo/+", want: []string{"$foo.*"}},
+		{in: "$SYS/#", bad: "$SYS"},
+		{in: "$share/g/a/b", bad: "shared"},
 	} {
 		got, err := Filter(tc.in)
 		if tc.bad != "" {
-			if err == nil || !errors.Is(err, ErrUnmappable) || !strings.Contains(err.Error(), tc.bad) {
+			if err == nil || !(errors.Is(err, ErrUnmappable) || errors.Is(err, ErrShared)) || !strings.Contains(err.Error(), tc.bad) {
 				t.Errorf("Filter(%q) = %q, %v; want an error containing %q", tc.in, got, err, tc.bad)
 			}
 			continue
@@ -175,7 +187,7 @@ func mqttMatch(filter, topic string) bool {
 func FuzzFilter(f *testing.F) {
 	for _, s := range [][2]string{
 		{"a/#", "a"}, {"a/#", "a/b/c"}, {"#", "x"}, {"+/b", "a/b"}, {"a/+", "a"},
-		{"a/b", "a/b"}, {"+/+/#", "a/b"}, {"a/+/c", "a/x/c"}, {"$SYS/#", "$SYS/x"}, {"a/b.c", "a/b.c"},
+		{"a/b", "a/b"}, {"+/+/#", "a/b"}, {"a/+/c", "a/x/c"}, {"$SYS/#", "$SYS/x"}, {"a/b.c", "a/b.c"}, {"/#", "/a"}, {"+/+", "/"}, {"#", "$x/y"}, {"a//+", "a//"},
 	} {
 		f.Add(s[0], s[1])
 	}
@@ -186,8 +198,14 @@ func FuzzFilter(f *testing.F) {
 			if !ok || back != topic {
 				t.Fatalf("TopicOf(Topic(%q)) = %q, %v", topic, back, ok)
 			}
-			if _, err := match.ParsePattern(at); err != nil {
-				t.Fatalf("topic %q maps to %q, which is not a literal aerie pattern: %v", topic, at, err)
+			if err := checkAerieTopic(at); err != nil {
+				t.Fatalf("topic %q maps to %q, which aerie refuses: %v", topic, at, err)
+			}
+		}
+		if m, ok := TopicOf(topic); ok {
+			// One MQTT topic per aerie topic and back: the form is canonical.
+			if back, err := Topic(m); err == nil && back != topic {
+				t.Fatalf("aerie %q is MQTT %q, which maps to %q", topic, m, back)
 			}
 		}
 		pats, ferr := Filter(filter)
@@ -210,8 +228,25 @@ func FuzzFilter(f *testing.F) {
 		if n > 1 {
 			t.Fatalf("topic %q matches %d of the patterns %q of filter %q: delivered twice", topic, n, pats, filter)
 		}
-		if want := mqttMatch(filter, topic); want != (n == 1) {
+		if want := mqttMatch(filter, topic); want != (n == 1 && MatchesDollar(filter, topic)) {
 			t.Fatalf("filter %q (aerie %q) and topic %q (aerie %q): MQTT match %v, aerie match %v", filter, pats, topic, at, want, n == 1)
 		}
 	})
 }
+
+// checkAerieTopic is the rule aerie holds publish topics to (msg
+// CheckTopic): dot-separated words, none empty, without '*', '>', spaces
+// or tabs; the escaped form must always pass it.
+func checkAerieTopic(t string) error {
+	for w := range strings.SplitSeq(t, ".") {
+		if w == "" || strings.ContainsAny(w, "*> \t") {
+			return errors.New("word " + strconvQuote(w))
+		}
+	}
+	if _, err := match.ParsePattern(t); err != nil {
+		return err
+	}
+	return nil
+}
+
+func strconvQuote(s string) string { return "\"" + s + "\"" }

@@ -385,7 +385,7 @@ func (h *hook) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		case len(pk.TopicName) >= 4 && strings.EqualFold(pk.TopicName[:4], "$SYS"):
 			// The library drops these silently: answer here.
 			if err := c.refusePublish(pk, refuse(packets.ErrTopicNameInvalid, "$SYS topics are reserved", 0)); err != nil {
-				return pk, err
+				return pk, c.end(err.(refusal))
 			}
 		}
 	}

@@ -124,12 +124,12 @@ func TestPubackAfterAerie(t *testing.T) {
 	s, h := startFake(t, "P1", "P2")
 	c := dial(t, s, "pub-1", 5)
 	var pubs []msg.Publish
-	for i, topic := range []string{"a/b", "a//b", "c", "d"} {
+	for i, topic := range []string{"a/b", "$SYS/x", "c", "d"} {
 		user := []packets.UserProperty{{Key: "region", Val: "EU"}}
 		if _, err := c.Publish(topic, 1, []byte{byte(i)}, user...); err != nil {
 			t.Fatal(err)
 		}
-		if topic == "a//b" {
+		if topic == "$SYS/x" {
 			continue // refused here, never reaches aerie
 		}
 		r := h.request(t)
@@ -155,7 +155,7 @@ func TestPubackAfterAerie(t *testing.T) {
 		pid    uint16
 		code   byte
 		reason string
-	}{{1, 0, ""}, {2, 0x90, "empty level"}, {3, 0, ""}, {4, 0x83, "event too large"}}
+	}{{1, 0, ""}, {2, 0x90, "$SYS"}, {3, 0, ""}, {4, 0x83, "event too large"}}
 	for _, w := range want {
 		pk := read(t, c, packets.Puback)
 		if pk.PacketID != w.pid || pk.ReasonCode != w.code || !strings.Contains(pk.Properties.ReasonString, w.reason) {
@@ -210,7 +210,7 @@ func TestRefusals(t *testing.T) {
 		{"qos 2", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 2}, TopicName: "a", PacketID: 1}, 0x9B, "QoS 2"},
 		{"retain", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true}, TopicName: "a", PacketID: 1}, 0x9A, "retained"},
 		{"wildcard", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: "a/+", PacketID: 1}, 0x82, ""},
-		{"qos 0 unmappable", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, TopicName: "a.b"}, 0x90, "a.b"},
+		{"qos 0 unmappable", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, TopicName: "$SYS/b"}, 0x90, "$SYS"},
 	} {
 		c := dial(t, s, "bad-"+tc.name, 5)
 		if err := c.Write(tc.pk); err != nil {
@@ -229,7 +229,7 @@ func TestRefusals(t *testing.T) {
 	for _, raw := range [][]byte{nil, {0x30, 0x03, 0x00, 0x09, 'a'}} {
 		c := dial(t, s, "bad-v3", 4)
 		if raw == nil {
-			_, err = c.Publish("a//b", 1, nil)
+			_, err = c.Publish("$SYS/b", 1, nil)
 		} else {
 			err = c.WriteRaw(raw)
 		}
