@@ -74,10 +74,10 @@ func TestTopicOf(t *testing.T) {
 		{"a.b/c", "", false},
 		{"a.+", "", false},
 		{"a.#", "", false},
-		{"50%", "", false},      // not an escape
-		{"a%41", "", false},     // 'A' is never escaped: not canonical
-		{"a%2e", "", false},     // lower-case hex: not canonical
-		{"a%2F", "", false},     // '/' in a level
+		{"50%", "", false},  // not an escape
+		{"a%41", "", false}, // 'A' is never escaped: not canonical
+		{"a%2e", "", false}, // lower-case hex: not canonical
+		{"a%2F", "", false}, // '/' in a level
 		{"", "", false},
 	} {
 		got, ok := TopicOf(tc.in)
