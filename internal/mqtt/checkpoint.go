@@ -145,3 +145,28 @@ func (c *checkpoints) forget(sub msg.SubID) {
 	delete(c.due, sub)
 	delete(c.acked, sub)
 }
+
+// doneBeyond is every delivery done and not yet passed by its
+// subscription's checkpoint (one still waits before it).
+func (c *checkpoints) doneBeyond() map[deliveryKey]bool {
+	out := map[deliveryKey]bool{}
+	for sub, ps := range c.subs {
+		for p, q := range ps {
+			for _, m := range q.marks {
+				if m.done {
+					out[deliveryKey{sub, p, m.t}] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// tickOf is the tick of the delivery r marks, if its mark is still held.
+func (c *checkpoints) tickOf(r markRef) (tick.Tick, bool) {
+	q := c.subs[r.sub][r.pubend]
+	if q == nil || r.seq < q.base || r.seq-q.base >= uint64(len(q.marks)) {
+		return 0, false
+	}
+	return q.marks[r.seq-q.base].t, true
+}

@@ -29,6 +29,8 @@ type Conn struct {
 	publisher string        // this connection's publisher name in aerie
 	pubend    msg.PubendID  // where its publishes go
 	done      chan struct{} // closed when the connection is gone
+	ended     chan struct{} // closed when its end is complete (OnDisconnect)
+	st        *clientState  // its client id's session state (state.go)
 	flushed   chan struct{} // closed when a CloseFlush has written everything
 	wake      chan struct{} // the writer has work (cap 1)
 	quota     chan struct{} // a delivered message was acknowledged (cap 1)
@@ -46,14 +48,14 @@ type Conn struct {
 	stopped  bool
 	flush    bool
 	queue    []queued     // deliveries and notices for the writer, in the broker's order
-	acks     []pendingAck // QoS 1 publishes in the order read, awaiting aerie
-	seq      uint64       // the last publish's sequence number
+	acks     []pendingAck // QoS 1 and 2 publishes in the order read, awaiting aerie
 	subs     map[string]*subscription
 	byName   map[msg.SubID]*subscription
 	waiting  map[msg.SubID]chan string // subscribe answers: "" started, else the reason
 	answers  map[answerKey]answer      // SUBACK / UNSUBACK codes for OnPacketEncode
-	inflight map[uint16]markRef        // QoS 1 deliveries not yet acknowledged (sub "": not durable)
+	inflight map[uint16]flight         // QoS 1 and 2 deliveries not yet acknowledged (qos2.go)
 	ckpt     checkpoints               // persistent subscriptions' checkpoints (checkpoint.go)
+	replay   sessionDeliveries         // what the session's previous connection delivered (qos2.go)
 	nextPID  uint16
 }
 
@@ -69,6 +71,7 @@ type queued struct {
 type pendingAck struct {
 	seq      uint64
 	pid      uint16
+	typ      byte // PUBACK (QoS 1) or PUBREC (QoS 2)
 	done     bool
 	code     byte
 	reason   string
@@ -102,10 +105,10 @@ type answer struct {
 func newConn(s *Server, cl *mochi.Client) *Conn {
 	return &Conn{
 		s: s, cl: cl, v5: cl.Properties.ProtocolVersion >= 5, pubend: s.pubend(cl.ID),
-		done: make(chan struct{}), flushed: make(chan struct{}),
+		done: make(chan struct{}), ended: make(chan struct{}), flushed: make(chan struct{}),
 		wake: make(chan struct{}, 1), quota: make(chan struct{}, 1),
 		subs: map[string]*subscription{}, byName: map[msg.SubID]*subscription{},
-		waiting: map[msg.SubID]chan string{}, answers: map[answerKey]answer{}, inflight: map[uint16]markRef{},
+		waiting: map[msg.SubID]chan string{}, answers: map[answerKey]answer{}, inflight: map[uint16]flight{},
 		ckpt: newCheckpoints(),
 	}
 }
@@ -220,6 +223,26 @@ func (c *Conn) stop() {
 	close(c.done)
 }
 
+// leave hands the session state back as the connection ends: what it
+// delivered beyond the checkpoints stays for a persistent session's next
+// connection; drop: the session ends with it.
+func (c *Conn) leave(drop bool) {
+	c.mu.Lock()
+	sd := c.saveDeliveriesLocked()
+	c.mu.Unlock()
+	c.st.mu.Lock()
+	if c.persistent {
+		c.st.deliveries = sd
+	}
+	if c.st.owner == c {
+		c.st.owner = nil
+	}
+	c.st.mu.Unlock()
+	if drop {
+		c.s.dropState(c.cl.ID, c.st)
+	}
+}
+
 // publish maps one PUBLISH and hands it to the broker (the read
 // goroutine).
 func (c *Conn) publish(pk packets.Packet) error {
@@ -232,24 +255,44 @@ func (c *Conn) publish(pk packets.Packet) error {
 	if err != nil {
 		return c.refusePublish(pk, refuse(packets.ErrTopicNameInvalid, err.Error(), 0))
 	}
-	props, err := Props(pk.Properties.User)
+	props, err := publishProps(pk.Properties.User, qos)
 	if err != nil {
 		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError, err.Error(), 0))
 	}
 	c.mu.Lock()
-	if qos > 0 && len(c.acks) >= receiveMaximum {
-		c.mu.Unlock()
-		return refuse(packets.ErrReceiveMaximum, fmt.Sprintf("more than %d QoS 1 publishes unacknowledged", receiveMaximum), 0)
-	}
-	c.seq++
-	seq := c.seq
-	if qos > 0 {
-		c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID})
-	}
+	full := qos > 0 && len(c.acks) >= receiveMaximum
 	c.mu.Unlock()
-	c.s.opts.Host.Request(c.id, msg.Publish{Pubend: c.pubend, Publisher: c.publisher, Seq: seq,
-		Topic: topic, Props: props, Payload: pk.Payload, NoAck: qos == 0}) // QoS 0 waits for no PUBACK
+	if full {
+		return refuse(packets.ErrReceiveMaximum, fmt.Sprintf("more than %d QoS 1 and 2 publishes unacknowledged", receiveMaximum), 0)
+	}
+	p := msg.Publish{Pubend: c.pubend, Publisher: c.publisher, Topic: topic, Props: props, Payload: pk.Payload,
+		NoAck: qos == 0} // QoS 0 waits for no PUBACK
+	if qos == 2 {
+		c.publish2(pk, p)
+		return nil
+	}
+	p.Seq = c.st.nextSeq()
+	if qos > 0 {
+		c.mu.Lock()
+		c.acks = append(c.acks, pendingAck{seq: p.Seq, pid: pk.PacketID, typ: packets.Puback})
+		c.mu.Unlock()
+	}
+	c.s.opts.Host.Request(c.id, p)
 	return nil
+}
+
+// publishProps are the aerie properties of a PUBLISH at qos: its user
+// properties, and the QoS below 2 (qosProperty).
+func publishProps(user []packets.UserProperty, qos byte) (msg.Props, error) {
+	m := make(map[string]any, len(user)+1)
+	for _, u := range user {
+		m[u.Key] = u.Val
+	}
+	delete(m, qosProperty)
+	if qos < 2 {
+		m[qosProperty] = int64(qos)
+	}
+	return msg.PropsOf(m)
 }
 
 // refusePublish answers a publish aerie does not take: a PUBACK with the
@@ -261,9 +304,13 @@ func (c *Conn) refusePublish(pk packets.Packet, r refusal) error {
 	if !c.v5 || pk.FixedHeader.Qos == 0 {
 		return r
 	}
+	typ := byte(packets.Puback)
+	if pk.FixedHeader.Qos == 2 {
+		typ = packets.Pubrec // the exchange ends there (MQTT 5 §4.13.2)
+	}
+	seq := c.st.nextSeq() // never sent to aerie
 	c.mu.Lock()
-	c.seq++ // keeps sequence numbers and acks in step; never sent to aerie
-	c.acks = append(c.acks, pendingAck{seq: c.seq, pid: pk.PacketID, done: true, code: r.code.Code, reason: r.code.Reason})
+	c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID, typ: typ, done: true, code: r.code.Code, reason: r.code.Reason})
 	c.mu.Unlock()
 	signal(c.wake)
 	c.s.log.Info("refused MQTT publish", "client", c.cl.ID, "topic", pk.TopicName, "reason", r.code.Reason)
@@ -272,16 +319,24 @@ func (c *Conn) refusePublish(pk packets.Packet, r refusal) error {
 
 // answerPublish records aerie's answer to publish seq (mu held).
 func (c *Conn) answerPublish(seq uint64, code byte, reason string) {
+	found := false
 	for i := range c.acks {
-		if c.acks[i].seq == seq {
-			c.acks[i].done, c.acks[i].code, c.acks[i].reason = true, code, reason
-			if code != 0 && !c.v5 {
-				c.acks[i].closeV3 = true
-			}
-			return
+		a := &c.acks[i]
+		if a.seq != seq || a.done {
+			continue
+		}
+		// A QoS 2 publish resent before aerie answered is in the queue
+		// twice, under one sequence number: both get the answer.
+		found = true
+		a.done, a.code, a.reason = true, code, reason
+		if code != 0 && !c.v5 {
+			a.closeV3 = true
+		}
+		if a.typ == packets.Pubrec {
+			c.answered2(a.pid, seq, code)
 		}
 	}
-	if code != 0 {
+	if !found && code != 0 {
 		c.s.log.Info("aerie refused an MQTT QoS 0 publish", "client", c.cl.ID, "reason", reason)
 	}
 }
@@ -320,7 +375,7 @@ func (c *Conn) subscribe(pk packets.Packet) {
 	}
 	var waits []pending
 	for i, f := range pk.Filters {
-		qos := min(f.Qos, 1)
+		qos := min(f.Qos, 2)
 		pats, err := Filter(f.Filter)
 		if err != nil {
 			codes[i] = packets.ErrTopicFilterInvalid.Code
@@ -494,15 +549,19 @@ func (c *Conn) takeAnswer(typ byte, pid uint16) (answer, bool) {
 // once, so that a client that reconnects is not sent it again.
 func (c *Conn) delivered(pid uint16) {
 	c.mu.Lock()
-	ref, ok := c.inflight[pid]
+	f, ok := c.inflight[pid]
+	if ok && f.placeholder {
+		c.mu.Unlock()
+		return // completes with PUBCOMP (completed)
+	}
 	delete(c.inflight, pid)
-	if ok && ref.sub != "" {
-		c.ckpt.done(ref)
+	if ok && f.ref.sub != "" {
+		c.ckpt.done(f.ref)
 	}
 	c.mu.Unlock()
 	if ok {
 		signal(c.quota)
-		if ref.sub != "" {
+		if f.ref.sub != "" {
 			c.flushCheckpoints()
 		}
 	}
@@ -602,7 +661,7 @@ func (c *Conn) writeAcks() bool {
 			c.close(refuse(packets.ErrImplementationSpecificError, a.reason, 0))
 			return false
 		}
-		ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Puback}, PacketID: a.pid, ReasonCode: a.code}
+		ack := packets.Packet{FixedHeader: packets.FixedHeader{Type: a.typ}, PacketID: a.pid, ReasonCode: a.code}
 		if a.code >= 0x80 {
 			ack.Properties.ReasonString = a.reason
 		}
@@ -626,38 +685,52 @@ func (c *Conn) notice(name msg.SubID, tok msg.Token) {
 	}
 }
 
-// deliver writes one event to the client under subscription name, waiting
-// (while still writing acks) for room in the QoS 1 window. On a durable
-// subscription every event counts towards its checkpoint: done at once
-// when there is nothing to wait for, at its PUBACK otherwise.
+// deliver writes one event to the client under subscription name, at
+// the lower of its QoS and the subscription's, waiting (while still
+// writing acks) for room in the window of unacknowledged deliveries. On a
+// durable subscription every event counts towards its checkpoint: done at
+// once when there is nothing to wait for, at its PUBACK (QoS 1) or PUBCOMP
+// (QoS 2) otherwise. An event the session's previous connection had
+// delivered is not delivered again, or goes with its old packet id.
 func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 	c.mu.Lock()
 	sub := c.byName[name]
+	var done, pending bool
+	var old sent
+	if sub != nil && sub.durable {
+		done, old, pending = c.replayedLocked(name, ev)
+	}
 	c.mu.Unlock()
 	if sub == nil {
 		return true // unsubscribed meanwhile
 	}
 	topic, ok := TopicOf(ev.Topic)
-	if !ok || (sub.noLocal && ev.Publisher == c.publisher) || !MatchesDollar(sub.filter, topic) {
-		// Not for this client: no MQTT form (docs/MQTT.md), its own, or a
-		// $ topic under a wildcard first level [MQTT-4.7.2-1].
+	if done || !ok || (sub.noLocal && ev.Publisher == c.publisher) || !MatchesDollar(sub.filter, topic) {
+		// Not for this client: delivered by the session's previous
+		// connection, no MQTT form (docs/MQTT.md), its own, or a $ topic
+		// under a wildcard first level [MQTT-4.7.2-1].
 		c.passed(sub, name, ev)
 		return true
 	}
-	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: sub.qos}, TopicName: topic, Payload: ev.Payload}
+	qos := min(sub.qos, eventQoS(ev))
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: ev.Payload}
 	if c.v5 {
 		pk.Properties.User = UserProps(ev.Props)
 		if sub.id > 0 {
 			pk.Properties.SubscriptionIdentifier = []int{sub.id}
 		}
 	}
-	if sub.qos > 0 && !c.awaitRoom(&pk, sub, name, ev, window) {
+	if pending {
+		if c.retake(&pk, sub, name, ev, old) {
+			return true // the client has it (PUBREC): PUBREL went again
+		}
+	} else if qos > 0 && !c.awaitRoom(&pk, sub, name, ev, window) {
 		return false
 	}
 	if err := c.cl.WritePacket(pk); err != nil {
 		if err == packets.ErrPacketTooLarge {
 			// Larger than the client takes: skipped, as MQTT 5 says.
-			if sub.qos > 0 {
+			if qos > 0 {
 				c.delivered(pk.PacketID)
 			} else {
 				c.passed(sub, name, ev)
@@ -666,7 +739,7 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		}
 		return false
 	}
-	if sub.qos == 0 {
+	if qos == 0 {
 		c.passed(sub, name, ev)
 	}
 	return true
@@ -684,8 +757,8 @@ func (c *Conn) passed(sub *subscription, name msg.SubID, ev *msg.Event) {
 	c.mu.Unlock()
 }
 
-// awaitRoom waits for room in the QoS 1 window, writing acks meanwhile,
-// and gives pk a packet id (false: the connection is gone).
+// awaitRoom waits for room in the window, writing acks meanwhile, and
+// gives pk a packet id (false: the connection is gone).
 func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, ev *msg.Event, window int) bool {
 	for {
 		c.mu.Lock()
@@ -694,11 +767,11 @@ func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, 
 			for c.nextPID++; c.nextPID == 0 || c.hasInflight(c.nextPID); c.nextPID++ {
 			}
 			pk.PacketID = c.nextPID
-			var ref markRef
+			f := flight{qos: pk.FixedHeader.Qos}
 			if sub.durable && c.byName[name] == sub {
-				ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
+				f.ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
 			}
-			c.inflight[c.nextPID] = ref
+			c.inflight[c.nextPID] = f
 		}
 		c.mu.Unlock()
 		if room {
@@ -714,6 +787,22 @@ func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, 
 			return false
 		}
 	}
+}
+
+// retake gives an event the previous connection had sent at QoS 2 its
+// packet id back: resent with DUP if the client had not received it
+// (false: write pk), its mark put in place otherwise (true: nothing to
+// write, the PUBREL went at the session's start).
+func (c *Conn) retake(pk *packets.Packet, sub *subscription, name msg.SubID, ev *msg.Event, old sent) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := flight{qos: 2, rec: old.rec}
+	if c.byName[name] == sub {
+		f.ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
+	}
+	c.inflight[old.pid] = f
+	pk.PacketID, pk.FixedHeader.Qos, pk.FixedHeader.Dup = old.pid, 2, true
+	return old.rec
 }
 
 func (c *Conn) hasInflight(pid uint16) bool {

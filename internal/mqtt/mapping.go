@@ -226,8 +226,9 @@ func Props(user []packets.UserProperty) (msg.Props, error) {
 }
 
 // UserProps maps aerie properties to MQTT 5 user properties, in name
-// order: strings as they are, integers in decimal, floats in the shortest
-// form that reads back the same, booleans as "true" and "false".
+// order, all but qosProperty: strings as they are, integers in decimal,
+// floats in the shortest form that reads back the same, booleans as
+// "true" and "false".
 func UserProps(p msg.Props) []packets.UserProperty {
 	if p.Len() == 0 {
 		return nil
@@ -239,7 +240,13 @@ func UserProps(p msg.Props) []packets.UserProperty {
 		if !ok {
 			break
 		}
+		if name == qosProperty {
+			continue // aerie's own, not the publisher's
+		}
 		out = append(out, packets.UserProperty{Key: name, Val: valueString(v)})
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

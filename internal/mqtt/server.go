@@ -98,6 +98,7 @@ type Server struct {
 	// []msg.DurableSub).
 	resumed sync.Map
 	perms   sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
+	states  clientStates
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -114,7 +115,6 @@ func Start(opts Options) (*Server, error) {
 	opts.Pubends = slices.Clone(opts.Pubends)
 	slices.Sort(opts.Pubends)
 	caps := mochi.NewDefaultServerCapabilities()
-	caps.MaximumQos = 1                                // QoS 2 is refused (docs/MQTT.md)
 	caps.RetainAvailable = 0                           // no retained store outside aerie
 	caps.SharedSubAvailable = 0                        // no $share
 	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
@@ -122,7 +122,7 @@ func Start(opts Options) (*Server, error) {
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
 	caps.TopicAliasMaximum = 0
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}}}
 	s.srv = mochi.New(&mochi.Options{
 		Capabilities:           caps,
 		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -309,6 +309,7 @@ func persistent(cl *mochi.Client) bool {
 func (h *hook) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
 	prefix := sessionPrefix(cl.ID)
 	if pk.Connect.Clean || !persistent(cl) {
+		h.s.state(cl.ID, true) // a new session: no packet ids, a new publisher
 		h.s.opts.Host.EndSession(prefix)
 		return
 	}
@@ -326,10 +327,20 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 		c.perms = p.(*auth.Perms)
 	}
 	c.persistent, c.prefix = persistent(cl), sessionPrefix(cl.ID)
+	st := h.s.state(cl.ID, false)
+	st.mu.Lock()
+	prev := st.owner
+	st.owner, c.st, c.publisher = c, st, st.publisher
+	st.mu.Unlock()
 	h.s.conns.Store(cl, c)
 	c.id = h.s.opts.Host.Up(c)
-	c.publisher = fmt.Sprintf("mqtt:%s@%s.%x.%d", cl.ID, h.s.opts.Broker, h.s.opts.Incarnation, c.id)
 	if ds, ok := h.s.resumed.LoadAndDelete(cl); ok && c.persistent {
+		c.waitPrevious(prev)
+		st.mu.Lock()
+		sd := st.deliveries
+		st.deliveries = sessionDeliveries{}
+		st.mu.Unlock()
+		c.restoreDeliveries(sd)
 		c.resume(ds.([]msg.DurableSub))
 	}
 	go c.writeLoop()
@@ -345,11 +356,13 @@ func (h *hook) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 	h.s.conns.Delete(cl)
 	c.stop()
 	c.closeCheckpoints()
+	c.leave(expire && !cl.IsTakenOver())
 	if c.persistent && expire && !cl.IsTakenOver() {
 		// An MQTT 5 DISCONNECT that set the session expiry to 0.
 		h.s.opts.Host.EndSession(c.prefix)
 	}
 	h.s.opts.Host.Down(c.id)
+	close(c.ended)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, packets.CodeDisconnect) {
 		h.s.log.Info("MQTT connection closed", "client", cl.ID, "addr", cl.Net.Remote, "err", err)
 	}
@@ -360,26 +373,42 @@ func (h *hook) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 // they held.
 func (h *hook) OnClientExpired(cl *mochi.Client) {
 	h.s.log.Info("MQTT session expired", "client", cl.ID)
+	h.s.states.mu.Lock()
+	st := h.s.states.states[cl.ID]
+	h.s.states.mu.Unlock()
+	if st != nil {
+		h.s.dropState(cl.ID, st)
+	}
 	h.s.opts.Host.EndSession(sessionPrefix(cl.ID))
 }
 
 // OnPacketRead sees every packet before the library does: PUBACKs of the
-// messages aerie delivered, and the publishes refused before any mapping
-// (QoS 2, retained, $SYS).
+// messages aerie delivered and the QoS 2 exchanges in both directions
+// (qos2.go), and the publishes refused before any mapping (retained,
+// $SYS).
 func (h *hook) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	c := h.s.conn(cl)
 	if c == nil {
 		return pk, nil
 	}
 	switch pk.FixedHeader.Type {
-	case packets.Puback:
-		c.delivered(pk.PacketID)
-	case packets.Pubrec, packets.Pubrel, packets.Pubcomp:
-		return pk, c.end(refuse(packets.ErrProtocolViolation, "QoS 2 is not supported by aerie", 0))
+	case packets.Puback, packets.Pubrec, packets.Pubrel, packets.Pubcomp:
+		switch pk.FixedHeader.Type {
+		case packets.Puback:
+			c.pubacked(pk.PacketID)
+		case packets.Pubrec:
+			c.received(pk.PacketID, pk.ReasonCode)
+		case packets.Pubrel:
+			c.release(pk.PacketID)
+		case packets.Pubcomp:
+			c.completed(pk.PacketID)
+		}
+		// aerie keeps every packet id in flight, the library none: as a
+		// PUBACK for an id it does not hold, the library ignores it.
+		pk.FixedHeader.Type = packets.Puback
+		return pk, nil
 	case packets.Publish:
 		switch {
-		case pk.FixedHeader.Qos > 1:
-			return pk, c.end(refuse(packets.ErrQosNotSupported, "QoS 2 is not supported by aerie (the CONNACK says maximum QoS 1)", 0))
 		case pk.FixedHeader.Retain:
 			return pk, c.end(refuse(packets.ErrRetainNotSupported, "retained messages are not supported by aerie", 0))
 		case len(pk.TopicName) >= 4 && strings.EqualFold(pk.TopicName[:4], "$SYS"):

@@ -62,7 +62,7 @@ func parseSubName(prefix string, name string) (sessionSub, error) {
 	qos, err1 := strconv.ParseUint(parts[0], 10, 8)
 	j, err2 := strconv.Atoi(parts[1])
 	filter, err3 := unescapeName(parts[2])
-	if err1 != nil || err2 != nil || err3 != nil || qos > 1 || j < 0 {
+	if err1 != nil || err2 != nil || err3 != nil || qos > 2 || j < 0 {
 		return sessionSub{}, fmt.Errorf("durable subscription %q: not an MQTT session's name", name)
 	}
 	return sessionSub{filter: filter, qos: byte(qos), j: j}, nil

@@ -79,6 +79,12 @@ func (c *Client) Write(pk packets.Packet) error {
 		err = pk.PublishEncode(&buf)
 	case packets.Puback:
 		err = pk.PubackEncode(&buf)
+	case packets.Pubrec:
+		err = pk.PubrecEncode(&buf)
+	case packets.Pubrel:
+		err = pk.PubrelEncode(&buf)
+	case packets.Pubcomp:
+		err = pk.PubcompEncode(&buf)
 	case packets.Subscribe:
 		err = pk.SubscribeEncode(&buf)
 	case packets.Unsubscribe:
@@ -126,6 +132,12 @@ func (c *Client) Read(d time.Duration) (packets.Packet, error) {
 		err = pk.PublishDecode(body)
 	case packets.Puback:
 		err = pk.PubackDecode(body)
+	case packets.Pubrec:
+		err = pk.PubrecDecode(body)
+	case packets.Pubrel:
+		err = pk.PubrelDecode(body)
+	case packets.Pubcomp:
+		err = pk.PubcompDecode(body)
 	case packets.Suback:
 		err = pk.SubackDecode(body)
 	case packets.Unsuback:
@@ -182,6 +194,16 @@ func (c *Client) Subscribe(qos byte, user []packets.UserProperty, filters ...str
 		return pk, err
 	}
 	return c.ReadType(packets.Suback, 30*time.Second)
+}
+
+// Send writes an acknowledgement of type typ (PUBACK, PUBREC, PUBREL,
+// PUBCOMP) for pid.
+func (c *Client) Send(typ byte, pid uint16) error {
+	fh := packets.FixedHeader{Type: typ}
+	if typ == packets.Pubrel {
+		fh.Qos = 1 // [MQTT-3.6.1-1]
+	}
+	return c.Write(packets.Packet{FixedHeader: fh, PacketID: pid})
 }
 
 // Ack acknowledges a QoS 1 delivery.

@@ -1,0 +1,288 @@
+package mqtt
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// QoS 2 (docs/MQTT.md, Quality of service).
+//
+// Inbound, a QoS 2 PUBLISH is an aerie publish like a QoS 1 one: its
+// PUBREC waits for aerie's PubAck (after the fsync at the pubend, Gryphon
+// GD), and its packet id is kept until the client's PUBREL. A PUBLISH that
+// comes again with a packet id still kept is the same message: it goes to
+// aerie again under the same publisher and sequence number, which the
+// pubend's publisher deduplication answers with the original's ack, and
+// is never logged twice. The publisher and the kept packet ids belong to
+// the client id's session (clientState), not to one connection, so a
+// client that reconnects and resends is deduplicated too.
+//
+// Outbound, a QoS 2 delivery is PUBLISH, PUBREC, PUBREL, PUBCOMP, and a
+// persistent session's checkpoint passes it only at the PUBCOMP. When the
+// connection ends, what was delivered and not yet passed by the
+// checkpoint is kept in the session (sessionDeliveries): the next
+// connection resends PUBREL for what the client had received, resends
+// the PUBLISH with its packet id and DUP for what it had not, and does
+// not deliver again what it had completed, when the SHB's durable
+// subscriptions replay them from the checkpoint.
+
+// qosProperty is the aerie property that carries the QoS an MQTT client
+// published with, 0 or 1; absent, a message is QoS 2 (aerie's own
+// publishes are exactly once). A subscriber gets a message at the lower
+// of its QoS and the subscription's [MQTT-3.8.4-8]. MQTT 5 subscribers do
+// not see it as a user property; an MQTT 5 publisher's user property of
+// that name is dropped.
+const qosProperty = "mqtt_qos"
+
+// eventQoS is the QoS ev was published with.
+func eventQoS(ev *msg.Event) byte {
+	if v, ok := ev.Props.Get(qosProperty); ok && v.Kind == msg.PropInt && v.Int() >= 0 && v.Int() < 2 {
+		return byte(v.Int())
+	}
+	return 2
+}
+
+// deliveryKey names one delivery of a durable subscription: its event is
+// the same whichever connection of the session delivers it.
+type deliveryKey struct {
+	sub    msg.SubID
+	pubend msg.PubendID
+	t      tick.Tick
+}
+
+// sent is a QoS 2 delivery of the previous connection not yet complete:
+// its packet id, and whether the client had received it (PUBREC).
+type sent struct {
+	pid uint16
+	rec bool
+}
+
+// sessionDeliveries is what a persistent session's last connection had
+// delivered beyond its checkpoints.
+type sessionDeliveries struct {
+	done    map[deliveryKey]bool // acknowledged (PUBACK, PUBCOMP) or written at QoS 0
+	pending map[deliveryKey]sent // QoS 2, incomplete
+}
+
+// inbound is a QoS 2 PUBLISH received and not yet released.
+type inbound struct {
+	seq   uint64
+	acked bool // aerie acknowledged it: PUBREC written (or due)
+}
+
+// flight is a delivery awaiting the client: PUBACK at QoS 1, PUBREC then
+// PUBCOMP at QoS 2. ref is its mark on a durable subscription's
+// checkpoint; placeholder: a packet id of the previous connection's, kept
+// until its event is delivered again or its PUBCOMP comes.
+type flight struct {
+	ref         markRef
+	qos         byte
+	rec         bool
+	placeholder bool
+	key         deliveryKey
+}
+
+// nextSeq is the sequence number of the session's next aerie publish.
+func (st *clientState) nextSeq() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.seq++
+	return st.seq
+}
+
+// publish2 takes a QoS 2 PUBLISH already mapped to p (the read goroutine):
+// a new packet id is a new publish; one still kept is the same message
+// again.
+func (c *Conn) publish2(pk packets.Packet, p msg.Publish) {
+	st := c.st
+	st.mu.Lock()
+	in := st.in[pk.PacketID]
+	if in == nil {
+		st.seq++
+		in = &inbound{seq: st.seq}
+		st.in[pk.PacketID] = in
+	}
+	seq, acked := in.seq, in.acked
+	st.mu.Unlock()
+	c.mu.Lock()
+	c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID, typ: packets.Pubrec, done: acked})
+	c.mu.Unlock()
+	if acked {
+		signal(c.wake)
+		return
+	}
+	p.Seq = seq
+	c.s.opts.Host.Request(c.id, p)
+}
+
+// release answers a PUBREL (the read goroutine): PUBCOMP, and the packet
+// id is free; an unknown one gets PUBCOMP 0x92 (MQTT 5) or a plain PUBCOMP
+// (3.1.1, whose client may resend PUBREL after a lost PUBCOMP).
+func (c *Conn) release(pid uint16) {
+	st := c.st
+	st.mu.Lock()
+	_, ok := st.in[pid]
+	delete(st.in, pid)
+	st.mu.Unlock()
+	comp := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubcomp}, PacketID: pid}
+	if !ok && c.v5 {
+		comp.ReasonCode = packets.ErrPacketIdentifierNotFound.Code
+		c.s.log.Info("MQTT PUBREL for an unknown packet id", "client", c.cl.ID, "pid", pid)
+	}
+	_ = c.cl.WritePacket(comp) // a failed write ends the connection anyway
+}
+
+// received: the client's PUBREC of delivery pid (the read goroutine). It
+// has the message: PUBREL, and the delivery completes at its PUBCOMP. A
+// failure code ends the exchange (MQTT 5 §4.13.2): the delivery is done.
+func (c *Conn) received(pid uint16, code byte) {
+	c.mu.Lock()
+	f, ok := c.inflight[pid]
+	if ok && f.qos == 2 && code < 0x80 {
+		f.rec = true
+		c.inflight[pid] = f
+	}
+	c.mu.Unlock()
+	switch {
+	case !ok || f.qos != 2:
+		rel := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: pid}
+		if c.v5 {
+			rel.ReasonCode = packets.ErrPacketIdentifierNotFound.Code
+		}
+		_ = c.cl.WritePacket(rel)
+	case code >= 0x80:
+		c.s.log.Info("MQTT client refused a delivery", "client", c.cl.ID, "pid", pid, "code", fmt.Sprintf("%#x", code))
+		c.delivered(pid)
+	default:
+		_ = c.cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: pid})
+	}
+}
+
+// completed: the client's PUBCOMP of delivery pid.
+func (c *Conn) completed(pid uint16) {
+	c.mu.Lock()
+	f, ok := c.inflight[pid]
+	if ok && f.placeholder {
+		// Completed before its event came again: when it comes, it is
+		// not delivered.
+		c.replay.done[f.key] = true
+		delete(c.replay.pending, f.key)
+		delete(c.inflight, pid)
+		c.mu.Unlock()
+		signal(c.quota)
+		return
+	}
+	c.mu.Unlock()
+	if ok && f.qos == 2 {
+		c.delivered(pid)
+	}
+}
+
+// saveDeliveries keeps, in the session, what this connection delivered
+// beyond the checkpoints (the connection is ending; mu held).
+func (c *Conn) saveDeliveriesLocked() sessionDeliveries {
+	sd := sessionDeliveries{done: c.ckpt.doneBeyond(), pending: map[deliveryKey]sent{}}
+	for k := range c.replay.done {
+		sd.done[k] = true
+	}
+	for pid, f := range c.inflight {
+		switch {
+		case f.placeholder:
+			sd.pending[f.key] = sent{pid: pid, rec: f.rec}
+		case f.qos == 2 && f.ref.sub != "":
+			if t, ok := c.ckpt.tickOf(f.ref); ok {
+				sd.pending[deliveryKey{f.ref.sub, f.ref.pubend, t}] = sent{pid: pid, rec: f.rec}
+			}
+		}
+	}
+	return sd
+}
+
+// restoreDeliveries takes what the session's previous connection left
+// (before the writer starts): every packet id still in flight is kept
+// until its event comes again, and PUBREL goes again for those the client
+// had received [MQTT-4.4.0-1].
+func (c *Conn) restoreDeliveries(sd sessionDeliveries) {
+	var rels []uint16
+	c.mu.Lock()
+	c.replay = sd
+	if c.replay.done == nil {
+		c.replay.done = map[deliveryKey]bool{}
+	}
+	if c.replay.pending == nil {
+		c.replay.pending = map[deliveryKey]sent{}
+	}
+	for k, p := range sd.pending {
+		c.inflight[p.pid] = flight{qos: 2, rec: p.rec, placeholder: true, key: k}
+		if p.rec {
+			rels = append(rels, p.pid)
+		}
+	}
+	c.mu.Unlock()
+	for _, pid := range rels {
+		_ = c.cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: pid})
+	}
+}
+
+// replayed looks up an event the durable subscription name delivers
+// again after the session resumed (mu held): done, it is not delivered;
+// pending, it takes its old packet id back.
+func (c *Conn) replayedLocked(name msg.SubID, ev *msg.Event) (done bool, old sent, pending bool) {
+	if len(c.replay.done) == 0 && len(c.replay.pending) == 0 {
+		return false, sent{}, false
+	}
+	k := deliveryKey{name, ev.Pubend, ev.Tick}
+	if c.replay.done[k] {
+		delete(c.replay.done, k)
+		return true, sent{}, false
+	}
+	if p, ok := c.replay.pending[k]; ok {
+		delete(c.replay.pending, k)
+		return false, p, true
+	}
+	return false, sent{}, false
+}
+
+// waitPrevious waits (bounded) for the client id's previous connection to
+// finish ending, so that what it leaves in the session is there when
+// this one resumes it (a takeover ends the old connection concurrently).
+func (c *Conn) waitPrevious(prev *Conn) {
+	if prev == nil || prev == c {
+		return
+	}
+	select {
+	case <-prev.ended:
+	case <-time.After(5 * time.Second):
+		c.s.log.Warn("MQTT session resumed before its previous connection ended", "client", c.cl.ID)
+	}
+}
+
+// answered2: aerie answered the QoS 2 publish pid, seq (mu held): the
+// packet id is kept until PUBREL, or freed if refused (the client sends
+// no PUBREL after a failed PUBREC).
+func (c *Conn) answered2(pid uint16, seq uint64, code byte) {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if in := c.st.in[pid]; in != nil && in.seq == seq {
+		in.acked = true
+		if code >= 0x80 {
+			delete(c.st.in, pid)
+		}
+	}
+}
+
+// pubacked: the client's PUBACK of delivery pid, which counts only for a
+// QoS 1 delivery.
+func (c *Conn) pubacked(pid uint16) {
+	c.mu.Lock()
+	f, ok := c.inflight[pid]
+	c.mu.Unlock()
+	if ok && f.qos == 1 {
+		c.delivered(pid)
+	}
+}
