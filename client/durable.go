@@ -167,3 +167,53 @@ func (s *Subscription) Delete() error {
 	}
 	return nil
 }
+
+// DeleteDurable deletes durable subscription name at this client's broker
+// while its subscriber is away (or attached on this client), releasing
+// what it held, and returns once the broker has taken the deletion in. A
+// name the broker does not know is left as it is; one attached on another
+// connection is not deleted.
+func (c *Client) DeleteDurable(ctx context.Context, name string) error {
+	if name == "" || strings.ContainsAny(name, " \t\n/") {
+		return refused{fmt.Errorf("durable subscription name %q: not empty, no spaces or slashes", name)}
+	}
+	if s := c.sub(name); s != nil && s.durable {
+		if err := s.Delete(); err != nil {
+			return err
+		}
+	} else if err := c.send(ctx, msg.Unsubscribe{Sub: msg.SubID(name)}); err != nil {
+		return err
+	}
+	// A deletion has no answer. A subscription asked for after it on the
+	// same connection is answered after it was taken in: one that matches
+	// nothing, closed at once.
+	b, err := c.SubscribeSelector(ctx, "aerie.barrier", "FALSE")
+	if err != nil {
+		return fmt.Errorf("durable subscription %s: deletion not confirmed: %w", name, err)
+	}
+	b.Close()
+	return nil
+}
+
+// send sends m once a connection is up, or fails when ctx ends first.
+func (c *Client) send(ctx context.Context, m msg.Msg) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	up := c.connUp
+	c.mu.Unlock()
+	select {
+	case <-up:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn == nil || !conn.Send(m) {
+		return fmt.Errorf("%w: connection lost while sending", ErrDisconnected)
+	}
+	return nil
+}

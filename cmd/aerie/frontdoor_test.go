@@ -225,3 +225,10 @@ func TestSimAndBenchRefuseNonsensicalNumbers(t *testing.T) {
 		}
 	}
 }
+
+func TestSubDeleteNeedsDurable(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"sub", "--delete"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--delete need --durable") {
+		t.Errorf("sub --delete without --durable: exit %d, %q", code, errOut.String())
+	}
+}

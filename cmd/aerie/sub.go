@@ -27,7 +27,7 @@ type subOptions struct {
 	addr, topic, selector string
 	count                 int
 	timeout, wait         time.Duration
-	json, total           bool
+	json, total, delete   bool
 	durable, checkpoint   string
 	from                  string
 	sec                   *clientSecurity
@@ -55,6 +55,7 @@ func parseSub(args []string, stderr io.Writer) (o subOptions, code int, ok bool)
 	fs.BoolVar(&o.json, "json", false, "one JSON object per event on stdout")
 	fs.StringVar(&o.durable, "durable", "", "durable subscription name: kept by its broker while this subscriber is away, resumed from its checkpoint at any broker")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "with --durable: file holding the checkpoint token, read at start and saved after every line written and at a graceful stop")
+	fs.BoolVar(&o.delete, "delete", false, "with --durable: delete the durable subscription at its broker, while its subscriber is away, and exit (an addition)")
 	fs.StringVar(&o.from, "from", "", "with --durable: checkpoint token to resume from (overrides --checkpoint's)")
 	fs.BoolVar(&o.total, "total-order", false, "uniform total order across pubends: every pubend's events merged in (tick, pubend) order, the same at every broker (not with --durable; adds about a round trip to the furthest PHB)")
 	o.sec = addClientSecurity(fs)
@@ -90,8 +91,8 @@ func (o *subOptions) check() error {
 	switch {
 	case o.total && o.durable != "":
 		return fmt.Errorf("--total-order is not offered for durable subscriptions")
-	case o.durable == "" && (o.checkpoint != "" || o.from != ""):
-		return fmt.Errorf("--checkpoint and --from need --durable NAME")
+	case o.durable == "" && (o.checkpoint != "" || o.from != "" || o.delete):
+		return fmt.Errorf("--checkpoint, --from and --delete need --durable NAME")
 	}
 	return nil
 }
@@ -101,6 +102,9 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	o, code, ok := parseSub(args, stderr)
 	if !ok {
 		return code
+	}
+	if o.delete {
+		return runDeleteDurable(o, stderr)
 	}
 	if o.durable != "" {
 		return runDurableSub(durableArgs{addr: o.addr, topic: o.topic, selector: o.selector, count: o.count, timeout: o.timeout,

@@ -203,3 +203,32 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	return nil
 }
+
+// runDeleteDurable is `aerie sub --durable NAME --delete`: the way to give
+// a name another filter, which a resume refuses.
+func runDeleteDurable(o subOptions, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var copts client.Options
+	if err := o.sec.apply(&copts, stderr); err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 2
+	}
+	c, err := dialClient(ctx, "sub", o.addr, o.wait, copts, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if err := c.DeleteDurable(ctx, o.durable); err != nil {
+		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "deleted durable subscription %s\n", o.durable)
+	return 0
+}

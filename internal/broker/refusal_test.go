@@ -3,6 +3,7 @@ package broker_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -92,5 +93,39 @@ func TestBrokerRefusesBadTopicsAndFiltersOfARawClient(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the good publish was not delivered")
+	}
+}
+
+// TestDurableResumeUnderAnotherFilter: a durable subscription asked for
+// under another filter is refused with both filters named; once deleted,
+// the name takes the new filter.
+func TestDurableResumeUnderAnotherFilter(t *testing.T) {
+	opts := oneBroker(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func() *client.Client {
+		c, err := client.Dial(ctx, opts.Clients, client.Options{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	first := dial()
+	if _, err := first.SubscribeDurable(ctx, client.Durable{Name: "audit", Pattern: "orders.>"}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // away
+	c := dial()
+	_, err := c.SubscribeDurable(ctx, client.Durable{Name: "audit", Pattern: "orders.eu", Selector: "qty > 1"})
+	if !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), `topic "orders.>" selector ""`) ||
+		!strings.Contains(err.Error(), `topic "orders.eu" selector "qty > 1"`) {
+		t.Fatalf("resume under another filter: %v, want a refusal naming both filters", err)
+	}
+	if err := c.DeleteDurable(ctx, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SubscribeDurable(ctx, client.Durable{Name: "audit", Pattern: "orders.eu", Selector: "qty > 1"}); err != nil {
+		t.Fatalf("after deleting it, the name did not take another filter: %v", err)
 	}
 }

@@ -128,13 +128,13 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 	}
 	name := string(m.Sub)
 	d := b.durables.subs[name]
-	if d != nil && d.cur.Name != "" && (d.cur.Pattern != m.Pattern || d.cur.Selector != m.Selector) {
+	if d != nil && d.cur.Name != "" && !d.cur.Deleted && (d.cur.Pattern != m.Pattern || d.cur.Selector != m.Selector) {
 		// Resuming under another filter would silently drop what the
 		// subscriber missed that no longer matches: the subscriber
 		// deletes the subscription, or picks another name.
 		b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: fmt.Sprintf(
 			"durable subscription %s has topic %q selector %q at broker %s; this request asks for topic %q selector %q: "+
-				"delete the subscription first, or use another name", name, d.cur.Pattern, d.cur.Selector, b.id, m.Pattern, m.Selector)})
+				"delete the subscription first (aerie sub --durable NAME --delete), or use another name", name, d.cur.Pattern, d.cur.Selector, b.id, m.Pattern, m.Selector)})
 		return
 	}
 	if d == nil {
@@ -145,7 +145,7 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 		b.detachDurable(d, fmt.Sprintf("durable subscription %s was taken over by a newer connection", name))
 	}
 	from := m.From
-	if d.cur.Name == "" { // new
+	if d.cur.Name == "" || d.cur.Deleted { // new, or again under a deleted one's name
 		d.cur = msg.DurableSub{Name: name, Pattern: m.Pattern, Selector: m.Selector}
 	} else if len(from) == 0 {
 		from = maps.Clone(d.cur.Released)

@@ -541,6 +541,16 @@ func TestDurableResumeUnderAnotherFilterRefused(t *testing.T) {
 	if st := ofType[msg.SubStarted](f.clients[2]); len(st) != 1 {
 		t.Fatalf("the same filter did not resume: %v", f.clients[2])
 	}
+	// Deleted, the name is free for another filter at once (before the
+	// deletion is durable too).
+	b.ClientRequest(2, msg.Unsubscribe{Sub: "audit"})
+	b.Drain()
+	f.clients[2] = nil
+	b.ClientRequest(2, msg.Subscribe{Sub: "audit", Pattern: "b.>", Durable: true})
+	b.Drain()
+	if st := ofType[msg.SubStarted](f.clients[2]); len(st) != 1 {
+		t.Fatalf("a deleted subscription's name was not free for another filter: %v", f.clients[2])
+	}
 }
 
 // A raw client's bad topics, patterns and selectors are refused by the
