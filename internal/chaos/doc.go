@@ -2,7 +2,7 @@
 // processes, with its own publishers and subscribers, injects seeded faults
 // into the brokers and the links between them for a while, heals, and checks
 // every delivery against the rules the simulator's oracle checks (docs/CONCEPTS.md
-// §9): per subscription and pubend, no event twice and none out of order
+// "Invariants"): per subscription and pubend, no event twice and none out of order
 // (I2, I3), no event its filter rejects and none that was not published
 // (I1), and, after healing, every acknowledged publish its filter selects
 // delivered, except inside the gap notices a subscription that had to

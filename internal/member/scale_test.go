@@ -12,7 +12,7 @@ import (
 )
 
 // TestViewChangeScale measures how a view change grows with the cluster
-// (docs/SCALE.md, "Membership"): N members seeded on the first three form
+// (docs/SCALE.md, "Scaling law: a view change vs the cluster's size"): N members seeded on the first three form
 // one view over the simulated failure detector (sim_test.go: detection in
 // 300–900 ms, messages of 1–20 ms); then one of them crashes, and the test
 // measures, in simulated time, how long until every survivor has installed

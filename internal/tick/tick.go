@@ -1,6 +1,6 @@
 // Package tick holds the time axis of a pubend and the per-tick knowledge
 // and curiosity values of the Gryphon guaranteed-delivery model (docs/CONCEPTS.md
-// §1–§3, seed 000 §3.1).
+// "Ticks", "Knowledge", "Curiosity"; seed 000 §3.1).
 //
 // Every representation here is range-encoded: a silence message can cover
 // millions of ticks, so memory scales with the number of runs, never with the
