@@ -201,6 +201,8 @@ func TestOtherCommandsRefuseNonsensicalNumbers(t *testing.T) {
 		{[]string{"dev", "--base-port", "-1"}, "--base-port -1: must be from 1 to"},
 		{[]string{"dev", "--base-port", "65500"}, "--base-port 65500"},
 		{[]string{"chaos", "--duration", "-1m"}, "--duration -1m0s: must be 0 or more"},
+		{[]string{"zap", "view", "--top", "-1"}, "--top -1: must be at least 0"},
+		{[]string{"zap", "pub", "--timeout", "-1s"}, "--timeout -1s: must be 0 or more"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {

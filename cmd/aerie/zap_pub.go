@@ -76,6 +76,10 @@ flags:
 		fmt.Fprintln(stderr, "aerie zap pub: --rate, --count and --duration cannot be negative")
 		return 2
 	}
+	if err := nonNegativeDuration("timeout", *timeout, "fail at once"); err != nil {
+		fmt.Fprintf(stderr, "aerie zap pub: %v\n", err)
+		return 2
+	}
 	if *id == "" {
 		b := make([]byte, 4)
 		crand.Read(b)

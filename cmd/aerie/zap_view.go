@@ -68,6 +68,10 @@ flags:
 		fmt.Fprintln(stderr, "aerie zap view: --every and --save-every must be positive")
 		return 2
 	}
+	if err := firstErr(atLeast("top", *top, 0), nonNegativeDuration("timeout", *timeout, "fail at once")); err != nil {
+		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
+		return 2
+	}
 	state, token, resumed, err := loadZapState(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
