@@ -182,6 +182,18 @@ func commentLines(fset *token.FileSet, rel string, c *ast.Comment) []citingText 
 	return out
 }
 
+// hashComment returns a testdata line's comment: the whole line when it
+// starts with #, else what follows " # " (a seed list's note).
+func hashComment(line string) (string, bool) {
+	if t := strings.TrimSpace(line); strings.HasPrefix(t, "#") {
+		return strings.TrimSpace(strings.TrimLeft(t, "#")), true
+	}
+	if _, c, ok := strings.Cut(line, " # "); ok {
+		return strings.TrimSpace(c), true
+	}
+	return "", false
+}
+
 func hashComments(path, rel string) ([]citingText, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -189,8 +201,8 @@ func hashComments(path, rel string) ([]citingText, error) {
 	}
 	var out []citingText
 	for i, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "#") {
-			out = append(out, citingText{file: rel, line: i + 1, text: l})
+		if c, ok := hashComment(l); ok {
+			out = append(out, citingText{file: rel, line: i + 1, text: c})
 		}
 	}
 	return out, nil

@@ -218,14 +218,17 @@ func hashParagraphs(path, rel string) []citingParagraph {
 	var out []citingParagraph
 	var cur []string
 	for _, line := range strings.Split(string(data), "\n") {
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") {
-			cur = append(cur, strings.TrimSpace(strings.TrimLeft(trimmed, "#")))
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			c, _ := hashComment(line)
+			cur = append(cur, c)
 			continue
 		}
 		if len(cur) > 0 {
 			out = append(out, citingParagraph{rel, strings.Join(cur, " ")})
 			cur = nil
+		}
+		if c, ok := hashComment(line); ok { // a note after data: a paragraph of its own
+			out = append(out, citingParagraph{rel, c})
 		}
 	}
 	if len(cur) > 0 {
