@@ -219,6 +219,9 @@ func (o *pubOptions) run(stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
+	// An interrupt closes the client, so that a publish waiting for room
+	// (MaxInflight unacknowledged, say while a broker is down) returns.
+	defer context.AfterFunc(ctx, func() { c.Close() })()
 	began := time.Now()
 	// Acks are read in publish order by a goroutine of their own, so that
 	// progress (sent, acked, the ack rate) can be told while publishing: a
@@ -260,6 +263,9 @@ func (o *pubOptions) publishAll(ctx context.Context, c *client.Client, payload [
 		p["seq"] = int64(i)
 		ch, err := c.PublishAsync(client.Message{Topic: o.topic, Props: p, Payload: payload})
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: report says so
+			}
 			return err
 		}
 		acks.add(ch)
@@ -272,7 +278,9 @@ func (o *pubOptions) publishAll(ctx context.Context, c *client.Client, payload [
 func (o *pubOptions) report(acks *ackReader, interrupted bool, began time.Time, stdout, stderr io.Writer) int {
 	sent, acked, dups, last := int(acks.sent.Load()), int(acks.acked.Load()), acks.dups, acks.last
 	for _, err := range acks.errs {
-		fmt.Fprintf(stderr, "aerie pub: %v\n", err)
+		if !(interrupted && errors.Is(err, client.ErrClosed)) { // closed by the interrupt
+			fmt.Fprintf(stderr, "aerie pub: %v\n", err)
+		}
 	}
 	switch {
 	case interrupted:

@@ -134,6 +134,10 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	sub, err := subscribe(subCtx, o.topic, o.selector)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(stderr, "aerie sub: interrupted before the subscription was in force")
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie sub: %v\n", err)
 		return 1
