@@ -396,7 +396,9 @@ func (c *Client) dialAs(ctx context.Context, addr string, v uint16) (*transport.
 				return nil, nil, fmt.Errorf("%w: TLS: %v", ErrRefused, err)
 			}
 		}
-		return nil, nil, err
+		// Something answered, but not as a broker's client port does
+		// (a broker-to-broker, MQTT or HTTP port, or another server).
+		return nil, nil, fmt.Errorf("no aerie handshake (not a broker's client port?): %w", err)
 	}
 	conn.SetTraceHops(lattrace.ConnHop(msg.NodeID(conn.Peer.ID), false, ""))
 	return conn, r, nil
