@@ -163,6 +163,10 @@ func TestHelpAndVersionForms(t *testing.T) {
 		}
 	}
 	var out, errOut bytes.Buffer
+	if code := run([]string{"help", "nope"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "nope"`) {
+		t.Errorf("aerie help nope: exit %d, %q", code, errOut.String())
+	}
+	out.Reset()
 	if code := run([]string{"--version"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "aerie ") {
 		t.Errorf("aerie --version: exit %d, %q %q", code, out.String(), errOut.String())
 	}
@@ -232,5 +236,26 @@ func TestSubDeleteNeedsDurable(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := run([]string{"sub", "--delete"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--delete need --durable") {
 		t.Errorf("sub --delete without --durable: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestPubReportsAnInterrupt: interrupted, pub's last line still starts
+// "published N acked M" and says it was interrupted, and it exits 1.
+func TestPubReportsAnInterrupt(t *testing.T) {
+	o := pubOptions{count: 10}
+	a := newAckReader(o.count, 0)
+	a.sent.Store(4)
+	a.acked.Store(3)
+	a.last = client.Ack{Pubend: "P1", Tick: 9}
+	a.errs = []error{client.ErrClosed}
+	var out, errOut bytes.Buffer
+	if code := o.report(a, true, time.Now(), &out, &errOut); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if want := "published 4 acked 3 (interrupted after 4 of 10; last acked pubend P1 tick 9)\n"; out.String() != want {
+		t.Errorf("last line %q, want %q", out.String(), want)
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("the interrupt's own closing was reported: %q", errOut.String())
 	}
 }

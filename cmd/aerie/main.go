@@ -44,10 +44,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runVersion(args[1:], stdout, stderr)
 	case len(args) == 2 && args[0] == "help" && args[1] != bench.ChildCommand:
 		// `aerie help pub` is `aerie pub -h`.
-		if c, ok := cmds[args[1]]; ok {
-			c.run([]string{"-h"}, stdout, stderr)
-			return 0
+		c, ok := cmds[args[1]]
+		if !ok {
+			fmt.Fprintf(stderr, "aerie help: unknown command %q\n", args[1])
+			usage(stderr, cmds)
+			return 2
 		}
+		c.run([]string{"-h"}, stdout, stderr)
+		return 0
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr, cmds)
