@@ -207,6 +207,7 @@ func TestOtherCommandsRefuseNonsensicalNumbers(t *testing.T) {
 		{[]string{"chaos", "--duration", "-1m"}, "--duration -1m0s: must be 0 or more"},
 		{[]string{"zap", "view", "--top", "-1"}, "--top -1: must be at least 0"},
 		{[]string{"zap", "pub", "--timeout", "-1s"}, "--timeout -1s: must be 0 or more"},
+		{[]string{"zap", "view", "--wait-for-broker", "-1s"}, "--wait-for-broker -1s: must be 0 or more"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {

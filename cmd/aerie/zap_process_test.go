@@ -210,14 +210,14 @@ func TestZapViewersExactAfterKill(t *testing.T) {
 
 	step("witness subscribed")
 	state := filepath.Join(f.dir, "zv.zapstate")
-	view := []string{"--connect", addrs["s1"], "--durable", "zv", "--checkpoint", state, "--json", "--top", "0",
+	view := []string{"--connect", addrs["s1"], "--wait-for-broker", "60s", "--durable", "zv", "--checkpoint", state, "--json", "--top", "0",
 		"--every", "100ms", "--save-every", "200ms", "--channels", "ch000,ch039", "--until", fmt.Sprint(total)}
 	first := startZapView(t, f, ctx, view...)
 	first.waitStderr(t, ctx, "subscribed ")
 
 	step("viewer subscribed")
 	var pubOut, pubErr bytes.Buffer
-	pub := exec.CommandContext(ctx, f.bin, "zap", "pub", "--connect", addrs["p1"], "--boxes", fmt.Sprint(boxes),
+	pub := exec.CommandContext(ctx, f.bin, "zap", "pub", "--connect", addrs["p1"], "--wait-for-broker", "60s", "--boxes", fmt.Sprint(boxes),
 		"--publishers", fmt.Sprint(pubs), "--channels", fmt.Sprint(channels), "--count", fmt.Sprint(total), "--rate", "600",
 		"--seed", fmt.Sprint(seed), "--id", "zaptest")
 	pub.Stdout, pub.Stderr = &pubOut, &pubErr

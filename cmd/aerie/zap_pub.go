@@ -57,7 +57,8 @@ flags:
 	seed := fs.Uint64("seed", 1, "seed of the model")
 	startAt := fs.String("start", zapEpoch, "model time zero (RFC 3339): DATE and TIME of the events count from it")
 	id := fs.String("id", "", "client id prefix; publisher i is PREFIX-i, so a rerun with the same prefix and seed is deduplicated (default: random)")
-	timeout := fs.Duration("timeout", time.Minute, "give up when not all events are acked this long after the last is sent")
+	timeout := fs.Duration("timeout", time.Minute, "how long to wait for the outcome once publishing: for every ack, after the last event is sent (0: no limit)")
+	wait := fs.Duration("wait-for-broker", 0, "at start, while no address answers, keep trying this long, saying so on stderr (0: fail at once; once connected, failures are always retried)")
 	sec := addClientSecurity(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -76,7 +77,7 @@ flags:
 		fmt.Fprintln(stderr, "aerie zap pub: --rate, --count and --duration cannot be negative")
 		return 2
 	}
-	if err := nonNegativeDuration("timeout", *timeout, "fail at once"); err != nil {
+	if err := firstErr(nonNegativeDuration("timeout", *timeout, "no limit"), nonNegativeDuration("wait-for-broker", *wait, "fail at once")); err != nil {
 		fmt.Fprintf(stderr, "aerie zap pub: %v\n", err)
 		return 2
 	}
@@ -85,7 +86,7 @@ flags:
 		crand.Read(b)
 		*id = "zap-" + hex.EncodeToString(b)
 	}
-	copts := client.Options{RetryDial: true}
+	var copts client.Options
 	if err := sec.apply(&copts, stderr); err != nil {
 		fmt.Fprintf(stderr, "aerie zap pub: %v\n", err)
 		return 2
@@ -99,11 +100,9 @@ flags:
 	}
 	clients := make([]*client.Client, *pubs)
 	for i := range clients {
-		dctx, dcancel := context.WithTimeout(ctx, *timeout)
 		o := copts
 		o.ID = fmt.Sprintf("%s-%d", *id, i)
-		clients[i], err = client.Dial(dctx, *addr, o)
-		dcancel()
+		clients[i], err = dialClient(ctx, "zap pub", *addr, *wait, o, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "aerie zap pub: publisher %d: %v\n", i, err)
 			return 1
@@ -191,8 +190,10 @@ func zapPublish(ctx context.Context, g *zap.Generator, clients []*client.Client,
 		}
 	}
 	close(results)
-	stopAcks := time.AfterFunc(pace.timeout, ackCancel)
-	defer stopAcks.Stop()
+	if pace.timeout > 0 {
+		stopAcks := time.AfterFunc(pace.timeout, ackCancel)
+		defer stopAcks.Stop()
+	}
 	t := <-tallied
 	el := time.Since(began)
 	pe := make([]string, 0, len(t.pubends))

@@ -56,7 +56,8 @@ flags:
 	until := fset.Uint64("until", 0, "save, report and exit 0 once the state holds this many events, counting those before a restart (0: run until interrupted)")
 	named := fset.String("channels", "", "also report the viewers of these channels, comma-separated (P2S's numViewers), e.g. ch003,ch042")
 	asJSON := fset.Bool("json", false, "reports as one JSON object per line")
-	timeout := fset.Duration("timeout", 30*time.Second, "exit 1 if not subscribed within this long")
+	timeout := fset.Duration("timeout", 30*time.Second, "how long to wait for the outcome once connected: exit 1 if not subscribed within this long (0: no limit)")
+	wait := fset.Duration("wait-for-broker", 0, "at start, while no address answers, keep trying this long, saying so on stderr (0: fail at once; once connected, failures are always retried)")
 	sec := addClientSecurity(fset)
 	if code, ok := parseFlags(fset, args); !ok {
 		return code
@@ -68,7 +69,7 @@ flags:
 		fmt.Fprintln(stderr, "aerie zap view: --every and --save-every must be positive")
 		return 2
 	}
-	if err := firstErr(atLeast("top", *top, 0), nonNegativeDuration("timeout", *timeout, "fail at once")); err != nil {
+	if err := firstErr(atLeast("top", *top, 0), nonNegativeDuration("timeout", *timeout, "no limit"), nonNegativeDuration("wait-for-broker", *wait, "fail at once")); err != nil {
 		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
 		return 2
 	}
@@ -79,20 +80,24 @@ flags:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dialCtx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	copts := client.Options{RetryDial: true}
+	var copts client.Options
 	if err := sec.apply(&copts, stderr); err != nil {
 		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
 		return 2
 	}
-	c, err := client.Dial(dialCtx, *addr, copts)
+	c, err := dialClient(ctx, "zap view", *addr, *wait, copts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
 		return 1
 	}
 	defer c.Close()
-	sub, err := c.SubscribeDurable(dialCtx, client.Durable{Name: *name, Pattern: zap.TopicPattern, From: token})
+	subCtx := ctx
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		subCtx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	sub, err := c.SubscribeDurable(subCtx, client.Durable{Name: *name, Pattern: zap.TopicPattern, From: token})
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
 		return 1
