@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMQTTMosquittoQoS2: mosquitto_pub at QoS 2 at the PHB, mosquitto_sub
+// at QoS 2 at the SHB two hops away, with topics MQTT allows and aerie
+// words do not (a leading '/', empty levels, a '.' inside a level) and a
+// '$' topic, which '#' must not match and '$dev/+' must. Each message
+// arrives once, at QoS 2, in order, its topic unchanged.
+func TestMQTTMosquittoQoS2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	for _, tool := range []string{"mosquitto_sub", "mosquitto_pub", "stdbuf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: install Debian's mosquitto-clients (apt-get install -y mosquitto-clients) to run this test", tool)
+		}
+	}
+	_, _, mq, _ := mqttNet(t)
+	hostPort := func(a string) (string, string) { h, p, _ := net.SplitHostPort(a); return h, p }
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	h, p := hostPort(mq["s1"])
+	msub := exec.CommandContext(ctx, "stdbuf", "-oL", "mosquitto_sub", "-h", h, "-p", p, "-i", "msub2", "-q", "2",
+		"-t", "#", "-t", "$dev/+", "-v", "-d", "-C", "4")
+	out, err := msub.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for l := range lines {
+		if strings.Contains(l, "received SUBACK") {
+			break
+		}
+	}
+	h, p = hostPort(mq["p1"])
+	want := []string{"/TopicA m1", "$dev/x m2", "a//b/ m3", "v/1.5 m4"}
+	for _, w := range want {
+		topic, payload, _ := strings.Cut(w, " ")
+		args := []string{"-h", h, "-p", p, "-i", "mpub2", "-q", "2", "-t", topic, "-m", payload}
+		if out, err := exec.CommandContext(ctx, "mosquitto_pub", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mosquitto_pub -q 2 -t %s: %v\n%s", topic, err, out)
+		}
+	}
+	var got []string
+	qos2 := 0
+	for l := range lines {
+		switch {
+		case strings.Contains(l, "received PUBLISH (d0, q2"):
+			qos2++
+		case strings.HasPrefix(l, "Client ") || strings.HasPrefix(l, "Subscribed "): // -d's own lines
+		default:
+			got = append(got, l)
+		}
+	}
+	if err := msub.Wait(); err != nil {
+		t.Fatalf("mosquitto_sub: %v (got %q)", err, got)
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") || qos2 != len(want) {
+		t.Fatalf("mosquitto_sub printed %q (%d at QoS 2), want %q, each at QoS 2", got, qos2, want)
+	}
+}
