@@ -78,3 +78,71 @@ func TestMQTTMosquittoQoS2(t *testing.T) {
 		t.Fatalf("mosquitto_sub printed %q (%d at QoS 2), want %q, each at QoS 2", got, qos2, want)
 	}
 }
+
+// startMosquittoSub starts mosquitto_sub with args (and -d) and returns
+// once its SUBACK is in, with the lines it prints after.
+func startMosquittoSub(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "stdbuf", append([]string{"-oL", "mosquitto_sub", "-d"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for l := range lines {
+		if strings.Contains(l, "received SUBACK") {
+			return cmd, lines
+		}
+	}
+	t.Fatalf("mosquitto_sub %q ended without a SUBACK: %v", args, cmd.Wait())
+	return nil, nil
+}
+
+// TestMQTTMosquittoWill: a client at the PHB with a will, killed (its
+// connection ends without DISCONNECT): the will reaches a subscriber at
+// the SHB two hops away, once.
+func TestMQTTMosquittoWill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	for _, tool := range []string{"mosquitto_sub", "stdbuf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: install Debian's mosquitto-clients (apt-get install -y mosquitto-clients) to run this test", tool)
+		}
+	}
+	_, _, mq, _ := mqttNet(t)
+	hostPort := func(a string) (string, string) { h, p, _ := net.SplitHostPort(a); return h, p }
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	h, p := hostPort(mq["s1"])
+	watcher, lines := startMosquittoSub(t, ctx, "-h", h, "-p", p, "-i", "watcher", "-q", "1", "-t", "status/#", "-v", "-C", "1")
+	h, p = hostPort(mq["p1"])
+	dev, _ := startMosquittoSub(t, ctx, "-h", h, "-p", p, "-i", "dev1", "-t", "cmd/dev1",
+		"--will-topic", "status/dev1", "--will-payload", "offline", "--will-qos", "1")
+	if err := dev.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = dev.Wait()
+	var got []string
+	for l := range lines {
+		if !strings.HasPrefix(l, "Client ") && !strings.HasPrefix(l, "Subscribed ") { // -d's own lines
+			got = append(got, l)
+		}
+	}
+	if err := watcher.Wait(); err != nil {
+		t.Fatalf("mosquitto_sub: %v (got %q)", err, got)
+	}
+	if len(got) != 1 || got[0] != "status/dev1 offline" {
+		t.Fatalf("the watcher got %q, want the will \"status/dev1 offline\"", got)
+	}
+}

@@ -31,6 +31,7 @@ type Conn struct {
 	done      chan struct{} // closed when the connection is gone
 	ended     chan struct{} // closed when its end is complete (OnDisconnect)
 	st        *clientState  // its client id's session state (state.go)
+	will      *will         // published if the connection ends without DISCONNECT (will.go)
 	flushed   chan struct{} // closed when a CloseFlush has written everything
 	wake      chan struct{} // the writer has work (cap 1)
 	quota     chan struct{} // a delivered message was acknowledged (cap 1)

@@ -99,6 +99,7 @@ type Server struct {
 	resumed sync.Map
 	perms   sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
 	states  clientStates
+	wills   pendingWills
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -115,14 +116,15 @@ func Start(opts Options) (*Server, error) {
 	opts.Pubends = slices.Clone(opts.Pubends)
 	slices.Sort(opts.Pubends)
 	caps := mochi.NewDefaultServerCapabilities()
-	caps.RetainAvailable = 0                           // no retained store outside aerie
+	caps.RetainAvailable = 0                           // no retained store yet (a retained will is refused: 0x9A)
 	caps.SharedSubAvailable = 0                        // no $share
 	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
 	caps.TopicAliasMaximum = 0
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
-	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}}}
+	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
+		wills: pendingWills{m: map[string]*pendingWill{}}}
 	s.srv = mochi.New(&mochi.Options{
 		Capabilities:           caps,
 		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -242,52 +244,51 @@ func (h *hook) Provides(b byte) bool {
 	return false
 }
 
-// OnConnect refuses what aerie cannot honour, with a CONNACK that says
-// why: a will message (it would be published by the library, outside
-// aerie's guarantees).
+// OnConnect authenticates the client and refuses what aerie cannot
+// honour, with a CONNACK that says why: bad credentials, a persistent
+// session at a broker without data, a will aerie cannot publish (its
+// topic has no aerie form, or the user may not publish to it). It runs
+// on the connection's goroutine: bcrypt never holds the broker's loop.
 func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
+	var perms *auth.Perms
 	var r *refusal
+	if h.s.opts.Authenticate != nil {
+		p, err := h.s.opts.Authenticate(string(pk.Connect.Username), string(pk.Connect.Password))
+		if err != nil {
+			h.s.opts.Logger.Warn("MQTT client refused", "client", cl.ID, "addr", cl.Net.Remote, "err", err)
+			x := refuse(packets.ErrBadUsernameOrPassword, "bad user name or password", 0x04)
+			r = &x
+		}
+		perms = p
+	}
 	switch {
-	case cl.Properties.Will.Flag != 0:
-		x := refuse(packets.ErrImplementationSpecificError, "will messages are not supported by aerie", 0x03)
-		r = &x
+	case r != nil:
 	case !h.s.opts.Sessions && cl.Properties.ProtocolVersion < 5 && !cl.Properties.Clean:
 		x := refuse(packets.ErrImplementationSpecificError, fmt.Sprintf(
 			"broker %s keeps no data, so it cannot keep persistent sessions (clean session 0): connect to a broker with a data directory", h.s.opts.Broker), 0x03)
 		r = &x
-	case !h.s.opts.Sessions:
-		// MQTT 5 lets the server answer a shorter expiry (OnPacketEncode).
-		cl.Properties.Props.SessionExpiryInterval = 0
+	default:
+		r = checkWill(cl, perms)
 	}
 	if r == nil {
+		if !h.s.opts.Sessions {
+			// MQTT 5 lets the server answer a shorter expiry (OnPacketEncode).
+			cl.Properties.Props.SessionExpiryInterval = 0
+		}
+		h.s.perms.Store(cl, perms)
 		return nil
 	}
 	h.s.log.Info("refused MQTT connection", "client", cl.ID, "addr", cl.Net.Remote, "reason", r.code.Reason)
-	code := r.code
-	if cl.Properties.ProtocolVersion < 5 {
-		code = packets.Code{Code: r.v3}
-	}
-	_ = h.s.srv.SendConnack(cl, code, false, nil)
+	if cl.Properties.ProtocolVersion >= 5 {
+		_ = h.s.srv.SendConnack(cl, r.code, false, nil)
+	} else if r.v3 != 0 {
+		_ = h.s.srv.SendConnack(cl, packets.Code{Code: r.v3}, false, nil)
+	} // else 3.1.1 has no code for it: the connection is closed
 	return *r
 }
 
-// OnConnectAuthenticate admits every client: the [[user]] table plugs in
-// here (docs/MQTT.md, Security).
-// OnConnectAuthenticate checks the CONNECT's user name and password
-// against the network's users (Options.Authenticate), on the connection's
-// goroutine: bcrypt never holds the broker's loop.
-func (h *hook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
-	if h.s.opts.Authenticate == nil {
-		return true
-	}
-	perms, err := h.s.opts.Authenticate(string(pk.Connect.Username), string(pk.Connect.Password))
-	if err != nil {
-		h.s.opts.Logger.Warn("MQTT client refused", "client", cl.ID, "addr", cl.Net.Remote, "err", err)
-		return false
-	}
-	h.s.perms.Store(cl, perms)
-	return true
-}
+// OnConnectAuthenticate admits the client OnConnect admitted.
+func (h *hook) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
 
 // OnACLCheck allows everything the mapping allows: per-user publish and
 // subscribe permissions plug in here.
@@ -308,7 +309,9 @@ func persistent(cl *mochi.Client) bool {
 // whether a session was present.
 func (h *hook) OnSessionEstablish(cl *mochi.Client, pk packets.Packet) {
 	prefix := sessionPrefix(cl.ID)
-	if pk.Connect.Clean || !persistent(cl) {
+	newSession := pk.Connect.Clean || !persistent(cl)
+	h.s.willReturn(cl.ID, newSession)
+	if newSession {
 		h.s.state(cl.ID, true) // a new session: no packet ids, a new publisher
 		h.s.opts.Host.EndSession(prefix)
 		return
@@ -326,6 +329,11 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	if p, ok := h.s.perms.LoadAndDelete(cl); ok {
 		c.perms = p.(*auth.Perms)
 	}
+	w, err := takeWill(cl, c.perms)
+	if err != nil { // checked at CONNECT: not reached
+		h.s.log.Warn("MQTT will dropped", "client", cl.ID, "err", err)
+	}
+	c.will = w
 	c.persistent, c.prefix = persistent(cl), sessionPrefix(cl.ID)
 	st := h.s.state(cl.ID, false)
 	st.mu.Lock()
@@ -343,6 +351,9 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 		c.restoreDeliveries(sd)
 		c.resume(ds.([]msg.DurableSub))
 	}
+	// The session goes on here: a will its previous connection left
+	// waiting for its delay is not published (st.owner is c now).
+	h.s.willReturn(cl.ID, false)
 	go c.writeLoop()
 }
 
@@ -357,6 +368,7 @@ func (h *hook) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 	c.stop()
 	c.closeCheckpoints()
 	c.leave(expire && !cl.IsTakenOver())
+	h.s.willGone(c, expire)
 	if c.persistent && expire && !cl.IsTakenOver() {
 		// An MQTT 5 DISCONNECT that set the session expiry to 0.
 		h.s.opts.Host.EndSession(c.prefix)

@@ -76,14 +76,21 @@ func startFake(t *testing.T, pubends ...msg.PubendID) (*Server, *fakeHost) {
 // startFakeWith: sessions says whether the broker keeps persistent
 // sessions (has a data directory).
 func startFakeWith(t *testing.T, sessions bool, pubends ...msg.PubendID) (*Server, *fakeHost) {
+	return startFakeOpts(t, func(o *Options) { o.Sessions = sessions }, pubends...)
+}
+
+// startFakeOpts: mod changes the Options before the start.
+func startFakeOpts(t *testing.T, mod func(*Options), pubends ...msg.PubendID) (*Server, *fakeHost) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &fakeHost{conns: map[shell.ClientID]*Conn{}, reqs: make(chan req, 100), downs: make(chan shell.ClientID, 100),
 		sessions: map[string][]msg.DurableSub{}, ends: make(chan string, 1000)}
-	s, err := Start(Options{Listener: ln, Broker: "b", Pubends: pubends, Host: h, Sessions: sessions,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts := Options{Listener: ln, Broker: "b", Pubends: pubends, Host: h, Sessions: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	mod(&opts)
+	s, err := Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,18 +196,6 @@ func TestRefusals(t *testing.T) {
 	s, h := startFake(t, "P1")
 	other := dial(t, s, "bystander", 5)
 
-	// A will: refused in the CONNACK.
-	c, err := mqtttest.Dial(s.Addr(), "will", 5, func(pk *packets.Packet) {
-		pk.Connect.WillFlag, pk.Connect.WillTopic, pk.Connect.WillPayload = true, "gone", []byte("x")
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Connack.ReasonCode != 0x83 || !strings.Contains(c.Connack.Properties.ReasonString, "will") {
-		t.Errorf("will: CONNACK %#x %q", c.Connack.ReasonCode, c.Connack.Properties.ReasonString)
-	}
-	c.Close()
-
 	for _, tc := range []struct {
 		name  string
 		pk    packets.Packet
@@ -227,6 +222,7 @@ func TestRefusals(t *testing.T) {
 	// the connection is closed.
 	for _, raw := range [][]byte{nil, {0x30, 0x03, 0x00, 0x09, 'a'}} {
 		c := dial(t, s, "bad-v3", 4)
+		var err error
 		if raw == nil {
 			_, err = c.Publish("$SYS/b", 1, nil)
 		} else {
