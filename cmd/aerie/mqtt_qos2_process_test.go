@@ -146,3 +146,45 @@ func TestMQTTMosquittoWill(t *testing.T) {
 		t.Fatalf("the watcher got %q, want the will \"status/dev1 offline\"", got)
 	}
 }
+
+// TestMQTTMosquittoRetained: `mosquitto_pub -r` at a broker, then a new
+// `mosquitto_sub` there gets the retained message, flagged retained; an
+// empty retained payload clears it.
+func TestMQTTMosquittoRetained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	for _, tool := range []string{"mosquitto_sub", "mosquitto_pub", "stdbuf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: install Debian's mosquitto-clients (apt-get install -y mosquitto-clients) to run this test", tool)
+		}
+	}
+	_, _, mq, _ := mqttNet(t)
+	h, p, _ := net.SplitHostPort(mq["p1"])
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"-t", "state/a", "-m", "on"}, {"-t", "state/b", "-m", "off"}, {"-t", "state/b", "-n"}, {"-t", "state/c", "-m", "last"}} {
+		args = append([]string{"-h", h, "-p", p, "-q", "1", "-r"}, args...)
+		if out, err := exec.CommandContext(ctx, "mosquitto_pub", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mosquitto_pub %q: %v\n%s", args, err, out)
+		}
+	}
+	sub, lines := startMosquittoSub(t, ctx, "-h", h, "-p", p, "-q", "1", "-t", "state/#", "-v", "-C", "2")
+	var got []string
+	retained := 0
+	for l := range lines {
+		switch {
+		case strings.Contains(l, "received PUBLISH (d0, q1, r1"):
+			retained++
+		case strings.HasPrefix(l, "Client ") || strings.HasPrefix(l, "Subscribed "):
+		default:
+			got = append(got, l)
+		}
+	}
+	if err := sub.Wait(); err != nil {
+		t.Fatalf("mosquitto_sub: %v (got %q)", err, got)
+	}
+	if strings.Join(got, "|") != "state/a on|state/c last" || retained != 2 {
+		t.Fatalf("mosquitto_sub got %q (%d with the retain flag), want the retained \"state/a on\" and \"state/c last\"", got, retained)
+	}
+}

@@ -45,34 +45,39 @@ type Conn struct {
 	ackMu      sync.Mutex
 	acksClosed bool
 
-	mu       sync.Mutex
-	stopped  bool
-	flush    bool
-	queue    []queued     // deliveries and notices for the writer, in the broker's order
-	acks     []pendingAck // QoS 1 and 2 publishes in the order read, awaiting aerie
-	subs     map[string]*subscription
-	byName   map[msg.SubID]*subscription
-	waiting  map[msg.SubID]chan string // subscribe answers: "" started, else the reason
-	answers  map[answerKey]answer      // SUBACK / UNSUBACK codes for OnPacketEncode
-	inflight map[uint16]flight         // QoS 1 and 2 deliveries not yet acknowledged (qos2.go)
-	ckpt     checkpoints               // persistent subscriptions' checkpoints (checkpoint.go)
-	replay   sessionDeliveries         // what the session's previous connection delivered (qos2.go)
-	nextPID  uint16
+	mu        sync.Mutex
+	stopped   bool
+	flush     bool
+	queue     []queued     // deliveries and notices for the writer, in the broker's order
+	acks      []pendingAck // QoS 1 and 2 publishes in the order read, awaiting aerie
+	subs      map[string]*subscription
+	byName    map[msg.SubID]*subscription
+	waiting   map[msg.SubID]chan string // subscribe answers: "" started, else the reason
+	answers   map[answerKey]answer      // SUBACK / UNSUBACK codes for OnPacketEncode
+	inflight  map[uint16]flight         // QoS 1 and 2 deliveries not yet acknowledged (qos2.go)
+	ckpt      checkpoints               // persistent subscriptions' checkpoints (checkpoint.go)
+	retainDue map[uint16][]retainGrant  // SUBSCRIBEs whose retained messages follow their SUBACK
+	replay    sessionDeliveries         // what the session's previous connection delivered (qos2.go)
+	nextPID   uint16
 }
 
 // queued is one thing for the writer: an event delivered on subscription
 // sub, or (ev nil) a notice that sub, durable, has received everything
 // up to mark (msg.Progress, msg.Gap), which moves its checkpoint in turn.
 type queued struct {
-	ev   *msg.Event
-	sub  msg.SubID
-	mark msg.Token
+	ev       *msg.Event
+	sub      msg.SubID
+	mark     msg.Token
+	retained *retainedMsg // a retained message for a new subscription (retain.go)
 }
+
+func msgSubID(s string) msg.SubID { return msg.SubID(s) }
 
 type pendingAck struct {
 	seq      uint64
 	pid      uint16
-	typ      byte // PUBACK (QoS 1) or PUBREC (QoS 2)
+	typ      byte         // PUBACK (QoS 1) or PUBREC (QoS 2)
+	retain   *retainedMsg // a retained PUBLISH: kept once aerie acknowledges it
 	done     bool
 	code     byte
 	reason   string
@@ -110,7 +115,7 @@ func newConn(s *Server, cl *mochi.Client) *Conn {
 		wake: make(chan struct{}, 1), quota: make(chan struct{}, 1),
 		subs: map[string]*subscription{}, byName: map[msg.SubID]*subscription{},
 		waiting: map[msg.SubID]chan string{}, answers: map[answerKey]answer{}, inflight: map[uint16]flight{},
-		ckpt: newCheckpoints(),
+		ckpt: newCheckpoints(), retainDue: map[uint16][]retainGrant{},
 	}
 }
 
@@ -268,14 +273,21 @@ func (c *Conn) publish(pk packets.Packet) error {
 	}
 	p := msg.Publish{Pubend: c.pubend, Publisher: c.publisher, Topic: topic, Props: props, Payload: pk.Payload,
 		NoAck: qos == 0} // QoS 0 waits for no PUBACK
+	var keep *retainedMsg
+	if pk.FixedHeader.Retain {
+		keep = &retainedMsg{topic: pk.TopicName, payload: pk.Payload, user: pk.Properties.User, qos: qos}
+		if qos == 0 && c.perms.MayPublish(topic) {
+			c.s.retained.set(*keep) // nothing waits for aerie's answer
+		}
+	}
 	if qos == 2 {
-		c.publish2(pk, p)
+		c.publish2(pk, p, keep)
 		return nil
 	}
 	p.Seq = c.st.nextSeq()
 	if qos > 0 {
 		c.mu.Lock()
-		c.acks = append(c.acks, pendingAck{seq: p.Seq, pid: pk.PacketID, typ: packets.Puback})
+		c.acks = append(c.acks, pendingAck{seq: p.Seq, pid: pk.PacketID, typ: packets.Puback, retain: keep})
 		c.mu.Unlock()
 	}
 	c.s.opts.Host.Request(c.id, p)
@@ -332,6 +344,10 @@ func (c *Conn) answerPublish(seq uint64, code byte, reason string) {
 		a.done, a.code, a.reason = true, code, reason
 		if code != 0 && !c.v5 {
 			a.closeV3 = true
+		}
+		if code == 0 && a.retain != nil {
+			c.s.retained.set(*a.retain)
+			a.retain = nil
 		}
 		if a.typ == packets.Pubrec {
 			c.answered2(a.pid, seq, code)
@@ -392,6 +408,7 @@ func (c *Conn) subscribe(pk packets.Packet) {
 			// MQTT replaces a subscription to the same filter: the aerie
 			// subscriptions stay (nothing is lost), the options change.
 			old.qos, old.noLocal, old.id = qos, f.NoLocal, f.Identifier
+			c.retainDueLocked(pk.PacketID, f, old, false)
 			c.mu.Unlock()
 			codes[i] = qos
 			continue
@@ -432,6 +449,7 @@ func (c *Conn) subscribe(pk packets.Packet) {
 		for _, name := range sub.names {
 			c.byName[name] = sub
 		}
+		c.retainDueLocked(pk.PacketID, f, sub, old == nil)
 		c.mu.Unlock()
 		for j, pat := range pats {
 			m := msg.Subscribe{Sub: sub.names[j], Pattern: pat, Selector: selector, Durable: sub.durable}
@@ -634,9 +652,14 @@ func (c *Conn) writeLoop() {
 				break
 			}
 			for _, it := range items {
-				if it.ev == nil {
+				switch {
+				case it.retained != nil:
+					if !c.deliverRetained(it.retained, string(it.sub), window) {
+						return
+					}
+				case it.ev == nil:
 					c.notice(it.sub, it.mark)
-				} else if !c.deliver(it.ev, it.sub, window) {
+				case !c.deliver(it.ev, it.sub, window):
 					return
 				}
 			}
@@ -769,7 +792,7 @@ func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, 
 			}
 			pk.PacketID = c.nextPID
 			f := flight{qos: pk.FixedHeader.Qos}
-			if sub.durable && c.byName[name] == sub {
+			if ev != nil && sub.durable && c.byName[name] == sub {
 				f.ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
 			}
 			c.inflight[c.nextPID] = f

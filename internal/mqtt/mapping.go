@@ -3,10 +3,10 @@
 // CONNECT/CONNACK, client id takeover) is github.com/mochi-mqtt/server/v2;
 // everything that decides where a message goes, when it is durable and who
 // receives it is aerie's: the library's own topic index never holds a
-// subscription, it stores no message (no retained store, no will, no
-// session state that outlives a connection), and every PUBLISH becomes an
-// aerie publish whose PUBACK waits for the fsync at its pubend (Gryphon
-// GD).
+// subscription, it stores no message and holds no packet id in flight
+// (retained messages, wills and QoS 2 state are this package's), and every
+// PUBLISH becomes an aerie publish whose PUBACK or PUBREC waits for the
+// fsync at its pubend (Gryphon GD).
 //
 // This file is the mapping between the two namespaces, pure and table
 // tested: topics, filters and properties. docs/MQTT.md states it for users.

@@ -98,7 +98,7 @@ func (st *clientState) nextSeq() uint64 {
 // publish2 takes a QoS 2 PUBLISH already mapped to p (the read goroutine):
 // a new packet id is a new publish; one still kept is the same message
 // again.
-func (c *Conn) publish2(pk packets.Packet, p msg.Publish) {
+func (c *Conn) publish2(pk packets.Packet, p msg.Publish, keep *retainedMsg) {
 	st := c.st
 	st.mu.Lock()
 	in := st.in[pk.PacketID]
@@ -110,7 +110,7 @@ func (c *Conn) publish2(pk packets.Packet, p msg.Publish) {
 	seq, acked := in.seq, in.acked
 	st.mu.Unlock()
 	c.mu.Lock()
-	c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID, typ: packets.Pubrec, done: acked})
+	c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID, typ: packets.Pubrec, done: acked, retain: keep})
 	c.mu.Unlock()
 	if acked {
 		signal(c.wake)

@@ -96,10 +96,11 @@ type Server struct {
 	// resumed holds, from CONNECT to the session's start, the durable
 	// subscriptions a persistent session resumes (*mochi.Client →
 	// []msg.DurableSub).
-	resumed sync.Map
-	perms   sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
-	states  clientStates
-	wills   pendingWills
+	resumed  sync.Map
+	perms    sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
+	states   clientStates
+	wills    pendingWills
+	retained retainStore
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -116,7 +117,6 @@ func Start(opts Options) (*Server, error) {
 	opts.Pubends = slices.Clone(opts.Pubends)
 	slices.Sort(opts.Pubends)
 	caps := mochi.NewDefaultServerCapabilities()
-	caps.RetainAvailable = 0                           // no retained store yet (a retained will is refused: 0x9A)
 	caps.SharedSubAvailable = 0                        // no $share
 	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
@@ -124,7 +124,7 @@ func Start(opts Options) (*Server, error) {
 	caps.TopicAliasMaximum = 0
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
-		wills: pendingWills{m: map[string]*pendingWill{}}}
+		wills: pendingWills{m: map[string]*pendingWill{}}, retained: retainStore{m: map[string]retainedMsg{}}}
 	s.srv = mochi.New(&mochi.Options{
 		Capabilities:           caps,
 		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -238,7 +238,7 @@ func (h *hook) Provides(b byte) bool {
 	switch b {
 	case mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnSessionEstablish,
 		mochi.OnSessionEstablished, mochi.OnDisconnect, mochi.OnClientExpired, mochi.OnPacketRead,
-		mochi.OnPacketEncode, mochi.OnPublish, mochi.OnSubscribe, mochi.OnUnsubscribe:
+		mochi.OnPacketEncode, mochi.OnPacketSent, mochi.OnPublish, mochi.OnSubscribe, mochi.OnUnsubscribe:
 		return true
 	}
 	return false
@@ -421,8 +421,6 @@ func (h *hook) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		return pk, nil
 	case packets.Publish:
 		switch {
-		case pk.FixedHeader.Retain:
-			return pk, c.end(refuse(packets.ErrRetainNotSupported, "retained messages are not supported by aerie", 0))
 		case len(pk.TopicName) >= 4 && strings.EqualFold(pk.TopicName[:4], "$SYS"):
 			// The library drops these silently: answer here.
 			if err := c.refusePublish(pk, refuse(packets.ErrTopicNameInvalid, "$SYS topics are reserved", 0)); err != nil {

@@ -202,7 +202,6 @@ func TestRefusals(t *testing.T) {
 		code  byte
 		words string
 	}{
-		{"retain", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true}, TopicName: "a", PacketID: 1}, 0x9A, "retained"},
 		{"wildcard", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, TopicName: "a/+", PacketID: 1}, 0x82, ""},
 		{"qos 0 unmappable", packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish}, TopicName: "$SYS/b"}, 0x90, "$SYS"},
 	} {

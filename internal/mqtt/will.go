@@ -29,6 +29,7 @@ type will struct {
 	payload []byte
 	delay   time.Duration
 	perms   *auth.Perms
+	retain  *retainedMsg // a retained will: kept once aerie acknowledges it
 }
 
 // takeWill maps cl's will and takes it from the library, which would
@@ -47,8 +48,12 @@ func takeWill(cl *mochi.Client, perms *auth.Perms) (*will, error) {
 		return nil, err
 	}
 	cl.Properties.Will = mochi.Will{}
-	return &will{topic: topic, props: props, payload: w.Payload, delay: time.Duration(w.WillDelayInterval) * time.Second,
-		perms: perms}, nil
+	out := &will{topic: topic, props: props, payload: w.Payload, delay: time.Duration(w.WillDelayInterval) * time.Second,
+		perms: perms}
+	if w.Retain {
+		out.retain = &retainedMsg{topic: w.TopicName, payload: w.Payload, user: w.User, qos: w.Qos}
+	}
+	return out, nil
 }
 
 // checkWill is the CONNECT's refusal for a will aerie cannot publish, nil
@@ -176,7 +181,7 @@ func (s *Server) publishWill(cl *mochi.Client, st *clientState, w *will) {
 	}()
 	seq := st.nextSeq()
 	wc.mu.Lock()
-	wc.acks = []pendingAck{{seq: seq, typ: packets.Puback}}
+	wc.acks = []pendingAck{{seq: seq, typ: packets.Puback, retain: w.retain}}
 	wc.mu.Unlock()
 	s.opts.Host.Request(wc.id, msg.Publish{Pubend: wc.pubend, Publisher: wc.publisher, Seq: seq,
 		Topic: w.topic, Props: w.props, Payload: w.payload})
