@@ -177,6 +177,20 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 	return nil
 }
 
+// forwardLinkGone: the link to peer is gone (closed, dropped by a view,
+// or replaced by a newer one), and handleMsg drops whatever it still
+// carries. If peer is a member of this cell, the sessions of the streams
+// it forwarded here close, and their refusals go (forward.Leader.PeerDown).
+func (n *Node) forwardLinkGone(peer msg.NodeID) {
+	if n.raft == nil {
+		return
+	}
+	for _, cid := range n.raft.lead.PeerDown(peer) {
+		delete(n.clients, cid)
+		n.sh.ClientDown(cid)
+	}
+}
+
 // forwardTarget is the member this one forwards to: the Raft leader it
 // knows, if another member, linked.
 func (n *Node) forwardTarget() (msg.NodeID, uint64) {

@@ -78,6 +78,7 @@ type peerUp struct{ inc uint64 }
 func (c peerUp) apply(n *Node, src source) {
 	if old := n.peers[src.peer]; old != nil && old != src.conn {
 		old.Close()
+		n.forwardLinkGone(src.peer) // its leftovers are dropped from now on
 	}
 	if prev, ok := n.peerInc[src.peer]; ok && prev != c.inc && n.raft != nil {
 		// A new incarnation of the member: the clients it forwarded
@@ -99,13 +100,7 @@ func (peerDown) apply(n *Node, src source) {
 		n.sh.PeerDown(src.peer)
 		if n.raft != nil {
 			n.raftPeerDown(src.peer)
-			// The sessions of the clients that member forwarded for go
-			// with the link. Its refusals stay (forward.Refusals.ForgetPeer):
-			// the member may already be sending on another link to us.
-			for _, cid := range n.raft.lead.PeerDown(src.peer) {
-				delete(n.clients, cid)
-				n.sh.ClientDown(cid)
-			}
+			n.forwardLinkGone(src.peer)
 		}
 	}
 }

@@ -163,6 +163,7 @@ func (n *Node) dropLink(id member.ID, why string, view uint64) {
 	delete(n.peers, peer)
 	n.log.Info("link down", "peer", string(peer), "err", reason)
 	n.sh.PeerDown(peer)
+	n.forwardLinkGone(peer)
 }
 
 func names(ms []member.Member) []string {

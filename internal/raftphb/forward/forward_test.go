@@ -54,7 +54,8 @@ func TestRangePartlyAnswered(t *testing.T) {
 // TestForwardedClientInOrder drives a Forwarder and two leaders that
 // take forwarded streams with Refusals through random schedules: links
 // that deliver in order but interleave with each other, links replaced
-// (a replaced link's leftovers are dropped, as the broker drops them),
+// (a replaced link's leftovers are dropped, as the broker drops them, and
+// the leader forgets the sessions and refusals of its streams),
 // leadership moving between the two, a leader elected that starts to
 // serve a while later, leaders that lose the shell holding uncommitted
 // publishes. Whatever happens, the committed log holds the client's
@@ -192,6 +193,9 @@ func (w *world) run() error {
 		case r < 97:
 			id := msg.NodeID([]string{"a", "b"}[w.rng.IntN(2)])
 			w.epoch[id]++
+			// The leader's side of the link is gone: its sessions and
+			// refusals of f's streams go (Leader.PeerDown).
+			w.leaders[id].lead.PeerDown("f")
 			w.logf("link f-%s replaced (epoch %d)", id, w.epoch[id])
 		default:
 			w.known = !w.known

@@ -21,11 +21,14 @@ type Leader struct {
 	refused Refusals
 	in      map[Key]shell.ClientID
 	out     map[shell.ClientID]Key
+	// bySeq are the members of protocol version 13, whose streams are
+	// their clients' connections and so outlive a link (Refusals).
+	bySeq map[msg.NodeID]bool
 }
 
 // NewLeader returns a Leader with no streams.
 func NewLeader() *Leader {
-	return &Leader{refused: Refusals{}, in: map[Key]shell.ClientID{}, out: map[shell.ClientID]Key{}}
+	return &Leader{refused: Refusals{}, in: map[Key]shell.ClientID{}, out: map[shell.ClientID]Key{}, bySeq: map[msg.NodeID]bool{}}
 }
 
 // Publish takes a publish forwarded on stream k, from the member's
@@ -36,6 +39,11 @@ func NewLeader() *Leader {
 // the stream's session, which the caller opens first when open is set,
 // under the id newClient gives.
 func (l *Leader) Publish(k Key, publisher string, seq uint64, serving, bySeq bool, newClient func() shell.ClientID) (cid shell.ClientID, open, ok bool) {
+	if bySeq {
+		l.bySeq[k.Peer] = true
+	} else {
+		delete(l.bySeq, k.Peer)
+	}
 	if !l.refused.Take(k, publisher, seq, serving, bySeq) {
 		return 0, false, false
 	}
@@ -73,10 +81,19 @@ func (l *Leader) Stream(c shell.ClientID) (k Key, ok bool) {
 	return k, ok
 }
 
-// PeerDown: the link to cell member peer closed. The sessions of its
-// streams go with it, returned in order for the caller to close; their
-// refusals stay (Refusals.ForgetPeer says why).
+// PeerDown: the link to cell member peer is gone (closed, or replaced by
+// a newer one), and the caller reads nothing more of what it carried (the
+// broker drops a replaced connection's leftovers, the simulator a closed
+// link's). The sessions of its streams go with it, returned in order for
+// the caller to close, and so do their refusals: a member sends a stream
+// on the link it opened it on only (Forwarder), so nothing more of those
+// streams can come, and their ends (ClientGone), sent on whichever link
+// is up, may have been lost with it. A member of protocol version 13
+// keeps its refusals: its streams outlive a link (Refusals).
 func (l *Leader) PeerDown(peer msg.NodeID) []shell.ClientID {
+	if !l.bySeq[peer] {
+		l.refused.ForgetPeer(peer)
+	}
 	var gone []shell.ClientID
 	for k, cid := range l.in {
 		if k.Peer == peer {
@@ -92,7 +109,10 @@ func (l *Leader) PeerDown(peer msg.NodeID) []shell.ClientID {
 // PeerRestarted: a new incarnation of cell member peer is linked; its
 // clients and streams are all new, and what was refused of the old ones
 // is forgotten.
-func (l *Leader) PeerRestarted(peer msg.NodeID) { l.refused.ForgetPeer(peer) }
+func (l *Leader) PeerRestarted(peer msg.NodeID) {
+	l.refused.ForgetPeer(peer)
+	delete(l.bySeq, peer)
+}
 
 // Serve: the member starts to serve, with a new shell: no session of an
 // earlier one carries over (the streams it took then were refused when
@@ -118,3 +138,6 @@ func (l *Leader) Lost() []Key {
 
 // Len is how many forwarded streams have a session here.
 func (l *Leader) Len() int { return len(l.in) }
+
+// Refused is how many forwarded streams are refused here.
+func (l *Leader) Refused() int { return len(l.refused) }

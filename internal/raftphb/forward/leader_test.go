@@ -51,3 +51,50 @@ func TestLeaderStreams(t *testing.T) {
 		t.Fatal("a stream number used again after its end is refused")
 	}
 }
+
+// The refusals of a member's streams do not outlive the link they came
+// on: a member whose link keeps failing before its streams' ends
+// (ClientGone) arrive leaves none behind once the link is gone, however
+// many it had; the streams of another member keep theirs, and so do the
+// streams of a member of protocol version 13, which outlive a link.
+func TestLeaderRefusalsFreedWithTheirLink(t *testing.T) {
+	l := NewLeader()
+	next := shell.ClientID(0)
+	newID := func() shell.ClientID { next++; return next }
+	const links, streams = 50, 40
+	for link := range links {
+		for s := range streams {
+			k := Key{Peer: "a", Stream: uint64(link*streams + s + 1)}
+			if _, _, ok := l.Publish(k, "c", 1, false, false, newID); ok {
+				t.Fatal("took a publish while not serving")
+			}
+		}
+		if got := l.Refused(); got != streams {
+			t.Fatalf("link %d: %d streams refused, want %d", link, got, streams)
+		}
+		l.PeerDown("a") // the ends of those streams were lost with it
+		if got := l.Refused(); got != 0 {
+			t.Fatalf("link %d gone: %d refusals left, want none", link, got)
+		}
+	}
+	old, other := Key{Peer: "v13", Stream: 1}, Key{Peer: "b", Stream: 1}
+	l.Publish(old, "c", 5, false, true, newID)
+	l.Publish(other, "d", 1, false, false, newID)
+	l.PeerDown("v13")
+	l.PeerDown("a")
+	if got := l.Refused(); got != 2 {
+		t.Fatalf("%d refusals left, want b's and the version 13 member's", got)
+	}
+	l.Serve()
+	if _, _, ok := l.Publish(old, "c", 6, true, true, newID); ok {
+		t.Fatal("a version 13 member's stream taken past its refusal after its link went")
+	}
+	if _, _, ok := l.Publish(other, "d", 2, true, false, newID); ok {
+		t.Fatal("another member's refused stream taken after a link it did not use went")
+	}
+	l.PeerRestarted("v13")
+	l.PeerDown("b")
+	if got := l.Refused(); got != 0 {
+		t.Fatalf("%d refusals left after every member's link went or it restarted, want none", got)
+	}
+}

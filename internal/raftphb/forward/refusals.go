@@ -67,9 +67,8 @@ func RefuseAll[V any](r Refusals, keys map[Key]V) {
 func (r Refusals) End(k Key) { delete(r, k) }
 
 // ForgetPeer drops the refusals of every stream of peer: a new
-// incarnation of it is linked, whose clients and streams are all new.
-// Not when a link to it goes down: what the member sent on that link and
-// what it sends on the next belong to streams it refuses no less.
+// incarnation of it is linked, whose clients and streams are all new; or
+// the link to it is gone, with every stream it carried (Leader.PeerDown).
 func (r Refusals) ForgetPeer(peer msg.NodeID) {
 	for k := range r {
 		if k.Peer == peer {
