@@ -33,6 +33,11 @@ func securityOptions(n *config.Network, b config.Broker, base string, logger *sl
 	if err != nil {
 		return err
 	}
+	if a := n.Anonymous; a != nil && users != nil {
+		if err := users.AllowAnonymous(a.Publish, a.Subscribe); err != nil {
+			return err
+		}
+	}
 	opts.Users = users
 	if users != nil && n.TLS == nil && b.Clients != "" {
 		logger.Warn("the config has users but no [tls]: passwords cross the network in clear text", "broker", b.ID)

@@ -28,6 +28,29 @@ type Users struct {
 	// dummy is a hash checked for an unknown name, so that an unknown user
 	// costs the same time as a wrong password.
 	dummy []byte
+	// anon is what a client without credentials may do; nil: it is
+	// refused ([anonymous], docs/CONFIG.md).
+	anon *Perms
+}
+
+// AllowAnonymous lets clients without credentials in, with the publish
+// and subscribe patterns given (none: they may do nothing).
+func (us *Users) AllowAnonymous(publish, subscribe []string) error {
+	p, err := NewPerms("", publish, subscribe)
+	if err != nil {
+		return fmt.Errorf("[anonymous]: %w", err)
+	}
+	us.anon = p
+	return nil
+}
+
+// Anonymous returns the permissions of a client without credentials, nil
+// when such a client is refused.
+func (us *Users) Anonymous() *Perms {
+	if us == nil {
+		return nil
+	}
+	return us.anon
 }
 
 type user struct {

@@ -64,6 +64,9 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 	}
 	if users := n.opts.Users; users != nil {
 		opts.Authenticate = func(user, password string) (*auth.Perms, error) {
+			if anon := users.Anonymous(); anon != nil && user == "" && password == "" {
+				return anon, nil // [anonymous]
+			}
 			perms, err := users.Authenticate(user, password)
 			if err != nil {
 				n.authFailures.Add(1)

@@ -259,3 +259,55 @@ func TestMQTTWithUsers(t *testing.T) {
 		t.Fatalf("bob may not subscribe to orders/#, but the SUBACK granted QoS %d", code)
 	}
 }
+
+// TestAnonymous: with [anonymous], a client without credentials — MQTT or
+// aerie — gets in with its permissions: what they allow works, a refused
+// MQTT subscription gets a failure code in its SUBACK and the connection
+// stays; a wrong password is still refused.
+func TestAnonymous(t *testing.T) {
+	users := testUsers(t)
+	if err := users.AllowAnonymous([]string{"status.>"}, []string{"status.>"}); err != nil {
+		t.Fatal(err)
+	}
+	opts := phbOptions(t)
+	opts.MQTT, opts.Users = freeAddr(t), users
+	node, stop := runNode(t, opts)
+	t.Cleanup(func() { stop() })
+	o := paho.NewClientOptions().AddBroker("tcp://" + node.MQTTAddr()).SetClientID("anon").
+		SetCleanSession(true).SetAutoReconnect(false).SetConnectTimeout(10 * time.Second)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("anonymous MQTT connect: %v", tok.Error())
+	}
+	t.Cleanup(func() { c.Disconnect(100) })
+	in := newInbox()
+	tok := c.SubscribeMultiple(map[string]byte{"orders/+": 1, "status/+": 1}, in.handle)
+	if !tok.WaitTimeout(20 * time.Second) {
+		t.Fatal("no SUBACK")
+	}
+	if res := tok.(*paho.SubscribeToken).Result(); res["orders/+"] != 0x80 || res["status/+"] != 1 {
+		t.Fatalf("SUBACK %v, want orders/+ refused (0x80), status/+ granted", res)
+	}
+	if tok := c.Publish("status/up", 1, false, "x"); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("anonymous publish: %v", tok.Error())
+	}
+	if got := in.wait(t, 1, 20*time.Second); got[0].Topic() != "status/up" {
+		t.Fatalf("got %q", got[0].Topic())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ac, err := client.Dial(ctx, opts.Clients, client.Options{ID: "anon-aerie", Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("anonymous aerie client: %v", err)
+	}
+	defer ac.Close()
+	if _, err := ac.Publish(ctx, client.Message{Topic: "status.aerie"}); err != nil {
+		t.Fatalf("anonymous aerie publish: %v", err)
+	}
+	if _, err := ac.Publish(ctx, client.Message{Topic: "orders.eu"}); err == nil {
+		t.Fatal("anonymous aerie publish to orders.eu accepted")
+	}
+	if _, err := client.Dial(ctx, opts.Clients, client.Options{ID: "wrong", User: "alice", Password: "nope", Logger: quietLogger()}); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+}

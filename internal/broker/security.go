@@ -86,6 +86,9 @@ func (n *Node) authenticate(ctx context.Context, c *transport.Conn, r *wire.Read
 		return nil, "", c.Welcome(ctx, "")
 	}
 	if a.User == "" {
+		if perms := users.Anonymous(); perms != nil { // [anonymous]
+			return perms, "", c.Welcome(ctx, "")
+		}
 		return nil, "authentication required: this broker has users; connect with a user name and password", errors.New("no credentials")
 	}
 	perms, err := users.Authenticate(a.User, a.Password)

@@ -90,6 +90,10 @@ type Network struct {
 	// Users are the [[user]] tables; when there is one, every client must
 	// authenticate.
 	Users []User
+	// Anonymous is the [anonymous] table (security.go): what a client
+	// without credentials may do when there are users; nil: nothing, it
+	// is refused.
+	Anonymous *Anonymous
 	// CongestionControl is the top-level congestion_control key: nil when
 	// absent (CongestionOn decides), else what it says. Switching it off is
 	// for experiments that watch a network collapse under overload

@@ -17,12 +17,13 @@ import (
 type rawNetwork struct {
 	Seeds any `toml:"seeds"`
 	// CongestionControl is congestion_control (Network.CongestionControl).
-	CongestionControl any         `toml:"congestion_control"`
-	Broker            []rawBroker `toml:"broker"`
-	Link              []rawLink   `toml:"link"`
-	Chaos             *rawChaos   `toml:"chaos"`
-	TLS               *rawTLS     `toml:"tls"`
-	User              []rawUser   `toml:"user"`
+	CongestionControl any           `toml:"congestion_control"`
+	Broker            []rawBroker   `toml:"broker"`
+	Link              []rawLink     `toml:"link"`
+	Chaos             *rawChaos     `toml:"chaos"`
+	TLS               *rawTLS       `toml:"tls"`
+	User              []rawUser     `toml:"user"`
+	Anonymous         *rawAnonymous `toml:"anonymous"`
 }
 
 type rawChaos struct {
@@ -302,7 +303,7 @@ func (p *problems) who(b Broker, i int) string {
 // occurrence, but not the keys inside an unknown table or a mistyped value.
 func (p *problems) unknownKeys(md toml.MetaData) {
 	known := map[string][]string{"broker": append(slices.Clone(brokerKeys), securityBrokerKeys...), "link": linkKeys, "chaos": chaosKeys,
-		"tls": tlsKeys, "user": userKeys}
+		"tls": tlsKeys, "user": userKeys, "anonymous": anonymousKeys}
 	undecoded := md.Undecoded()
 	isUndecoded := map[string]bool{}
 	for _, k := range undecoded {
@@ -323,7 +324,7 @@ func (p *problems) unknownKeys(md toml.MetaData) {
 				hint = fmt.Sprintf(" (%s is a top-level key: put it before the first table)", k[1])
 			}
 			table := "[[" + k[0] + "]]"
-			if k[0] == "chaos" || k[0] == "tls" {
+			if k[0] == "chaos" || k[0] == "tls" || k[0] == "anonymous" {
 				table = "[" + k[0] + "]" // a table, not an array of tables
 			}
 			p.at(line, col, "unknown key %q in %s%s", toml.Key(k[1:]).String(), table, hint)

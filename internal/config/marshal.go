@@ -103,7 +103,7 @@ func (n *Network) Marshal() ([]byte, error) {
 			list("faults", c.Faults)
 		}
 	}
-	marshalUsers(&b, n.Users)
+	marshalUsers(&b, n.Users, n.Anonymous)
 	return b.Bytes(), nil
 }
 

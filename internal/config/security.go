@@ -21,6 +21,9 @@ import (
 //	password  = "$2a$10$…"                  # bcrypt hash, from `aerie passwd`
 //	publish   = ["orders.>"]                # topic patterns this user may publish to
 //	subscribe = ["orders.>", "status.*"]    # patterns this user's subscriptions must fall within
+//	[anonymous]                             # clients without credentials, when there are users
+//	publish   = []                          # (absent: they are refused)
+//	subscribe = ["status.>"]
 //
 // With [tls] every broker must have tls_cert and tls_key, and a broker
 // with them needs [tls]: a broker never runs without TLS when the config
@@ -42,7 +45,16 @@ type User struct {
 	Subscribe []string
 }
 
+// Anonymous is the [anonymous] table: the patterns a client without
+// credentials may publish to and subscribe within, on a network that has
+// users (an addition).
+type Anonymous struct {
+	Publish   []string
+	Subscribe []string
+}
+
 var (
+	anonymousKeys      = []string{"publish", "subscribe"}
 	securityBrokerKeys = []string{"tls_cert", "tls_key"}
 	tlsKeys            = []string{"ca"}
 	userKeys           = []string{"name", "password", "publish", "subscribe"}
@@ -50,6 +62,11 @@ var (
 
 type rawTLS struct {
 	CA any `toml:"ca"`
+}
+
+type rawAnonymous struct {
+	Publish   any `toml:"publish"`
+	Subscribe any `toml:"subscribe"`
 }
 
 type rawUser struct {
@@ -93,6 +110,12 @@ func (p *problems) convertSecurity(raw *rawNetwork, n *Network, bad map[fieldRef
 			n.TLS.CA = ca
 		}
 	}
+	if ra := raw.Anonymous; ra != nil {
+		n.Anonymous = &Anonymous{
+			Publish:   p.strings(fieldRef{"anonymous", 0, "publish"}, ra.Publish, bad),
+			Subscribe: p.strings(fieldRef{"anonymous", 0, "subscribe"}, ra.Subscribe, bad),
+		}
+	}
 	for i, ru := range raw.User {
 		s := func(key string, v any) string { return p.str(fieldRef{"user", i, key}, v, bad) }
 		n.Users = append(n.Users, User{
@@ -121,6 +144,15 @@ func (n *Network) checkSecurity(p *problems, bad map[fieldRef]bool) {
 			p.field("broker", i, "tls_key", "%s has a tls_key but no tls_cert", who)
 		case b.TLSCert != "" && b.TLSKey == "" && !bad[fieldRef{"broker", i, "tls_key"}]:
 			p.field("broker", i, "tls_cert", "%s has a tls_cert but no tls_key", who)
+		}
+	}
+	if a := n.Anonymous; a != nil {
+		switch _, err := auth.NewPerms("", a.Publish, a.Subscribe); {
+		case len(n.Users) == 0:
+			p.top("anonymous", "[anonymous] says what clients without credentials may do on a network with [[user]] tables; "+
+				"this one has none, so every client may do everything: add users or remove [anonymous]")
+		case err != nil:
+			p.top("anonymous", "[anonymous]: %v", err)
 		}
 	}
 	seen := map[string]int{}
@@ -152,7 +184,7 @@ func (n *Network) checkSecurity(p *problems, bad map[fieldRef]bool) {
 	}
 }
 
-func marshalUsers(b *bytes.Buffer, users []User) {
+func marshalUsers(b *bytes.Buffer, users []User, anon *Anonymous) {
 	list := func(key string, xs []string) {
 		q := make([]string, len(xs))
 		for i, s := range xs {
@@ -169,5 +201,10 @@ func marshalUsers(b *bytes.Buffer, users []User) {
 		if u.Subscribe != nil {
 			list("subscribe", u.Subscribe)
 		}
+	}
+	if anon != nil {
+		b.WriteString("\n[anonymous]\n")
+		list("publish", anon.Publish)
+		list("subscribe", anon.Subscribe)
 	}
 }

@@ -37,6 +37,9 @@ subscribe = ["orders.>", "status.*"]
 name      = "bob"
 password  = "HASH"
 subscribe = ["status.>"]
+
+[anonymous]
+subscribe = ["status.*"]
 `
 
 func TestParseSecurity(t *testing.T) {
@@ -51,6 +54,9 @@ func TestParseSecurity(t *testing.T) {
 	want := []User{{"alice", h, []string{"orders.>"}, []string{"orders.>", "status.*"}}, {"bob", h, nil, []string{"status.>"}}}
 	if !reflect.DeepEqual(n.Users, want) {
 		t.Fatalf("users %+v", n.Users)
+	}
+	if a := n.Anonymous; a == nil || a.Publish != nil || !reflect.DeepEqual(a.Subscribe, []string{"status.*"}) {
+		t.Fatalf("anonymous %+v", a)
 	}
 	out, err := n.Marshal()
 	if err != nil {
@@ -94,6 +100,10 @@ func TestSecurityErrors(t *testing.T) {
 		{broker + "[[user]]\nname = \"a\"\npassword = \"" + h + "\"\npublish = [\">\"]\n[[user]]\nname = \"a\"\npassword = \"" + h + "\"\npublish = [\">\"]\n", `user "a" is defined twice (first at line 4)`},
 		{broker + "[[user]]\nname = \"a\"\npasword = \"x\"\n", `unknown key "pasword" in [[user]] (did you mean "password"?)`},
 		{"user = 3\n" + broker, `user must be an array of tables`},
+		{broker + "[anonymous]\nsubscribe = [\"a\"]\n", `[anonymous] says what clients without credentials may do on a network with [[user]] tables; this one has none`},
+		{broker + "[[user]]\nname = \"a\"\npassword = \"" + h + "\"\npublish = [\">\"]\n[anonymous]\nsubscribe = [\"a.>.b\"]\n", `[anonymous]: match: bad topic pattern`},
+		{broker + "[[user]]\nname = \"a\"\npassword = \"" + h + "\"\npublish = [\">\"]\n[anonymous]\nsubscribe = 3\n", `subscribe must be an array of strings`},
+		{broker + "[[user]]\nname = \"a\"\npassword = \"" + h + "\"\npublish = [\">\"]\n[anonymous]\npub = []\n", `unknown key "pub" in [anonymous]`},
 	} {
 		_, err := Parse([]byte(c.src), "net.toml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

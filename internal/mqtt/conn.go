@@ -261,6 +261,11 @@ func (c *Conn) publish(pk packets.Packet) error {
 	if err != nil {
 		return c.refusePublish(pk, refuse(packets.ErrTopicNameInvalid, err.Error(), 0))
 	}
+	if c.v5 && qos > 0 && !c.perms.MayPublish(topic) {
+		// MQTT 5 has the code for it; otherwise the broker refuses, as
+		// it refuses an aerie client.
+		return c.refusePublish(pk, refuse(packets.ErrNotAuthorized, "not authorized to publish to "+topic, 0))
+	}
 	props, err := publishProps(pk.Properties.User, qos)
 	if err != nil {
 		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError, err.Error(), 0))
@@ -402,6 +407,12 @@ func (c *Conn) subscribe(pk packets.Packet) {
 			reasons = append(reasons, err.Error())
 			continue
 		}
+		if pat, ok := c.subscribable(pats); !ok {
+			codes[i] = packets.ErrNotAuthorized.Code // 3.1.1: 0x80, below
+			err = fmt.Errorf("not authorized to subscribe to %s (filter %q)", pat, f.Filter)
+			reasons = append(reasons, err.Error())
+			continue
+		}
 		c.mu.Lock()
 		old := c.subs[f.Filter]
 		if old != nil && old.selector == selector && (!old.durable || old.qos == qos) {
@@ -496,6 +507,17 @@ func (c *Conn) subscribe(pk packets.Packet) {
 	c.mu.Lock()
 	c.answers[answerKey{packets.Suback, pk.PacketID}] = answer{codes: codes, reason: joinReasons(reasons)}
 	c.mu.Unlock()
+}
+
+// subscribable checks the user's permissions for every pattern of a
+// filter: ok, or the first pattern refused.
+func (c *Conn) subscribable(pats []string) (string, bool) {
+	for _, p := range pats {
+		if !c.perms.MaySubscribe(p) {
+			return p, false
+		}
+	}
+	return "", true
 }
 
 func joinReasons(rs []string) string {
