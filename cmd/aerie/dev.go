@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -21,7 +23,7 @@ import (
 func runDev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	usageWith(fs, "aerie dev [--dir DIR] [--http ADDR] [--tls] [flags]",
+	usageWith(fs, "aerie dev [--dir DIR] [--http ADDR] [--tls] [--mqtt] [flags]",
 		"Run a small network in one process for development: a PHB hosting pubends P1 to P4, an IB, and two SHBs, "+
 			"on 127.0.0.1, with a dashboard. It prints the client addresses to give pub and sub, and writes "+
 			"DIR/network.toml, which runs the same network as separate processes (aerie broker). Data lives under DIR, "+
@@ -34,10 +36,15 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "log every broker event to stderr (--log-level info)")
 	lf := addLogFlags(fs, slog.LevelWarn)
 	useTLS := fs.Bool("tls", false, "TLS on every link and client port, with a development CA and certificates written to DIR/certs")
+	useMQTT := fs.Bool("mqtt", false, "an MQTT 3.1.1 and 5 listener at every broker, on base+301…")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if err := within("base-port", *basePort, 1, 65535-301, "every port of the network must exist"); err != nil {
+	top := 65535 - 301
+	if *useMQTT {
+		top = 65535 - 301 - devBrokers
+	}
+	if err := within("base-port", *basePort, 1, top, "every port of the network must exist"); err != nil {
 		fmt.Fprintf(stderr, "aerie dev: %v\n", err)
 		return 2
 	}
@@ -67,6 +74,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	netw := config.Dev(*dir, *basePort)
+	if *useMQTT {
+		devMQTT(netw, *basePort)
+	}
 	if *useTLS {
 		if err := devTLS(netw, *dir); err != nil {
 			fmt.Fprintf(stderr, "aerie dev: --tls: %v\n", err)
@@ -189,5 +199,49 @@ func printDevSummary(w io.Writer, netw *config.Network, nodes []*broker.Node, di
 	}
 	fmt.Fprintf(w, "\nIn another terminal:\n")
 	fmt.Fprintf(w, "  go run ./cmd/aerie sub --connect %s --topic 'orders.>' --json\n", subAddr)
-	fmt.Fprintf(w, "  go run ./cmd/aerie pub --connect %s --topic orders.eu --prop qty=3 --count 10\n\n", pubAddr)
+	fmt.Fprintf(w, "  go run ./cmd/aerie pub --connect %s --topic orders.eu --prop qty=3 --count 10\n", pubAddr)
+	printDevMQTT(w, netw, nodes)
+	fmt.Fprintln(w)
+}
+
+// devBrokers is the number of brokers config.Dev makes.
+const devBrokers = 4
+
+// devMQTT gives every broker of the dev network an MQTT listener, on
+// base+301 onwards.
+func devMQTT(netw *config.Network, base int) {
+	for k := range netw.Brokers {
+		netw.Brokers[k].MQTT = "127.0.0.1:" + strconv.Itoa(base+301+k)
+	}
+}
+
+// printDevMQTT lists the MQTT ports, with a mosquitto example: subscribe at
+// an SHB, publish at the PHB (a broker without pubends refuses PUBLISH).
+func printDevMQTT(w io.Writer, netw *config.Network, nodes []*broker.Node) {
+	var pub, sub string
+	first := true
+	for i, b := range netw.Brokers {
+		a := nodes[i].MQTTAddr()
+		if a == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\nMQTT (3.1.1 and 5):\n")
+			first = false
+		}
+		fmt.Fprintf(w, "  %-3s mqtt %s\n", b.ID, a)
+		switch {
+		case len(b.Pubends) > 0 && pub == "":
+			pub = a
+		case len(b.Pubends) == 0 && b.Clients != "" && sub == "":
+			sub = a
+		}
+	}
+	if pub == "" || sub == "" {
+		return
+	}
+	ph, pp, _ := net.SplitHostPort(pub)
+	sh, sp, _ := net.SplitHostPort(sub)
+	fmt.Fprintf(w, "  mosquitto_sub -h %s -p %s -q 2 -t 'orders/#' -v\n", sh, sp)
+	fmt.Fprintf(w, "  mosquitto_pub -h %s -p %s -q 2 -t orders/eu -m hello\n", ph, pp)
 }
