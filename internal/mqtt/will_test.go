@@ -160,3 +160,46 @@ func TestWillRefused(t *testing.T) {
 		t.Errorf("no credentials: CONNACK %#x, want 0x86", c.Connack.ReasonCode)
 	}
 }
+
+// TestBadInput: a second CONNECT is a protocol error (DISCONNECT 0x82 in
+// MQTT 5) that publishes the will; a packet above the maximum packet size
+// closes that connection; a bystander's connection is untouched.
+func TestBadInput(t *testing.T) {
+	s, h := startFake(t, "P1")
+	other := dial(t, s, "bystander", 5)
+	c, err := mqtttest.Dial(s.Addr(), "twice", 5, withWill("gone/twice", 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	again := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect}, ProtocolVersion: 5,
+		Connect: packets.ConnectParams{ProtocolName: []byte("MQTT"), ClientIdentifier: "twice", Clean: true, Keepalive: 30}}
+	if err := c.Write(again); err != nil {
+		t.Fatal(err)
+	}
+	if pk := read(t, c, packets.Disconnect); pk.ReasonCode != 0x82 {
+		t.Fatalf("second CONNECT: DISCONNECT %#x, want 0x82", pk.ReasonCode)
+	}
+	willPublished(t, h, "gone.twice")
+
+	big, err := mqtttest.Dial(s.Addr(), "big", 5, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	// A PUBLISH header announcing 5 MiB: refused before it is read.
+	if err := big.WriteRaw([]byte{0x30, 0x80, 0x80, 0xc0, 0x02}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := big.ReadType(packets.Publish, 5*time.Second); err == nil {
+		t.Fatal("the connection survived an oversized packet")
+	}
+	if _, err := other.Publish("still/here", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if p, ok := h.request(t).m.(msg.Publish); ok && p.Topic == "still.here" {
+			break
+		}
+	}
+}
