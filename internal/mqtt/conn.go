@@ -835,19 +835,19 @@ func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, 
 	}
 }
 
-// retake gives an event the previous connection had sent at QoS 2 its
-// packet id back: resent with DUP if the client had not received it
+// retake gives an event the previous connection had sent at QoS 1 or 2
+// its packet id back: resent with DUP if the client had not received it
 // (false: write pk), its mark put in place otherwise (true: nothing to
 // write, the PUBREL went at the session's start).
 func (c *Conn) retake(pk *packets.Packet, sub *subscription, name msg.SubID, ev *msg.Event, old sent) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f := flight{qos: 2, rec: old.rec}
+	f := flight{qos: old.qos, rec: old.rec}
 	if c.byName[name] == sub {
 		f.ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
 	}
 	c.inflight[old.pid] = f
-	pk.PacketID, pk.FixedHeader.Qos, pk.FixedHeader.Dup = old.pid, 2, true
+	pk.PacketID, pk.FixedHeader.Qos, pk.FixedHeader.Dup = old.pid, old.qos, true
 	return old.rec
 }
 

@@ -27,9 +27,9 @@ import (
 // connection ends, what was delivered and not yet passed by the
 // checkpoint is kept in the session (sessionDeliveries): the next
 // connection resends PUBREL for what the client had received, resends
-// the PUBLISH with its packet id and DUP for what it had not, and does
-// not deliver again what it had completed, when the SHB's durable
-// subscriptions replay them from the checkpoint.
+// the PUBLISH (QoS 1 or 2) with its packet id and DUP for what it had not
+// [MQTT-4.4.0-1], and does not deliver again what it had acknowledged,
+// when the SHB's durable subscriptions replay them from the checkpoint.
 
 // qosProperty is the aerie property that carries the QoS an MQTT client
 // published with, 0 or 1; absent, a message is QoS 2 (aerie's own
@@ -55,10 +55,12 @@ type deliveryKey struct {
 	t      tick.Tick
 }
 
-// sent is a QoS 2 delivery of the previous connection not yet complete:
-// its packet id, and whether the client had received it (PUBREC).
+// sent is a QoS 1 or 2 delivery of the previous connection not yet
+// complete: its packet id, its QoS, and whether the client had received
+// it (PUBREC).
 type sent struct {
 	pid uint16
+	qos byte
 	rec bool
 }
 
@@ -66,7 +68,7 @@ type sent struct {
 // delivered beyond its checkpoints.
 type sessionDeliveries struct {
 	done    map[deliveryKey]bool // acknowledged (PUBACK, PUBCOMP) or written at QoS 0
-	pending map[deliveryKey]sent // QoS 2, incomplete
+	pending map[deliveryKey]sent // QoS 1 and 2, incomplete
 }
 
 // inbound is a QoS 2 PUBLISH received and not yet released.
@@ -165,22 +167,33 @@ func (c *Conn) received(pid uint16, code byte) {
 
 // completed: the client's PUBCOMP of delivery pid.
 func (c *Conn) completed(pid uint16) {
-	c.mu.Lock()
-	f, ok := c.inflight[pid]
-	if ok && f.placeholder {
-		// Completed before its event came again: when it comes, it is
-		// not delivered.
-		c.replay.done[f.key] = true
-		delete(c.replay.pending, f.key)
-		delete(c.inflight, pid)
-		c.mu.Unlock()
-		signal(c.quota)
+	if c.placeholderDone(pid, 2) {
 		return
 	}
+	c.mu.Lock()
+	f, ok := c.inflight[pid]
 	c.mu.Unlock()
 	if ok && f.qos == 2 {
 		c.delivered(pid)
 	}
+}
+
+// placeholderDone: the client acknowledged (PUBACK at QoS 1, PUBCOMP at
+// QoS 2) a packet id of the session's previous connection before its
+// event came again: when it comes, it is not delivered.
+func (c *Conn) placeholderDone(pid uint16, qos byte) bool {
+	c.mu.Lock()
+	f, ok := c.inflight[pid]
+	if !ok || !f.placeholder || f.qos != qos {
+		c.mu.Unlock()
+		return false
+	}
+	c.replay.done[f.key] = true
+	delete(c.replay.pending, f.key)
+	delete(c.inflight, pid)
+	c.mu.Unlock()
+	signal(c.quota)
+	return true
 }
 
 // saveDeliveries keeps, in the session, what this connection delivered
@@ -193,10 +206,10 @@ func (c *Conn) saveDeliveriesLocked() sessionDeliveries {
 	for pid, f := range c.inflight {
 		switch {
 		case f.placeholder:
-			sd.pending[f.key] = sent{pid: pid, rec: f.rec}
-		case f.qos == 2 && f.ref.sub != "":
+			sd.pending[f.key] = sent{pid: pid, qos: f.qos, rec: f.rec}
+		case f.ref.sub != "":
 			if t, ok := c.ckpt.tickOf(f.ref); ok {
-				sd.pending[deliveryKey{f.ref.sub, f.ref.pubend, t}] = sent{pid: pid, rec: f.rec}
+				sd.pending[deliveryKey{f.ref.sub, f.ref.pubend, t}] = sent{pid: pid, qos: f.qos, rec: f.rec}
 			}
 		}
 	}
@@ -218,7 +231,7 @@ func (c *Conn) restoreDeliveries(sd sessionDeliveries) {
 		c.replay.pending = map[deliveryKey]sent{}
 	}
 	for k, p := range sd.pending {
-		c.inflight[p.pid] = flight{qos: 2, rec: p.rec, placeholder: true, key: k}
+		c.inflight[p.pid] = flight{qos: p.qos, rec: p.rec, placeholder: true, key: k}
 		if p.rec {
 			rels = append(rels, p.pid)
 		}
@@ -279,6 +292,9 @@ func (c *Conn) answered2(pid uint16, seq uint64, code byte) {
 // pubacked: the client's PUBACK of delivery pid, which counts only for a
 // QoS 1 delivery.
 func (c *Conn) pubacked(pid uint16) {
+	if c.placeholderDone(pid, 1) {
+		return
+	}
 	c.mu.Lock()
 	f, ok := c.inflight[pid]
 	c.mu.Unlock()

@@ -145,11 +145,11 @@ func TestQoS2Deliver(t *testing.T) {
 		return msg.NewEvent("P1", tk, "p", uint64(tk), "a.b", props, []byte{byte(tk)})
 	}
 	q1 := msg.MustProps(map[string]any{qosProperty: int64(1)})
-	for _, e := range []*msg.Event{ev(10, msg.Props{}), ev(20, q1), ev(30, msg.Props{}), ev(40, msg.Props{})} {
+	for _, e := range []*msg.Event{ev(10, msg.Props{}), ev(20, q1), ev(30, msg.Props{}), ev(40, msg.Props{}), ev(50, q1)} {
 		h.conn(1).Send(msg.Delivery{Sub: sub.Sub, Event: e})
 	}
-	var d [4]packets.Packet
-	for i, qos := range []byte{2, 1, 2, 2} {
+	var d [5]packets.Packet
+	for i, qos := range []byte{2, 1, 2, 2, 1} {
 		d[i] = read(t, c, packets.Publish)
 		if d[i].FixedHeader.Qos != qos || d[i].Payload[0] != byte(10*(i+1)) {
 			t.Fatalf("delivery %d at QoS %d payload %v, want QoS %d", i, d[i].FixedHeader.Qos, d[i].Payload, qos)
@@ -168,7 +168,8 @@ func TestQoS2Deliver(t *testing.T) {
 		t.Fatalf("checkpoint told before PUBCOMP: %+v", r.m)
 	case <-time.After(200 * time.Millisecond):
 	}
-	// 30 completed; 10 received only; 40 not even received.
+	// 30 completed; 10 received only; 40 not even received; 50 (QoS 1)
+	// not acknowledged.
 	if err := c.Send(packets.Pubrec, d[2].PacketID); err != nil {
 		t.Fatal(err)
 	}
@@ -189,17 +190,25 @@ func TestQoS2Deliver(t *testing.T) {
 	if r := h.request(t).m.(msg.Subscribe); r.Sub != sub.Sub {
 		t.Fatalf("resumed %+v", r)
 	}
-	// The SHB replays from the checkpoint: 10, 20, 30, 40, then 50.
-	for _, e := range []*msg.Event{ev(10, msg.Props{}), ev(20, q1), ev(30, msg.Props{}), ev(40, msg.Props{}), ev(50, msg.Props{})} {
+	// The SHB replays from the checkpoint: 10 to 50, then 60.
+	for _, e := range []*msg.Event{ev(10, msg.Props{}), ev(20, q1), ev(30, msg.Props{}), ev(40, msg.Props{}), ev(50, q1), ev(60, msg.Props{})} {
 		h.conn(2).Send(msg.Delivery{Sub: sub.Sub, Event: e})
 	}
 	again := read(t, c, packets.Publish)
 	if again.PacketID != d[3].PacketID || !again.FixedHeader.Dup || again.Payload[0] != 40 {
 		t.Fatalf("replayed %d dup=%v payload %v, want 40 again as packet %d with DUP", again.PacketID, again.FixedHeader.Dup, again.Payload, d[3].PacketID)
 	}
+	q1again := read(t, c, packets.Publish)
+	if q1again.PacketID != d[4].PacketID || !q1again.FixedHeader.Dup || q1again.FixedHeader.Qos != 1 || q1again.Payload[0] != 50 {
+		t.Fatalf("replayed %d dup=%v QoS %d payload %v, want 50 again at QoS 1 as packet %d with DUP",
+			q1again.PacketID, q1again.FixedHeader.Dup, q1again.FixedHeader.Qos, q1again.Payload, d[4].PacketID)
+	}
+	if err := c.Ack(q1again.PacketID); err != nil {
+		t.Fatal(err)
+	}
 	next := read(t, c, packets.Publish)
-	if next.Payload[0] != 50 || next.FixedHeader.Dup {
-		t.Fatalf("then %+v, want 50", next)
+	if next.Payload[0] != 60 || next.FixedHeader.Dup {
+		t.Fatalf("then %+v, want 60", next)
 	}
 	for _, pid := range []uint16{d[0].PacketID} {
 		if err := c.Send(packets.Pubcomp, pid); err != nil {
@@ -215,10 +224,10 @@ func TestQoS2Deliver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Everything is complete: the checkpoint passes 50.
+	// Everything is complete: the checkpoint passes 60.
 	for {
 		r := h.request(t)
-		if a, ok := r.m.(msg.SubAck); ok && a.Token["P1"] == 50 {
+		if a, ok := r.m.(msg.SubAck); ok && a.Token["P1"] == 60 {
 			break
 		}
 	}
