@@ -60,7 +60,8 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 	opts := mqtt.Options{
 		Listener: ln, Broker: n.opts.ID, Incarnation: n.inc, Pubends: n.hosted,
 		Host: mqttHost{n: n, ctx: ctx}, Queue: n.opts.SubscriberQueue, Logger: n.log,
-		Sessions: n.opts.DataDir != "", // the durable subscriptions of sessions are kept there
+		Sessions:        n.opts.DataDir != "", // the durable subscriptions of sessions are kept there
+		RetainedNetwork: true,
 	}
 	if users := n.opts.Users; users != nil {
 		opts.Authenticate = func(user, password string) (*auth.Perms, error) {

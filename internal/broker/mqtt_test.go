@@ -311,3 +311,44 @@ func TestAnonymous(t *testing.T) {
 		t.Fatal("a wrong password was accepted")
 	}
 }
+
+// TestMQTTRetainedAcrossBrokers: a message retained at the PHB reaches
+// the retained store of the SHB two hops away: a subscriber arriving
+// there later gets it, flagged retained; an empty retained payload clears
+// it there too.
+func TestMQTTRetainedAcrossBrokers(t *testing.T) {
+	n := startMQTTNet(t)
+	p1, s1 := n.nodes["p1"].MQTTAddr(), n.nodes["s1"].MQTTAddr()
+	// s1 subscribes to retained messages as it starts; a live subscriber
+	// there, in force after it, is in force before the publishes below.
+	live := newInbox()
+	watcher := pahoClient(t, s1, "retain-watch")
+	if tok := watcher.Subscribe("state/z", 1, live.handle); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	pub := pahoClient(t, p1, "retain-pub")
+	for _, m := range []struct{ topic, payload string }{{"state/a", "on"}, {"state/b", "off"}, {"state/b", ""}, {"state/c", "last"}, {"state/z", "marker"}} {
+		if tok := pub.Publish(m.topic, 1, true, m.payload); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %s: %v", m.topic, tok.Error())
+		}
+	}
+	// Once the live subscriber has the last one, s1 has learnt those
+	// before it (one publisher, one pubend, in order).
+	live.wait(t, 1, 30*time.Second)
+	in := newInbox()
+	sub := pahoClient(t, s1, "retain-sub")
+	if tok := sub.Subscribe("state/+", 1, in.handle); !tok.WaitTimeout(30*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	got := in.wait(t, 3, 30*time.Second)
+	var seen []string
+	for _, m := range got {
+		if !m.Retained() {
+			t.Fatalf("%s %q not flagged retained", m.Topic(), m.Payload())
+		}
+		seen = append(seen, m.Topic()+"="+string(m.Payload()))
+	}
+	if want := []string{"state/a=on", "state/c=last", "state/z=marker"}; !slices.Equal(seen, want) {
+		t.Fatalf("retained at s1: %q, want %q", seen, want)
+	}
+}

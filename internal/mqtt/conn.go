@@ -32,6 +32,7 @@ type Conn struct {
 	ended     chan struct{} // closed when its end is complete (OnDisconnect)
 	st        *clientState  // its client id's session state (state.go)
 	will      *will         // published if the connection ends without DISCONNECT (will.go)
+	watch     bool          // the broker's own subscription to retained messages (retain.go)
 	flushed   chan struct{} // closed when a CloseFlush has written everything
 	wake      chan struct{} // the writer has work (cap 1)
 	quota     chan struct{} // a delivered message was acknowledged (cap 1)
@@ -94,7 +95,8 @@ type subscription struct {
 	durable  bool
 	qos      byte
 	noLocal  bool
-	id       int // MQTT 5 subscription identifier, 0 for none
+	rap      bool // MQTT 5 retain-as-published
+	id       int  // MQTT 5 subscription identifier, 0 for none
 	selector string
 }
 
@@ -149,6 +151,12 @@ func (c *Conn) Send(m msg.Msg) bool {
 		m = *p
 	case *msg.PubAck:
 		m = *p
+	}
+	if c.watch { // the broker's own subscription to retained messages
+		if d, ok := m.(msg.Delivery); ok {
+			c.s.retained.learn(d.Event)
+		}
+		return true
 	}
 	switch x := m.(type) {
 	case msg.PubAck:
@@ -266,7 +274,7 @@ func (c *Conn) publish(pk packets.Packet) error {
 		// it refuses an aerie client.
 		return c.refusePublish(pk, refuse(packets.ErrNotAuthorized, "not authorized to publish to "+topic, 0))
 	}
-	props, err := publishProps(pk.Properties.User, qos)
+	props, err := publishProps(pk.Properties.User, qos, pk.FixedHeader.Retain)
 	if err != nil {
 		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError, err.Error(), 0))
 	}
@@ -300,15 +308,20 @@ func (c *Conn) publish(pk packets.Packet) error {
 }
 
 // publishProps are the aerie properties of a PUBLISH at qos: its user
-// properties, and the QoS below 2 (qosProperty).
-func publishProps(user []packets.UserProperty, qos byte) (msg.Props, error) {
-	m := make(map[string]any, len(user)+1)
+// properties, the QoS below 2 (qosProperty) and whether it is retained
+// (retainProperty).
+func publishProps(user []packets.UserProperty, qos byte, retain bool) (msg.Props, error) {
+	m := make(map[string]any, len(user)+2)
 	for _, u := range user {
 		m[u.Key] = u.Val
 	}
 	delete(m, qosProperty)
+	delete(m, retainProperty)
 	if qos < 2 {
 		m[qosProperty] = int64(qos)
+	}
+	if retain {
+		m[retainProperty] = true
 	}
 	return msg.PropsOf(m)
 }
@@ -418,7 +431,7 @@ func (c *Conn) subscribe(pk packets.Packet) {
 		if old != nil && old.selector == selector && (!old.durable || old.qos == qos) {
 			// MQTT replaces a subscription to the same filter: the aerie
 			// subscriptions stay (nothing is lost), the options change.
-			old.qos, old.noLocal, old.id = qos, f.NoLocal, f.Identifier
+			old.qos, old.noLocal, old.id, old.rap = qos, f.NoLocal, f.Identifier, f.RetainAsPublished
 			c.retainDueLocked(pk.PacketID, f, old, false)
 			c.mu.Unlock()
 			codes[i] = qos
@@ -443,7 +456,7 @@ func (c *Conn) subscribe(pk packets.Packet) {
 				c.mu.Lock()
 			}
 		}
-		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, id: f.Identifier, selector: selector,
+		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, rap: f.RetainAsPublished, id: f.Identifier, selector: selector,
 			patterns: pats, durable: c.persistent}
 		p := pending{i: i, sub: sub}
 		for j := range pats {
@@ -759,7 +772,8 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		return true
 	}
 	qos := min(sub.qos, eventQoS(ev))
-	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos}, TopicName: topic, Payload: ev.Payload}
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: sub.rap && retainedEvent(ev)},
+		TopicName: topic, Payload: ev.Payload}
 	if c.v5 {
 		pk.Properties.User = UserProps(ev.Props)
 		if sub.id > 0 {

@@ -226,7 +226,7 @@ func Props(user []packets.UserProperty) (msg.Props, error) {
 }
 
 // UserProps maps aerie properties to MQTT 5 user properties, in name
-// order, all but qosProperty: strings as they are, integers in decimal,
+// order, all but qosProperty and retainProperty: strings as they are, integers in decimal,
 // floats in the shortest form that reads back the same, booleans as
 // "true" and "false".
 func UserProps(p msg.Props) []packets.UserProperty {
@@ -240,7 +240,7 @@ func UserProps(p msg.Props) []packets.UserProperty {
 		if !ok {
 			break
 		}
-		if name == qosProperty {
+		if name == qosProperty || name == retainProperty {
 			continue // aerie's own, not the publisher's
 		}
 		out = append(out, packets.UserProperty{Key: name, Val: valueString(v)})

@@ -39,6 +39,12 @@ import (
 // that name is dropped.
 const qosProperty = "mqtt_qos"
 
+// retainProperty is the aerie property of a retained MQTT publish (true):
+// the brokers' retained stores learn it through the network (retain.go),
+// and a subscription with retain-as-published delivers it flagged. MQTT 5
+// subscribers do not see it as a user property.
+const retainProperty = "mqtt_retain"
+
 // eventQoS is the QoS ev was published with.
 func eventQoS(ev *msg.Event) byte {
 	if v, ok := ev.Props.Get(qosProperty); ok && v.Kind == msg.PropInt && v.Int() >= 0 && v.Int() < 2 {

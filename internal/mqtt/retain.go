@@ -7,17 +7,23 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/msg"
 )
 
 // Retained messages (docs/MQTT.md, Retained messages).
 //
 // A retained PUBLISH is an aerie publish like any other (live subscribers
-// get it, without the retain flag), and, once aerie has acknowledged it
-// (durable at its pubend), the topic's retained message at this broker:
-// an empty payload clears it [MQTT-3.3.1-10]. A new subscription at this
-// broker gets the retained messages its filter matches right after its
-// SUBACK, with the retain flag set [MQTT-3.3.1-9], ahead of the live
-// messages still queued for it. The store is this broker's, in memory.
+// get it, without the retain flag unless they asked for retain as
+// published), carrying retainProperty, and, once aerie has acknowledged
+// it (durable at its pubend), the topic's retained message at this
+// broker: an empty payload clears it [MQTT-3.3.1-10]. Every other broker
+// with an MQTT listener learns it too, through a subscription of its own
+// whose selector (retainProperty = TRUE) lets only retained messages
+// travel (Options.RetainedNetwork). A new subscription gets the retained
+// messages its filter matches right after its SUBACK, with the retain
+// flag set [MQTT-3.3.1-9], ahead of the live messages still queued for
+// it. Each broker's store is in its memory.
 
 // retainedMsg is a topic's retained message.
 type retainedMsg struct {
@@ -42,6 +48,37 @@ func (rs *retainStore) set(r retainedMsg) {
 		return
 	}
 	rs.m[r.topic] = r
+}
+
+// learn keeps a retained message the network delivered.
+func (rs *retainStore) learn(ev *msg.Event) {
+	topic, ok := TopicOf(ev.Topic)
+	if !ok {
+		return
+	}
+	rs.set(retainedMsg{topic: topic, payload: slices.Clone(ev.Payload), user: UserProps(ev.Props), qos: eventQoS(ev)})
+}
+
+// retainedEvent reports whether ev was published retained.
+func retainedEvent(ev *msg.Event) bool {
+	v, ok := ev.Props.Get(retainProperty)
+	return ok && v.Kind == msg.PropBool && v.Bool()
+}
+
+// watchName is the broker's own subscription to retained messages.
+const watchName = "mqtt-retained"
+
+// watchRetained subscribes, as a client of the broker of its own, to
+// every retained message published in the network: they fill this
+// broker's store as they are delivered. It starts with the listener, so
+// a retained message published while the broker was down is not known
+// here (docs/MQTT.md).
+func (s *Server) watchRetained() {
+	cl := s.srv.NewClient(nil, "aerie", "aerie-retained", true)
+	c := newConn(s, cl)
+	c.watch, c.st = true, &clientState{in: map[uint16]*inbound{}}
+	c.id = s.opts.Host.Up(c)
+	s.opts.Host.Request(c.id, msg.Subscribe{Sub: watchName, Pattern: ">", Selector: retainProperty + " = TRUE"})
 }
 
 // matching returns the retained messages filter matches, by topic.

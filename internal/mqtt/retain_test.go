@@ -89,3 +89,33 @@ func TestRetained(t *testing.T) {
 		t.Fatalf("'$x/#' got %s", got[0].TopicName)
 	}
 }
+
+// TestRetainAsPublished: a live message published retained is delivered
+// with the retain flag only to an MQTT 5 subscription that asked for
+// retain as published; the retain property is not a user property.
+func TestRetainAsPublished(t *testing.T) {
+	s, h := startFake(t)
+	c := dial(t, s, "rap", 5)
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
+		Filters: packets.Subscriptions{{Filter: "a", Qos: 1, RetainAsPublished: true}, {Filter: "b", Qos: 1}}}
+	if err := c.Write(pk); err != nil {
+		t.Fatal(err)
+	}
+	var subs []msg.SubID
+	for range 2 {
+		r := h.request(t)
+		subs = append(subs, r.m.(msg.Subscribe).Sub)
+		h.conn(r.id).Send(msg.SubStarted{Sub: r.m.(msg.Subscribe).Sub})
+	}
+	read(t, c, packets.Suback)
+	props := msg.MustProps(map[string]any{retainProperty: true, "k": "v"})
+	for i, topic := range []string{"a", "b"} {
+		h.conn(1).Send(msg.Delivery{Sub: subs[i], Event: msg.NewEvent("P1", 5, "p", uint64(i), topic, props, nil)})
+	}
+	for _, want := range []bool{true, false} {
+		d := read(t, c, packets.Publish)
+		if d.FixedHeader.Retain != want || len(d.Properties.User) != 1 || d.Properties.User[0].Key != "k" {
+			t.Fatalf("%s: retain %v user %v, want retain %v and only k", d.TopicName, d.FixedHeader.Retain, d.Properties.User, want)
+		}
+	}
+}

@@ -68,6 +68,10 @@ type Options struct {
 	// the subscription completes in the background.
 	SubscribeWait time.Duration
 	Logger        *slog.Logger
+	// RetainedNetwork: the broker's retained store also learns the
+	// retained messages published at other brokers, through a
+	// subscription of its own (retain.go).
+	RetainedNetwork bool
 	// Authenticate checks an MQTT client's user name and password and
 	// returns its user's permissions (nil: the network has no users, and
 	// every client gets in). A refused client gets CONNACK "bad user name
@@ -138,6 +142,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if err := s.srv.Serve(); err != nil {
 		return nil, err
+	}
+	if opts.RetainedNetwork {
+		s.watchRetained()
 	}
 	return s, nil
 }

@@ -43,7 +43,7 @@ func takeWill(cl *mochi.Client, perms *auth.Perms) (*will, error) {
 	if err != nil {
 		return nil, err
 	}
-	props, err := publishProps(w.User, w.Qos)
+	props, err := publishProps(w.User, w.Qos, w.Retain)
 	if err != nil {
 		return nil, err
 	}
