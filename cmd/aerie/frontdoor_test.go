@@ -113,6 +113,14 @@ func TestPubPayloads(t *testing.T) {
 	if _, err := o.payload(nil); err == nil || !strings.Contains(err.Error(), "--file") {
 		t.Errorf("a missing --file: %v", err)
 	}
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, make([]byte, client.MaxEventBytes+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, _, _ = parsePub([]string{"--file", big}, &bytes.Buffer{})
+	if _, err := o.payload(nil); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("an oversized --file: %v", err)
+	}
 	o, _, _ = parsePub([]string{"--data", "-"}, &bytes.Buffer{})
 	if _, err := o.payload(bytes.NewReader(make([]byte, client.MaxEventBytes+1))); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("an oversized stdin payload: %v", err)

@@ -149,7 +149,7 @@ func (o *pubOptions) payload(stdin io.Reader) ([]byte, error) {
 	case o.data != "":
 		b = []byte(o.data)
 	case o.file != "":
-		if b, err = os.ReadFile(o.file); err != nil {
+		if b, err = readLimited(o.file, client.MaxEventBytes+1); err != nil {
 			return nil, fmt.Errorf("--file: %w", err)
 		}
 	default:
@@ -162,33 +162,6 @@ func (o *pubOptions) payload(stdin io.Reader) ([]byte, error) {
 		return nil, fmt.Errorf("payload of more than %d bytes: above an event's limit", client.MaxEventBytes)
 	}
 	return b, nil
-}
-
-// dialClient connects a client command: at once, or, when the user asked
-// for it with --wait-for-broker, trying again for up to wait, saying so
-// on stderr. An address that never answered is an error with its reason
-// (a broker that was reached and then fails is the client's to retry).
-func dialClient(ctx context.Context, name, addr string, wait time.Duration, opts client.Options, stderr io.Writer) (*client.Client, error) {
-	opts.RetryDial = false
-	c, err := client.Dial(ctx, addr, opts)
-	if err == nil {
-		return c, nil
-	}
-	if wait == 0 || errors.Is(err, client.ErrRefused) || ctx.Err() != nil {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "aerie: "))
-	}
-	fmt.Fprintf(stderr, "aerie %s: %s; trying again for up to %v (--wait-for-broker)\n", name, strings.TrimPrefix(err.Error(), "aerie: "), wait)
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	opts.RetryDial = true
-	c, err = client.Dial(wctx, addr, opts)
-	switch {
-	case err == nil:
-		return c, nil
-	case wctx.Err() != nil && ctx.Err() == nil:
-		return nil, fmt.Errorf("no broker of %s answered within %v (--wait-for-broker)", addr, wait)
-	}
-	return nil, errors.New(strings.TrimPrefix(err.Error(), "aerie: "))
 }
 
 // runPub implements `aerie pub`.
