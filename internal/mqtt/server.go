@@ -105,6 +105,8 @@ type Server struct {
 	states   clientStates
 	wills    pendingWills
 	retained retainStore
+	closing  chan struct{} // closed by Close: wills stop waiting
+	closeMu  sync.Once
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -128,7 +130,8 @@ func Start(opts Options) (*Server, error) {
 	caps.TopicAliasMaximum = 0
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
-		wills: pendingWills{m: map[string]*pendingWill{}}, retained: retainStore{m: map[string]retainedMsg{}}}
+		wills: pendingWills{m: map[string]*pendingWill{}}, retained: retainStore{m: map[string]retainedMsg{}},
+		closing: make(chan struct{})}
 	s.srv = mochi.New(&mochi.Options{
 		Capabilities:           caps,
 		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -156,6 +159,13 @@ func (s *Server) Addr() string { return s.opts.Listener.Addr().String() }
 // what it has queued (the acks the broker released at shutdown), and
 // closes them.
 func (s *Server) Close() {
+	s.closeMu.Do(func() { close(s.closing) })
+	s.wills.mu.Lock()
+	for id, p := range s.wills.m { // in memory only (docs/MQTT.md, Wills)
+		p.t.Stop()
+		delete(s.wills.m, id)
+	}
+	s.wills.mu.Unlock()
 	deadline := time.After(time.Second)
 	s.conns.Range(func(_, v any) bool {
 		c := v.(*Conn)

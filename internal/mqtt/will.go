@@ -201,6 +201,9 @@ func (s *Server) publishWill(cl *mochi.Client, st *clientState, w *will) {
 		}
 		select {
 		case <-wc.wake:
+		case <-s.closing:
+			s.log.Warn("MQTT will not acknowledged before the broker stopped", "client", cl.ID, "topic", w.topic)
+			return
 		case <-timeout.C:
 			s.log.Warn("MQTT will not acknowledged in time", "client", cl.ID, "topic", w.topic, "after", willWait)
 			return
