@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,9 @@ func (h *histogram) snapshot() Histogram {
 type diskStats struct {
 	fsync *histogram
 	batch *histogram
+	// logBytes is the event log's size after the persister's last job:
+	// the persister owns the log, the loop reads this for /metrics.
+	logBytes atomic.Int64
 }
 
 func newDiskStats() *diskStats {

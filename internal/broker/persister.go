@@ -127,7 +127,9 @@ func (c trimmed) report(sh *shell.Broker) error {
 func (n *Node) persister() {
 	defer n.wg.Done()
 	for j := range n.jobs {
-		n.done <- j.run(n.store)
+		c := j.run(n.store)
+		n.disk.logBytes.Store(n.store.Size())
+		n.done <- c
 	}
 }
 

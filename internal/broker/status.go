@@ -26,6 +26,12 @@ type Status struct {
 	// LogFirst and LogNext bound the records the event log still holds.
 	LogFirst uint64 `json:"log_first"`
 	LogNext  uint64 `json:"log_next"`
+	// LogBytes is the event log's size on disk (0 without one).
+	LogBytes int64 `json:"log_bytes"`
+	// Release is the release protocol's state per pubend stream (Gryphon
+	// DS §3): how far each downstream cell has acknowledged, which is
+	// what holds a pubend's release and its log.
+	Release []gd.ReleaseState `json:"release"`
 	// Membership is the installed membership view (nil: no membership).
 	Membership *MembershipStatus `json:"membership,omitempty"`
 	// Chaos counts the chaos monkey's actions, by kind (nil: no monkey).
@@ -140,6 +146,8 @@ func (n *Node) snapshot() Status {
 	}
 	sort.Strings(s.Peers)
 	s.LogFirst, s.LogNext = n.sh.LogBounds()
+	s.LogBytes = n.disk.logBytes.Load()
+	s.Release = n.eng.ReleaseStates()
 	s.Membership = n.membershipStatus()
 	if n.monkey != nil {
 		s.Chaos = maps.Clone(n.chaos)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // collector turns broker snapshots into metrics at scrape time: the
@@ -70,6 +71,10 @@ var (
 	raftXfDesc   = desc("raft_snapshot_transfers_total", "Snapshots larger than one chunk this replicated PHB member sent or received whole, or abandoned (a leader change, a crash, silence), since it started.", "result")
 	raftDropDesc = desc("raft_snapshot_chunks_dropped_total", "Snapshot chunks this replicated PHB member dropped (stale, out of order, or bad: its log says which), since it started.")
 	raftRjDesc   = desc("raft_rejoins_total", "Times this replicated PHB member found its Raft state lost (a new or wiped data directory) and rejoined its cell as a new member, since it started.")
+	logBytesDesc = desc("log_bytes", "Bytes of the event log on disk (hosted pubends): what retention keeps.")
+	relLagDesc   = desc("release_lag_seconds", "How far a hosted pubend's release point is behind this broker's clock: the age of the oldest event its log must keep. It stays near the ack round trip unless a downstream or a durable subscriber holds the release, or max_retain lets it go.", "pubend")
+	ackLagDesc   = desc("downstream_ack_lag_seconds", "How far a downstream cell's acknowledgements of a pubend's stream are behind this broker's clock: the cell with the largest lag is the one that holds the release here.", "pubend", "cell")
+	heldLagDesc  = desc("downstream_released_lag_seconds", "How far the release point a downstream cell reported (what its durable subscribers have acknowledged) is behind this broker's clock.", "pubend", "cell")
 	delivDesc    = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
 )
 
@@ -77,7 +82,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, relLagDesc, ackLagDesc, heldLagDesc} {
 		ch <- d
 	}
 }
@@ -92,6 +97,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(peersDesc, prometheus.GaugeValue, float64(len(s.Peers)), s.ID)
 		ch <- prometheus.MustNewConstMetric(clientsDesc, prometheus.GaugeValue, float64(s.Clients), s.ID)
 		ch <- prometheus.MustNewConstMetric(logDesc, prometheus.GaugeValue, float64(s.LogNext-s.LogFirst), s.ID)
+		ch <- prometheus.MustNewConstMetric(logBytesDesc, prometheus.GaugeValue, float64(s.LogBytes), s.ID)
+		collectRelease(ch, s, time.Now().UnixMilli())
 		if r := s.Raft; r != nil {
 			ch <- prometheus.MustNewConstMetric(raftEntDesc, prometheus.GaugeValue, float64(r.LogEntries), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftByDesc, prometheus.GaugeValue, float64(r.LogBytes), s.ID)
@@ -151,6 +158,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(recDesc, prometheus.GaugeValue, rec, s.ID, p)
 			ch <- prometheus.MustNewConstMetric(nwndDesc, prometheus.GaugeValue, float64(cc.NackWindow), s.ID, p)
+		}
+	}
+}
+
+// collectRelease reports, per pubend stream, how far behind the clock the
+// release point and each downstream cell's acknowledgements are: an
+// operator sees a log or a memory that grows coming, and which downstream
+// holds it (Gryphon DS §3).
+func collectRelease(ch chan<- prometheus.Metric, s *broker.Status, nowMs int64) {
+	lag := func(t tick.Tick) float64 { return float64(max(0, nowMs-t.Millis())) / 1000 }
+	for _, r := range s.Release {
+		p := string(r.Pubend)
+		if r.Hosted && r.Final > 0 {
+			ch <- prometheus.MustNewConstMetric(relLagDesc, prometheus.GaugeValue, lag(r.Final), s.ID, p)
+		}
+		for _, d := range r.Downstream {
+			if d.AckPrefix == 0 {
+				continue // not heard from since this broker started
+			}
+			ch <- prometheus.MustNewConstMetric(ackLagDesc, prometheus.GaugeValue, lag(d.AckPrefix), s.ID, p, string(d.Cell))
+			ch <- prometheus.MustNewConstMetric(heldLagDesc, prometheus.GaugeValue, lag(d.Released), s.ID, p, string(d.Cell))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -17,6 +18,9 @@ import (
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // run starts a broker and stops it at the end of the test.
@@ -82,6 +86,9 @@ func TestEndpoints(t *testing.T) {
 			t.Errorf("/metrics (%d) lacks %q", code, want)
 		}
 	}
+	if !regexp.MustCompile(`aerie_log_bytes\{broker="p1"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("no log bytes after an acknowledged publish:\n%s", metrics)
+	}
 	if !regexp.MustCompile(`aerie_fsync_seconds_count\{broker="p1"\} [1-9]`).MatchString(metrics) {
 		t.Errorf("no fsync counted after an acknowledged publish:\n%s", metrics)
 	}
@@ -101,6 +108,47 @@ func TestEndpoints(t *testing.T) {
 	}
 	if code, body := get(t, hs, "/readyz"); code != 503 || !strings.Contains(body, "no link to upstream cell p1") {
 		t.Errorf("/readyz of an SHB without its upstream: %d %q", code, body)
+	}
+}
+
+// TestReleaseMetrics: the release point's lag and every downstream cell's
+// ack and released lags, in seconds behind the clock; a cell not heard
+// from has none.
+func TestReleaseMetrics(t *testing.T) {
+	const now = 1_800_000_000_000
+	at := func(msAgo int64) tick.Tick { return tick.FromMillis(now - msAgo) }
+	s := &broker.Status{ID: "p1", Release: []gd.ReleaseState{{Pubend: "P1", Hosted: true, Final: at(3000), Downstream: []gd.DownRelease{
+		{Cell: "b1", AckPrefix: at(1000), Released: at(5000)},
+		{Cell: "b2"},
+	}}}}
+	ch := make(chan prometheus.Metric, 10)
+	collectRelease(ch, s, now)
+	close(ch)
+	got := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		var labels []string
+		for _, l := range d.GetLabel() {
+			labels = append(labels, l.GetName()+"="+l.GetValue())
+		}
+		name := regexp.MustCompile(`fqName: "(\w+)"`).FindStringSubmatch(m.Desc().String())[1]
+		got[name+"{"+strings.Join(labels, ",")+"}"] = d.GetGauge().GetValue()
+	}
+	want := map[string]float64{
+		"aerie_release_lag_seconds{broker=p1,pubend=P1}":                     3,
+		"aerie_downstream_ack_lag_seconds{broker=p1,cell=b1,pubend=P1}":      1,
+		"aerie_downstream_released_lag_seconds{broker=p1,cell=b1,pubend=P1}": 5,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("metrics %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if math.Abs(got[k]-v) > 0.002 {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
 	}
 }
 
