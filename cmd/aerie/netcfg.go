@@ -47,6 +47,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	}
 	cfg := gd.DefaultConfig()
 	cfg.MaxRetain = b.Retain() // the PHB's early-release bound (Gryphon DS, DSN 2003 §3)
+	cfg.MaxRetainBytes = b.MaxRetainBytes
 	// Gryphon CC in every broker alike (config.Network.CongestionOn).
 	cfg.CongestionControl = n.CongestionOn()
 	cfg.Congestion = congestion.BrokerConfig()

@@ -161,6 +161,12 @@ type Broker struct {
 	// release past downstream brokers that are merely slow. nil when the
 	// key is absent: Retain gives the default, 168h.
 	MaxRetain *time.Duration
+	// MaxRetainBytes is max_retain_bytes, the size bound beside MaxRetain
+	// (gd.Config.MaxRetainBytes): past it each pubend this broker hosts
+	// releases its oldest events every SHB has delivered, whatever their
+	// age, with the same gap to a durable subscriber that is away. 0 when
+	// absent: no size bound.
+	MaxRetainBytes int64
 	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
 	MQTT string
 	// RaftClients is raft_clients, what a member of a replicated PHB cell

@@ -828,6 +828,67 @@ func TestGossipErrors(t *testing.T) {
 	}
 }
 
+// TestMaxRetainBytes: max_retain_bytes on a PHB is a size ("50GB") or a
+// number of bytes, absent means no size bound, it survives Marshal, and
+// anything else is refused with the format.
+func TestMaxRetainBytes(t *testing.T) {
+	n := mustParse(t, `[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+max_retain_bytes = "50GB"
+
+[[broker]]
+id = "p2"
+listen = "h:2"
+pubends = ["P2"]
+max_retain_bytes = 1048576
+
+[[broker]]
+id = "p3"
+listen = "h:3"
+pubends = ["P3"]
+`)
+	for id, want := range map[string]int64{"p1": 50e9, "p2": 1 << 20, "p3": 0} {
+		if b, _ := n.Broker(id); b.MaxRetainBytes != want {
+			t.Errorf("%s: MaxRetainBytes = %d, want %d", id, b.MaxRetainBytes, want)
+		}
+	}
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse(data, "m.toml"); err != nil || !reflect.DeepEqual(back, n) {
+		t.Fatalf("round trip: %v\n%s", err, data)
+	}
+	_, err = Parse([]byte(`[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+max_retain_bytes = "lots"
+
+[[broker]]
+id = "p2"
+listen = "h:2"
+pubends = ["P2"]
+max_retain_bytes = 0
+
+[[broker]]
+id = "s1"
+listen = "h:3"
+max_retain_bytes = "1GB"
+`), "net.toml")
+	units := `must be a positive size such as "50GB" (units B, KB = 1000, KiB = 1024, MB, MiB, GB, GiB, TB, TiB)`
+	want := []string{
+		`net.toml:5:1: broker "p1": max_retain_bytes "lots" ` + units,
+		`net.toml:11:1: broker "p2": max_retain_bytes 0 ` + units,
+		`net.toml:16:1: broker "s1": max_retain_bytes applies to the pubends a broker hosts, and this one hosts none`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
 // TestMaxRetain: max_retain on a PHB (docs/CONFIG.md; Gryphon DS, DSN 2003 §3)
 // is a duration, "0s" never releases early, and absent means 168h.
 func TestMaxRetain(t *testing.T) {

@@ -45,7 +45,9 @@ type rawBroker struct {
 	HTTP    any `toml:"http"`
 	// MaxRetain is max_retain (Broker.MaxRetain).
 	MaxRetain any `toml:"max_retain"`
-	MQTT      any `toml:"mqtt"`
+	// MaxRetainBytes is max_retain_bytes (Broker.MaxRetainBytes).
+	MaxRetainBytes any `toml:"max_retain_bytes"`
+	MQTT           any `toml:"mqtt"`
 	// RaftClients is raft_clients (Broker.RaftClients).
 	RaftClients any `toml:"raft_clients"`
 	// RaftElection is raft_election_timeout (Broker.RaftElection).
@@ -166,6 +168,14 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 				bad[fieldRef{"broker", i, "max_retain"}] = true
 			default:
 				b.MaxRetain = &d
+			}
+		}
+		if rb.MaxRetainBytes != nil {
+			if v, err := retainBytes(rb.MaxRetainBytes); err != nil {
+				p.field("broker", i, "max_retain_bytes", "%s: max_retain_bytes %v", p.who(b, i), err)
+				bad[fieldRef{"broker", i, "max_retain_bytes"}] = true
+			} else {
+				b.MaxRetainBytes = v
 			}
 		}
 		if rb.RaftElection != nil {

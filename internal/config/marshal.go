@@ -63,6 +63,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.MaxRetain != nil {
 			kv(&b, "max_retain", br.MaxRetain.String())
 		}
+		if br.MaxRetainBytes > 0 {
+			kv(&b, "max_retain_bytes", FormatSize(br.MaxRetainBytes))
+		}
 		if br.MQTT != "" {
 			kv(&b, "mqtt", br.MQTT)
 		}

@@ -106,6 +106,14 @@ type Config struct {
 	// then holds the pubend's log forever. Default 168h (the config key
 	// max_retain). Without durable subscribers it changes nothing.
 	MaxRetain time.Duration
+	// MaxRetainBytes bounds, beside MaxRetain, the bytes of a pubend's
+	// logged events that are not released (whichever bound comes first,
+	// as Kafka's retention.bytes beside retention.ms): past it the pubend
+	// releases its oldest events that every downstream SHB has delivered,
+	// with the same gap to a durable subscriber that is away
+	// (retainbytes.go). Zero (the default) sets no size bound. The config
+	// key max_retain_bytes.
+	MaxRetainBytes int64
 
 	// SummaryDeltaMin: a summary of more clauses than this is sent upstream
 	// as what changed (msg.SummaryDelta) when that is shorter, and a
@@ -199,6 +207,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: TotalOrderHoldBytes must not be negative", ErrConfig)
 	case c.SummaryDeltaMin < 0:
 		return fmt.Errorf("%w: SummaryDeltaMin must not be negative", ErrConfig)
+	case c.MaxRetainBytes < 0:
+		return fmt.Errorf("%w: MaxRetainBytes must not be negative (0 sets no size bound)", ErrConfig)
 	case c.MaxRetain < 0:
 		return fmt.Errorf("%w: MaxRetain must not be negative (0 never releases early)", ErrConfig)
 	}

@@ -182,6 +182,7 @@ type pstream struct {
 	published uint64    // pubend: events announced since start (dashboards' rates)
 	dhMovedAt tick.Time
 	cache     payloadCache // pubend: payloads in memory (cache.go)
+	retained  retainedBytes // pubend: bytes of the events not released (retainbytes.go)
 	// versionSeq numbers the filter versions a pubend logs (cells.go).
 	versionSeq uint64
 	snapMemo   map[versionKey]*msg.FilterVersion // Snapshot's records (snapshot.go)

@@ -353,6 +353,7 @@ func (e *Engine) madeDurable(ps *pstream, ev *msg.Event) {
 	if !ps.pub.MadeDurable(ev) {
 		panic(fmt.Sprintf("gd: broker %s: durable record %v is not the oldest pending event", e.id, ev))
 	}
+	ps.retained.push(ev.Tick, retainedSize(ev))
 }
 
 // decide moves the pubend's decided prefix in its istream, adding what

@@ -175,6 +175,13 @@ func (e *Engine) releasePubend(ps *pstream) {
 			l = max(l, min(bound, now-age-1)) // t <= now-age-1 ⟺ now − t > maxRetain
 		}
 	}
+	if lim := e.cfg.MaxRetainBytes; lim > 0 {
+		bound := ps.rel.delivered
+		if e.mut&MutReleaseEarly != 0 {
+			bound = ps.pub.Announced // broken on purpose: past what downstream has
+		}
+		l = max(l, ps.retained.over(lim, bound, e.mut))
+	}
 	if r := &ps.rel; !r.lastDInit {
 		r.lastD, r.lastDInit = ps.in.K.Final(), true
 	}
@@ -190,6 +197,7 @@ func (e *Engine) releasePubend(ps *pstream) {
 		ps.in.C.RemoveBelow(l)
 		ps.delivered = max(ps.delivered, l)
 		ps.cache.release(ps.in.K.Final())
+		ps.retained.release(ps.in.K.Final())
 	}
 }
 
@@ -228,6 +236,8 @@ type ReleaseState struct {
 	// release bound (hosted pubends only).
 	Now       tick.Tick
 	MaxRetain time.Duration
+	// MaxRetainBytes is its size bound (hosted pubends only; 0: none).
+	MaxRetainBytes int64
 	// Downstream holds, per downstream cell, its ack prefix and the
 	// release values it reported.
 	Downstream []DownRelease
@@ -261,7 +271,7 @@ func (e *Engine) ReleaseStatesInto(buf []ReleaseState) []ReleaseState {
 			Released: ps.rel.released, Delivered: ps.rel.delivered, Floor: ps.rel.floor, FloorSet: ps.rel.floorSet,
 		}
 		if ps.pub != nil {
-			st.Now, st.MaxRetain = tick.FromMillis(e.now.Millis()), e.cfg.MaxRetain
+			st.Now, st.MaxRetain, st.MaxRetainBytes = tick.FromMillis(e.now.Millis()), e.cfg.MaxRetain, e.cfg.MaxRetainBytes
 		}
 		for _, o := range ps.outs {
 			down = append(down, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered})

@@ -76,6 +76,7 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		for _, ev := range evs {
 			ps.in.AcceptData(ev.Tick, ev, &none)
 			ps.cache.push(ev.Tick, ev)
+			ps.retained.push(ev.Tick, retainedSize(ev))
 		}
 		// Silence fills the ticks around the logged events; it skips D ticks
 		// by design, so its contradiction count is meaningless here.
@@ -86,6 +87,7 @@ func (e *Engine) Restore(recs []msg.Record) error {
 			ps.in.K.SetFinal(min(f, h))
 			ps.in.AckPrefix = ps.in.K.Final()
 		}
+		ps.retained.release(ps.in.K.Final())
 		for _, o := range ps.outs {
 			o.SentHi = h
 		}

@@ -1,6 +1,8 @@
 package oracle
 
 import (
+	"slices"
+
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -17,7 +19,9 @@ import (
 //   - at a pubend, no tick is L above T_d (so none before every downstream
 //     acked it: without durable subscribers T_d is the ack prefix), and
 //     when the L prefix moves, every newly L tick t has t <= T_r, or
-//     t <= T_d and T(p) − t > maxRetain. The L prefix a pubend restores
+//     t <= T_d and T(p) − t > maxRetain, or t <= T_d is the tick of a logged
+//     event that had to go for the events after it to fit in
+//     maxRetainBytes (overSize). The L prefix a pubend restores
 //     after a restart was decided by its previous incarnation; the rule is
 //     checked when it was made.
 func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState) {
@@ -72,8 +76,30 @@ func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState
 				allowed = max(allowed, min(st.Delivered, st.Now-age-1))
 			}
 		}
+		if st.Final > allowed && st.MaxRetainBytes > 0 && o.overSize(st.Pubend, st.Final, st.MaxRetainBytes) {
+			allowed = st.Final
+		}
 		if st.Final > allowed {
-			o.fail("I10", "pubend %s at %s made ticks up to %d L: only t <= T_r %d, or t <= T_d %d older than max_retain %v at %d may be", st.Pubend, node, st.Final, st.Released, st.Delivered, st.MaxRetain, st.Now)
+			o.fail("I10", "pubend %s at %s made ticks up to %d L: only t <= T_r %d, or t <= T_d %d older than max_retain %v at %d or needed by max_retain_bytes %d, may be", st.Pubend, node, st.Final, st.Released, st.Delivered, st.MaxRetain, st.Now, st.MaxRetainBytes)
 		}
 	}
+}
+
+// overSize reports whether releasing up to final was needed to keep pubend
+// p's retained events within limit bytes: final is a logged event, and it
+// and the events logged after it take more than limit (Gryphon DS §3 with a
+// size bound, gd.Config.MaxRetainBytes). Releasing one event too many
+// fails this.
+func (o *Oracle) overSize(p msg.PubendID, final tick.Tick, limit int64) bool {
+	l := o.log(p)
+	i, found := slices.BinarySearch(l.ticks, final)
+	if !found {
+		return false
+	}
+	var sum int64
+	for _, t := range l.ticks[i:] {
+		ev := l.events[t]
+		sum += int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
+	}
+	return sum > limit
 }

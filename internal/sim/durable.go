@@ -219,7 +219,7 @@ func (w *world) durableMsg(n *node, m msg.Msg) bool {
 		lost := w.orc.GapLoses(m.Sub, m) // before Gap moves the session on
 		w.orc.Gap(m.Sub, m)
 		w.gaps++
-		if lost != nil && w.plan.maxRetain == 0 && w.floors == nil {
+		if lost != nil && w.plan.maxRetain == 0 && w.plan.maxRetainBytes == 0 && w.floors == nil {
 			// Early release off and every floor kept at the checkpoints:
 			// nothing a durable subscriber needs is ever released. (A gap
 			// may still cover released events it does not want: the

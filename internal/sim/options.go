@@ -183,6 +183,10 @@ type plan struct {
 	// stay away and leave (release.go).
 	maxRetain time.Duration
 	floors    bool
+	// maxRetainBytes is every pubend's size bound (Config.MaxRetainBytes):
+	// 0 in half the runs, else a few events' worth, so that pubends
+	// release by size past floors that stay behind.
+	maxRetainBytes int64
 	// cc: congestion control runs (with the overload fault, or the "cc"
 	// scenario).
 	cc bool
@@ -213,8 +217,8 @@ func (p plan) String() string {
 	if p.cacheBytes > 0 {
 		cache = fmt.Sprintf("%d B", p.cacheBytes)
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s",
-		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain,
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, max_retain_bytes %d, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s",
+		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, p.maxRetainBytes,
 		either(p.floors, "on", "off"), either(p.cc, "on", "off"), either(p.forward, "forward", "redirect"),
 		either(p.noAck, "every third", "off"), either(p.inOrder, "in order on reconnect", "retry after 1 s"))
 }
@@ -316,8 +320,13 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	case 1:
 		p.maxRetain = time.Duration(1000+relRng.IntN(4000)) * time.Millisecond
 	}
+	// The size bound came after the age bound: its own sub-seed.
+	if bytesRng := rand.New(rand.NewPCG(o.Seed, 0x72657462797465)); bytesRng.IntN(2) == 0 { // "retbyte"
+		p.maxRetainBytes = int64(256 << bytesRng.IntN(9)) // 256 B … 64 KiB
+	}
 	if isDSScenario(o.Scenario) {
 		p.maxRetain = 0 // Gryphon DS §5 "disabled early-release in these experiments"
+		p.maxRetainBytes = 0
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	p.cc = (p.faults[FaultOverload] || isCCScenario(o.Scenario)) && !o.NoCongestionControl

@@ -65,3 +65,62 @@ func TestOracleBitesEarlyRelease(t *testing.T) {
 	}
 	t.Fatal("no I10 violation in 60 seeds with early release past T_d")
 }
+
+// TestReleaseBySize: runs with release floors, early release by age off
+// and a size bound (max_retain_bytes) release early by size under faults
+// without any violation (docs/CONCEPTS.md I10).
+func TestReleaseBySize(t *testing.T) {
+	early, runs := 0, 0
+	for s := uint64(1); s <= 80 && (early == 0 || runs < 4); s++ {
+		o := DefaultOptions(s)
+		o.FaultPhase, o.ConvergePhase = 15*time.Second, 40*time.Second
+		p, err := makePlan(o, seedRng(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.floors || p.maxRetain != 0 || p.maxRetainBytes == 0 {
+			continue
+		}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		runs++
+		early += res.EarlyReleased
+	}
+	t.Logf("%d runs: %d samples released early by size", runs, early)
+	if runs == 0 || early == 0 {
+		t.Fatalf("%d runs never released early by size", runs)
+	}
+}
+
+// TestOracleBitesReleaseOneMore: a pubend past its size bound that releases
+// one event more than the bound needs (gd.MutReleaseOneMore) is reported
+// as I10.
+func TestOracleBitesReleaseOneMore(t *testing.T) {
+	for s := uint64(1); s <= 80; s++ {
+		o := DefaultOptions(s)
+		p, err := makePlan(o, seedRng(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.floors || p.maxRetain != 0 || p.maxRetainBytes == 0 {
+			continue
+		}
+		o.Mutation = gd.MutReleaseOneMore
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			if v.Invariant == "I10" {
+				t.Logf("caught at seed %d: %v", s, v)
+				return
+			}
+		}
+	}
+	t.Fatal("no I10 violation in 80 seeds with one event released past the size bound's need")
+}

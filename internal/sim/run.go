@@ -140,6 +140,7 @@ func Run(o Options) (Result, error) {
 		return Result{}, err
 	}
 	o.Config.MaxRetain = p.maxRetain
+	o.Config.MaxRetainBytes = p.maxRetainBytes
 	w := &world{opts: o, plan: p, rng: rng, now: epoch, nodes: map[msg.NodeID]*node{},
 		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New(),
 		// Membership and hangs came later: their own sub-seeds.
