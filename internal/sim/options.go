@@ -132,6 +132,11 @@ type Options struct {
 	// NoCongestionControl keeps congestion control off even where the
 	// plan would run it: to watch the collapse of Gryphon CC §2.
 	NoCongestionControl bool
+	// NoSizeBound and TrimOnlyWhenIdle (tests only) run the swarm as it
+	// ran before pubends had a size bound (max_retain_bytes) and trimmed
+	// under load (shell.Config.TrimOnlyWhenIdle): a mutation test whose
+	// scenario those make rare keeps its seeds.
+	NoSizeBound, TrimOnlyWhenIdle bool
 	// LinkQueueBytes is how many bytes one direction of a capped link
 	// queues before the connection resets (congestion.go); 0 is
 	// linkQueueBytes.
@@ -321,7 +326,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetain = time.Duration(1000+relRng.IntN(4000)) * time.Millisecond
 	}
 	// The size bound came after the age bound: its own sub-seed.
-	if bytesRng := rand.New(rand.NewPCG(o.Seed, 0x72657462797465)); bytesRng.IntN(2) == 0 { // "retbyte"
+	if bytesRng := rand.New(rand.NewPCG(o.Seed, 0x72657462797465)); bytesRng.IntN(2) == 0 && !o.NoSizeBound { // "retbyte"
 		p.maxRetainBytes = int64(256 << bytesRng.IntN(9)) // 256 B … 64 KiB
 	}
 	if isDSScenario(o.Scenario) {

@@ -44,7 +44,8 @@ func (w *world) newShell(n *node) {
 	}
 	w.newEngine(n, standby)
 	p := &port{w: w, n: n, inc: n.inc, gen: n.gen}
-	cfg := shell.Config{ID: n.id, Engine: n.eng, Clock: p, Net: p, Hosted: hosted, Logger: quiet, Strict: true}
+	cfg := shell.Config{ID: n.id, Engine: n.eng, Clock: p, Net: p, Hosted: hosted, Logger: quiet, Strict: true,
+		TrimOnlyWhenIdle: w.opts.TrimOnlyWhenIdle}
 	switch {
 	case n.disk != nil:
 		cfg.Durability = p
