@@ -181,7 +181,7 @@ type pstream struct {
 	delivered tick.Tick // local delivery decided up to here (the DH delivered)
 	published uint64    // pubend: events announced since start (dashboards' rates)
 	dhMovedAt tick.Time
-	cache     payloadCache // pubend: payloads in memory (cache.go)
+	cache     payloadCache  // pubend: payloads in memory (cache.go)
 	retained  retainedBytes // pubend: bytes of the events not released (retainbytes.go)
 	// versionSeq numbers the filter versions a pubend logs (cells.go).
 	versionSeq uint64
