@@ -188,3 +188,43 @@ func TestMQTTMosquittoRetained(t *testing.T) {
 		t.Fatalf("mosquitto_sub got %q (%d with the retain flag), want the retained \"state/a on\" and \"state/c last\"", got, retained)
 	}
 }
+
+// TestMQTTWillKill9: a client with a will at the PHB; the PHB is killed
+// with kill -9 and started again: the will, kept on disk while the
+// connection was up, is published then, and reaches a subscriber at the
+// SHB once.
+func TestMQTTWillKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	for _, tool := range []string{"mosquitto_sub", "stdbuf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not found: install Debian's mosquitto-clients (apt-get install -y mosquitto-clients) to run this test", tool)
+		}
+	}
+	_, procs, mq, _ := mqttNet(t)
+	hostPort := func(a string) (string, string) { h, p, _ := net.SplitHostPort(a); return h, p }
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	h, p := hostPort(mq["s1"])
+	watcher, lines := startMosquittoSub(t, ctx, "-h", h, "-p", p, "-i", "watcher9", "-q", "1", "-t", "status/#", "-v", "-C", "1")
+	h, p = hostPort(mq["p1"])
+	dev, _ := startMosquittoSub(t, ctx, "-h", h, "-p", p, "-i", "dev9", "-t", "cmd/dev9",
+		"--will-topic", "status/dev9", "--will-payload", "offline", "--will-qos", "1")
+	procs.kill("p1")
+	_ = dev.Process.Kill()
+	_ = dev.Wait()
+	procs.start("p1")
+	var got []string
+	for l := range lines {
+		if !strings.HasPrefix(l, "Client ") && !strings.HasPrefix(l, "Subscribed ") {
+			got = append(got, l)
+		}
+	}
+	if err := watcher.Wait(); err != nil {
+		t.Fatalf("mosquitto_sub: %v (got %q)", err, got)
+	}
+	if len(got) != 1 || got[0] != "status/dev9 offline" {
+		t.Fatalf("the watcher got %q, want the will \"status/dev9 offline\"", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/auth"
@@ -62,6 +63,9 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 		Host: mqttHost{n: n, ctx: ctx}, Queue: n.opts.SubscriberQueue, Logger: n.log,
 		Sessions:        n.opts.DataDir != "", // the durable subscriptions of sessions are kept there
 		RetainedNetwork: true,
+	}
+	if n.opts.DataDir != "" {
+		opts.WillDir = filepath.Join(n.opts.DataDir, "mqtt-wills") // a will survives the broker's crash
 	}
 	if users := n.opts.Users; users != nil {
 		opts.Authenticate = func(user, password string) (*auth.Perms, error) {

@@ -68,6 +68,10 @@ type Options struct {
 	// the subscription completes in the background.
 	SubscribeWait time.Duration
 	Logger        *slog.Logger
+	// WillDir keeps the wills of the connections up, so that a broker
+	// that crashed publishes them when it starts again (willstore.go);
+	// "": wills are in memory only.
+	WillDir string
 	// RetainedNetwork: the broker's retained store also learns the
 	// retained messages published at other brokers, through a
 	// subscription of its own (retain.go).
@@ -149,6 +153,7 @@ func Start(opts Options) (*Server, error) {
 	if opts.RetainedNetwork {
 		s.watchRetained()
 	}
+	s.publishStoredWills()
 	return s, nil
 }
 
@@ -346,7 +351,7 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	if p, ok := h.s.perms.LoadAndDelete(cl); ok {
 		c.perms = p.(*auth.Perms)
 	}
-	w, err := takeWill(cl, c.perms)
+	w, err := h.s.takeWill(cl, c.perms)
 	if err != nil { // checked at CONNECT: not reached
 		h.s.log.Warn("MQTT will dropped", "client", cl.ID, "err", err)
 	}

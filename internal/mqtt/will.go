@@ -19,8 +19,9 @@ import (
 // without a DISCONNECT (or with reason 0x04) publishes it through aerie as
 // any publish, an aerie publish acknowledged after the fsync at its
 // pubend, after its will delay (MQTT 5) unless a new connection to the
-// session comes first [MQTT-3.1.3-9]. A will waiting for its delay is in
-// the broker's memory only.
+// session comes first [MQTT-3.1.3-9]. With Options.WillDir a will is also
+// on disk until settled, so that a broker that crashed publishes it when
+// it starts again (willstore.go).
 
 // will is a CONNECT's will, mapped to aerie.
 type will struct {
@@ -30,11 +31,12 @@ type will struct {
 	delay   time.Duration
 	perms   *auth.Perms
 	retain  *retainedMsg // a retained will: kept once aerie acknowledges it
+	file    string       // its file in Options.WillDir (willstore.go), "" for none
 }
 
 // takeWill maps cl's will and takes it from the library, which would
 // otherwise publish it itself (nil: the client has none).
-func takeWill(cl *mochi.Client, perms *auth.Perms) (*will, error) {
+func (s *Server) takeWill(cl *mochi.Client, perms *auth.Perms) (*will, error) {
 	w := cl.Properties.Will
 	if w.Flag == 0 {
 		return nil, nil
@@ -50,6 +52,9 @@ func takeWill(cl *mochi.Client, perms *auth.Perms) (*will, error) {
 	cl.Properties.Will = mochi.Will{}
 	out := &will{topic: topic, props: props, payload: w.Payload, delay: time.Duration(w.WillDelayInterval) * time.Second,
 		perms: perms}
+	if out.file, err = s.saveWill(cl.ID, storedOf(cl.ID, w.TopicName, w.Payload, w.User, w.Qos, w.Retain)); err != nil {
+		s.log.Warn("MQTT will kept in memory only", "client", cl.ID, "err", err)
+	}
 	if w.Retain {
 		out.retain = &retainedMsg{topic: w.TopicName, payload: w.Payload, user: w.User, qos: w.Qos}
 	}
@@ -103,7 +108,11 @@ type pendingWill struct {
 // already continues (a takeover) publishes none [MQTT-3.1.3-9].
 func (s *Server) willGone(c *Conn, sessionEnds bool) {
 	w := c.will
-	if w == nil || endedCleanly(c.cl) {
+	if w == nil {
+		return
+	}
+	if endedCleanly(c.cl) {
+		s.dropWill(w.file)
 		return
 	}
 	cl, st, id := c.cl, c.st, c.cl.ID
@@ -127,6 +136,7 @@ func (s *Server) willGone(c *Conn, sessionEnds bool) {
 		go s.publishWill(cl, st, w)
 		return
 	case continued:
+		s.dropWill(w.file)
 		return
 	}
 	if old := s.wills.m[id]; old != nil {
@@ -161,6 +171,8 @@ func (s *Server) willReturn(clientID string, newSession bool) {
 	p.t.Stop()
 	if newSession {
 		go s.publishWill(p.cl, p.st, p.w)
+	} else {
+		s.dropWill(p.w.file)
 	}
 }
 
@@ -197,6 +209,7 @@ func (s *Server) publishWill(cl *mochi.Client, st *clientState, w *will) {
 			} else {
 				s.log.Info("MQTT will published", "client", cl.ID, "topic", w.topic)
 			}
+			s.dropWill(w.file) // settled either way
 			return
 		}
 		select {

@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -201,5 +202,52 @@ func TestBadInput(t *testing.T) {
 		if p, ok := h.request(t).m.(msg.Publish); ok && p.Topic == "still.here" {
 			break
 		}
+	}
+}
+
+// TestWillFiles: a will is a file while its connection is up, removed
+// when settled (DISCONNECT 0x00, or published and acknowledged); a
+// server that starts with a will file left (its broker crashed)
+// publishes it and removes it.
+func TestWillFiles(t *testing.T) {
+	dir := t.TempDir()
+	files := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(dir, "*.will"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	s, h := startFakeOpts(t, func(o *Options) { o.WillDir = dir }, "P1")
+	c, err := mqtttest.Dial(s.Addr(), "wf", 5, withWill("gone/wf", 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pingreq}}); err != nil {
+		t.Fatal(err)
+	}
+	read(t, c, packets.Pingresp) // the session is established: its will is on disk
+	if n := len(files()); n != 1 {
+		t.Fatalf("%d will files with a connection up, want 1", n)
+	}
+	if err := c.Write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}}); err != nil {
+		t.Fatal(err)
+	}
+	down(t, h)
+	if n := len(files()); n != 0 {
+		t.Fatalf("%d will files after DISCONNECT 0x00, want 0", n)
+	}
+
+	// A previous run's will, left by a crash.
+	if _, err := s.saveWill("crashed", storedWill{ClientID: "crashed", Topic: "gone/crashed", Payload: []byte("bye"),
+		User: [][2]string{{"why", "lost"}}, QoS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, h2 := startFakeOpts(t, func(o *Options) { o.WillDir = dir }, "P1")
+	willPublished(t, h2, "gone.crashed")
+	down(t, h2) // the will's client, once acknowledged
+	if n := len(files()); n != 0 {
+		t.Fatalf("%d will files after publishing the previous run's, want 0", n)
 	}
 }
