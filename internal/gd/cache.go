@@ -129,11 +129,67 @@ func (e *Engine) evict(ps *pstream) {
 			e.stats.Evicted++
 		}
 	}
+	if ps.pub == nil {
+		e.evictAboveDelivery(ps, budget)
+	}
 	if c.head > len(c.fifo)/2 {
 		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)
 		c.head = 0
 	}
 }
+
+// evictAboveDelivery drops the newest payloads while the cache is still over
+// budget: above a gap a broker that does not host the pubend would
+// otherwise keep every payload that arrives until the gap is filled, rate ×
+// recovery time. Anything every ostream has had first-time may go, local
+// delivery or not: a nack brings it back from upstream (refetch.go), and so
+// does local delivery when it reaches it (deliver, fetchForDelivery). The
+// newest go first, as they are needed last.
+func (e *Engine) evictAboveDelivery(ps *pstream, budget int64) {
+	c := &ps.cache
+	sent := tick.Max
+	for _, o := range ps.outs {
+		sent = min(sent, o.SentHi)
+	}
+	final := ps.in.K.Final()
+	for c.bytes > budget && len(c.fifo) > c.head {
+		x := c.fifo[len(c.fifo)-1]
+		if x.t > sent {
+			return
+		}
+		c.fifo = c.fifo[:len(c.fifo)-1]
+		c.bytes -= x.size
+		if x.t > final && ps.in.K.SetValue(x.t, nil) {
+			e.stats.Evicted++
+		}
+	}
+}
+
+// fetchForDelivery asks upstream for the evicted payloads local delivery
+// needs next, from tick from on: at most maxDeliveryFetch of them, so that
+// a long backlog comes back in rounds and never all at once.
+func (e *Engine) fetchForDelivery(ps *pstream, from, dh tick.Tick) {
+	if ps.cache.fetching {
+		return // its answer delivers, and asks for the next round
+	}
+	var need []tick.Range
+	n := 0
+	ps.in.K.Visit(tick.Range{Lo: from, Hi: dh}, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
+		if k == tick.D && ev == nil {
+			need = appendRange(need, p)
+			n += int(p.Hi - p.Lo + 1)
+		}
+		return n < maxDeliveryFetch && len(need) < refetchChunk
+	})
+	if len(need) > 0 {
+		e.stats.DeliveryFetches++
+		e.requestPayloads(ps, need)
+	}
+}
+
+// maxDeliveryFetch bounds the payloads one round of fetchForDelivery asks
+// for.
+const maxDeliveryFetch = 4096
 
 // missing returns the D ticks in r whose payload was evicted.
 func missing(ps *pstream, r tick.Range) []tick.Range {

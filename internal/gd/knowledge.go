@@ -272,12 +272,23 @@ func (e *Engine) deliver(ps *pstream) {
 		dh = max(dh, ps.in.K.KnownHi())
 	}
 	if len(ps.subs) > 0 {
-		ps.in.K.Visit(tick.Range{Lo: ps.delivered + 1, Hi: dh}, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
+		var lacking tick.Tick // the first D tick whose payload was evicted (evictAboveDelivery)
+		ps.in.K.Visit(tick.Range{Lo: ps.delivered + 1, Hi: dh}, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
 			if k == tick.D {
+				if ev == nil {
+					lacking = p.Lo
+					return false
+				}
 				e.deliverEvent(ps, ev)
 			}
 			return true
 		})
+		if lacking > 0 {
+			e.fetchForDelivery(ps, lacking, dh)
+			if dh = lacking - 1; dh <= ps.delivered {
+				return
+			}
+		}
 	}
 	ps.delivered = dh
 	ps.dhMovedAt = e.now

@@ -176,6 +176,9 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 		}
 	}
 	defer e.trimRelayCache(ps)
+	// Deliver what came back before the cache is trimmed again, and once
+	// the fetch is complete, ask for the next round (fetchForDelivery).
+	defer e.deliverFetched(ps)
 	if rest := m.Path[:len(m.Path)-1]; len(rest) > 0 {
 		m.Path = rest
 		e.send(rest[len(rest)-1], m)
@@ -210,6 +213,16 @@ func (e *Engine) refetchTimeouts(ps *pstream) {
 	}
 	c.fetching, c.parked = false, nil
 	e.stats.RefetchTimeouts++
+	e.deliverFetched(ps) // local delivery asks again
+}
+
+// deliverFetched delivers locally what payloads that came back allow, and
+// moves the ack prefix after it.
+func (e *Engine) deliverFetched(ps *pstream) {
+	if len(ps.subs) > 0 && ps.delivered < ps.in.K.DoubtHorizon() {
+		e.deliver(ps)
+		e.updateAck(ps)
+	}
 }
 
 // missingIn is missing over several ranges.

@@ -20,8 +20,9 @@ type Stats struct {
 	// payloads the log did not return (must stay 0: a lost event).
 	Evicted, Fetches, FetchErrors, FetchMisses uint64
 	// Bounded caches elsewhere (refetch.go): Refetches sent upstream, and
-	// those that timed out (their parked nacks dropped).
-	Refetches, RefetchTimeouts uint64
+	// those that timed out (their parked nacks dropped); DeliveryFetches
+	// the rounds of payloads local delivery asked back (fetchForDelivery).
+	Refetches, RefetchTimeouts, DeliveryFetches uint64
 	// Relayed counts messages sent sideways through a cell peer (cells.go).
 	Relayed uint64
 	// AsksMoved counts requests sent to the next member of an upstream cell
