@@ -39,6 +39,10 @@ type Result struct {
 	// Refetches: payloads asked upstream by brokers whose bounded cache
 	// dropped them; LinkStatuses: link-status messages between cells.
 	Refetches, LinkStatuses int
+	// DeliveryFetches: rounds of payloads local delivery asked back after
+	// they were dropped above a gap (gd.Stats.DeliveryFetches), summed over
+	// the brokers' last incarnations.
+	DeliveryFetches int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
 	// TotalOrders: the deliveries of each session in uniform total order
@@ -221,6 +225,9 @@ func Run(o Options) (Result, error) {
 	for _, n := range w.nodes {
 		if n.raft != nil && n.raft.rn != nil {
 			w.raftStats.tally(n.raft.rn)
+		}
+		if n.eng != nil {
+			res.DeliveryFetches += int(n.eng.Stats().DeliveryFetches)
 		}
 	}
 	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots
