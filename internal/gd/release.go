@@ -238,6 +238,10 @@ type ReleaseState struct {
 	MaxRetain time.Duration
 	// MaxRetainBytes is its size bound (hosted pubends only; 0: none).
 	MaxRetainBytes int64
+	// RetainedBytes and RetainedEvents are what its logged, unreleased
+	// events take (hosted pubends only): what the bounds hold.
+	RetainedBytes  int64
+	RetainedEvents int
 	// Downstream holds, per downstream cell, its ack prefix and the
 	// release values it reported.
 	Downstream []DownRelease
@@ -272,6 +276,7 @@ func (e *Engine) ReleaseStatesInto(buf []ReleaseState) []ReleaseState {
 		}
 		if ps.pub != nil {
 			st.Now, st.MaxRetain, st.MaxRetainBytes = tick.FromMillis(e.now.Millis()), e.cfg.MaxRetain, e.cfg.MaxRetainBytes
+			st.RetainedBytes, st.RetainedEvents = ps.retained.bytes, len(ps.retained.fifo)-ps.retained.head
 		}
 		for _, o := range ps.outs {
 			down = append(down, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered})

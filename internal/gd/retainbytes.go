@@ -75,12 +75,3 @@ func (r *retainedBytes) over(limit int64, bound tick.Tick, mut Mutation) tick.Ti
 	}
 	return t
 }
-
-// Retained returns the bytes of pubend p's logged events not yet released
-// (0 where p is not hosted), for operators and the oracle.
-func (e *Engine) Retained(p msg.PubendID) int64 {
-	if ps := e.pstreamOf(p); ps != nil && ps.pub != nil {
-		return ps.retained.bytes
-	}
-	return 0
-}

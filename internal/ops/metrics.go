@@ -73,6 +73,8 @@ var (
 	raftRjDesc   = desc("raft_rejoins_total", "Times this replicated PHB member found its Raft state lost (a new or wiped data directory) and rejoined its cell as a new member, since it started.")
 	logBytesDesc = desc("log_bytes", "Bytes of the event log on disk (hosted pubends): what retention keeps.")
 	relLagDesc   = desc("release_lag_seconds", "How far a hosted pubend's release point is behind this broker's clock: the age of the oldest event its log must keep. It stays near the ack round trip unless a downstream or a durable subscriber holds the release, or max_retain lets it go.", "pubend")
+	retBytesDesc = desc("retained_bytes", "Bytes of a hosted pubend's logged events that are not released yet (events' encoded sizes): what max_retain and max_retain_bytes bound.", "pubend")
+	retEvDesc    = desc("retained_events", "A hosted pubend's logged events that are not released yet.", "pubend")
 	ackLagDesc   = desc("downstream_ack_lag_seconds", "How far a downstream cell's acknowledgements of a pubend's stream are behind this broker's clock: the cell with the largest lag is the one that holds the release here.", "pubend", "cell")
 	heldLagDesc  = desc("downstream_released_lag_seconds", "How far the release point a downstream cell reported (what its durable subscribers have acknowledged) is behind this broker's clock.", "pubend", "cell")
 	delivDesc    = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
@@ -82,7 +84,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, relLagDesc, ackLagDesc, heldLagDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, relLagDesc, retBytesDesc, retEvDesc, ackLagDesc, heldLagDesc} {
 		ch <- d
 	}
 }
@@ -170,6 +172,10 @@ func collectRelease(ch chan<- prometheus.Metric, s *broker.Status, nowMs int64) 
 	lag := func(t tick.Tick) float64 { return float64(max(0, nowMs-t.Millis())) / 1000 }
 	for _, r := range s.Release {
 		p := string(r.Pubend)
+		if r.Hosted {
+			ch <- prometheus.MustNewConstMetric(retBytesDesc, prometheus.GaugeValue, float64(r.RetainedBytes), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(retEvDesc, prometheus.GaugeValue, float64(r.RetainedEvents), s.ID, p)
+		}
 		if r.Hosted && r.Final > 0 {
 			ch <- prometheus.MustNewConstMetric(relLagDesc, prometheus.GaugeValue, lag(r.Final), s.ID, p)
 		}

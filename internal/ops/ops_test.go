@@ -117,11 +117,11 @@ func TestEndpoints(t *testing.T) {
 func TestReleaseMetrics(t *testing.T) {
 	const now = 1_800_000_000_000
 	at := func(msAgo int64) tick.Tick { return tick.FromMillis(now - msAgo) }
-	s := &broker.Status{ID: "p1", Release: []gd.ReleaseState{{Pubend: "P1", Hosted: true, Final: at(3000), Downstream: []gd.DownRelease{
+	s := &broker.Status{ID: "p1", Release: []gd.ReleaseState{{Pubend: "P1", Hosted: true, Final: at(3000), RetainedBytes: 4096, RetainedEvents: 32, Downstream: []gd.DownRelease{
 		{Cell: "b1", AckPrefix: at(1000), Released: at(5000)},
 		{Cell: "b2"},
 	}}}}
-	ch := make(chan prometheus.Metric, 10)
+	ch := make(chan prometheus.Metric, 16)
 	collectRelease(ch, s, now)
 	close(ch)
 	got := map[string]float64{}
@@ -139,6 +139,8 @@ func TestReleaseMetrics(t *testing.T) {
 	}
 	want := map[string]float64{
 		"aerie_release_lag_seconds{broker=p1,pubend=P1}":                     3,
+		"aerie_retained_bytes{broker=p1,pubend=P1}":                          4096,
+		"aerie_retained_events{broker=p1,pubend=P1}":                         32,
 		"aerie_downstream_ack_lag_seconds{broker=p1,cell=b1,pubend=P1}":      1,
 		"aerie_downstream_released_lag_seconds{broker=p1,cell=b1,pubend=P1}": 5,
 	}
