@@ -61,15 +61,20 @@ type diskStats struct {
 	// logBytes is the event log's size after the persister's last job:
 	// the persister owns the log, the loop reads this for /metrics.
 	logBytes atomic.Int64
+	// free is the room left on the log's filesystem after the
+	// persister's last job (-1: unknown), for the loop (shell.DiskRoom).
+	free atomic.Int64
 }
 
 func newDiskStats() *diskStats {
-	return &diskStats{
+	s := &diskStats{
 		// 100 µs (a fast SSD) to 1 s (a disk in trouble).
 		fsync: newHistogram(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
 		// One record (no concurrency) to the thousands a busy PHB batches.
 		batch: newHistogram(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096),
 	}
+	s.free.Store(-1)
+	return s
 }
 
 // commit records one group commit of n records whose fsync took d.

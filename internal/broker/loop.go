@@ -309,6 +309,11 @@ func (n *Node) loop(ctx context.Context) error {
 				return fmt.Errorf("%w, stopping (crash-only)", err)
 			}
 		case <-trim.C:
+			if n.store != nil {
+				// Room an operator made while no job ran (the persister
+				// measures after each).
+				n.sh.DiskRoom(diskRoom(n.opts.DataDir))
+			}
 			n.sh.Trim()
 		case <-n.monkey.fired():
 			n.monkeyAct()
@@ -332,6 +337,7 @@ func (n *Node) loop(ctx context.Context) error {
 			if n.traceHop >= 0 {
 				markPersisted(n.traceHop, c)
 			}
+			n.sh.DiskRoom(n.disk.free.Load())
 			if err := c.report(n.sh); err != nil {
 				n.closeAll("broker storage failed")
 				return fmt.Errorf("%w, stopping (crash-only)", err)

@@ -82,6 +82,10 @@ type Options struct {
 	SegmentBytes int64
 	// TrimInterval: how often released log segments are dropped (default 5s).
 	TrimInterval time.Duration
+	// DiskReserve: a PHB refuses new publishes while the filesystem of its
+	// data directory has less room than this (default four segments,
+	// shell.Config.DiskReserve); negative checks nothing.
+	DiskReserve int64
 	// BestEffort runs the broker without guaranteed delivery: nothing is
 	// logged, acked or repaired (gd.Config.BestEffort). Only for measuring
 	// what GD costs (aerie bench --workload overhead); every broker of a
@@ -197,6 +201,9 @@ func New(opts Options) (*Node, error) {
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = 8 << 20
 	}
+	if opts.DiskReserve == 0 {
+		opts.DiskReserve = 4 * opts.SegmentBytes
+	}
 	if opts.TrimInterval <= 0 {
 		opts.TrimInterval = 5 * time.Second
 	}
@@ -270,6 +277,7 @@ func New(opts Options) (*Node, error) {
 		// A PHB logs its pubends' events there, an SHB its durable
 		// subscriptions; a broker without data can hold neither.
 		cfg.Durability = persisterSeam{n}
+		cfg.DiskReserve = max(opts.DiskReserve, 0)
 	}
 	n.sh = shell.New(cfg)
 	if opts.Raft != nil {

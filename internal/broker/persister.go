@@ -129,6 +129,7 @@ func (n *Node) persister() {
 	for j := range n.jobs {
 		c := j.run(n.store)
 		n.disk.logBytes.Store(n.store.Size())
+		n.disk.free.Store(diskRoom(n.opts.DataDir))
 		n.done <- c
 	}
 }

@@ -184,6 +184,12 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 		m.Pubend = b.pickPubend(m.Publisher)
 		req = m
 	}
+	if why := b.diskFull(); why != "" {
+		// Nothing acknowledged is lost: this publish was not; the
+		// publisher learns why, and may send it again later.
+		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: why})
+		return
+	}
 	if size := msg.EventSize(m.Topic, m.Props, m.Payload); size > msg.MaxEventBytes {
 		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq,
 			Reason: fmt.Sprintf("event of %d bytes exceeds the %d-byte limit", size, msg.MaxEventBytes)})

@@ -92,6 +92,11 @@ type Config struct {
 	// simulator's mutation test whose scenario frequent trims hide runs
 	// with it (docs/known-issues/trim-entries-ask.md).
 	TrimOnlyWhenIdle bool
+	// DiskReserve: while the event log's filesystem has less room than
+	// this (DiskRoom), new publishes are refused with the reason instead
+	// of filling the disk, where a failed append would stop the broker
+	// (crash-only) again at every restart. 0 checks nothing.
+	DiskReserve int64
 }
 
 // Broker is one broker's loop state.
@@ -106,6 +111,8 @@ type Broker struct {
 	strict bool
 	// trimIdle: Config.TrimOnlyWhenIdle.
 	trimIdle bool
+	// reserve is Config.DiskReserve; room the last DiskRoom (-1: unknown).
+	reserve, room int64
 
 	// recvIn and localIn are the inputs handed to eng.Step by pointer for
 	// every peer message and publish, so that none is boxed per message.
@@ -168,6 +175,7 @@ func New(cfg Config) *Broker {
 	return &Broker{
 		id: cfg.ID, eng: cfg.Engine, clock: cfg.Clock, net: cfg.Net, dur: cfg.Durability, log: cfg.Logger,
 		hosted: hosted, strict: cfg.Strict, trimIdle: cfg.TrimOnlyWhenIdle,
+		reserve: cfg.DiskReserve, room: -1,
 		sessions: map[ClientID]*session{}, pubOwner: newOwners[string](), subOwner: newOwners[msg.SubID](),
 		durables: newDurables(),
 	}
@@ -198,6 +206,19 @@ func (b *Broker) LogBounds() (first, next uint64) { return b.first, b.next }
 
 // Clients returns the number of open client connections.
 func (b *Broker) Clients() int { return len(b.sessions) }
+
+// DiskRoom tells the shell how many bytes the event log's filesystem has
+// left (-1: unknown), as the runtime measures it after its durable work
+// and now and then.
+func (b *Broker) DiskRoom(free int64) { b.room = free }
+
+// diskFull reports why new publishes are refused, or "".
+func (b *Broker) diskFull() string {
+	if b.reserve <= 0 || b.room < 0 || b.room >= b.reserve || len(b.hosted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("broker %s: the event log's disk has %d MiB free, below its %d MiB reserve: publishes are refused until space returns", b.id, b.room>>20, b.reserve>>20)
+}
 
 // Idle reports whether no durable work is outstanding.
 func (b *Broker) Idle() bool {
