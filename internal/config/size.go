@@ -3,54 +3,31 @@ package config
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 )
 
-// sizeUnits are the units of a size such as max_retain_bytes
-// (docs/CONFIG.md): KB, MB, GB and TB are powers of 1000, KiB … TiB of
-// 1024. Longer suffixes first, so that "MiB" is not read as "B".
-var sizeUnits = []struct {
-	suffix string
-	bytes  int64
-}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
-	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+// sizes are the units of a size such as max_retain_bytes (docs/CONFIG.md):
+// KB, MB, GB and TB are powers of 1000, KiB … TiB of 1024.
+var sizes = scale{
+	units: []struct {
+		suffix string
+		bytes  int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+		{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}},
+	max: 1e18,
+	err: errSize,
+	sep: " ",
+}
 
 // errSize explains the format in every size error.
 var errSize = errors.New(`must be a positive size such as "50GB" (units B, KB = 1000, KiB = 1024, MB, MiB, GB, GiB, TB, TiB)`)
 
 // ParseSize reads a size such as "50GB" or "1.5GiB" into bytes. Zero,
 // negative, and anything else malformed is an error.
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	for _, u := range sizeUnits {
-		num, ok := strings.CutSuffix(t, u.suffix)
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || !(v > 0) || v*float64(u.bytes) > 1e18 {
-			return 0, fmt.Errorf("%q %w", s, errSize)
-		}
-		b := int64(v * float64(u.bytes))
-		if b < 1 {
-			return 0, fmt.Errorf("%q is below 1 B: %w", s, errSize)
-		}
-		return b, nil
-	}
-	return 0, fmt.Errorf("%q %w", s, errSize)
-}
+func ParseSize(s string) (int64, error) { return sizes.parse(s) }
 
 // FormatSize writes bytes in the largest unit that divides them exactly,
 // so that ParseSize reads back the same value.
-func FormatSize(b int64) string {
-	for _, u := range sizeUnits {
-		if b%u.bytes == 0 {
-			return fmt.Sprintf("%d%s", b/u.bytes, u.suffix)
-		}
-	}
-	return fmt.Sprintf("%dB", b)
-}
+func FormatSize(b int64) string { return sizes.format(b) }
 
 // retainBytes reads max_retain_bytes: a size string, or a TOML integer of
 // bytes (as Kafka's retention.bytes).
