@@ -99,21 +99,7 @@ func collectCitingTexts(t *testing.T, root string) ([]citingText, map[string]boo
 	t.Helper()
 	var texts []citingText
 	mdNames := map[string]bool{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
+	err := walkRepo(root, func(path, rel, name string) error {
 		switch {
 		case strings.HasSuffix(name, ".md"):
 			mdNames[name] = true
@@ -135,6 +121,29 @@ func collectCitingTexts(t *testing.T, root string) ([]citingText, map[string]boo
 		t.Fatal(err)
 	}
 	return texts, mdNames
+}
+
+// walkRepo calls fn for every file of the repository under root, with its
+// path relative to root and its name, skipping hidden directories and
+// vendored code.
+func walkRepo(root string, fn func(path, rel, name string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		return fn(path, rel, name)
+	})
 }
 
 func markdownLines(path, rel string) ([]citingText, error) {

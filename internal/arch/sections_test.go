@@ -3,7 +3,6 @@ package arch
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -141,21 +140,7 @@ type citingParagraph struct {
 func citingParagraphs(t *testing.T, root string) []citingParagraph {
 	t.Helper()
 	var out []citingParagraph
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
+	err := walkRepo(root, func(path, rel, name string) error {
 		switch {
 		case strings.HasSuffix(name, ".md"):
 			out = append(out, markdownParagraphs(path, rel)...)
