@@ -7,25 +7,11 @@ import "testing"
 // violation (gd.evictAboveDelivery, fetchForDelivery).
 func TestDeliveryFetchesAboveGaps(t *testing.T) {
 	fetches, runs := 0, 0
-	for s := uint64(1); s <= 40 && (fetches == 0 || runs < 4); s++ {
-		o := DefaultOptions(s)
-		p, err := makePlan(o, seedRng(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.cacheBytes == 0 {
-			continue
-		}
-		res, err := Run(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Violations) > 0 {
-			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
-		}
+	cleanRuns(t, 40, DefaultOptions, func(p plan) bool { return p.cacheBytes > 0 }, func(res Result) bool {
 		runs++
 		fetches += res.DeliveryFetches
-	}
+		return fetches > 0 && runs >= 4
+	})
 	t.Logf("%d runs with small caches: %d rounds of payloads fetched back for delivery", runs, fetches)
 	if fetches == 0 {
 		t.Fatalf("%d runs never fetched payloads back for delivery", runs)

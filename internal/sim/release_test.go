@@ -13,27 +13,14 @@ import (
 // (Gryphon DS, DSN 2003 §3; docs/CONCEPTS.md I10).
 func TestReleaseUnderFaults(t *testing.T) {
 	held, early, runs := 0, 0, 0
-	for s := uint64(1); s <= 40 && (held == 0 || early == 0 || runs < 4); s++ {
-		o := DefaultOptions(s)
-		o.FaultPhase, o.ConvergePhase = 15*time.Second, 40*time.Second
-		p, err := makePlan(o, seedRng(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !p.floors || p.maxRetain == 0 || p.maxRetain > 10*time.Second {
-			continue
-		}
-		res, err := Run(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Violations) > 0 {
-			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
-		}
+	cleanRuns(t, 40, shortFaults, func(p plan) bool {
+		return p.floors && p.maxRetain != 0 && p.maxRetain <= 10*time.Second
+	}, func(res Result) bool {
 		runs++
 		held += res.HeldBack
 		early += res.EarlyReleased
-	}
+		return held > 0 && early > 0 && runs >= 4
+	})
 	t.Logf("%d runs: %d samples held back by a floor, %d released early", runs, held, early)
 	if held == 0 || early == 0 {
 		t.Fatalf("the batch never held a pubend back (%d) or never released early (%d)", held, early)
@@ -71,26 +58,11 @@ func TestOracleBitesEarlyRelease(t *testing.T) {
 // without any violation (docs/CONCEPTS.md I10).
 func TestReleaseBySize(t *testing.T) {
 	early, runs := 0, 0
-	for s := uint64(1); s <= 80 && (early == 0 || runs < 4); s++ {
-		o := DefaultOptions(s)
-		o.FaultPhase, o.ConvergePhase = 15*time.Second, 40*time.Second
-		p, err := makePlan(o, seedRng(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !p.floors || p.maxRetain != 0 || p.maxRetainBytes == 0 {
-			continue
-		}
-		res, err := Run(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Violations) > 0 {
-			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
-		}
+	cleanRuns(t, 80, shortFaults, bySizeOnly, func(res Result) bool {
 		runs++
 		early += res.EarlyReleased
-	}
+		return early > 0 && runs >= 4
+	})
 	t.Logf("%d runs: %d samples released early by size", runs, early)
 	if runs == 0 || early == 0 {
 		t.Fatalf("%d runs never released early by size", runs)
@@ -107,7 +79,7 @@ func TestOracleBitesReleaseOneMore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !p.floors || p.maxRetain != 0 || p.maxRetainBytes == 0 {
+		if !bySizeOnly(p) {
 			continue
 		}
 		o.Mutation = gd.MutReleaseOneMore
@@ -123,4 +95,43 @@ func TestOracleBitesReleaseOneMore(t *testing.T) {
 		}
 	}
 	t.Fatal("no I10 violation in 80 seeds with one event released past the size bound's need")
+}
+
+// bySizeOnly: runs with release floors whose pubends release early by size
+// alone (max_retain_bytes, no max_retain).
+func bySizeOnly(p plan) bool { return p.floors && p.maxRetain == 0 && p.maxRetainBytes > 0 }
+
+// shortFaults is a seed's default options with a 15 s fault phase and
+// 40 s to converge.
+func shortFaults(seed uint64) Options {
+	o := DefaultOptions(seed)
+	o.FaultPhase, o.ConvergePhase = 15*time.Second, 40*time.Second
+	return o
+}
+
+// cleanRuns runs the seeds 1…last whose plan wants selects, with the
+// options opts gives, failing the test at the first violation; it hands
+// each result to seen and stops once seen says the batch has enough.
+func cleanRuns(t *testing.T, last uint64, opts func(seed uint64) Options, wants func(plan) bool, seen func(Result) (enough bool)) {
+	t.Helper()
+	for s := uint64(1); s <= last; s++ {
+		o := opts(s)
+		p, err := makePlan(o, seedRng(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !wants(p) {
+			continue
+		}
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v\n%s", s, res.Violations[0], res.Plan)
+		}
+		if seen(res) {
+			return
+		}
+	}
 }
