@@ -3,11 +3,13 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // Subscription delivers the events matching one pattern, in tick order per
@@ -38,6 +40,9 @@ type Subscription struct {
 	total bool
 	// run is deliverRun's scratch (the connection's reader goroutine only).
 	run []Event
+	// untold and untoldBytes count the events handed to Events since the
+	// last report of what was taken (taken, under mu).
+	untold, untoldBytes int
 }
 
 // Subscribe asks for every event whose topic matches pattern (words
@@ -203,6 +208,9 @@ func (s *Subscription) deliver(e *msg.Event) {
 	}
 	s.mu.Unlock()
 	s.send(ev)
+	if s.durable {
+		s.taken(1, e.Size())
+	}
 }
 
 // deliverRun delivers the events of a DeliveryRun, in order, exactly as
@@ -232,6 +240,44 @@ func (s *Subscription) deliverRun(evs []*msg.Event) {
 	s.sendAll(out)
 	clear(out) // the events are the application's now
 	s.run = out[:0]
+	if s.durable {
+		size := 0
+		for _, e := range evs {
+			size += e.Size()
+		}
+		s.taken(len(evs), size)
+	}
+}
+
+// taken counts n delivered events of size bytes (duplicates dropped
+// included: the broker counted them) as handed to Events, and reports to
+// a broker of protocol version 16 on what the application has taken of a
+// durable subscription (msg.SubConsumed) once msg.ConsumedEvery events or
+// msg.ConsumedBytes bytes are unreported: the broker paces the
+// subscription's catch-up by it, so a slow reader is never sent more than
+// its window and never disconnected for a full queue (Gryphon DS §4).
+// What sits in Events counts as taken: the buffer is bounded, and the
+// connection stops reading while it is full.
+func (s *Subscription) taken(n, size int) {
+	if !s.durable {
+		return
+	}
+	s.mu.Lock()
+	s.untold += n
+	s.untoldBytes += size
+	if s.untold < msg.ConsumedEvery && s.untoldBytes < msg.ConsumedBytes {
+		s.mu.Unlock()
+		return
+	}
+	s.untold, s.untoldBytes = 0, 0
+	tok := maps.Clone(s.checkpoint)
+	s.mu.Unlock()
+	s.c.mu.Lock()
+	conn := s.c.conn
+	s.c.mu.Unlock()
+	if conn != nil && conn.Peer.Version >= wire.VersionSubConsumed {
+		conn.Send(msg.SubConsumed{Sub: msg.SubID(s.name), Token: tok})
+	}
 }
 
 // sendAll hands evs to Events in order, as send does each, under one hold

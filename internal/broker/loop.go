@@ -138,7 +138,8 @@ func clientReads(c clientConn) shell.Reads {
 	if !ok {
 		return shell.Reads{}
 	}
-	return shell.Reads{AckRanges: tc.Peer.Version >= wire.VersionPubAckRange, DeliveryRuns: tc.Peer.Version >= wire.VersionDeliveryRun}
+	return shell.Reads{AckRanges: tc.Peer.Version >= wire.VersionPubAckRange, DeliveryRuns: tc.Peer.Version >= wire.VersionDeliveryRun,
+		ReportsTaken: tc.Peer.Version >= wire.VersionSubConsumed}
 }
 
 type clientDown struct{}

@@ -104,13 +104,14 @@ func (e *Engine) leaveGroup(cu *catchup) {
 // target] with every member's clause, up the tree, or to the pubend itself
 // when it is hosted here (answered through serveReplay, without recursion).
 func (e *Engine) askGroup(g *replayGroup) {
-	e.dur.seq++
-	g.key = msg.SubID(fmt.Sprintf("%s#%d", g.ps.id, e.dur.seq))
-	g.from, g.to = tick.Max, 0
+	from, to := tick.Max, tick.Tick(0)
 	g.asked = g.asked[:0]
 	var clauses []msg.Clause
 	seen := map[string]bool{}
 	for _, cu := range g.members {
+		if !e.hasRoom(cu.s.dur) {
+			continue // paced: its subscriber must take more first (consumed asks again)
+		}
 		c := msg.Clause{Pattern: cu.s.pat.String()}
 		if cu.s.sel != nil {
 			c.Selector = cu.s.sel.String()
@@ -123,9 +124,19 @@ func (e *Engine) askGroup(g *replayGroup) {
 			clauses = append(clauses, c)
 		}
 		g.asked = append(g.asked, cu)
-		g.from = min(g.from, cu.next)
-		g.to = max(g.to, cu.target)
+		from = min(from, cu.next)
+		to = max(to, cu.target)
 	}
+	if len(g.asked) == 0 {
+		// Every member waits for its subscriber: no request until a
+		// report makes room (durable.go, pacing).
+		g.inflight = false
+		e.dur.stats.WindowPauses++
+		return
+	}
+	e.dur.seq++
+	g.key = msg.SubID(fmt.Sprintf("%s#%d", g.ps.id, e.dur.seq))
+	g.from, g.to = from, to
 	g.inflight, g.askedAt = true, e.now
 	e.dur.stats.Replays++
 	m := msg.Replay{Pubend: g.ps.id, Sub: g.key, From: g.from, To: g.to, Clauses: clauses, Path: []msg.NodeID{e.id}}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/congestion"
+	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -121,6 +122,21 @@ type Config struct {
 	// Default 16. Zero sends every change as a delta when shorter.
 	SummaryDeltaMin int
 
+	// CatchupWindowEvents and CatchupWindowBytes bound, per durable
+	// subscription whose client reports what its application has taken
+	// (msg.SubConsumed), the catch-up events delivered to it and not yet
+	// reported taken (durable.go, "Pacing"): its catch-up advances only as
+	// fast as it reads, and the connection's outbound queue
+	// (SubscriberQueue, 100 000 events by default) never fills with it.
+	// Defaults 10 000 events and 8 MiB (zero: the default); at least
+	// MinCatchupWindowEvents and MinCatchupWindowBytes, so that what a
+	// client has not reported yet never stalls a catch-up. Larger windows
+	// ride out a subscriber's pauses; a connection with several durable
+	// subscriptions catching up at once holds a window for each. Clients of
+	// protocol version 15 and earlier report nothing and catch up unpaced.
+	CatchupWindowEvents int
+	CatchupWindowBytes  int64
+
 	// PersistWindow: how many batches of records the engine hands out for
 	// persisting before the first of them is made durable (Advance). The
 	// default, 0, is 1: one fsync at a time, the records of the next batch
@@ -209,6 +225,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SummaryDeltaMin must not be negative", ErrConfig)
 	case c.MaxRetainBytes < 0:
 		return fmt.Errorf("%w: MaxRetainBytes must not be negative (0 sets no size bound)", ErrConfig)
+	case c.CatchupWindowEvents != 0 && c.CatchupWindowEvents < MinCatchupWindowEvents:
+		return fmt.Errorf("%w: CatchupWindowEvents %d below %d (what a client reports at once)", ErrConfig, c.CatchupWindowEvents, MinCatchupWindowEvents)
+	case c.CatchupWindowBytes != 0 && c.CatchupWindowBytes < MinCatchupWindowBytes:
+		return fmt.Errorf("%w: CatchupWindowBytes %d below %d (what a client reports at once)", ErrConfig, c.CatchupWindowBytes, MinCatchupWindowBytes)
 	case c.MaxRetain < 0:
 		return fmt.Errorf("%w: MaxRetain must not be negative (0 never releases early)", ErrConfig)
 	}
@@ -221,3 +241,28 @@ func (c Config) Validate() error {
 }
 
 func ticksOf(d time.Duration) tick.Tick { return tick.Tick(d.Milliseconds()) << tick.SubTickBits }
+
+// The catch-up window's defaults and least values (Config.CatchupWindowEvents,
+// CatchupWindowBytes). A client reports what it has taken at least every
+// msg.ConsumedEvery events or msg.ConsumedBytes bytes, so less than that
+// may stay unreported when a catch-up pauses; a window of at least twice
+// that is then at most half full, which always lets the catch-up ask
+// again (hasRoom).
+const (
+	DefaultCatchupWindowEvents = 10000
+	DefaultCatchupWindowBytes  = 8 << 20
+	MinCatchupWindowEvents     = 2 * msg.ConsumedEvery
+	MinCatchupWindowBytes      = 2 * msg.ConsumedBytes
+)
+
+// catchupWindow returns the window in events and bytes, defaults applied.
+func (c Config) catchupWindow() (int, int) {
+	ev, by := c.CatchupWindowEvents, c.CatchupWindowBytes
+	if ev <= 0 {
+		ev = DefaultCatchupWindowEvents
+	}
+	if by <= 0 {
+		by = DefaultCatchupWindowBytes
+	}
+	return ev, int(by)
+}

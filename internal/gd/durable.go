@@ -51,6 +51,24 @@ import (
 // continue exactly where the catch-up stands (a duplicate, a late answer to
 // an earlier request) is ignored.
 //
+// Pacing (Gryphon DS §4: each catch-up stream runs at its subscriber's
+// pace). A subscription whose client reports what its application has
+// taken (msg.SubConsumed; msg.Subscribe.Paced, set by the SHB for clients
+// of protocol version 16 on) has a window: the catch-up events delivered
+// to it and not yet reported taken, at most Config.CatchupWindowEvents
+// events and CatchupWindowBytes bytes over all its pubends. Its catch-ups
+// join their group's request only while the window could take a whole
+// chunk (hasRoom), and a chunk that would overfill it is delivered only up
+// to the window (the rest is asked again later): so a slow subscriber's
+// catch-up waits for it, its connection's outbound queue never fills
+// (which would disconnect it, to resume from its checkpoint again and
+// again), and the other catch-ups of its group, and every other
+// subscriber, go on at their own pace. A report that makes room asks
+// again at once. Live deliveries are not windowed: the consolidated
+// stream goes at the publishers' pace, and the held live events of a
+// catch-up are bounded on their own (maxHeld). A subscriber whose client
+// reports nothing (an older client) catches up unpaced.
+//
 // Durable subscriptions also get Progress: at most every SilenceInterval,
 // when the horizon up to which they have received everything moved past
 // what they were last told, so that an idle subscriber's checkpoint keeps
@@ -77,6 +95,10 @@ const (
 	MutNoHold      Mutation = 1 << 18
 )
 
+// MutPastWindow: catch-ups ignore their subscriber's window (they ask and
+// deliver as if it were empty). Tests only.
+const MutPastWindow Mutation = 1 << 20
+
 // durableState is what a durable subscription (or one with a start token)
 // holds beyond a plain one.
 type durableState struct {
@@ -88,6 +110,48 @@ type durableState struct {
 	// SubStarted token moved by every Delivery, Gap and Progress.
 	pos        msg.Token
 	progressAt tick.Time
+	// paced: the client reports what it has taken (msg.SubConsumed), and
+	// win holds the catch-up deliveries it has not reported yet.
+	paced bool
+	win   catchupWindow
+}
+
+// catchupWindow is what a paced subscription's catch-ups delivered that its
+// client has not reported taken: per pubend in tick order, and in all.
+type catchupWindow struct {
+	out           map[msg.PubendID][]outEvent
+	events, bytes int
+}
+
+// outEvent is one catch-up delivery not yet reported taken.
+type outEvent struct {
+	t    tick.Tick
+	size int
+}
+
+func (w *catchupWindow) add(p msg.PubendID, t tick.Tick, size int) {
+	if w.out == nil {
+		w.out = map[msg.PubendID][]outEvent{}
+	}
+	w.out[p] = append(w.out[p], outEvent{t, size})
+	w.events++
+	w.bytes += size
+}
+
+// take forgets the deliveries of p up to t: the client reported them taken.
+func (w *catchupWindow) take(p msg.PubendID, t tick.Tick) {
+	q := w.out[p]
+	i := 0
+	for ; i < len(q) && q[i].t <= t; i++ {
+		w.events--
+		w.bytes -= q[i].size
+	}
+	switch {
+	case i == len(q):
+		delete(w.out, p)
+	case i > 0:
+		w.out[p] = q[i:]
+	}
 }
 
 // catchup is one subscription's replay of (next, target] of one pubend.
@@ -125,6 +189,11 @@ type DurableStats struct {
 	Progress       uint64 // Progress messages sent to subscribers
 	HeldOverflows  uint64 // catch-ups whose held live events hit maxHeld
 	StaleReplayAns uint64 // ReplayData ignored (duplicates, late answers)
+	// WindowPauses counts the requests of a group not sent because every
+	// catch-up in it had its window too full; WindowCuts the chunks
+	// delivered only in part, up to a subscriber's window (pacing).
+	WindowPauses uint64
+	WindowCuts   uint64
 }
 
 // DurableStats returns the durable-subscription counters so far.
@@ -136,7 +205,7 @@ func (e *Engine) initDurable(s *subscription, m msg.Subscribe) {
 	if !m.Durable && len(m.From) == 0 {
 		return
 	}
-	s.dur = &durableState{durable: m.Durable, from: m.From, cu: map[msg.PubendID]*catchup{}}
+	s.dur = &durableState{durable: m.Durable, from: m.From, cu: map[msg.PubendID]*catchup{}, paced: m.Paced}
 	if m.Durable {
 		e.dur.durables++
 	}
@@ -257,15 +326,31 @@ func (e *Engine) applyChunk(cu *catchup, m msg.ReplayData) bool {
 		d.pos[p] = max(d.pos[p], hi)
 		cu.next = hi
 	}
+	cut := false
 	for _, ev := range m.Events {
 		if ev == nil || ev.Pubend != p || ev.Tick <= cu.next || ev.Tick > to || !s.matches(ev) {
 			continue
 		}
+		size := ev.Size()
+		if !e.fits(d, size) {
+			// The window is full: the catch-up stands just below this
+			// event and asks for the rest once the subscriber has taken
+			// enough (pacing, above).
+			cu.next = max(cu.next, ev.Tick-1)
+			cut = true
+			e.dur.stats.WindowCuts++
+			break
+		}
 		e.deliverTo(s, ev)
+		if d.paced {
+			d.win.add(p, ev.Tick, size)
+		}
 		e.dur.stats.ReplayEvents++
 		cu.next = ev.Tick
 	}
-	cu.next = max(cu.next, to)
+	if !cut {
+		cu.next = max(cu.next, to)
+	}
 	if cu.next < cu.target {
 		return false
 	}
@@ -275,6 +360,56 @@ func (e *Engine) applyChunk(cu *catchup, m msg.ReplayData) bool {
 	}
 	cu.held = nil
 	return true
+}
+
+// hasRoom reports whether d's catch-ups may ask for another chunk: its
+// window could take a whole one, or, with a window under two chunks, it
+// is at most half full (what a client may leave unreported is less than
+// half a window, Config.catchupWindow, so a catch-up never waits for a
+// report that will not come).
+func (e *Engine) hasRoom(d *durableState) bool {
+	if !d.paced || e.mut&MutPastWindow != 0 {
+		return true
+	}
+	we, wb := e.cfg.catchupWindow()
+	return d.win.events <= max(we-replayChunkEvents, we/2) && d.win.bytes <= max(wb-replayChunkBytes, wb/2)
+}
+
+// fits reports whether a catch-up event of size bytes may be delivered to
+// d now: within its window, or the first one out (an event larger than the
+// window goes alone rather than never).
+func (e *Engine) fits(d *durableState, size int) bool {
+	if !d.paced || d.win.events == 0 || e.mut&MutPastWindow != 0 {
+		return true
+	}
+	we, wb := e.cfg.catchupWindow()
+	return d.win.events < we && d.win.bytes+size <= wb
+}
+
+// consumed: the client of subscription m.Sub has taken everything up to
+// m.Token; its window shrinks, and a catch-up of it that was waiting for
+// room asks again.
+func (e *Engine) consumed(m msg.SubConsumed) {
+	s := e.subByID[m.Sub]
+	if s == nil || s.dur == nil || !s.dur.paced {
+		return
+	}
+	d := s.dur
+	for p, t := range m.Token {
+		d.win.take(p, t)
+	}
+	if !e.hasRoom(d) {
+		return
+	}
+	for _, ps := range e.streams {
+		if d.cu[ps.id] == nil {
+			continue
+		}
+		if g := e.dur.groups[ps.id]; g != nil && !g.inflight {
+			g.backoff = e.cfg.NackRepetitionMin
+			e.askGroup(g)
+		}
+	}
 }
 
 // tickDurable repeats lost Replays and sends Progress.
@@ -340,4 +475,5 @@ func (e *Engine) dropDurable(s *subscription) {
 		cu.held = nil
 	}
 	s.dur.cu = map[msg.PubendID]*catchup{}
+	s.dur.win = catchupWindow{}
 }

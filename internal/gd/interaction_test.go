@@ -23,9 +23,9 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin= totalhold= cc=on dcq=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin= totalhold= window= windowbytes= cc=on dcq=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
-//	    "pubends p1=P1 ...": builds the engines (config overrides are durations;
+//	    "pubends p1=P1 ...": builds the engines (config overrides are durations; window is CatchupWindowEvents, windowbytes CatchupWindowBytes.
 //	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin, totalhold TotalOrderHoldBytes). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	    A line "standby m ..." makes those members of a PHB cell standbys
@@ -33,12 +33,15 @@ package gd_test
 //	linkup a b              LinkUp on both ends, with each node's incarnation
 //	                        (1 at first, bumped by restart).
 //	linkdown a b            LinkDown on both ends (a connection lost).
-//	publish node P topic=T [pub=ID] [seq=N]   (seq defaults to the publisher's next)
+//	publish node P topic=T [pub=ID] [seq=N] [size=BYTES]   (seq defaults to the publisher's next; size: a payload)
 //	subscribe node sub=ID pattern=PAT [selector=SEL] [durable] [total] [from=P1:TICK,...]
 //	    / unsubscribe node sub=ID (a durable subscription with a start
 //	    token, ticks written as printed; unsubscribing ends it for good)
-//	disconnect node         the client connection closes (a durable
+//	disconnect node [paced] the client connection closes (a durable
 //	                        subscription stays, away); a new one opens
+//	                        (paced: one that reports what it has taken)
+//	taken node sub=ID token=P1:TICK,...   the client reports what it has
+//	                        taken (msg.SubConsumed; ticks as printed)
 //	advance D [ticks] [deliver] [quiet]
 //	    move the clock by D; with ticks, Tick every engine (in id order) at each
 //	    TickInterval boundary crossed; with deliver, stabilize after each of
@@ -199,6 +202,7 @@ func (h *harness) newShell(n *node) {
 	if err != nil {
 		h.fatalf("%v", err)
 	}
+	e.Mutate(h.mut)
 	n.eng = e
 	n.sh = shell.New(shell.Config{ID: n.id, Engine: e, Clock: n, Net: n, Durability: n, Strict: true})
 	if err := n.sh.Restore(retention.Loaded{Records: n.log}); err != nil {
@@ -212,6 +216,7 @@ type harness struct {
 	t     *testing.T
 	td    *datadriven.TestData
 	cfg   gd.Config
+	mut   gd.Mutation // applied to every engine (tests of the tests)
 	now   tick.Time
 	nodes map[msg.NodeID]*node
 	ids   []msg.NodeID // sorted
@@ -358,6 +363,13 @@ func (h *harness) run(td *datadriven.TestData) {
 		}
 		h.seqs[pub] = max(h.seqs[pub], seq)
 		m := msg.Publish{Pubend: msg.PubendID(arg(1)), Publisher: pub, Seq: seq, Topic: args["topic"], NoAck: slices.Contains(pos, "noack")}
+		if v, ok := args["size"]; ok { // a payload of that many bytes
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				h.fatalf("bad size %q", v)
+			}
+			m.Payload = make([]byte, n)
+		}
 		for _, a := range td.CmdArgs {
 			if a.Key != "props" {
 				continue
@@ -390,7 +402,17 @@ func (h *harness) run(td *datadriven.TestData) {
 		n := h.node(arg(0))
 		h.input(n.id, 0, func(b *shell.Broker) { b.ClientDown(n.client) })
 		n.client++
-		h.input(n.id, 0, func(b *shell.Broker) { b.ClientUp(n.client) })
+		reads := shell.Reads{ReportsTaken: slices.Contains(pos, "paced")}
+		h.input(n.id, 0, func(b *shell.Broker) { b.ClientUpReading(n.client, nil, reads) })
+	case "taken":
+		// The client reports what its application has taken of a durable
+		// subscription (msg.SubConsumed).
+		m := msg.SubConsumed{Sub: msg.SubID(args["sub"]), Token: msg.Token{}}
+		for _, part := range strings.Split(args["token"], ",") {
+			p, t, _ := strings.Cut(part, ":")
+			m.Token[msg.PubendID(p)] = absTick(h, t)
+		}
+		h.request(arg(0), m)
 	case "unsubscribe":
 		h.request(arg(0), msg.Unsubscribe{Sub: msg.SubID(args["sub"])})
 	case "advance":
@@ -495,7 +517,7 @@ func (h *harness) network(args map[string]string, input string) {
 			h.cfg.Congestion.DCQInterval = d
 			continue
 		}
-		if k == "relaycache" || k == "deltamin" || k == "totalhold" { // bytes, clauses, bytes
+		if k == "relaycache" || k == "deltamin" || k == "totalhold" || k == "window" || k == "windowbytes" { // bytes, clauses, bytes, events, bytes
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				h.fatalf("bad config %s=%s", k, v)
@@ -505,6 +527,10 @@ func (h *harness) network(args map[string]string, input string) {
 				h.cfg.SummaryDeltaMin = int(n)
 			case "totalhold":
 				h.cfg.TotalOrderHoldBytes = n
+			case "window":
+				h.cfg.CatchupWindowEvents = int(n)
+			case "windowbytes":
+				h.cfg.CatchupWindowBytes = n
 			default:
 				h.cfg.RelayCacheBytes = n
 			}

@@ -19,6 +19,8 @@ func (e *Engine) localRequest(m msg.Msg) error {
 		e.subscribe(m)
 	case msg.Unsubscribe:
 		e.unsubscribe(m.Sub)
+	case msg.SubConsumed:
+		e.consumed(m)
 	default:
 		return fmt.Errorf("gd: broker %s: unexpected local request %T", e.id, m)
 	}

@@ -135,6 +135,11 @@ type Subscribe struct {
 	Durable    bool
 	From       Token
 	TotalOrder bool
+	// Paced is set by the SHB, never on the wire: the subscriber's client
+	// reports what its application has taken (SubConsumed, protocol
+	// version 16 on), so the subscription's catch-up keeps within a window
+	// of it (gd/durable.go).
+	Paced bool
 }
 
 // Unsubscribe ends a subscription.

@@ -47,6 +47,29 @@ type SubAck struct {
 	Token Token
 }
 
+// SubConsumed is a client's report that its application has taken
+// everything of durable subscription Sub up to Token (per pubend): the
+// client library sends it as it hands events over, on its own, from
+// protocol version 16 on (wire.VersionSubConsumed). Unlike SubAck it
+// releases nothing — the application may not have saved those events — it
+// only paces the subscription's catch-up: the SHB keeps at most a window
+// of catch-up events delivered and not yet reported consumed (Gryphon DS
+// §4: each catch-up stream runs at its subscriber's pace; gd/durable.go).
+type SubConsumed struct {
+	Sub   SubID
+	Token Token
+}
+
+// A client sends SubConsumed once at least ConsumedEvery events or
+// ConsumedBytes bytes of a durable subscription (counted as delivered)
+// were handed to its application since its last report: an SHB's window
+// (gd.Config.CatchupWindowEvents) is never smaller than twice that, so
+// what stays unreported never stalls a catch-up.
+const (
+	ConsumedEvery = 64
+	ConsumedBytes = 64 << 10
+)
+
 // Replay travels from an SHB up to a pubend, like SubReq: it asks for the
 // events of (From, To] that match any of Clauses, for the catch-ups of
 // that pubend's durable subscriptions at the SHB, asked together (Gryphon
@@ -81,6 +104,9 @@ func (m Gap) String() string {
 }
 func (m Progress) String() string { return fmt.Sprintf("Progress{%s %s}", m.Sub, m.Token) }
 func (m SubAck) String() string   { return fmt.Sprintf("SubAck{%s %s}", m.Sub, m.Token) }
+func (m SubConsumed) String() string {
+	return fmt.Sprintf("SubConsumed{%s %s}", m.Sub, m.Token)
+}
 func (m Replay) String() string {
 	return fmt.Sprintf("Replay{%s %s (%d,%d] %v via %v}", m.Pubend, m.Sub, m.From, m.To, m.Clauses, m.Path)
 }
@@ -96,8 +122,9 @@ func (m ReplayData) String() string {
 	return fmt.Sprintf("ReplayData{%s %s (%d,%d]: [%s]%s via %v}", m.Pubend, m.Sub, m.From, m.To, strings.Join(ticks, " "), gap, m.Path)
 }
 
-func (Gap) isMsg()        {}
-func (Progress) isMsg()   {}
-func (SubAck) isMsg()     {}
-func (Replay) isMsg()     {}
-func (ReplayData) isMsg() {}
+func (Gap) isMsg()         {}
+func (Progress) isMsg()    {}
+func (SubAck) isMsg()      {}
+func (SubConsumed) isMsg() {}
+func (Replay) isMsg()      {}
+func (ReplayData) isMsg()  {}

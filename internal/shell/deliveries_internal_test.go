@@ -62,7 +62,7 @@ func TestDeliveryRunsKeepEachConnectionsOrder(t *testing.T) {
 	for round := range 200 {
 		rec := &recorder{got: map[ClientID][]msg.Msg{}}
 		b := New(Config{ID: "s1", Engine: eng, Clock: clock{}, Net: rec, Strict: true})
-		reads := map[ClientID]Reads{1: {true, true}, 2: {false, false}, 3: {true, true}, 4: {false, true}}
+		reads := map[ClientID]Reads{1: {AckRanges: true, DeliveryRuns: true}, 2: {}, 3: {AckRanges: true, DeliveryRuns: true}, 4: {DeliveryRuns: true}}
 		for c, r := range reads {
 			b.ClientUpReading(c, nil, r)
 			for _, name := range []msg.SubID{"a", "b"} {

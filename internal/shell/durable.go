@@ -159,7 +159,7 @@ func (b *Broker) subscribeDurable(c ClientID, s *session, m msg.Subscribe) {
 	d.client, d.engine = c, full
 	d.starting = b.startingHolds(d.cur.Released)
 	b.saveDurable(d)
-	b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, Durable: true, From: from}})
+	b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, Durable: true, From: from, Paced: s.reportsTaken}})
 }
 
 // lowered returns rel with every pubend of from set to from's tick: the
@@ -236,6 +236,18 @@ func (b *Broker) ackDurable(c ClientID, m msg.SubAck) {
 		d.cur.Released = rel
 		b.saveDurable(d)
 	}
+}
+
+// consumedDurable: the client on connection c has taken everything of a
+// durable subscription up to the token; the engine paces the
+// subscription's catch-up by it (gd/durable.go). Nothing is released: that
+// is SubAck's, for what the application has saved.
+func (b *Broker) consumedDurable(c ClientID, m msg.SubConsumed) {
+	d := b.durables.subs[string(m.Sub)]
+	if d == nil || d.client != c {
+		return // not attached here: another connection took it over
+	}
+	b.step(gd.Local{Msg: msg.SubConsumed{Sub: d.engine, Token: m.Token}})
 }
 
 // unsubscribeDurable ends durable subscription d for good.

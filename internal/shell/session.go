@@ -33,16 +33,23 @@ type session struct {
 	// place in the shell's open runs, plus one (0: none).
 	deliveryRuns bool
 	drun         int
+	// reportsTaken: the client reports what its application has taken of
+	// its durable subscriptions (SubConsumed, protocol version 16 on), so
+	// their catch-ups are paced by it (gd/durable.go, pacing).
+	reportsTaken bool
 }
 
 // Reads says which coalesced frames a client connection reads, by its
 // protocol version: a client of version 11 on reads PubAckRange
 // (wire.VersionPubAckRange), of version 13 on DeliveryRun
 // (wire.VersionDeliveryRun). The zero value is a client that reads
-// neither: a PubAck per publish and a Delivery per event.
+// neither: a PubAck per publish and a Delivery per event. ReportsTaken
+// says, beside, that the client sends SubConsumed (version 16 on,
+// wire.VersionSubConsumed): its durable subscriptions catch up paced.
 type Reads struct {
 	AckRanges    bool
 	DeliveryRuns bool
+	ReportsTaken bool
 }
 
 func (b *Broker) engineSub(c ClientID, name msg.SubID) msg.SubID {
@@ -72,7 +79,7 @@ func (b *Broker) ClientUpWith(c ClientID, perms *auth.Perms, ackRanges bool) {
 // DeliveryRun; without it every event gets a Delivery of its own.
 func (b *Broker) ClientUpReading(c ClientID, perms *auth.Perms, r Reads) {
 	b.sessions[c] = &session{id: c, subs: map[msg.SubID]msg.SubID{}, perms: perms,
-		ackRanges: r.AckRanges, deliveryRuns: r.DeliveryRuns}
+		ackRanges: r.AckRanges, deliveryRuns: r.DeliveryRuns, reportsTaken: r.ReportsTaken}
 }
 
 // ClientDown: client connection c is gone; its subscriptions end with it.
@@ -98,7 +105,7 @@ func (b *Broker) ClientDown(c ClientID) {
 // or subscribe to the pattern (refused with a reason that names it), a
 // publish names a pubend (one is picked here if not) and fits the event
 // size limit; only publish, subscribe, unsubscribe and a durable
-// subscription's acknowledgement are requests.
+// subscription's acknowledgement or report of what was taken are requests.
 func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 	s := b.sessions[c]
 	if s == nil {
@@ -136,6 +143,8 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, TotalOrder: m.TotalOrder}})
 	case msg.SubAck:
 		b.ackDurable(c, m)
+	case msg.SubConsumed:
+		b.consumedDurable(c, m)
 	case msg.Unsubscribe:
 		full := b.engineSub(c, m.Sub)
 		if d := b.attached(full); d != nil {

@@ -170,6 +170,8 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		m = d.subscribe()
 	case TypeSubAck:
 		m = msg.SubAck{Sub: msg.SubID(d.string()), Token: d.token()}
+	case TypeSubConsumed:
+		m = msg.SubConsumed{Sub: msg.SubID(d.string()), Token: d.token()}
 	case TypeGap:
 		m = msg.Gap{Sub: msg.SubID(d.string()), Pubend: msg.PubendID(d.string()), From: d.tick(), To: d.tick()}
 	case TypeProgress:

@@ -236,6 +236,10 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeSubAck))
 		b = appendString(b, string(v.Sub))
 		return appendToken(b, v.Token), nil
+	case msg.SubConsumed:
+		b = append(b, byte(TypeSubConsumed))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
 	case msg.Gap:
 		b = append(b, byte(TypeGap))
 		b = appendString(b, string(v.Sub))

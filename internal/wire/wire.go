@@ -70,8 +70,17 @@ import (
 // publishes ask for no PubAck, same body; a client sends them only to
 // brokers that answer in version 15 on (VersionPublishNoAck), and sends
 // an older broker a plain Publish and drops its ack; a broker refuses
-// them from a client that announced an older version.
-const Version uint16 = 15
+// them from a client that announced an older version. 16 — SubConsumed
+// (0x27): a client reports what its application has taken of a durable
+// subscription, which paces the subscription's catch-up; a client sends it
+// only to brokers that answer in version 16 on (VersionSubConsumed), and a
+// broker paces the catch-ups only of clients that announced it (older
+// ones catch up unpaced, as before).
+const Version uint16 = 16
+
+// VersionSubConsumed is the first version in which a client sends, and a
+// broker reads, SubConsumed.
+const VersionSubConsumed uint16 = 16
 
 // VersionPublishNoAck is the first version in which a client may send, and
 // a broker accepts, PublishNoAck and PublishRunNoAck frames.
@@ -178,6 +187,7 @@ const (
 	TypePublishRun      Type = 0x24 // consecutive publishes of one client (version 13)
 	TypePublishNoAck    Type = 0x25 // a Publish that asks for no PubAck (version 15)
 	TypePublishRunNoAck Type = 0x26 // a PublishRun of publishes that ask for no PubAck (version 15)
+	TypeSubConsumed     Type = 0x27 // what a durable subscriber's application has taken (version 16)
 
 	// Broker → client.
 	TypePubAck      Type = 0x30
@@ -208,6 +218,7 @@ var typeNames = map[Type]string{
 	TypePublishRun:      "PublishRun",
 	TypePublishNoAck:    "PublishNoAck",
 	TypePublishRunNoAck: "PublishRunNoAck",
+	TypeSubConsumed:     "SubConsumed",
 }
 
 // String returns the message name of a type, or "type 0x.." for an unknown one.

@@ -113,6 +113,8 @@ var cases = []struct {
 	{"SubscribeTotal", msg.Subscribe{Sub: "c1/t1", Pattern: "a.>", Selector: "x > 1", TotalOrder: true}},
 	{"SubAck", msg.SubAck{Sub: "c1/d1", Token: msg.Token{"P1": 1<<40 + 9, "P2": 3}}},
 	{"SubAckEmpty", msg.SubAck{Sub: "c1/d1"}},
+	{"SubConsumed", msg.SubConsumed{Sub: "c1/d1", Token: msg.Token{"P1": 1<<40 + 9, "P2": 3}}},
+	{"SubConsumedEmpty", msg.SubConsumed{Sub: "c1/d1"}},
 	{"Gap", msg.Gap{Sub: "c1/d1", Pubend: "P1", From: 5, To: 1 << 40}},
 	{"Progress", msg.Progress{Sub: "c1/d1", Token: msg.Token{"P1": 77}}},
 	{"Replay", msg.Replay{Pubend: "P1", Sub: "shb1/d1", From: 5, To: 1<<40 + 1, Clauses: []msg.Clause{{Pattern: "a.>", Selector: "x > 1"}, {Pattern: "b.*"}}, Path: []msg.NodeID{"shb1", "ib2"}}},
@@ -226,6 +228,11 @@ func norm(m msg.Msg) msg.Msg {
 		}
 		return v
 	case msg.SubAck:
+		if len(v.Token) == 0 {
+			v.Token = nil
+		}
+		return v
+	case msg.SubConsumed:
 		if len(v.Token) == 0 {
 			v.Token = nil
 		}
