@@ -128,12 +128,17 @@ type Config struct {
 	// reported taken (durable.go, "Pacing"): its catch-up advances only as
 	// fast as it reads, and the connection's outbound queue
 	// (SubscriberQueue, 100 000 events by default) never fills with it.
-	// Defaults 10 000 events and 8 MiB (zero: the default); at least
-	// MinCatchupWindowEvents and MinCatchupWindowBytes, so that what a
-	// client has not reported yet never stalls a catch-up. Larger windows
-	// ride out a subscriber's pauses; a connection with several durable
-	// subscriptions catching up at once holds a window for each. Clients of
-	// protocol version 15 and earlier report nothing and catch up unpaced.
+	// Defaults 10 000 events and 8 MiB (zero: the default). A client that
+	// reports every k events (or bytes) needs a window of at least 2k, or
+	// what it has not reported yet could stall its catch-up: the client
+	// library reports every msg.ConsumedEvery events or msg.ConsumedBytes
+	// bytes, so a broker's setting is at least MinCatchupWindowEvents and
+	// MinCatchupWindowBytes (the config keys catchup_window_events and
+	// catchup_window_bytes; the simulator's clients report more often and
+	// run smaller windows). Larger windows ride out a subscriber's pauses;
+	// a connection with several durable subscriptions catching up at once
+	// holds a window for each. Clients of protocol version 15 and earlier
+	// report nothing and catch up unpaced.
 	CatchupWindowEvents int
 	CatchupWindowBytes  int64
 
@@ -225,10 +230,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SummaryDeltaMin must not be negative", ErrConfig)
 	case c.MaxRetainBytes < 0:
 		return fmt.Errorf("%w: MaxRetainBytes must not be negative (0 sets no size bound)", ErrConfig)
-	case c.CatchupWindowEvents != 0 && c.CatchupWindowEvents < MinCatchupWindowEvents:
-		return fmt.Errorf("%w: CatchupWindowEvents %d below %d (what a client reports at once)", ErrConfig, c.CatchupWindowEvents, MinCatchupWindowEvents)
-	case c.CatchupWindowBytes != 0 && c.CatchupWindowBytes < MinCatchupWindowBytes:
-		return fmt.Errorf("%w: CatchupWindowBytes %d below %d (what a client reports at once)", ErrConfig, c.CatchupWindowBytes, MinCatchupWindowBytes)
+	case c.CatchupWindowEvents < 0 || c.CatchupWindowBytes < 0:
+		return fmt.Errorf("%w: CatchupWindowEvents and CatchupWindowBytes must not be negative (0: the default)", ErrConfig)
 	case c.MaxRetain < 0:
 		return fmt.Errorf("%w: MaxRetain must not be negative (0 never releases early)", ErrConfig)
 	}
@@ -242,12 +245,12 @@ func (c Config) Validate() error {
 
 func ticksOf(d time.Duration) tick.Tick { return tick.Tick(d.Milliseconds()) << tick.SubTickBits }
 
-// The catch-up window's defaults and least values (Config.CatchupWindowEvents,
-// CatchupWindowBytes). A client reports what it has taken at least every
-// msg.ConsumedEvery events or msg.ConsumedBytes bytes, so less than that
-// may stay unreported when a catch-up pauses; a window of at least twice
-// that is then at most half full, which always lets the catch-up ask
-// again (hasRoom).
+// The catch-up window's defaults, and its least values for clients of the
+// client library (Config.CatchupWindowEvents, CatchupWindowBytes): they
+// report what they have taken at least every msg.ConsumedEvery events or
+// msg.ConsumedBytes bytes, so less than that may stay unreported when a
+// catch-up pauses; a window of at least twice that is then at most half
+// full, which always lets the catch-up ask again (hasRoom).
 const (
 	DefaultCatchupWindowEvents = 10000
 	DefaultCatchupWindowBytes  = 8 << 20

@@ -67,6 +67,10 @@ type clientConn struct {
 	node msg.NodeID
 	gen  int // the broker's shell it belongs to (its incarnation, or Raft leadership)
 	ok   bool
+	// paced: the client reports what its application has taken of its
+	// durable subscriptions (msg.SubConsumed, protocol version 16 on), so
+	// their catch-ups are paced (durable.go).
+	paced bool
 }
 
 // open returns the connection to n, opening one if the broker restarted
@@ -78,7 +82,9 @@ func (c *clientConn) open(w *world, n *node) shell.ClientID {
 		// Every other connection reads PubAckRange (a client of version 11
 		// on), and every other pair DeliveryRun (version 13 on), so both
 		// forms of acks and of deliveries run under every scenario.
-		reads := shell.Reads{AckRanges: c.id%2 == 1, DeliveryRuns: c.id/2%2 == 1}
+		// Every other quadruple reports what it has taken (version 16 on).
+		reads := shell.Reads{AckRanges: c.id%2 == 1, DeliveryRuns: c.id/2%2 == 1, ReportsTaken: c.id/4%2 == 1}
+		c.paced = reads.ReportsTaken
 		w.input(n, func(b *shell.Broker) { b.ClientUpReading(c.id, nil, reads) })
 	}
 	return c.id

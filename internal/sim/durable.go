@@ -46,6 +46,18 @@ type durableSub struct {
 	// scripted: an experiment (ds.go) decides when it comes back after
 	// its SHB crashed, not the swarm's random retry.
 	scripted bool
+	// On a paced connection (clientConn.paced) it reports what it has
+	// taken as the client library does (msg.SubConsumed), but every
+	// reportEvery events or msg.ConsumedBytes bytes: rate events a
+	// second (0: each at once, as delivered), the ones delivered and not
+	// yet taken in untaken, its position taken, and untold, untoldBytes
+	// since its last report. A slow one makes its SHB pace its catch-up
+	// (gd/durable.go).
+	rate                int
+	untaken             []*msg.Event
+	taken               msg.Token
+	untold, untoldBytes int
+	taking              msg.SubID // the session whose taking is scheduled
 }
 
 // conn returns the subscriber's connection to SHB id (a clientConn knows
@@ -72,6 +84,9 @@ func (w *world) scheduleDurables(shbs []msg.NodeID) {
 	w.drng = r
 	for i := range 1 + r.IntN(4) {
 		d := &durableSub{name: fmt.Sprintf("d%d", i), node: shbs[r.IntN(len(shbs))], pattern: patterns[r.IntN(len(patterns))]}
+		if i%2 == 1 {
+			d.rate = slowTaker // no draw: the seeds' other choices stay as they were
+		}
 		if r.IntN(2) == 0 {
 			d.selector = selectors[r.IntN(len(selectors))]
 		}
@@ -95,6 +110,7 @@ func (d *durableSub) start(w *world) {
 	d.cur = msg.SubID(fmt.Sprintf("%s/%s.%d", d.node, d.name, d.n))
 	d.active, d.started = true, false
 	d.from = maps.Clone(d.ckpt)
+	d.untaken, d.taken, d.untold, d.untoldBytes = nil, msg.Token{}, 0, 0 // a new session: a new window
 	n.durables = append(n.durables, d)
 	if d.homes == nil {
 		d.homes = map[msg.NodeID]bool{}
@@ -213,6 +229,9 @@ func (w *world) durableMsg(n *node, m msg.Msg) bool {
 		w.orc.Delivered(m.Sub, m.Event)
 		d.ckpt[m.Event.Pubend] = max(d.ckpt[m.Event.Pubend], m.Event.Tick)
 		w.ds.moved(w, d, true)
+		if d.conn(n.id).paced {
+			d.handed(w, n, m.Event)
+		}
 	case msg.Gap:
 		w.watchf("gap %v", m)
 		w.noteFinals()
@@ -235,6 +254,66 @@ func (w *world) durableMsg(n *node, m msg.Msg) bool {
 		w.ds.moved(w, d, false)
 	}
 	return true
+}
+
+// slowTaker is how many events a second a slow durable subscriber takes:
+// fewer than the swarm's publishers send it, so that its catch-ups fill
+// their windows (gd.MinCatchupWindowEvents in the simulator).
+const slowTaker = 50
+
+// handed: ev was delivered on a paced connection; it is taken at once, or
+// at the subscriber's rate.
+func (d *durableSub) handed(w *world, n *node, ev *msg.Event) {
+	d.untaken = append(d.untaken, ev)
+	if d.rate == 0 {
+		d.take(w, n, len(d.untaken))
+		return
+	}
+	if d.taking != d.cur {
+		d.taking = d.cur
+		cur := d.cur
+		w.after(time.Second/time.Duration(d.rate), func() { d.takeSome(w, n, cur) })
+	}
+}
+
+// takeSome takes one event, and comes back at the subscriber's rate while
+// some are left, as long as the session lasts.
+func (d *durableSub) takeSome(w *world, n *node, cur msg.SubID) {
+	if !d.active || d.cur != cur {
+		return // another session schedules its own
+	}
+	d.take(w, n, 1)
+	if len(d.untaken) == 0 {
+		d.taking = ""
+		return
+	}
+	w.after(time.Second/time.Duration(d.rate), func() { d.takeSome(w, n, cur) })
+}
+
+// reportEvery: a simulated client reports what it has taken every this
+// many events (the client library, every msg.ConsumedEvery): with the
+// swarm's few events, a window of msg.ConsumedEvery would never fill.
+const reportEvery = 4
+
+// take takes k events and reports, as the client library does, once
+// reportEvery events or msg.ConsumedBytes bytes are unreported.
+func (d *durableSub) take(w *world, n *node, k int) {
+	for _, ev := range d.untaken[:min(k, len(d.untaken))] {
+		d.taken[ev.Pubend] = max(d.taken[ev.Pubend], ev.Tick)
+		d.untold++
+		d.untoldBytes += ev.Size()
+	}
+	d.untaken = d.untaken[min(k, len(d.untaken)):]
+	if d.untold < reportEvery && d.untoldBytes < msg.ConsumedBytes {
+		return
+	}
+	d.untold, d.untoldBytes = 0, 0
+	tok, cur, inc := maps.Clone(d.taken), d.cur, n.inc
+	w.after(time.Millisecond, func() { // a client's reaction, after the broker's step
+		if d.active && d.cur == cur && d.node == n.id && n.up && n.inc == inc {
+			d.conn(n.id).request(w, n, msg.SubConsumed{Sub: msg.SubID(d.name), Token: tok})
+		}
+	})
 }
 
 // noteFinals shows the oracle every live pubend's L prefix (a gap may come

@@ -10,7 +10,7 @@ import (
 // without floors of its own has them): no violation, and the
 // runs exercise reconnections (several sessions per subscriber).
 func TestDurableSubscribers(t *testing.T) {
-	sessions, gaps, runs := 0, 0, 0
+	sessions, gaps, runs, paused := 0, 0, 0, 0
 	for s := uint64(1); s <= 24 && runs < 8; s++ {
 		res, err := Run(DefaultOptions(s))
 		if err != nil {
@@ -22,15 +22,19 @@ func TestDurableSubscribers(t *testing.T) {
 		if res.DurableSessions > 0 {
 			runs++
 			sessions += res.DurableSessions
+			paused += res.WindowPauses + res.WindowCuts
 			gaps += res.Gaps
 		}
 	}
-	t.Logf("%d runs with durable subscribers: %d sessions, %d gaps", runs, sessions, gaps)
+	t.Logf("%d runs with durable subscribers: %d sessions, %d gaps, %d catch-up pauses and cuts for a slow subscriber's window", runs, sessions, gaps, paused)
 	// A session starts only if its SHB answers before the subscriber goes
 	// away again, which faults often prevent; more sessions than runs
 	// means subscribers did come back with their checkpoints.
 	if runs < 4 || sessions <= runs {
 		t.Fatalf("durable subscribers barely ran: %d runs, %d sessions", runs, sessions)
+	}
+	if paused == 0 {
+		t.Fatal("no slow durable subscriber's catch-up was ever paced: the swarm does not exercise the window")
 	}
 }
 

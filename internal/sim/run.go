@@ -68,6 +68,10 @@ type Result struct {
 	// DurableSessions counts the sessions of durable subscribers and Gaps
 	// the gap notices they got (durable.go).
 	DurableSessions, Gaps int
+	// WindowPauses and WindowCuts: catch-up requests held back, and
+	// chunks delivered in part, for a slow subscriber's window (pacing,
+	// gd/durable.go), at the brokers' last incarnations.
+	WindowPauses, WindowCuts int
 	// DS is the series of a Gryphon DS §5 experiment (ds.go); nil for
 	// other runs.
 	DS *DSResult
@@ -264,6 +268,9 @@ func Run(o Options) (Result, error) {
 		res.DCQs += int(st.DCQsSent)
 		res.RateDecreases += int(st.RateDecreases)
 		res.AsksMoved += int(st.AsksMoved)
+		ds := w.nodes[id].eng.DurableStats()
+		res.WindowPauses += int(ds.WindowPauses)
+		res.WindowCuts += int(ds.WindowCuts)
 	}
 	for _, s := range w.orc.Sessions() {
 		if s.Durable {
