@@ -48,6 +48,8 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	cfg := gd.DefaultConfig()
 	cfg.MaxRetain = b.Retain() // the PHB's early-release bound (Gryphon DS, DSN 2003 §3)
 	cfg.MaxRetainBytes = b.MaxRetainBytes
+	// The durable subscriptions' catch-up window (0: the defaults).
+	cfg.CatchupWindowEvents, cfg.CatchupWindowBytes = b.CatchupWindow, b.CatchupWindowBytes
 	// Gryphon CC in every broker alike (config.Network.CongestionOn).
 	cfg.CongestionControl = n.CongestionOn()
 	cfg.Congestion = congestion.BrokerConfig()

@@ -167,6 +167,15 @@ type Broker struct {
 	// age, with the same gap to a durable subscriber that is away. 0 when
 	// absent: no size bound.
 	MaxRetainBytes int64
+	// CatchupWindow and CatchupWindowBytes are catchup_window and
+	// catchup_window_bytes, the catch-up window of the durable
+	// subscriptions this broker holds (gd.Config.CatchupWindowEvents,
+	// CatchupWindowBytes): the catch-up events delivered to a subscriber
+	// and not yet reported taken by its client. 0 when absent: the
+	// defaults, 10 000 events and 8 MiB. At least MinCatchupWindow and
+	// MinCatchupWindowBytes, twice what a client leaves unreported.
+	CatchupWindow      int
+	CatchupWindowBytes int64
 	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
 	MQTT string
 	// RaftClients is raft_clients, what a member of a replicated PHB cell

@@ -962,3 +962,56 @@ max_retain = "4.5s"
 		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
 	}
 }
+
+// TestCatchupWindow: catchup_window (events) and catchup_window_bytes (a
+// size) set the durable subscriptions' catch-up window, absent means the
+// defaults, they survive Marshal, and values a client could stall under or
+// that would outgrow a connection's queue are refused with the bounds.
+func TestCatchupWindow(t *testing.T) {
+	if MinCatchupWindow != gd.MinCatchupWindowEvents || MinCatchupWindowBytes != gd.MinCatchupWindowBytes {
+		t.Fatalf("config's least catch-up window %d, %d; the engine's %d, %d", MinCatchupWindow, MinCatchupWindowBytes, gd.MinCatchupWindowEvents, gd.MinCatchupWindowBytes)
+	}
+	n := mustParse(t, `[[broker]]
+id = "s1"
+listen = "h:1"
+catchup_window = 2000
+catchup_window_bytes = "2MiB"
+
+[[broker]]
+id = "s2"
+listen = "h:2"
+`)
+	for id, want := range map[string][2]int64{"s1": {2000, 2 << 20}, "s2": {0, 0}} {
+		if b, _ := n.Broker(id); int64(b.CatchupWindow) != want[0] || b.CatchupWindowBytes != want[1] {
+			t.Errorf("%s: catch-up window %d events %d bytes, want %v", id, b.CatchupWindow, b.CatchupWindowBytes, want)
+		}
+	}
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse(data, "m.toml"); err != nil || !reflect.DeepEqual(back, n) {
+		t.Fatalf("round trip: %v\n%s", err, data)
+	}
+	_, err = Parse([]byte(`[[broker]]
+id = "s1"
+listen = "h:1"
+catchup_window = 10
+catchup_window_bytes = "1KiB"
+
+[[broker]]
+id = "s2"
+listen = "h:2"
+catchup_window = "many"
+catchup_window_bytes = "lots"
+`), "net.toml")
+	want := []string{
+		`net.toml:4:1: broker "s1": catchup_window 10: want a number of events from 128 to 100000`,
+		`net.toml:5:1: broker "s1": catchup_window_bytes "1KiB": want from 128KiB to 1GiB`,
+		`net.toml:10:1: broker "s2": catchup_window "many": want a number of events from 128 to 100000`,
+		`net.toml:11:1: broker "s2": catchup_window_bytes "lots" must be a positive size such as "50GB" (units B, KB = 1000, KiB = 1024, MB, MiB, GB, GiB, TB, TiB)`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}

@@ -47,7 +47,11 @@ type rawBroker struct {
 	MaxRetain any `toml:"max_retain"`
 	// MaxRetainBytes is max_retain_bytes (Broker.MaxRetainBytes).
 	MaxRetainBytes any `toml:"max_retain_bytes"`
-	MQTT           any `toml:"mqtt"`
+	// CatchupWindow and CatchupWindowBytes are catchup_window and
+	// catchup_window_bytes (Broker.CatchupWindow, CatchupWindowBytes).
+	CatchupWindow      any `toml:"catchup_window"`
+	CatchupWindowBytes any `toml:"catchup_window_bytes"`
+	MQTT               any `toml:"mqtt"`
 	// RaftClients is raft_clients (Broker.RaftClients).
 	RaftClients any `toml:"raft_clients"`
 	// RaftElection is raft_election_timeout (Broker.RaftElection).
@@ -176,6 +180,28 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 				bad[fieldRef{"broker", i, "max_retain_bytes"}] = true
 			} else {
 				b.MaxRetainBytes = v
+			}
+		}
+		if rb.CatchupWindow != nil {
+			if v, ok := rb.CatchupWindow.(int64); !ok || v < MinCatchupWindow || v > MaxCatchupWindow {
+				p.field("broker", i, "catchup_window", "%s: catchup_window %#v: want a number of events from %d to %d",
+					p.who(b, i), rb.CatchupWindow, MinCatchupWindow, MaxCatchupWindow)
+				bad[fieldRef{"broker", i, "catchup_window"}] = true
+			} else {
+				b.CatchupWindow = int(v)
+			}
+		}
+		if rb.CatchupWindowBytes != nil {
+			switch v, err := retainBytes(rb.CatchupWindowBytes); {
+			case err != nil:
+				p.field("broker", i, "catchup_window_bytes", "%s: catchup_window_bytes %v", p.who(b, i), err)
+				bad[fieldRef{"broker", i, "catchup_window_bytes"}] = true
+			case v < MinCatchupWindowBytes || v > MaxCatchupWindowBytes:
+				p.field("broker", i, "catchup_window_bytes", "%s: catchup_window_bytes %#v: want from %s to %s",
+					p.who(b, i), rb.CatchupWindowBytes, FormatSize(MinCatchupWindowBytes), FormatSize(MaxCatchupWindowBytes))
+				bad[fieldRef{"broker", i, "catchup_window_bytes"}] = true
+			default:
+				b.CatchupWindowBytes = v
 			}
 		}
 		if rb.RaftElection != nil {

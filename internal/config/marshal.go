@@ -66,6 +66,12 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.MaxRetainBytes > 0 {
 			kv(&b, "max_retain_bytes", FormatSize(br.MaxRetainBytes))
 		}
+		if br.CatchupWindow > 0 {
+			fmt.Fprintf(&b, "%-7s = %d\n", "catchup_window", br.CatchupWindow)
+		}
+		if br.CatchupWindowBytes > 0 {
+			kv(&b, "catchup_window_bytes", FormatSize(br.CatchupWindowBytes))
+		}
 		if br.MQTT != "" {
 			kv(&b, "mqtt", br.MQTT)
 		}

@@ -42,3 +42,15 @@ func retainBytes(v any) (int64, error) {
 	}
 	return 0, fmt.Errorf("%v %w", v, errSize)
 }
+
+// The bounds of catchup_window and catchup_window_bytes (Broker.CatchupWindow):
+// at least twice what a client leaves unreported (gd.MinCatchupWindowEvents,
+// MinCatchupWindowBytes), at most what one connection's outbound queue
+// holds by default (a larger window would let one subscriber's catch-up
+// fill it) and 1 GiB.
+const (
+	MinCatchupWindow      = 128
+	MaxCatchupWindow      = 100000
+	MinCatchupWindowBytes = 128 << 10
+	MaxCatchupWindowBytes = 1 << 30
+)

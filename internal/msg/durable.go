@@ -62,9 +62,10 @@ type SubConsumed struct {
 
 // A client sends SubConsumed once at least ConsumedEvery events or
 // ConsumedBytes bytes of a durable subscription (counted as delivered)
-// were handed to its application since its last report: an SHB's window
-// (gd.Config.CatchupWindowEvents) is never smaller than twice that, so
-// what stays unreported never stalls a catch-up.
+// were handed to its application since its last report: a broker's
+// window (gd.Config.CatchupWindowEvents, the config key catchup_window) is
+// never smaller than twice that, so what stays unreported never stalls a
+// catch-up.
 const (
 	ConsumedEvery = 64
 	ConsumedBytes = 64 << 10
