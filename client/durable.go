@@ -27,7 +27,10 @@ type Durable struct {
 }
 
 // SubscribeDurable attaches durable subscription d and returns once it is
-// in force. A name attached on another connection is taken over: that
+// in force. Its catch-up goes at the application's pace: the client tells
+// a broker of protocol version 16 on what it has handed to Events
+// (msg.SubConsumed), and the broker sends the catch-up no more than its
+// window ahead, so a slow reader with a large backlog is not disconnected. A name attached on another connection is taken over: that
 // subscription ends there with the reason. A bad token is refused before
 // anything is sent.
 func (c *Client) SubscribeDurable(ctx context.Context, d Durable) (*Subscription, error) {
