@@ -1,13 +1,17 @@
 package broker_test
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+	"github.com/aerie-mq/aerie/internal/wire"
 )
 
 // A durable subscriber that reads slowly comes back to a backlog far
@@ -89,5 +93,82 @@ func TestPacedCatchupSlowSubscriber(t *testing.T) {
 	receiveDurable(t, ctx, slow, backlog)
 	if err := slow.Err(); err != nil {
 		t.Fatalf("slow subscriber: %v", err)
+	}
+}
+
+// A client of protocol version 15 reports nothing it takes: its durable
+// catch-up is not paced, and it still gets a backlog far beyond the
+// window, whole and in order.
+func TestUnpacedCatchupOldClient(t *testing.T) {
+	const backlog, window = 3000, 200
+	n := startNetWith(t, nil, func(o map[msg.NodeID]broker.Options) {
+		s := o["s1"]
+		s.DataDir = t.TempDir()
+		s.GD.CatchupWindowEvents = window
+		o["s1"] = s
+	})
+	addr := n.opts["s1"].Clients
+	oldDurable(t, addr, 0) // starts it, then goes away
+	pub := n.dial("p1", client.Options{ID: "pub"})
+	var chans []<-chan client.Result
+	for range backlog {
+		ch, err := pub.PublishAsync(client.Message{Topic: "t.x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chans = append(chans, ch)
+	}
+	waitAcks(t, chans)
+	oldDurable(t, addr, backlog)
+}
+
+// oldDurable attaches durable subscription "old" to t.> at addr as a
+// client of protocol version 15 and reads want events, in tick order,
+// sending nothing after its Subscribe; with want 0 it returns once the
+// subscription is in force.
+func oldDurable(t *testing.T, addr string, want int) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	buf, _ := wire.AppendFrame(nil, msg.Hello{Version: wire.VersionSubConsumed - 1, Role: msg.RoleClient, ID: "old"})
+	buf, _ = wire.AppendFrame(buf, msg.Auth{}) // the broker has no users
+	buf, _ = wire.AppendFrame(buf, msg.Subscribe{Sub: "old", Pattern: "t.>", Durable: true})
+	if _, err := nc.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+	r := wire.NewReader(bufio.NewReader(nc), wire.DefaultMaxFrame)
+	got, started := 0, false
+	var last tick.Tick
+	take := func(ev *msg.Event) {
+		if ev.Tick <= last {
+			t.Fatalf("%s@%d after %d: repeated or out of order", ev.Pubend, ev.Tick, last)
+		}
+		last = ev.Tick
+		got++
+	}
+	for !started || got < want {
+		m, err := r.Next()
+		if err != nil {
+			t.Fatalf("version 15 durable subscriber: %d of %d events: %v", got, want, err)
+		}
+		switch m := m.(type) {
+		case msg.SubStarted:
+			started = true
+		case msg.SubRejected:
+			t.Fatalf("refused: %s", m.Reason)
+		case *msg.Delivery:
+			take(m.Event)
+		case *msg.DeliveryRun:
+			for _, ev := range m.Events {
+				take(ev)
+			}
+		}
+	}
+	if got != want {
+		t.Fatalf("%d events, want %d", got, want)
 	}
 }
