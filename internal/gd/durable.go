@@ -321,6 +321,16 @@ func (e *Engine) applyChunk(cu *catchup, m msg.ReplayData) bool {
 	if g := m.Gap; g != (tick.Range{}) && min(g.Hi, to) > cu.next {
 		hi := min(g.Hi, to)
 		lo := max(g.Lo, cu.next+1)
+		if d.pos[p] < lo-1 {
+			// The catch-up stands past the subscriber's last delivery (a
+			// chunk cut at its window, or one with nothing for it, and
+			// the pubend released meanwhile): a gap starts where the
+			// subscriber stands, so it is told first that it has
+			// everything up to there.
+			d.pos[p] = lo - 1
+			e.toClient(msg.Progress{Sub: s.id, Token: maps(d.pos)})
+			e.dur.stats.Progress++
+		}
 		e.toClient(msg.Gap{Sub: s.id, Pubend: p, From: lo - 1, To: hi})
 		e.dur.stats.Gaps++
 		d.pos[p] = max(d.pos[p], hi)
