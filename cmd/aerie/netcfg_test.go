@@ -99,3 +99,24 @@ func TestCongestionControlOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchupWindowOptions: catchup_window and catchup_window_bytes reach
+// the engine of the broker that sets them; another keeps the defaults (0).
+func TestCatchupWindowOptions(t *testing.T) {
+	const net = "[[broker]]\nid = \"p1\"\nlisten = \"127.0.0.1:1\"\npubends = [\"P1\"]\n" +
+		"[[broker]]\nid = \"s1\"\nlisten = \"127.0.0.1:2\"\ncatchup_window = 500\ncatchup_window_bytes = \"1MiB\"\n" +
+		"[[link]]\nup = \"p1\"\ndown = \"s1\"\n"
+	n, err := config.Parse([]byte(net), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string][2]int64{"s1": {500, 1 << 20}, "p1": {0, 0}} {
+		opts, err := brokerOptions(n, id, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]int64{int64(opts.GD.CatchupWindowEvents), opts.GD.CatchupWindowBytes}; got != want {
+			t.Errorf("%s: catch-up window %v, want %v", id, got, want)
+		}
+	}
+}
