@@ -165,11 +165,6 @@ func DefaultOptions(seed uint64) Options {
 	// Backoff caps at 10s instead of 60s so a run converges in bounded
 	// simulated time after healing; the protocol is the same.
 	cfg.NackRepetitionMax = 10 * time.Second
-	// Small catch-up windows, so that the paced catch-ups of slow durable
-	// subscribers (durable.go) fill theirs with the swarm's few events: the
-	// simulated clients report what they have taken every reportEvery
-	// events, and a window of twice that never stalls.
-	cfg.CatchupWindowEvents = 2 * reportEvery
 	return Options{Seed: seed, Topology: "swarm", FaultPhase: 30 * time.Second, ConvergePhase: 60 * time.Second, Config: cfg}
 }
 

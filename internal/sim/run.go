@@ -149,6 +149,14 @@ func Run(o Options) (Result, error) {
 	}
 	o.Config.MaxRetain = p.maxRetain
 	o.Config.MaxRetainBytes = p.maxRetainBytes
+	if o.Scenario == "" && o.Config.CatchupWindowEvents == 0 {
+		// The swarm's catch-up windows are small, so that the paced
+		// catch-ups of its slow durable subscribers (durable.go) fill them
+		// with its few events: its clients report what they have taken
+		// every reportEvery events, and a window of twice that never
+		// stalls. The experiments (ds.go) keep the broker's default.
+		o.Config.CatchupWindowEvents = 2 * reportEvery
+	}
 	w := &world{opts: o, plan: p, rng: rng, now: epoch, nodes: map[msg.NodeID]*node{},
 		byPair: map[[2]msg.NodeID]*link{}, orc: oracle.New(),
 		// Membership and hangs came later: their own sub-seeds.
