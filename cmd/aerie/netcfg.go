@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
@@ -24,6 +25,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		return broker.Options{}, fmt.Errorf("broker %q is not in the network config", id)
 	}
 	routes := n.Routes(id)
+	hostRetain(n, routes)
 	cells := n.Cells()
 	// This broker dials every member of its upstream cells (a link bundle)
 	// and the members of its own cell whose ids sort after its own.
@@ -83,6 +85,24 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		return broker.Options{}, err
 	}
 	return opts, nil
+}
+
+// hostRetain gives every route the max_retain of its pubend's host: every
+// broker of the tree judges its downstreams gone by it (gd.Route.Retain).
+func hostRetain(n *config.Network, routes []gd.Route) {
+	retain := map[msg.PubendID]time.Duration{}
+	for _, b := range n.Brokers {
+		for _, p := range b.Pubends {
+			if _, ok := retain[msg.PubendID(p)]; !ok {
+				retain[msg.PubendID(p)] = b.Retain()
+			}
+		}
+	}
+	for i := range routes {
+		if d, ok := retain[routes[i].Pubend]; ok {
+			routes[i].Retain, routes[i].RetainSet = d, true
+		}
+	}
 }
 
 // seedsFor is the seed list of broker b: none without membership.

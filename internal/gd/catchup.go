@@ -163,6 +163,10 @@ func (e *Engine) askGroup(g *replayGroup) {
 // applyReplay applies an answer to the request out of its pubend's group,
 // to each member the request was made for, and asks for what remains.
 func (e *Engine) applyReplay(m msg.ReplayData) {
+	if ps := e.pstreamOf(m.Pubend); ps != nil && ps.rs != nil && m.Sub == ps.rs.key {
+		e.applyResync(ps, m)
+		return
+	}
 	g := e.dur.groups[m.Pubend]
 	if g == nil || !g.inflight || m.Sub != g.key || m.From != g.from || m.To <= m.From || m.To > g.to {
 		e.dur.stats.StaleReplayAns++

@@ -115,6 +115,12 @@ type Config struct {
 	// (retainbytes.go). Zero (the default) sets no size bound. The config
 	// key max_retain_bytes.
 	MaxRetainBytes int64
+	// ReleaseGone: a downstream that acknowledged nothing for longer than
+	// its pubend's max_retain no longer holds this broker, and resyncs from
+	// the pubend when it returns (gone.go, resync.go). Off by default: the
+	// simulator's swarm does not run clean with it yet (docs/RELIABILITY.md
+	// "Running for weeks").
+	ReleaseGone bool
 
 	// SummaryDeltaMin: a summary of more clauses than this is sent upstream
 	// as what changed (msg.SummaryDelta) when that is shorter, and a

@@ -25,6 +25,7 @@ func (e *Engine) onNack(from msg.NodeID, m msg.Nack) {
 	}
 	o.Nacker = from
 	e.stats.NacksReceived++
+	e.resyncDown(ps, o) // a downstream back from gone (resync.go)
 	e.answerNack(ps, o, from, tick.Range{Lo: m.Start, Hi: m.End}, false)
 }
 
@@ -150,6 +151,7 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	o.Reported = true
 	if m.T > o.AckPrefix {
 		o.AckPrefix = m.T
+		heardFrom(o, e.now)
 		o.C.RemoveBelow(m.T)
 		for _, by := range o.ByMember {
 			by.RemoveBelow(m.T)
@@ -169,6 +171,7 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 		e.updateAck(ps)
 		e.ackIfNowHeld(ps) // a subtree that now holds tells upstream at once
 	}
+	e.resyncDown(ps, o)
 }
 
 // updateAck moves istream[P]'s anti-curious prefix as far as every ostream
@@ -184,6 +187,7 @@ func (e *Engine) updateAck(ps *pstream) {
 	}
 	if t > ps.in.AckPrefix {
 		ps.in.AckPrefix = t
+		defer noteSkipped(ps) // after the release moved a pubend's L
 		if ps.pub == nil && ps.in.K.SetFinal(t) {
 			ps.in.C.RemoveBelow(t)
 			ps.delivered = max(ps.delivered, t)

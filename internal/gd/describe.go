@@ -40,6 +40,12 @@ func (e *Engine) Describe() string {
 			if o.Released != o.AckPrefix || o.Delivered != o.AckPrefix {
 				rel = fmt.Sprintf(" released %d delivered %d", o.Released, o.Delivered)
 			}
+			if o.Gone {
+				fresh += " gone"
+			}
+			if o.Skipped > o.AckPrefix {
+				fresh += fmt.Sprintf(" skipped %d", o.Skipped)
+			}
 			fmt.Fprintf(&b, "    out %s filter[%s] C%s ack %d%s sentHi %d%s\n", o.Down, f, o.C.String(), o.AckPrefix, rel, o.SentHi, fresh)
 		}
 	}

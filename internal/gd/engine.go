@@ -15,6 +15,7 @@ package gd
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -29,6 +30,12 @@ type Route struct {
 	Pubend msg.PubendID
 	Up     msg.NodeID
 	Down   []msg.NodeID
+	// Retain, when RetainSet, is the max_retain of the broker that hosts
+	// the pubend, where this broker's own Config.MaxRetain may differ: a
+	// downstream silent for longer no longer holds the pubend here
+	// (gone.go).
+	Retain    time.Duration
+	RetainSet bool
 }
 
 // Input is one thing that happened to the engine.
@@ -99,6 +106,8 @@ type Engine struct {
 	// run), and a compare of its name is cheaper than a hash.
 	lastPS *pstream
 	ups    []msg.NodeID // members of every upstream cell, sorted
+	// subsGen counts subscriptions coming into force (resync.go).
+	subsGen uint64
 
 	// Cells (cells.go): cell of each broker listed in a multi-broker cell,
 	// members of those cells, this broker's cell and its other members, and
@@ -164,6 +173,11 @@ type upAsk struct {
 type pstream struct {
 	id msg.PubendID
 	up msg.NodeID // upstream cell ("" when hosted here)
+	// retain is the pubend host's max_retain (Route.Retain, gone.go).
+	retain time.Duration
+	// rs is the resync out at a subend whose upstream's L passed its
+	// delivery point (resync.go); nil when none.
+	rs *resync
 	// lastFrom is the upstream member that last sent knowledge of this
 	// pubend or answered a request for it: nacks and requests go to it
 	// (seed 000 §3.1; cells.go askUp).
@@ -234,7 +248,10 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 		if r.Up == e.myCell {
 			return fmt.Errorf("gd: broker %s: pubend %s: upstream is its own cell %s", id, r.Pubend, r.Up)
 		}
-		ps := &pstream{id: r.Pubend, up: r.Up}
+		ps := &pstream{id: r.Pubend, up: r.Up, retain: cfg.MaxRetain}
+		if r.RetainSet {
+			ps.retain = r.Retain
+		}
 		if r.Up == "" {
 			ps.pub = stream.NewPubend(r.Pubend, cfg.DedupWindow)
 		} else {
@@ -350,7 +367,7 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		case msg.KnowledgeRun:
 			e.onKnowledgeRunBestEffort(from, &m)
 			return nil
-		case msg.Nack, msg.Ack, msg.AckExpected:
+		case msg.Nack, msg.Ack, msg.AckExpected, msg.Resync:
 			return nil // none are sent in this mode
 		}
 	}
@@ -371,6 +388,8 @@ func (e *Engine) recv(from msg.NodeID, m msg.Msg) error {
 		e.onAck(from, m)
 	case msg.AckExpected:
 		e.onAckExpected(from, m)
+	case msg.Resync:
+		e.onResync(from, m)
 	case msg.Summary:
 		e.onSummary(from, m)
 	case msg.SummaryDelta:

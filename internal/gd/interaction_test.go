@@ -517,6 +517,10 @@ func (h *harness) network(args map[string]string, input string) {
 			h.cfg.Congestion.DCQInterval = d
 			continue
 		}
+		if k == "releasegone" {
+			h.cfg.ReleaseGone = v == "true"
+			continue
+		}
 		if k == "relaycache" || k == "deltamin" || k == "totalhold" || k == "window" || k == "windowbytes" { // bytes, clauses, bytes, events, bytes
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {

@@ -130,6 +130,10 @@ func (e *Engine) finalMoved(ps *pstream, f tick.Tick) {
 	for _, o := range ps.outs {
 		if lo, ok := o.C.Min(); ok && lo <= f {
 			o.C.RemoveBelow(f)
+			if e.capped(o) {
+				e.resyncDown(ps, o) // it was gone: these ticks are not L for it
+				continue
+			}
 			e.sendAnswer(ps, o, msg.Knowledge{Pubend: ps.id, Final: f, Start: 1, End: 0, Retrans: true})
 		}
 	}
@@ -212,6 +216,22 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 				o.SentHi = max(o.SentHi, k.End)
 			}
 			o.C.Remove(tick.Range{Lo: k.Start, Hi: k.End}) // answered
+		}
+		if f := e.finalFor(o, k.Final); f < k.Final {
+			// Never L to a downstream that was gone (resync.go), nor the
+			// silence a render gives the final ticks made so without it:
+			// they may hold events.
+			skip := o.Skipped
+			if o.Gone {
+				skip = max(skip, k.Final)
+			}
+			if k.Start <= skip {
+				k.Start = skip + 1
+			}
+			k.Final = f
+			if k.Start > k.End || (k.Event != nil && k.VTick < k.Start) {
+				return
+			}
 		}
 		km := e.knowledgeMsg(k)
 		switch {

@@ -23,6 +23,9 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		for _, ps := range e.streams {
 			if o := ps.out(c); o != nil {
 				o.ForgetReleased(peer)
+				// A restarted downstream starts afresh where its first
+				// message puts it: nothing was skipped for it (resync.go).
+				o.Gone, o.Skipped, o.Heard = false, 0, false
 				if len(e.membersOf(c)) == 1 {
 					o.C.Clear() // its curiosity is gone with it
 				} else {
@@ -35,6 +38,12 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		// downstream, whose union may be all, has nothing to send
 		// (seed 10457).
 		e.reportSummary()
+	}
+	for _, ps := range e.streams {
+		if o := ps.out(e.cellOfNode(peer)); o != nil && e.capped(o) {
+			o.ResyncAt = 0 // what it was sent while the link was down is lost
+			e.resyncDown(ps, o)
+		}
 	}
 	isUp := false
 	for _, ps := range e.streams {

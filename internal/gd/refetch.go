@@ -120,6 +120,9 @@ func (e *Engine) onRefetch(from msg.NodeID, m msg.Refetch) {
 func (e *Engine) answerRefetch(ps *pstream, ranges []tick.Range, path []msg.NodeID) {
 	to := path[len(path)-1]
 	final := ps.in.K.Final()
+	if o := e.outFrom(ps, to); o != nil {
+		final = e.finalFor(o, final)
+	}
 	out := msg.Payloads{Pubend: ps.id, Final: final, Path: path}
 	bytes := 0
 	send := func() {
@@ -181,6 +184,9 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 	defer e.deliverFetched(ps)
 	if rest := m.Path[:len(m.Path)-1]; len(rest) > 0 {
 		m.Path = rest
+		if o := e.outFrom(ps, rest[len(rest)-1]); o != nil {
+			m.Final = e.finalFor(o, m.Final) // never L to one that was gone (resync.go)
+		}
 		e.send(rest[len(rest)-1], m)
 		return
 	}

@@ -118,8 +118,8 @@ func (e *Engine) updateRelease(ps *pstream) {
 	r := &ps.rel
 	d := ps.in.AckPrefix
 	for _, o := range ps.outs {
-		if o.Delivered < o.AckPrefix {
-			d = min(d, o.Delivered)
+		if o.Delivered < o.AckPrefix && !o.Gone {
+			d = min(d, o.Delivered) // a gone downstream holds nothing (gone.go)
 		}
 	}
 	r.delivered = max(r.delivered, d)
@@ -194,6 +194,7 @@ func (e *Engine) releasePubend(ps *pstream) {
 		})
 	}
 	if ps.in.K.SetFinal(l) {
+		noteSkipped(ps)
 		ps.in.C.RemoveBelow(l)
 		ps.delivered = max(ps.delivered, l)
 		ps.cache.release(ps.in.K.Final())
@@ -232,10 +233,13 @@ type ReleaseState struct {
 	Delivered tick.Tick // T_d
 	Floor     tick.Tick // ReleaseFloor, when FloorSet
 	FloorSet  bool
-	// Now is the pubend's present T(p) as a tick and MaxRetain its early
-	// release bound (hosted pubends only).
+	// Now is the pubend's present T(p) as a tick (at every broker, its
+	// clock) and MaxRetain its early release bound (hosted pubends only).
 	Now       tick.Tick
 	MaxRetain time.Duration
+	// GoneAfter is the pubend host's max_retain, which judges this
+	// broker's downstreams gone (gone.go; 0: never).
+	GoneAfter time.Duration
 	// MaxRetainBytes is its size bound (hosted pubends only; 0: none).
 	MaxRetainBytes int64
 	// RetainedBytes and RetainedEvents are what its logged, unreleased
@@ -251,6 +255,8 @@ type ReleaseState struct {
 type DownRelease struct {
 	Cell                           msg.NodeID
 	AckPrefix, Released, Delivered tick.Tick
+	// Gone: it acknowledged nothing for longer than GoneAfter (gone.go).
+	Gone bool
 }
 
 // ReleaseStates returns the release state of every pubend stream, sorted by
@@ -273,13 +279,14 @@ func (e *Engine) ReleaseStatesInto(buf []ReleaseState) []ReleaseState {
 		st := ReleaseState{
 			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), AckPrefix: ps.in.AckPrefix,
 			Released: ps.rel.released, Delivered: ps.rel.delivered, Floor: ps.rel.floor, FloorSet: ps.rel.floorSet,
+			Now: tick.FromMillis(e.now.Millis()), GoneAfter: ps.retain,
 		}
 		if ps.pub != nil {
-			st.Now, st.MaxRetain, st.MaxRetainBytes = tick.FromMillis(e.now.Millis()), e.cfg.MaxRetain, e.cfg.MaxRetainBytes
+			st.MaxRetain, st.MaxRetainBytes = e.cfg.MaxRetain, e.cfg.MaxRetainBytes
 			st.RetainedBytes, st.RetainedEvents = ps.retained.bytes, len(ps.retained.fifo)-ps.retained.head
 		}
 		for _, o := range ps.outs {
-			down = append(down, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered})
+			down = append(down, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered, Gone: o.Gone})
 		}
 		st.Downstream = down
 		out = append(out, st)

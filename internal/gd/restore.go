@@ -90,6 +90,11 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		ps.retained.release(ps.in.K.Final())
 		for _, o := range ps.outs {
 			o.SentHi = h
+			if e.cfg.ReleaseGone {
+				// Which downstreams were gone when the release point moved
+				// is forgotten: any behind it resyncs (resync.go).
+				o.Skipped = ps.in.K.Final()
+			}
 		}
 		// No local subscription exists before the first Step, so there is
 		// nothing to deliver below the doubt horizon.

@@ -45,6 +45,11 @@ type Stats struct {
 	// PublishesDropped counts publishes that asked for no ack and were
 	// dropped because too many waited for their pubend's rate.
 	PublishesDropped uint64
+	// DownstreamsGone counts downstreams judged gone: silent for longer
+	// than their pubend's max_retain (gone.go). Resyncs counts the
+	// Replays this broker sent because its upstream's final prefix had
+	// passed its delivery point (resync.go).
+	DownstreamsGone, Resyncs uint64
 }
 
 // Stats returns the counters so far.

@@ -193,6 +193,7 @@ func (e *Engine) maybeStarted(s *subscription) {
 	// In force now: from here on every pubend delivers past the token, so
 	// each start is lifted to what this broker has already delivered.
 	s.started = true
+	e.subsGen++ // a resync's answer in flight lacks its clause (resync.go)
 	tok := msg.Token{}
 	for _, ps := range e.streams {
 		if t, ok := s.start[ps.id]; ok {

@@ -17,6 +17,7 @@ func (e *Engine) tick() {
 		// Congestion control first: a recovering subend's NACK window must
 		// be in place before its gaps are scanned.
 		e.tickCC(ps)
+		e.judgeGone(ps)
 		if ps.pub != nil {
 			e.tickPubend(ps)
 		} else {
@@ -74,6 +75,7 @@ func (e *Engine) tickRelay(ps *pstream) {
 			ps.dhMovedAt = e.now
 		}
 		e.scanGaps(ps)
+		e.repeatResync(ps)
 	}
 	if ps.in.AckPrefix > ps.ackSent && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
 		e.sendAck(ps)

@@ -194,6 +194,18 @@ type AckExpected struct {
 
 func (m AckExpected) String() string { return fmt.Sprintf("AckExpected{%s %d}", m.Pubend, m.T) }
 
+// Resync tells a downstream that was gone for longer than the pubend's
+// max_retain (docs/RELIABILITY.md "Running for weeks") that the sender
+// made every tick up to Upto final without it: what of them it had not
+// acknowledged, it asks the pubend for by a Replay, and its subscribers get
+// a gap for what the pubend released (protocol version 17).
+type Resync struct {
+	Pubend PubendID
+	Upto   tick.Tick
+}
+
+func (m Resync) String() string { return fmt.Sprintf("Resync{%s %d}", m.Pubend, m.Upto) }
+
 // Summary tells an upstream neighbour the union of the subscriptions reachable
 // through the sender: its filter edge (docs/CONCEPTS.md "The knowledge graph", P6). All means "pass
 // everything", which is also what an upstream assumes before a summary arrives.
@@ -414,6 +426,7 @@ func (KnowledgeRun) isMsg() {}
 func (Nack) isMsg()         {}
 func (Ack) isMsg()          {}
 func (AckExpected) isMsg()  {}
+func (Resync) isMsg()       {}
 func (Summary) isMsg()      {}
 func (SummaryDelta) isMsg() {}
 func (SubReq) isMsg()       {}

@@ -90,6 +90,33 @@ func (o *Oracle) deliveredCompact(s *Session, ev *msg.Event) {
 	s.Count++
 }
 
+// gapCompact is Gap for a compact session: the gap starts at or after its
+// last delivery and covers only released ticks; the matching events in it
+// count as received for ConvergedCompact (GapLost), since the gap told the
+// subscriber exactly that it lost them.
+func (o *Oracle) gapCompact(s *Session, g msg.Gap) {
+	i := o.pubendIndex(g.Pubend)
+	last := s.c.at(s.c.last, i)
+	switch {
+	case last == noTick:
+		o.fail("I6", "%s got %v for a pubend missing from its start token", s.ID, g)
+	case g.To <= g.From || g.From < last:
+		o.fail("I3", "%s got %v while it stands at %d", s.ID, g, last)
+	case g.To > o.finals[g.Pubend]:
+		o.fail("I6", "%s got %v but pubend %s had released (L) only up to %d", s.ID, g, g.Pubend, o.finals[g.Pubend])
+	default:
+		l := o.log(g.Pubend)
+		i0, _ := slices.BinarySearch(l.ticks, g.From+1)
+		for ; i0 < len(l.ticks) && l.ticks[i0] <= g.To; i0++ {
+			if s.wants(l.events[l.ticks[i0]]) {
+				s.Count++ // told lost: counted as ConvergedCompact counts it
+			}
+		}
+		s.c.last[i] = g.To
+		s.Gaps++
+	}
+}
+
 // ConvergedCompact is Converged for every live compact session at once:
 // delivered gives each SHB's delivery point per pubend after healing.
 func (o *Oracle) ConvergedCompact(delivered map[msg.NodeID]map[msg.PubendID]tick.Tick) {

@@ -43,23 +43,31 @@ func (o *Oracle) DurableStarted(id msg.SubID, node msg.NodeID, pattern, selector
 }
 
 // Gap checks a gap notice: it starts where the session stands (in order)
-// and covers only ticks its pubend had released (L).
+// and covers only ticks its pubend had released (L). A durable session's
+// gap starts exactly at its checkpoint; any other session's (one whose SHB
+// was gone for longer than max_retain, gd/resync.go) at or after the last
+// tick it got, with nothing it wants skipped in between.
 func (o *Oracle) Gap(id msg.SubID, g msg.Gap) {
 	s := o.sessions[id]
 	switch {
-	case s == nil || !s.Durable:
-		o.fail("I6", "gap %v to %s, which is not a durable session in force", g, id)
+	case s == nil:
+		o.fail("I6", "gap %v to %s, which is not a session in force", g, id)
 		return
 	case s.Ended:
 		o.fail("I2", "gap %v to ended session %s", g, id)
+		return
+	case s.c != nil:
+		o.gapCompact(s, g)
 		return
 	}
 	last, ok := s.Last[g.Pubend]
 	switch {
 	case !ok:
 		o.fail("I6", "%s got %v for a pubend missing from its start token", id, g)
-	case g.From != last || g.To <= g.From:
+	case g.To <= g.From || g.From < last || (s.Durable && g.From != last):
 		o.fail("I3", "%s got %v while it stands at %d", id, g, last)
+	case !s.Durable && o.firstMatch(o.log(g.Pubend), s, last, g.From+1) != nil:
+		o.fail("I5", "%s got %v while it stands at %d: it skipped %v", id, g, last, o.firstMatch(o.log(g.Pubend), s, last, g.From+1))
 	case g.To > o.finals[g.Pubend]:
 		o.fail("I6", "%s got %v but pubend %s had released (L) only up to %d", id, g, g.Pubend, o.finals[g.Pubend])
 	default:

@@ -36,6 +36,7 @@ type Oracle struct {
 	streams    map[nodeInc][]gd.StreamState
 	releases   map[nodeInc][]gd.ReleaseState
 	finals     map[msg.PubendID]tick.Tick // highest L prefix of each pubend (durable.go)
+	downs      map[downKey]downSeen       // when each downstream's ack prefix last moved (checkGone)
 	violations []Violation
 	viewAt     map[member.ID]member.View // last view installed per member incarnation (M1, F1)
 	left       map[member.ID]bool        // incarnations that left gracefully (M4)

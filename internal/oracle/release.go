@@ -2,6 +2,7 @@ package oracle
 
 import (
 	"slices"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -58,6 +59,7 @@ func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState
 			if d.Released > d.Delivered || d.Delivered > d.AckPrefix {
 				o.fail("I10", "%s %s: downstream %s reported released %d, delivered %d, ack %d out of order", node, st.Pubend, d.Cell, d.Released, d.Delivered, d.AckPrefix)
 			}
+			o.checkGone(k, st, d)
 		}
 		if !st.Hosted {
 			continue
@@ -83,6 +85,37 @@ func (o *Oracle) CheckRelease(node msg.NodeID, inc int, states []gd.ReleaseState
 			o.fail("I10", "pubend %s at %s made ticks up to %d L: only t <= T_r %d, or t <= T_d %d older than max_retain %v at %d or needed by max_retain_bytes %d, may be", st.Pubend, node, st.Final, st.Released, st.Delivered, st.MaxRetain, st.Now, st.MaxRetainBytes)
 		}
 	}
+}
+
+// checkGone checks that a downstream judged gone (gd/gone.go) had
+// acknowledged nothing new for longer than the pubend's max_retain: one
+// that is merely slow keeps holding (I10). The oracle notes when it saw
+// each downstream's ack prefix move; the engine's own notion of "heard"
+// is never earlier, so a judgement the oracle rejects was premature.
+func (o *Oracle) checkGone(k nodeInc, st gd.ReleaseState, d gd.DownRelease) {
+	if o.downs == nil {
+		o.downs = map[downKey]downSeen{}
+	}
+	key := downKey{k, st.Pubend, d.Cell}
+	seen, ok := o.downs[key]
+	if !ok || d.AckPrefix != seen.ack {
+		seen = downSeen{ack: d.AckPrefix, at: st.Now}
+		o.downs[key] = seen
+	}
+	if d.Gone && st.GoneAfter > 0 && st.Now-seen.at < tick.FromMillis(st.GoneAfter.Milliseconds()) {
+		o.fail("I10", "%s %s: downstream %s judged gone %v after its ack prefix last moved, within max_retain %v", k.node, st.Pubend, d.Cell,
+			time.Duration((st.Now-seen.at).Millis())*time.Millisecond, st.GoneAfter)
+	}
+}
+
+type downKey struct {
+	at     nodeInc
+	pubend msg.PubendID
+	cell   msg.NodeID
+}
+
+type downSeen struct {
+	ack, at tick.Tick
 }
 
 // overSize reports whether releasing up to final was needed to keep pubend

@@ -352,6 +352,13 @@ func (w *world) toClient(n *node, m msg.Msg) {
 		return
 	}
 	switch m := m.(type) {
+	case msg.Gap:
+		// A subscriber whose SHB was gone for longer than max_retain
+		// (gd/resync.go): only released ticks, from where it stands.
+		w.watchf("gap %v", m)
+		w.noteFinals()
+		w.orc.Gap(m.Sub, m)
+		w.gaps++
 	case msg.Delivery:
 		if m.Event.Pubend == w.opts.WatchPubend {
 			w.watchf("deliver %s %s@%d", m.Sub, m.Event.Pubend, m.Event.Tick)

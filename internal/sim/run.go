@@ -43,6 +43,10 @@ type Result struct {
 	// they were dropped above a gap (gd.Stats.DeliveryFetches), summed over
 	// the brokers' last incarnations.
 	DeliveryFetches int
+	// DownstreamsGone and Resyncs: downstreams judged gone for longer than
+	// max_retain, and the Replays subends sent to resync after one
+	// (gd.Stats), summed over the brokers' last incarnations.
+	DownstreamsGone, Resyncs int
 	// Relays: messages routed sideways through a cell peer.
 	Relays int
 	// TotalOrders: the deliveries of each session in uniform total order
@@ -66,7 +70,8 @@ type Result struct {
 	// pubends that had released past T_r by max_retain (release.go).
 	HeldBack, EarlyReleased int
 	// DurableSessions counts the sessions of durable subscribers and Gaps
-	// the gap notices they got (durable.go).
+	// the gap notices subscribers got (durable.go; a subscriber that is
+	// not durable gets one after its SHB was gone, gd/resync.go).
 	DurableSessions, Gaps int
 	// WindowPauses and WindowCuts: catch-up requests held back, and
 	// chunks delivered in part, for a slow subscriber's window (pacing,
@@ -239,7 +244,10 @@ func Run(o Options) (Result, error) {
 			w.raftStats.tally(n.raft.rn)
 		}
 		if n.eng != nil {
-			res.DeliveryFetches += int(n.eng.Stats().DeliveryFetches)
+			st := n.eng.Stats()
+			res.DeliveryFetches += int(st.DeliveryFetches)
+			res.DownstreamsGone += int(st.DownstreamsGone)
+			res.Resyncs += int(st.Resyncs)
 		}
 	}
 	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots

@@ -564,6 +564,8 @@ func (w *world) watchMsg(what string, env msg.Envelope) {
 		hit = m.Pubend == w.opts.WatchPubend && m.From < t && t <= m.To
 	case msg.ReplayData:
 		hit = m.Pubend == w.opts.WatchPubend && m.From < t && t <= m.To
+	case msg.Resync:
+		hit = m.Pubend == w.opts.WatchPubend
 	}
 	if hit {
 		w.watchf("%s %v", what, env)

@@ -11,7 +11,8 @@ import (
 // acked early without waiting for anyone downstream. A Q tick is A only when
 // every ostream acked it (a restarted broker may not know ticks its
 // downstreams already have). With local subscribers, nothing beyond
-// localDelivered is A: they still need it.
+// localDelivered is A: they still need it. A gone ostream (Ostream.Gone)
+// holds nothing.
 func NextAckPrefix(in *Istream, outs []*Ostream, hasLocal bool, localDelivered tick.Tick) tick.Tick {
 	res := max(in.AckPrefix, in.K.Final())
 	limit := tick.Max
@@ -20,10 +21,14 @@ func NextAckPrefix(in *Istream, outs []*Ostream, hasLocal bool, localDelivered t
 	}
 	// Q ticks up to qLimit are A (acked by every ostream).
 	var qLimit tick.Tick
-	if len(outs) > 0 {
-		qLimit = tick.Max
-		for _, o := range outs {
+	live := false
+	for _, o := range outs {
+		switch {
+		case o.Gone:
+		case live:
 			qLimit = min(qLimit, o.AckPrefix)
+		default:
+			qLimit, live = o.AckPrefix, true
 		}
 	}
 	qLimit = min(qLimit, limit)
@@ -41,7 +46,7 @@ func NextAckPrefix(in *Istream, outs []*Ostream, hasLocal bool, localDelivered t
 		}
 		if k == tick.D {
 			for _, o := range outs {
-				if !o.Anti(p.Lo, k, ev) {
+				if !o.Gone && !o.Anti(p.Lo, k, ev) {
 					res = max(res, p.Lo-1)
 					stopped = true
 					return false

@@ -37,6 +37,20 @@ type Ostream struct {
 	// Reported: c has acked since this broker started. Until then its
 	// release values are unknown, not "nothing held" (release.go).
 	Reported bool
+	// HeardAt is when c last acked something new or had acked everything
+	// this broker knows (Heard: since this broker started), and Gone that
+	// it has acknowledged nothing for longer than the pubend's max_retain
+	// (gd/gone.go): a gone downstream no longer holds this broker's ack
+	// prefix (Gryphon DS §3, early release). It holds again once it acks.
+	HeardAt tick.Time
+	Heard   bool
+	Gone    bool
+	// Skipped: this broker made every tick up to Skipped final while c was
+	// gone. Until c acks past it, no final prefix above c's ack prefix goes
+	// to c (it would read as released, which it may not be); a Resync
+	// tells c instead, at most every ResyncAt + NackRepetitionMin.
+	Skipped  tick.Tick
+	ResyncAt tick.Time
 	// SentHi is the first-time frontier: no tick above it was ever sent to
 	// c, and no tick at or below it is sent again except to answer c's nacks.
 	// Every message sent moves it up to the message's end.

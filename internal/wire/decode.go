@@ -104,6 +104,8 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		m = msg.UCA{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), MinRec: d.rate(), MinNonRec: d.rate()}
 	case TypeAckExpected:
 		m = msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
+	case TypeResync:
+		m = msg.Resync{Pubend: msg.PubendID(d.string()), Upto: d.tick()}
 	case TypeSummary:
 		s := msg.Summary{All: d.bool()}
 		if n := d.count(2, "clauses"); n > 0 {

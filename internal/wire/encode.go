@@ -128,6 +128,10 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeAckExpected))
 		b = appendString(b, string(v.Pubend))
 		return appendTick(b, v.T), nil
+	case msg.Resync:
+		b = append(b, byte(TypeResync))
+		b = appendString(b, string(v.Pubend))
+		return appendTick(b, v.Upto), nil
 	case msg.Summary:
 		b = append(b, byte(TypeSummary))
 		b = appendBool(b, v.All)

@@ -75,8 +75,13 @@ import (
 // subscription, which paces the subscription's catch-up; a client sends it
 // only to brokers that answer in version 16 on (VersionSubConsumed), and a
 // broker paces the catch-ups only of clients that announced it (older
-// ones catch up unpaced, as before).
-const Version uint16 = 16
+// ones catch up unpaced, as before). 17 — Resync (0x45): a broker tells a
+// downstream that was gone for longer than max_retain which ticks it made
+// final without it (clients are not concerned). It goes only to a
+// downstream that was gone; one of an older version cannot read it and
+// drops the link, and stays behind: upgrade the SHBs before the brokers
+// above them.
+const Version uint16 = 17
 
 // VersionSubConsumed is the first version in which a client sends, and a
 // broker reads, SubConsumed.
@@ -178,6 +183,7 @@ const (
 	TypeRaftChunk    Type = 0x42 // a piece of a Raft snapshot too large for one frame, within a replicated PHB cell
 	TypeRaftChunkAck Type = 0x43 // how much of a chunked Raft snapshot its receiver holds
 	TypeKnowledgeRun Type = 0x44 // consecutive Knowledge of one pubend in one frame (version 12)
+	TypeResync       Type = 0x45 // ticks made final without a gone downstream, to replay from the pubend (version 17)
 
 	// Client → broker.
 	TypePublish         Type = 0x20
@@ -203,7 +209,7 @@ const (
 
 var typeNames = map[Type]string{
 	TypeHello: "Hello", TypeHeartbeat: "Heartbeat", TypeGoodbye: "Goodbye", TypeAuth: "Auth", TypeAuthOK: "AuthOK",
-	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected",
+	TypeKnowledge: "Knowledge", TypeNack: "Nack", TypeAck: "Ack", TypeAckExpected: "AckExpected", TypeResync: "Resync",
 	TypeSummary: "Summary", TypeSubReq: "SubReq", TypeSubReply: "SubReply", TypeRelay: "Relay",
 	TypeLinkStatus: "LinkStatus", TypeRefetch: "Refetch", TypePayloads: "Payloads",
 	TypePublish: "Publish", TypeSubscribe: "Subscribe", TypeUnsubscribe: "Unsubscribe",

@@ -66,6 +66,7 @@ var cases = []struct {
 	{"AckReleaseHeldBack", msg.Ack{Pubend: "P1", T: 1<<40 + 5, Released: 1 << 39, Delivered: 1<<40 + 1}},
 	{"AckDeliveredBehind", msg.Ack{Pubend: "P1", T: 9, Released: 7, Delivered: 7}},
 	{"AckExpected", msg.AckExpected{Pubend: "P1", T: 16384}},
+	{"Resync", msg.Resync{Pubend: "P1", Upto: 1 << 50}},
 	{"DCQ", msg.DCQ{Pubend: "P1", Seq: 1767225600123, Position: 1<<40 + 7}},
 	{"UCANonRec", msg.UCA{Pubend: "P1", Seq: 42, MinRec: math.Inf(1), MinNonRec: 0.625}},
 	{"UCABoth", msg.UCA{Pubend: "P1", Seq: 43, MinRec: 1.5, MinNonRec: 0}},
