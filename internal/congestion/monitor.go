@@ -68,8 +68,10 @@ func ms(hi, lo tick.Tick) time.Duration {
 // SampleInterval (eq. 5, 11), and updates whether the SHB is recovering.
 // knownHi is the highest tick the SHB has heard of: it is recovering when
 // that or the pubend's present is further past its doubt horizon than its
-// receive window (§4: it would be ignoring ticks beyond it), and stops when
-// the horizon is back within KeepUpLag of both.
+// receive window (§4: it would be ignoring ticks beyond it), or when, cut
+// off from the pubend, its present is more than KeepUpLag past the doubt
+// horizon (an outage, however short); it stops when the horizon is back
+// within KeepUpLag of both.
 func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 	// Behind what it has heard of, or behind the pubend's present: during
 	// an outage the SHB hears nothing, and it must know it is recovering
@@ -78,18 +80,27 @@ func (m *Monitor) Observe(now tick.Time, dh, knownHi tick.Tick) {
 	if m.known {
 		hi = max(hi, m.position+tick.FromMillis(now.Sub(m.positionAt).Milliseconds()))
 	}
+	// DCQs arrive every DCQ interval while the SHB's path to the pubend
+	// works: two intervals without one is an outage (a cut link, a
+	// crashed or stalled upstream), and the last position says nothing
+	// about the present any more.
+	cutOff := m.known && now.Sub(m.positionAt) > 2*m.cfg.DCQInterval
 	switch behind := ms(hi, dh); {
-	case m.known && dh >= m.position && now.Sub(m.positionAt) <= 2*m.cfg.DCQInterval:
+	case m.known && dh >= m.position && !cutOff:
 		// It has everything the pubend had published: an idle stream
 		// whose silence is still on its way (each hop coalesces it for up
-		// to t_silence) is not a recovery. Only while DCQs arrive: cut off
-		// from its upstream the SHB hears none, the last position says
-		// nothing about the present, and the SHB must know it is
-		// recovering before the link returns, or its first nacks ask for
-		// the whole outage at once, past any NACK window (§3.2), and the
-		// answers overflow the link's queue.
+		// to t_silence) is not a recovery.
 		m.recovering = false
 	case behind > m.cfg.ReceiveWindow:
+		m.recovering = true
+	case cutOff && behind > m.cfg.KeepUpLag:
+		// Cut off for longer than KeepUpLag: the SHB must know it is
+		// recovering before the link returns, or its first nacks ask for
+		// the whole outage at once, past any NACK window (§3.2), and the
+		// answers overflow the link's queue. The receive window alone
+		// (§4) would leave every outage shorter than it unwindowed. Our
+		// addition; once DCQs arrive again the rules above and below
+		// decide, so a recovery ends within KeepUpLag as before.
 		m.recovering = true
 	case behind <= m.cfg.KeepUpLag:
 		m.recovering = false
