@@ -65,17 +65,19 @@ func TestReplicatedCellOptions(t *testing.T) {
 	}
 }
 
-// A capped link turns congestion control on in every broker of the network,
-// with the broker profile; congestion_control = false turns it off.
+// Congestion control runs in every broker of the network, with the broker
+// profile, whether or not a link is capped; congestion_control = false
+// turns it off.
 func TestCongestionControlOptions(t *testing.T) {
 	const net = "[[broker]]\nid = \"p1\"\nlisten = \"127.0.0.1:1\"\npubends = [\"P1\"]\n" +
 		"[[broker]]\nid = \"b1\"\nlisten = \"127.0.0.1:2\"\n[[broker]]\nid = \"s1\"\nlisten = \"127.0.0.1:3\"\n" +
-		"[[link]]\nup = \"p1\"\ndown = \"b1\"\n[[link]]\nup = \"b1\"\ndown = \"s1\"\nbandwidth = \"500KB/s\"\n"
+		"[[link]]\nup = \"p1\"\ndown = \"b1\"\n[[link]]\nup = \"b1\"\ndown = \"s1\"\n"
+	const capped = "bandwidth = \"500KB/s\"\n"
 	for _, c := range []struct {
-		top  string
-		want bool
-	}{{"", true}, {"congestion_control = false\n", false}} {
-		n, err := config.Parse([]byte(c.top+net), "net.toml")
+		top, link string
+		want      bool
+	}{{"", "", true}, {"", capped, true}, {"congestion_control = false\n", "", false}, {"congestion_control = false\n", capped, false}} {
+		n, err := config.Parse([]byte(c.top+net+c.link), "net.toml")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +87,7 @@ func TestCongestionControlOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			if opts.GD.CongestionControl != c.want {
-				t.Errorf("%q: %s runs congestion control %v, want %v", c.top, id, opts.GD.CongestionControl, c.want)
+				t.Errorf("%q %q: %s runs congestion control %v, want %v", c.top, c.link, id, opts.GD.CongestionControl, c.want)
 			}
 			if opts.GD.Congestion != congestion.BrokerConfig() {
 				t.Errorf("%s: congestion config %+v, want the broker profile", id, opts.GD.Congestion)
@@ -93,6 +95,9 @@ func TestCongestionControlOptions(t *testing.T) {
 			if err := opts.GD.Validate(); err != nil {
 				t.Errorf("%s: %v", id, err)
 			}
+		}
+		if c.link == "" {
+			continue
 		}
 		if opts, _ := brokerOptions(n, "b1", t.TempDir(), slog.New(slog.DiscardHandler)); opts.Bandwidth["s1"] != 500_000 {
 			t.Errorf("b1 paces its link to s1 at %d B/s, want 500000", opts.Bandwidth["s1"])

@@ -71,9 +71,9 @@ bandwidth = "500KB/s"
 	}
 }
 
-// congestion_control: absent, congestion control runs where a link has a
-// bandwidth; true or false say so everywhere, and survive Marshal; any
-// other value is an error with its position.
+// congestion_control: absent, congestion control runs, with or without a
+// bandwidth on a link; true or false say so everywhere, and survive
+// Marshal; any other value is an error with its position.
 func TestCongestionControlKey(t *testing.T) {
 	const brokers = `
 [[broker]]
@@ -92,9 +92,10 @@ down = "s1"
 		top, link string
 		want      bool
 	}{
-		{"", "", false},
+		{"", "", true},
 		{"", `bandwidth = "500KB/s"`, true},
 		{"congestion_control = true", "", true},
+		{"congestion_control = false", "", false},
 		{"congestion_control = false", `bandwidth = "500KB/s"`, false},
 	} {
 		src := c.top + "\n" + brokers + c.link + "\n"

@@ -27,7 +27,7 @@
 // A link may carry bandwidth = "500KB/s": what the upstream cell sends on
 // it, per connection, is paced to that (docs/CONFIG.md). A top-level
 // congestion_control = true | false switches Gryphon CC on or off in every
-// broker; absent, it runs when some link has a bandwidth (CongestionOn).
+// broker; absent, it runs (CongestionOn).
 //
 // A top-level seeds = ["p1", "b1"] (before the first table) names the
 // brokers whose gossip address a broker joins the membership through; by
@@ -95,7 +95,7 @@ type Network struct {
 	// is refused.
 	Anonymous *Anonymous
 	// CongestionControl is the top-level congestion_control key: nil when
-	// absent (CongestionOn decides), else what it says. Switching it off is
+	// absent (on, CongestionOn), else what it says. Switching it off is
 	// for experiments that watch a network collapse under overload
 	// (Gryphon CC §2).
 	CongestionControl *bool
@@ -103,21 +103,19 @@ type Network struct {
 
 // CongestionOn reports whether the brokers of the network run congestion
 // control (Gryphon CC, Middleware 2003; gd.Config.CongestionControl): what
-// congestion_control says, and when it is absent, whether any link has a
-// bandwidth. Every broker of a network decides alike: a broker without it
-// passes no DCQ on and answers none, so its subtree would go unregulated.
+// congestion_control says, and on when it is absent. Every broker of a
+// network decides alike: a broker without it passes no DCQ on and answers
+// none, so its subtree would go unregulated.
 //
-// Off by default on networks without a capped link because there a pubend
-// slowing down after a subscriber broker's outage (Gryphon CC §5 E1) is a
-// change of behaviour the operator did not ask for, and the swarm of the
-// simulator with congestion control everywhere is not clean yet
-// (docs/known-issues/congestion-swarm.md); congestion_control = true turns
-// it on there.
+// On by default, with or without a bandwidth on any link: a bottleneck no
+// one declared (a WAN link, a slow disk, a starved broker) needs the
+// regulation most, and where nothing is congested it costs nothing
+// measurable (docs/BENCHMARKS.md §11b).
 func (n *Network) CongestionOn() bool {
 	if n.CongestionControl != nil {
 		return *n.CongestionControl
 	}
-	return len(n.Bandwidth) > 0
+	return true
 }
 
 // Chaos is the [chaos] table: what the chaos monkey may do.

@@ -217,7 +217,7 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 		if on, ok := raw.CongestionControl.(bool); ok {
 			n.CongestionControl = &on
 		} else {
-			p.top("congestion_control", "congestion_control must be true or false (absent: on when a link has a bandwidth), not %s", typeName(raw.CongestionControl))
+			p.top("congestion_control", "congestion_control must be true or false (absent: on), not %s", typeName(raw.CongestionControl))
 		}
 	}
 	if raw.Chaos != nil {

@@ -46,7 +46,8 @@ const (
 	// and crashes prefer their leaders.
 	FaultReplicas = "replicas"
 	// FaultOverload caps a link's bandwidth below what the publishers may
-	// offer for 2–10 s (Gryphon CC §2); runs with it run congestion control.
+	// offer for 2–10 s (Gryphon CC §2); the swarm runs congestion control
+	// in every run, with this fault or without it, as real brokers do.
 	FaultOverload = "overload"
 	// FaultWipe turns some crashes of a replicated PHB cell's member into
 	// a lost disk: its data directory is empty when it restarts (an
@@ -334,7 +335,10 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetainBytes = 0
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
-	p.cc = (p.faults[FaultOverload] || isCCScenario(o.Scenario)) && !o.NoCongestionControl
+	// Congestion control runs where real brokers run it: everywhere, by
+	// default (config.Network.CongestionOn). The scripted reproductions of
+	// the GD papers (fig6, Gryphon DS §5) ran without it and keep doing so.
+	p.cc = (o.Scenario == "" || isCCScenario(o.Scenario)) && !o.NoCongestionControl
 	if isCollapseScenario(o.Scenario) {
 		// The collapses are about what each broker's cache holds
 		// (Options.IBRelayCacheBytes): no seed shrinks them.
