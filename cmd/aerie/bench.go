@@ -40,7 +40,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	catchRate := fs.Int("catchup-rate", 1000, "catchup workload's publish rate, msgs/s (default within JetStream-SyncAlways's ceiling here)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof); with --procs, each broker's last run also to FILE.phb, FILE.ib, FILE.shb, and its last best-effort run to FILE.be.phb, FILE.be.ib, FILE.be.shb")
 	procs := fs.Bool("procs", false, "run aerie's brokers each in its own process and its subscribers in others, reporting each broker's CPU per event (overhead: GD ÷ best effort per broker; fanout: up to the open-file limit at the SHB); no catchup or selective-scale points")
-	cc := fs.Bool("congestion-control", false, "also run aerie with congestion control on in every broker (system aerie-cc), alternating with aerie run by run: its cost where nothing is congested (not with --procs)")
+	cc := fs.Bool("congestion-control", true, "aerie's brokers run congestion control, as in a network config without congestion_control; =false also runs aerie with congestion_control = false (system aerie-no-cc), alternating with aerie run by run: what congestion control costs where nothing is congested (not with --procs; with --systems aerie-no-cc, only it)")
 	stages := fs.String("stages", "", "trace every event of aerie's 3-hop runs through each stage (publish, each broker's read, loop, fsync, queue, write, delivery) in this table file (/dev/shm is best) and print each run's latency breakdown")
 	sleepPace := fs.Bool("sleep-pace", false, "pace the fixed-rate publisher with time.Sleep (oversleeps below 1 ms, so the publisher falls behind and catches up in bursts), as runs before 2026-11-27 did: for comparisons with them only")
 	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "the brokers' GC policy as in `aerie broker --gc-headroom-mb`, applied to this process (in-process brokers, clients and peers alike) and to --procs broker children; 0: Go's default")
@@ -63,15 +63,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o := bench.Options{Workloads: strings.Split(*workload, ","), Peer: *peer, Duration: *duration, Runs: *runs, Quick: *quick,
-		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, CongestionControl: *cc, Dir: *dir, Procs: *procs, Stages: *stages, GCHeadroom: int64(*gcHeadroom) << 20, SleepPace: *sleepPace, Progress: stderr}
+		Size: *size, Selective: *selective, SelectiveScale: *scale, Outage: *outage, CatchRate: *catchRate, NoCongestionControl: !*cc, Dir: *dir, Procs: *procs, Stages: *stages, GCHeadroom: int64(*gcHeadroom) << 20, SleepPace: *sleepPace, Progress: stderr}
 	if *procs {
 		o.BrokerProfile = *cpuprofile
 	}
 	if *systems != "" {
 		o.Systems = strings.Split(*systems, ",")
 	}
-	if *procs && *cc {
-		fmt.Fprintln(stderr, "aerie bench: --congestion-control runs in-process only; leave out --procs")
+	if *procs && !*cc {
+		fmt.Fprintln(stderr, "aerie bench: --congestion-control=false runs in-process only; leave out --procs")
 		return 2
 	}
 	var err error

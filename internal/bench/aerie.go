@@ -43,23 +43,31 @@ func AerieBestEffortFactory() Factory {
 	}}
 }
 
-// AerieCCFactory starts the same networks as AerieFactory with congestion
-// control on in every broker (Gryphon CC, Middleware 2003: DCQs, rate
-// samples, the pubend's regulator) and the parameters real brokers use
-// (congestion.BrokerConfig), so that its cost where nothing is congested
-// can be measured against AerieFactory, run by run.
-func AerieCCFactory() Factory {
-	return Factory{System: SysAerieCC, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
-		t, err := startAerie(ctx, topo, dir, false, func(o *broker.Options) {
-			o.GD.CongestionControl = true
-			o.GD.Congestion = congestion.BrokerConfig()
-		})
+// AerieNoCCFactory starts the same networks as AerieFactory with
+// congestion control off in every broker (congestion_control = false), so
+// that what Gryphon CC (Middleware 2003: DCQs, rate samples, the pubend's
+// regulator) costs where nothing is congested can be measured against
+// AerieFactory, run by run.
+func AerieNoCCFactory() Factory {
+	return Factory{System: SysAerieNoCC, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+		t, err := startAerie(ctx, topo, dir, false, func(o *broker.Options) { o.GD.CongestionControl = false })
 		if err != nil {
 			return nil, err
 		}
-		t.(*aerieNet).sys = SysAerieCC
+		t.(*aerieNet).sys = SysAerieNoCC
 		return t, nil
 	}}
+}
+
+// brokerGD is the GD config of the benchmarks' brokers: the defaults, and
+// congestion control on with the parameters real brokers use
+// (congestion.BrokerConfig), as a network config without
+// congestion_control gives every broker.
+func brokerGD() gd.Config {
+	cfg := gd.DefaultConfig()
+	cfg.CongestionControl = true
+	cfg.Congestion = congestion.BrokerConfig()
+	return cfg
 }
 
 // aerieNet is one running network; it owns its brokers' goroutines.
@@ -104,7 +112,7 @@ func startAerie(ctx context.Context, topo Topology, dir string, bestEffort bool,
 	}
 	a := &aerieNet{sys: sys, be: bestEffort, noAck: bestEffort && topo.NoAck, subBuf: cmp.Or(topo.SubBuffer, 16384), cancel: cancel, errs: make(chan error, 4),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), mods: mods}
-	cfg := gd.DefaultConfig()
+	cfg := brokerGD()
 	const lo = "127.0.0.1:0"
 	var err error
 	if !topo.Hops3 {

@@ -32,7 +32,7 @@ type brokerSpec struct {
 // options is the spec as broker options, listening on kernel-chosen
 // loopback ports.
 func (s brokerSpec) options() broker.Options {
-	o := broker.Options{ID: s.ID, Routes: s.Routes, GD: gd.DefaultConfig(), Listen: "127.0.0.1:0",
+	o := broker.Options{ID: s.ID, Routes: s.Routes, GD: brokerGD(), Listen: "127.0.0.1:0",
 		Upstreams: s.Upstreams, DataDir: s.DataDir, SubscriberQueue: s.SubscriberQueue, BestEffort: s.BestEffort,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if s.Clients {

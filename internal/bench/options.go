@@ -39,10 +39,11 @@ type Options struct {
 	// BrokerProfile, with Procs, has each broker write its CPU profile to
 	// BrokerProfile.<role> (the last run's).
 	BrokerProfile string
-	// CongestionControl adds aerie with congestion control on (SysAerieCC)
-	// to the systems of every aerie workload, interleaved run by run with
-	// aerie without it (in-process only: not with Procs).
-	CongestionControl bool
+	// NoCongestionControl adds aerie with congestion_control = false
+	// (SysAerieNoCC) to the systems of every aerie workload, interleaved
+	// run by run with aerie, which runs congestion control as brokers do
+	// by default (in-process only: not with Procs).
+	NoCongestionControl bool
 	// Stages, when set, traces every event of aerie's runs through each
 	// stage of the path (internal/lattrace, a table in this file shared
 	// with --procs children) and writes the latency breakdown of each run

@@ -37,8 +37,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		aerie = []Factory{AerieProcsFactory(o.Exe, o.BrokerProfile, false), AerieProcsFactory(o.Exe, o.BrokerProfile, true)}
 	}
 	facts := []Factory{aerie[0]}
-	if o.CongestionControl {
-		facts = append(facts, AerieCCFactory())
+	if o.NoCongestionControl {
+		facts = append(facts, AerieNoCCFactory())
 	}
 	if o.Peer == "nats" {
 		nf, err := NATSFactories()

@@ -11,11 +11,13 @@ import (
 
 // System names, as in the `--json` contract (docs/BENCHMARKS.md "Method").
 const (
+	// SysAerie runs Gryphon CC in every broker, as a network config
+	// without congestion_control does.
 	SysAerie           = "aerie"
 	SysAerieBestEffort = "aerie-best-effort"
-	// SysAerieCC is aerie with Gryphon CC on in every broker (what a
-	// network config with a bandwidth does): its cost with no congestion.
-	SysAerieCC       = "aerie-cc"
+	// SysAerieNoCC is aerie with congestion_control = false: what Gryphon
+	// CC costs where nothing is congested is SysAerie against it.
+	SysAerieNoCC     = "aerie-no-cc"
 	SysNATSCore      = "nats-core"
 	SysJetStreamSync = "nats-jetstream-sync"
 	SysJetStreamDef  = "nats-jetstream-default"
