@@ -37,17 +37,22 @@ func TestCongestionControlRecoversAfterCut(t *testing.T) {
 }
 
 // TestCongestionControlShortCutNacksOnce: the same network with b1 → s2
-// cut for 6 s, shorter than s2's receive window, so s2 never counts as
-// recovering when its first nacks go out and has no NACK window then. Its
-// nacks must still not be repeated while their answers queue on the capped
-// link (Gryphon CC §3.2: the retransmissions are the congestion), and it
-// must be back within a bound. Before subends under congestion control held
-// their repeats, s2 nacked 18.8 s of ticks for a 6 s outage (3.1 times the
-// outage) and needed 17.8–21.5 s to come back; with the hold 11.2–11.4 s of
-// ticks and 10.8–11.0 s (docs/known-issues/congestion-real-links.md, 1).
+// cut for 6 s, shorter than s2's receive window (10 s). Cut off from the
+// pubend's DCQs, s2 must still count as recovering before the link returns,
+// so that its first nacks go through a NACK window (Gryphon CC §3.2) rather
+// than ask for the whole outage at once (congestion.Monitor.Observe); and
+// its nacks must not be repeated while their answers queue on the capped
+// link (the retransmissions are the congestion), and it must be back within
+// a bound. Before subends under congestion control held their repeats, s2
+// nacked 18.8 s of ticks for a 6 s outage (3.1 times the outage) and needed
+// 17.8–21.5 s to come back; with the hold 11.2–11.4 s of ticks and
+// 10.8–11.0 s (docs/known-issues/congestion-real-links.md, 1).
 func TestCongestionControlShortCutNacksOnce(t *testing.T) {
 	o, res, _ := runE1Cut(t, 8*time.Second, 22*time.Second)
 	t.Logf("%s", res.Summary())
+	if p, ok := firstPollFrom(res, o.BackAt); !ok || !p.S2Recovering || p.S2Window <= 0 {
+		t.Errorf("s2 when b1 → s2 returned (poll at %v): recovering %v, NACK window %d ms; want recovering with a window", p.At, p.S2Recovering, p.S2Window)
+	}
 	outage := (o.BackAt - o.CutAt).Seconds()
 	if n := res.NackedAfterRestore(); n > 2.5*outage {
 		t.Errorf("s2 nacked %.1f s of ticks after a %.0f s outage: repeats went out while answers queued", n, outage)
@@ -55,6 +60,16 @@ func TestCongestionControlShortCutNacksOnce(t *testing.T) {
 	// Loose, for a shared test machine: the nack count above is what
 	// tells the hold from its absence.
 	checkS2Back(t, o, res, 16*time.Second)
+}
+
+// firstPollFrom is the first poll of the brokers' state at or after at.
+func firstPollFrom(res *ccreal.Result, at time.Duration) (ccreal.Poll, bool) {
+	for _, p := range res.Polls {
+		if p.At >= at {
+			return p, true
+		}
+	}
+	return ccreal.Poll{}, false
 }
 
 // runE1Cut runs the E1 network with congestion control, b1 → s2 cut from
