@@ -145,8 +145,11 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // of failing. Its
 // seeds were found before overloaded links joined the default faults, and
 // before nack answers carried the silence that follows them
-// (gd.silentRunEnd); it keeps the fault set and the answer rule they were
-// found with.
+// (gd.silentRunEnd), when the swarm ran congestion control only with
+// overloaded links; it keeps the fault set, congestion control off and the
+// answer rule they were found with (with congestion control in every run,
+// seeds 166 and 93 no longer catch it, and a scan of 600 seeds takes longer
+// than the package's test budget).
 //
 // It runs as the swarm did before pubends trimmed under load and had a
 // size bound (TrimOnlyWhenIdle, NoSizeBound: with them no seed of 600 shows
@@ -178,7 +181,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 	for _, r := range runs {
 		seed := r.seed
 		o := DefaultOptions(seed)
-		o.Faults = faultsBeforeOverload()
+		o.Faults, o.NoCongestionControl = faultsBeforeOverload(), true
 		o.RaftClients = r.clients
 		o.Mutation, o.RaftLeaderTrimOnly = gd.MutAskSameMember|gd.MutExactNackAnswers, true
 		o.NoSizeBound, o.TrimOnlyWhenIdle = true, true
@@ -191,7 +194,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 		}
 		t.Logf("seed %d (raft clients %q) caught: %v", seed, r.clients, res.Violations[0])
 		o = DefaultOptions(seed)
-		o.Faults = faultsBeforeOverload()
+		o.Faults, o.NoCongestionControl = faultsBeforeOverload(), true
 		o.RaftClients = r.clients
 		o.Mutation, o.RaftLeaderTrimOnly = gd.MutExactNackAnswers, true
 		o.NoSizeBound, o.TrimOnlyWhenIdle = true, true
