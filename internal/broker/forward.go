@@ -180,8 +180,10 @@ func (n *Node) forwardMsg(from msg.NodeID, f msg.Forward) error {
 // forwardLinkGone: the link to peer is gone (closed, dropped by a view,
 // or replaced by a newer one), and handleMsg drops whatever it still
 // carries. If peer is a member of this cell, the sessions of the streams
-// it forwarded here close, and their refusals go (forward.Leader.PeerDown).
+// it forwarded here close, and their refusals go (forward.Leader.PeerDown);
+// so do the sessions of the streams it relayed here (relay.go).
 func (n *Node) forwardLinkGone(peer msg.NodeID) {
+	n.relayLinkGone(peer)
 	if n.raft == nil {
 		return
 	}

@@ -89,6 +89,7 @@ func (c peerUp) apply(n *Node, src source) {
 	n.peerInc[src.peer] = c.inc
 	n.log.Info("link up", "peer", string(src.peer), "addr", src.conn.RemoteAddr())
 	n.sh.PeerUp(src.peer, c.inc)
+	n.relayCheck(false)
 }
 
 type peerDown struct{}
@@ -100,8 +101,9 @@ func (peerDown) apply(n *Node, src source) {
 		n.sh.PeerDown(src.peer)
 		if n.raft != nil {
 			n.raftPeerDown(src.peer)
-			n.forwardLinkGone(src.peer)
 		}
+		n.forwardLinkGone(src.peer)
+		n.relayCheck(false)
 	}
 }
 
@@ -120,6 +122,7 @@ func (c clientUp) apply(n *Node, src source) {
 		n.clients[src.cid] = src.conn
 	}
 	n.sh.ClientUpReading(src.cid, c.perms, clientReads(n.clients[src.cid]))
+	n.relayClientUp(src.cid, c.perms)
 	if n.raft != nil && !n.raft.serving {
 		if n.forwards() {
 			n.forwardClientUp(src.cid, n.clients[src.cid], c.perms)
@@ -134,6 +137,11 @@ func (c clientUp) apply(n *Node, src source) {
 // later DeliveryRun (an MQTT client, or a forwarded one, gets a PubAck per
 // publish and a Delivery per event).
 func clientReads(c clientConn) shell.Reads {
+	if _, ok := c.(fwdConn); ok {
+		// A stream relayed here: its broker splits a range for a client
+		// that reads none (forward.Forwarder).
+		return shell.Reads{AckRanges: true}
+	}
 	tc, ok := c.(*transport.Conn)
 	if !ok {
 		return shell.Reads{}
@@ -149,6 +157,7 @@ func (clientDown) apply(n *Node, src source) {
 		n.sh.ClientDown(src.cid)
 		delete(n.clients, src.cid)
 	}
+	n.relayClientDown(src.cid)
 	if n.raft != nil {
 		n.forwardClientDown(src.cid)
 	}
@@ -192,8 +201,14 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 		if n.peers[src.peer] != src.conn {
 			return // a replaced connection's leftovers
 		}
-		if f, ok := m.(msg.Forward); ok && n.raft != nil {
-			if err := n.forwardMsg(src.peer, f); err != nil {
+		if f, ok := m.(msg.Forward); ok {
+			var err error
+			if n.raft != nil && n.raft.raftID(src.peer) != 0 {
+				err = n.forwardMsg(src.peer, f) // within the cell
+			} else {
+				err = n.relayMsg(src.peer, f) // along a pubend's tree
+			}
+			if err != nil {
 				n.log.Warn("closing link after protocol error", "peer", string(src.peer), "err", err)
 				src.conn.CloseWith(err, "protocol error: "+err.Error())
 			}
@@ -221,8 +236,19 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 			n.log.Warn("closing link after protocol error", "peer", string(src.peer), "err", err)
 			src.conn.CloseWith(err, "protocol error: "+err.Error())
 		}
+	default:
+		n.clientRequest(src, m)
+	}
+}
+
+// clientRequest handles a request of client connection src (or of a
+// stream a downstream neighbour relays here, relay.go).
+func (n *Node) clientRequest(src source, m msg.Msg) {
+	switch {
 	case !n.clientMayRun(src, m):
 		// A frame newer than the version its client announced.
+	case n.relayRequest(src.cid, m):
+		// A publish to a pubend hosted elsewhere: relayed up its tree.
 	case n.raft != nil && !n.raft.serving:
 		// A standby member forwards a client's publishes to the serving
 		// leader; redirected, the connection is closing and the client
@@ -297,8 +323,16 @@ func (n *Node) loop(ctx context.Context) error {
 		defer rt.Stop()
 		raftTick, raftSynced = rt.C, n.raft.synced
 	}
+	var relayTick <-chan time.Time
+	if len(n.relay.up) > 0 {
+		rt := time.NewTicker(relayRetry)
+		defer rt.Stop()
+		relayTick = rt.C
+	}
 	for {
 		select {
+		case <-relayTick:
+			n.relayCheck(true)
 		case <-raftTick:
 			n.raft.rn.Tick()
 			n.joinWatch()

@@ -164,6 +164,7 @@ func (n *Node) dropLink(id member.ID, why string, view uint64) {
 	n.log.Info("link down", "peer", string(peer), "err", reason)
 	n.sh.PeerDown(peer)
 	n.forwardLinkGone(peer)
+	n.relayCheck(false)
 }
 
 func names(ms []member.Member) []string {

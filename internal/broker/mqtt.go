@@ -59,7 +59,7 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 		ln = tls.NewListener(ln, n.opts.TLS.Clients())
 	}
 	opts := mqtt.Options{
-		Listener: ln, Broker: n.opts.ID, Incarnation: n.inc, Pubends: n.hosted,
+		Listener: ln, Broker: n.opts.ID, Incarnation: n.inc, Pubends: n.mqttPubends(),
 		Host: mqttHost{n: n, ctx: ctx}, Queue: n.opts.SubscriberQueue, Logger: n.log,
 		Sessions:        n.opts.DataDir != "", // the durable subscriptions of sessions are kept there
 		RetainedNetwork: true,

@@ -51,6 +51,21 @@ type Status struct {
 	// Raft is this member's view of its replicated PHB cell (nil: not a
 	// member of one).
 	Raft *RaftStatus `json:"raft,omitempty"`
+	// Relay is the relaying of publishes to pubends hosted elsewhere
+	// (nil: every pubend in reach is hosted here, and none is relayed here).
+	Relay *RelayStatus `json:"relay,omitempty"`
+}
+
+// RelayStatus counts a broker's relayed publishes (docs/ARCHITECTURE.md
+// "Publishing anywhere"): Relayed, sent up a pubend's tree for its
+// clients (a resend counts again); Taken, relayed here from downstream;
+// Clients, the clients whose publishes it relays now; Streams, the
+// streams downstream brokers relay here now.
+type RelayStatus struct {
+	Relayed uint64 `json:"relayed"`
+	Taken   uint64 `json:"taken"`
+	Clients int    `json:"clients"`
+	Streams int    `json:"streams"`
 }
 
 // RaftStatus is a replicated PHB member's view: whether it serves the
@@ -153,6 +168,12 @@ func (n *Node) snapshot() Status {
 		s.Chaos = maps.Clone(n.chaos)
 	}
 	s.AuthFailures, s.HandshakeFailures = n.authFailures.Load(), n.handshakeFailures.Load()
+	if r := n.relay; len(r.up) > 0 || r.taken > 0 {
+		s.Relay = &RelayStatus{Relayed: r.relayed, Taken: r.taken, Streams: r.in.Len()}
+		for _, f := range r.fwd {
+			s.Relay.Clients += f.Len()
+		}
+	}
 	if r := n.raft; r != nil && r.rn != nil {
 		st := r.rn.Replica().Status()
 		ns := r.rn.Stats()

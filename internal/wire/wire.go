@@ -80,8 +80,16 @@ import (
 // final without it (clients are not concerned). It goes only to a
 // downstream that was gone; one of an older version cannot read it and
 // drops the link, and stays behind: upgrade the SHBs before the brokers
-// above them.
-const Version uint16 = 17
+// above them. 18 — Forward between neighbours of a pubend's tree: a
+// broker that does not host a pubend relays a client's publishes to it
+// one hop up the tree and the answers back (VersionRelay; clients are not
+// concerned).
+const Version uint16 = 18
+
+// VersionRelay is the first broker version that takes a Forward from a
+// downstream neighbour (a publish relayed towards its pubend); a broker
+// relays nothing to an older upstream.
+const VersionRelay uint16 = 18
 
 // VersionSubConsumed is the first version in which a client sends, and a
 // broker reads, SubConsumed.
