@@ -76,7 +76,7 @@ func parsePub(args []string, stderr io.Writer) (o pubOptions, code int, ok bool)
 			"and seq). Prints progress on stderr and a last line \"published N acked N ...\"; exits 0 only when all N are acknowledged.",
 		"aerie pub --connect 127.0.0.1:7201 --topic orders.eu --prop region=EU --prop qty=3 --data '{\"id\":42}'",
 		"aerie pub --connect 127.0.0.1:7201,127.0.0.1:7202 --topic sensors.t1 --count 10000 --rate 500 --size 128")
-	fs.StringVar(&o.addr, "connect", "127.0.0.1:7201", "broker client addresses, comma-separated: the first that answers is used, the next when it fails (unacknowledged publishes go again to the same pubend, never to another)")
+	fs.StringVar(&o.addr, "connect", "127.0.0.1:7201", "broker client addresses, comma-separated: any broker's, one that does not host the pubend relays to it; the first that answers is used, the next when it fails (unacknowledged publishes go again to the same pubend, never to another)")
 	fs.StringVar(&o.topic, "topic", "demo", "topic: words separated by dots, none empty, no wildcards")
 	var props propFlags
 	fs.Var(&props, "prop", "property name=value (repeatable); value is a JSON literal when it parses as one, else a string")
@@ -86,7 +86,7 @@ func parsePub(args []string, stderr io.Writer) (o pubOptions, code int, ok bool)
 	fs.StringVar(&o.file, "file", "", "payload of every event: the contents of this file")
 	fs.IntVar(&o.size, "size", 0, "payload of every event: this many filler bytes (a-z), when neither --data nor --file is given")
 	fs.StringVar(&o.id, "id", "", "client id (publishes are deduplicated per id and sequence number)")
-	fs.StringVar(&o.pubend, "pubend", "", "pubend to publish to (default: a hash of the id)")
+	fs.StringVar(&o.pubend, "pubend", "", "pubend to publish to (default: the broker picks one by a hash of the id, among those it hosts or else those it relays to)")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "how long to wait for the outcome once publishing: for every ack, after the last event is sent (0: no limit)")
 	fs.DurationVar(&o.wait, "wait-for-broker", 0, "at start, while no address answers, keep trying this long, saying so on stderr (0: fail at once; once connected, failures are always retried)")
 	o.sec = addClientSecurity(fs)

@@ -263,7 +263,7 @@ func (c *Conn) publish(pk packets.Packet) error {
 	qos := pk.FixedHeader.Qos
 	if c.pubend == "" {
 		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError,
-			fmt.Sprintf("broker %s hosts no pubend: publish at a broker that does", c.s.opts.Broker), 0))
+			fmt.Sprintf("broker %s hosts no pubend and lies in no pubend's tree: publish at a broker that does", c.s.opts.Broker), 0))
 	}
 	topic, err := Topic(pk.TopicName)
 	if err != nil {

@@ -51,9 +51,11 @@ type Options struct {
 	// Broker and Incarnation name this broker in publisher names.
 	Broker      msg.NodeID
 	Incarnation uint64
-	// Pubends are the pubends this broker hosts; MQTT publishes are refused
-	// at a broker that hosts none. An MQTT client id always publishes to
-	// the same one, so its messages stay in order across reconnections.
+	// Pubends are the pubends MQTT publishes go to: those this broker
+	// hosts, or, at a broker that hosts none, those it relays to (up
+	// their trees); publishes are refused at a broker that has none. An
+	// MQTT client id always publishes to the same one, so its messages
+	// stay in order across reconnections.
 	Pubends []msg.PubendID
 	Host    Host
 	// Sessions: the broker can keep persistent sessions (it has a data

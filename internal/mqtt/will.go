@@ -183,7 +183,7 @@ func (s *Server) publishWill(cl *mochi.Client, st *clientState, w *will) {
 	wc := newConn(s, cl)
 	wc.st, wc.publisher, wc.perms = st, st.publisher, w.perms
 	if wc.pubend == "" {
-		s.log.Warn("MQTT will not published: this broker hosts no pubend", "client", cl.ID, "topic", w.topic)
+		s.log.Warn("MQTT will not published: this broker hosts no pubend and lies in no pubend's tree", "client", cl.ID, "topic", w.topic)
 		return
 	}
 	wc.id = s.opts.Host.Up(wc)
