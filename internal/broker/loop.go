@@ -157,7 +157,7 @@ func (clientDown) apply(n *Node, src source) {
 		n.sh.ClientDown(src.cid)
 		delete(n.clients, src.cid)
 	}
-	n.relayClientDown(src.cid)
+	n.relay.ClientDown(src.cid)
 	if n.raft != nil {
 		n.forwardClientDown(src.cid)
 	}
@@ -324,7 +324,7 @@ func (n *Node) loop(ctx context.Context) error {
 		raftTick, raftSynced = rt.C, n.raft.synced
 	}
 	var relayTick <-chan time.Time
-	if len(n.relay.up) > 0 {
+	if n.relay.Active() {
 		rt := time.NewTicker(relayRetry)
 		defer rt.Stop()
 		relayTick = rt.C

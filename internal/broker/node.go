@@ -165,7 +165,7 @@ type Node struct {
 	nextCID shell.ClientID
 	peerInc map[msg.NodeID]uint64 // each linked peer's incarnation
 	raft    *raftState            // nil unless a member of a replicated PHB cell
-	relay   *relayState           // publishes to pubends hosted elsewhere (relay.go)
+	relay   *forward.Relay        // publishes to pubends hosted elsewhere (relay.go)
 	monkey  *monkeyState          // nil without a monkey
 	chaos   map[string]int        // the monkey's actions so far, by kind
 	view    member.View           // the last installed membership view
@@ -266,7 +266,7 @@ func New(opts Options) (*Node, error) {
 		}
 	}
 	sort.Slice(n.hosted, func(i, j int) bool { return n.hosted[i] < n.hosted[j] })
-	n.relay = newRelay(opts.Routes, members)
+	n.relay = n.newRelay(members)
 	if len(n.hosted) > 0 && opts.DataDir == "" {
 		return nil, fmt.Errorf("broker %s hosts pubends %v but has no data directory", opts.ID, n.hosted)
 	}

@@ -463,7 +463,7 @@ func (n *Node) raftEvent(ev raftnode.Event) error {
 		}
 		c.CloseWith(errNotLeader, n.notLeaderReason())
 		delete(n.clients, cid)
-		n.relayClientDown(cid)
+		n.relay.ClientDown(cid)
 	}
 	for peer, c := range n.peers {
 		if r.raftID(peer) == 0 {

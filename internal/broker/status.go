@@ -168,11 +168,8 @@ func (n *Node) snapshot() Status {
 		s.Chaos = maps.Clone(n.chaos)
 	}
 	s.AuthFailures, s.HandshakeFailures = n.authFailures.Load(), n.handshakeFailures.Load()
-	if r := n.relay; len(r.up) > 0 || r.taken > 0 {
-		s.Relay = &RelayStatus{Relayed: r.relayed, Taken: r.taken, Streams: r.in.Len()}
-		for _, f := range r.fwd {
-			s.Relay.Clients += f.Len()
-		}
+	if r := n.relay; r.Active() || r.Taken > 0 {
+		s.Relay = &RelayStatus{Relayed: r.Relayed, Taken: r.Taken, Clients: r.Clients(), Streams: r.Streams()}
 	}
 	if r := n.raft; r != nil && r.rn != nil {
 		st := r.rn.Replica().Status()

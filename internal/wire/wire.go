@@ -88,7 +88,7 @@ const Version uint16 = 18
 
 // VersionRelay is the first broker version that takes a Forward from a
 // downstream neighbour (a publish relayed towards its pubend); a broker
-// relays nothing to an older upstream.
+// relays nothing to an older upstream (forward.RelayVersion says the same).
 const VersionRelay uint16 = 18
 
 // VersionSubConsumed is the first version in which a client sends, and a
