@@ -161,4 +161,3 @@ func (n *Node) relayLinkGone(peer msg.NodeID) {
 		clientDown{}.apply(n, source{cid: cid})
 	}
 }
-
