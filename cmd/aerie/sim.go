@@ -39,6 +39,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	ibCache := fs.Int64("ib-relay-cache", 0, "bytes of a pubend's events each IB keeps to answer nacks (gd RelayCacheBytes, default 64 MiB; --topology cc-collapse-pb sets 1 MiB, smaller than its outage)")
 	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
 	noAck := fs.String("noack", "", "whether publishers send every third publish asking for no ack (at most once, as a client's PublishNoAck): on or off; none draws it per seed (on in a third). The oracle then asks only that what was logged be delivered, and that no such publish be acked")
+	anywhere := fs.String("anywhere", "", "whether each pubend of a plain PHB also has a publisher at an SHB of its tree, whose publishes the brokers relay up the tree to the PHB: on or off; none draws it per seed (on in half the runs). The oracle checks its publish order besides exactly once")
 	raftClients := fs.String("raft-clients", "", "what a member of a replicated PHB cell that does not serve does with a publishing client: forward its publishes to the serving leader, or redirect it (close its connection; it moves to the next member); none draws one per seed. Either way every publisher of a cell resends in order on a new connection, and the oracle checks its publish order")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
@@ -135,6 +136,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		o.RaftClients = *raftClients
 		o.NoAckPublishes = *noAck
+		o.Anywhere = *anywhere
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -184,6 +186,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *noAck != "" {
 			fmt.Fprintf(&b, " --noack %s", *noAck)
+		}
+		if *anywhere != "" {
+			fmt.Fprintf(&b, " --anywhere %s", *anywhere)
 		}
 		return b.String()
 	}
@@ -252,7 +257,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	wg.Wait()
 	violations := 0
 	var wipes, rejoins, campaigns uint64
-	changed, forwarded, giveUps, noAckAsked, noAckLogged := 0, 0, 0, 0, 0
+	changed, forwarded, giveUps, noAckAsked, noAckLogged, relayed, relayGiveUps := 0, 0, 0, 0, 0, 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
@@ -260,6 +265,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			campaigns += o.res.RaftLinkCampaigns
 			forwarded, giveUps = forwarded+o.res.Forwarded, giveUps+o.res.ForwardGiveUps
 			noAckAsked, noAckLogged = noAckAsked+o.res.NoAckAsked, noAckLogged+o.res.NoAckLogged
+			relayed, relayGiveUps = relayed+o.res.Relayed, relayGiveUps+o.res.RelayGiveUps
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -311,6 +317,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if forwarded > 0 {
 		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d publishes forwarded to a serving leader, %d forwarded clients closed for want of one\n", forwarded, giveUps)
+	}
+	if relayed > 0 {
+		fmt.Fprintf(stdout, "sim: publishers at SHBs: %d publishes relayed up a hop, %d relayed clients given up for want of a link upstream\n", relayed, relayGiveUps)
 	}
 	if noAckAsked > 0 {
 		fmt.Fprintf(stdout, "sim: %d publishes asked for no ack, %d of them logged (the rest lost, as at most once allows)\n", noAckAsked, noAckLogged)

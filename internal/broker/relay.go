@@ -20,14 +20,7 @@ import (
 // way: into the shell, to the cell's serving leader, or on up. All of it
 // runs on the loop; the engine never sees it.
 
-// relayTimeout bounds how long a client's relayed publishes may find no
-// link towards their pubend before the client is closed with a reason
-// (it may reconnect elsewhere and resend).
-const relayTimeout = 30 * time.Second
-
-// relayRetry is how often relayed publishes that were refused upstream
-// are sent again (to the next member of the upstream cell).
-const relayRetry = 200 * time.Millisecond
+const relayTimeout, relayRetry = forward.RelayTimeout, forward.RelayRetry
 
 var errNoUpstream = errors.New("broker: no link towards the pubend to relay publishes on")
 

@@ -86,6 +86,9 @@ func (c *clientConn) open(w *world, n *node) shell.ClientID {
 		reads := shell.Reads{AckRanges: c.id%2 == 1, DeliveryRuns: c.id/2%2 == 1, ReportsTaken: c.id/4%2 == 1}
 		c.paced = reads.ReportsTaken
 		w.input(n, func(b *shell.Broker) { b.ClientUpReading(c.id, nil, reads) })
+		if r := w.relayOf(n); r != nil {
+			r.ClientUp(c.id, nil, reads.AckRanges)
+		}
 	}
 	return c.id
 }
@@ -98,6 +101,9 @@ func (c *clientConn) request(w *world, n *node, m msg.Msg) {
 	}
 	id := c.open(w, n)
 	m = w.viaWire(m)
+	if w.relayRequest(n, id, m) {
+		return // to a pubend hosted elsewhere (relay.go)
+	}
 	w.input(n, func(b *shell.Broker) { b.ClientRequest(id, m) })
 }
 
@@ -125,7 +131,7 @@ func (c *clientConn) requestAll(w *world, n *node, ps []msg.Publish) {
 // close ends the connection (the client hangs up).
 func (c *clientConn) close(w *world, n *node) {
 	if c.ok && c.node == n.id && c.gen == n.gen {
-		w.input(n, func(b *shell.Broker) { b.ClientDown(c.id) })
+		w.relayClientDown(n, c.id)
 	}
 	c.ok = false
 }

@@ -122,6 +122,11 @@ type Options struct {
 	// asking for no ack (msg.Publish.NoAck, client.PublishNoAck): "on",
 	// "off", or "" to draw it (in a third of the runs).
 	NoAckPublishes string
+	// Anywhere says whether each pubend of a plain PHB also gets a
+	// publisher at an SHB of its tree, whose publishes the brokers relay
+	// to the PHB (relay.go): "on", "off", or "" to draw it (in half the
+	// swarm runs).
+	Anywhere string
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
 	Unfenced bool
@@ -210,6 +215,9 @@ type plan struct {
 	// connection, as the Go client (publisher.inOrder), drawn from its
 	// own sub-seed; otherwise they retry after a second.
 	inOrder bool
+	// anywhere: publishers at SHBs, relayed to their PHB (relay.go),
+	// drawn from its own sub-seed.
+	anywhere bool
 }
 
 func (p plan) String() string {
@@ -223,10 +231,11 @@ func (p plan) String() string {
 	if p.cacheBytes > 0 {
 		cache = fmt.Sprintf("%d B", p.cacheBytes)
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, max_retain_bytes %d, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s",
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, max_retain_bytes %d, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s; publishers at SHBs %s",
 		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, p.maxRetainBytes,
 		either(p.floors, "on", "off"), either(p.cc, "on", "off"), either(p.forward, "forward", "redirect"),
-		either(p.noAck, "every third", "off"), either(p.inOrder, "in order on reconnect", "retry after 1 s"))
+		either(p.noAck, "every third", "off"), either(p.inOrder, "in order on reconnect", "retry after 1 s"),
+		either(p.anywhere, "relayed to their PHB", "none"))
 }
 
 // either is yes if b, else no.

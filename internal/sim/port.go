@@ -75,7 +75,7 @@ func (p *port) Send(to msg.NodeID, m msg.Msg) {
 // simulated clients read values, and a DeliveryRun as the Deliveries it
 // stands for, in order, as the Go client delivers them.
 func (p *port) ToClient(c shell.ClientID, m msg.Msg) {
-	if p.w.forwardedAnswer(p.n, c, m) {
+	if p.w.forwardedAnswer(p.n, c, m) || p.w.relayedAnswer(p.n, c, m) {
 		return
 	}
 	m = p.wire(m)

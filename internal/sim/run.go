@@ -114,6 +114,9 @@ type Result struct {
 	// (Options.NoAckPublishes); NoAckLogged: how many of them were logged
 	// (the rest were lost with a crash, a cut or a closed connection).
 	NoAckAsked, NoAckLogged int
+	// Relayed: relayed publishes a broker took from downstream (relay.go);
+	// RelayGiveUps: clients a relay gave up for want of a link upstream.
+	Relayed, RelayGiveUps int
 	// QueueResets: connections reset because a capped link's queue
 	// overflowed (congestion.go); DCQs and RateDecreases: congestion
 	// queries pubends sent and the times they lowered their rate.
@@ -206,6 +209,18 @@ func Run(o Options) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("sim: publishes without acks %q: want \"on\", \"off\" or none", o.NoAckPublishes)
 	}
+	// Publishers at SHBs came later still: their own sub-seed, in half the
+	// swarm runs.
+	w.arng = rand.New(rand.NewPCG(o.Seed, 0x616e79)) // "any"
+	switch o.Anywhere {
+	case "":
+		w.plan.anywhere = o.Scenario == "" && w.arng.IntN(2) == 0
+	case "on":
+		w.plan.anywhere = o.Scenario == ""
+	case "off":
+	default:
+		return Result{}, fmt.Errorf("sim: publishers at SHBs %q: want \"on\", \"off\" or none", o.Anywhere)
+	}
 	w.build()
 	w.schedule()
 	if w.trace != nil {
@@ -259,6 +274,7 @@ func Run(o Options) (Result, error) {
 	res.RaftLinkCampaigns = w.raftStats.linkCampaigns
 	res.Forwarded, res.ForwardGiveUps = w.fwdPublishes, w.fwdGiveUps
 	res.NoAckAsked, res.NoAckLogged = w.orc.NoAcks()
+	res.Relayed, res.RelayGiveUps = w.relayPublishes, w.relayGiveUps
 	if w.floors != nil {
 		res.HeldBack, res.EarlyReleased = w.floors.heldBack, w.floors.early
 	}
@@ -457,6 +473,9 @@ func (w *world) schedule() {
 				w.after(time.Second, func() { pub.retry(w) })
 			}
 		}
+	}
+	if w.plan.anywhere {
+		w.anywherePublishers(w.arng)
 	}
 	// Selectors came after the first release: drawn from their own sub-seed
 	// so that earlier seeds replay unchanged.

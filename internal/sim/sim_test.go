@@ -60,6 +60,9 @@ func replayCmd(o Options) string {
 	if o.Faults != nil {
 		cmd += " --faults " + strings.Join(o.Faults, ",")
 	}
+	if o.Anywhere != "" {
+		cmd += " --anywhere " + o.Anywhere
+	}
 	return cmd
 }
 
@@ -107,6 +110,8 @@ func TestSimRegressions(t *testing.T) {
 				o.Topology = v
 			case "faults":
 				o.Faults = strings.Split(v, ",")
+			case "anywhere":
+				o.Anywhere = v
 			default:
 				t.Fatalf("regressions.txt:%d: unknown option %q", line, k)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/oracle"
 	"github.com/aerie-mq/aerie/internal/raftphb"
+	"github.com/aerie-mq/aerie/internal/raftphb/forward"
 	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -85,7 +86,11 @@ type world struct {
 	// fwdGiveUps the forwarded clients closed for want of a leader
 	// (forward.go).
 	fwdPublishes, fwdGiveUps int
-	frng                     *rand.Rand
+	// relayPublishes counts relayed publishes taken from downstream, and
+	// relayGiveUps the clients a relay gave up (relay.go).
+	relayPublishes, relayGiveUps int
+	arng                         *rand.Rand // publishers at SHBs (relay.go)
+	frng                         *rand.Rand
 	// floors drives the release floors of SHBs (release.go).
 	floors *floorDriver
 	// durables are the durable subscribers (durable.go), drng their
@@ -115,16 +120,20 @@ type world struct {
 }
 
 type node struct {
-	id       msg.NodeID
-	broker   Broker
-	routes   []gd.Route
-	eng      *gd.Engine    // the engine inside sh, for the oracle
-	sh       *shell.Broker // the runtime shell of the current incarnation
-	nextCID  shell.ClientID
-	up       bool
-	inc      int
-	disk     *disk
-	raft     *raftMember   // a member of a replicated PHB cell (raft.go), else nil
+	id      msg.NodeID
+	broker  Broker
+	routes  []gd.Route
+	eng     *gd.Engine    // the engine inside sh, for the oracle
+	sh      *shell.Broker // the runtime shell of the current incarnation
+	nextCID shell.ClientID
+	up      bool
+	inc     int
+	disk    *disk
+	raft    *raftMember // a member of a replicated PHB cell (raft.go), else nil
+	// relay relays its clients' publishes to pubends hosted elsewhere,
+	// made for incarnation relayInc (relay.go).
+	relay    *forward.Relay
+	relayInc int
 	gen      int           // shells built so far: each restart, and each Raft leadership change
 	offset   time.Duration // clock offset
 	driftPPM float64
@@ -498,6 +507,8 @@ func (w *world) linkUp(l *link) {
 	}
 	w.input(a, func(sh *shell.Broker) { sh.PeerUp(l.b, uint64(b.inc)+1) })
 	w.input(b, func(sh *shell.Broker) { sh.PeerUp(l.a, uint64(a.inc)+1) })
+	w.relayFollow(a, false)
+	w.relayFollow(b, false)
 }
 
 func (w *world) cut(l *link) {
@@ -523,6 +534,7 @@ func (w *world) linkDown(at, peer msg.NodeID) {
 	w.input(w.nodes[at], func(b *shell.Broker) { b.PeerDown(peer) })
 	w.raftPeerDown(w.nodes[at], peer)
 	w.forwardPeerDown(w.nodes[at], peer)
+	w.relayLinkDown(w.nodes[at], peer)
 }
 
 func (w *world) heal(l *link) {

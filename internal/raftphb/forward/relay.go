@@ -74,6 +74,15 @@ type RelayNet interface {
 	Link(to msg.NodeID) (link any, version uint16, ok bool)
 }
 
+// RelayTimeout bounds how long a client's relayed publishes may find no
+// link upstream before the broker gives the client up (it may reconnect
+// elsewhere and resend); RelayRetry is how often a broker resends the
+// relayed publishes an upstream member refused, to the next member.
+const (
+	RelayTimeout = 30 * time.Second
+	RelayRetry   = 200 * time.Millisecond
+)
+
 // RelayVersion is the first protocol version of a broker that takes a
 // relayed publish (wire.VersionRelay; this package does not import wire).
 const RelayVersion uint16 = 18
