@@ -307,3 +307,49 @@ func TestMQTTPublishAtSHB(t *testing.T) {
 		t.Fatalf("subscriber at s2: %d events, %v", c2.count, c2.err)
 	}
 }
+
+// TestPublishAtSHBBelowCell: an SHB below a replicated PHB cell of three
+// relays its client's publishes to a member of the cell, which forwards
+// them to the serving leader, or, under raft_clients = "redirect",
+// refuses them, and the SHB moves to the next member. The serving leader
+// stops mid-stream; every publish is acked, the subscriber at the SHB
+// gets each once, in order.
+func TestPublishAtSHBBelowCell(t *testing.T) {
+	for _, mode := range []broker.RaftClients{broker.RaftClientsForward, broker.RaftClientsRedirect} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			c := startRaftCell(t, ctx, 3, mode)
+			shb := c.nodes[len(c.nodes)-1]
+			subc, col := subscribeAll(t, ctx, shb)
+			defer subc.Close()
+			pub, err := client.Dial(ctx, shb.ClientAddr(), client.Options{ID: "pub-at-shb", Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			const per = 300
+			chans := publishOrdered(t, pub, 1, per+1)
+			col.waitFor(t, per/2, 30*time.Second)
+			c.stops[c.leader]()
+			chans = append(chans, publishOrdered(t, pub, per+1, 2*per+1)...)
+			var last client.Ack
+			for i, ch := range chans {
+				select {
+				case r := <-ch:
+					if r.Err != nil {
+						t.Fatalf("publish %d: %v", i+1, r.Err)
+					}
+					if r.Ack.Pubend != "P1" || (i > 0 && r.Ack.Tick <= last.Tick) {
+						t.Fatalf("ack of seq %d: %+v after %+v", i+1, r.Ack, last)
+					}
+					last = r.Ack
+				case <-ctx.Done():
+					t.Fatalf("publish %d never acked", i+1)
+				}
+			}
+			col.waitFor(t, 2*per, 30*time.Second)
+			inSeqOrder(t, col, 2*per)
+		})
+	}
+}
