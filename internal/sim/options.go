@@ -125,7 +125,7 @@ type Options struct {
 	// Anywhere says whether each pubend of a plain PHB also gets a
 	// publisher at an SHB of its tree, whose publishes the brokers relay
 	// to the PHB (relay.go): "on", "off", or "" to draw it (in half the
-	// swarm runs).
+	// swarm runs without capped links).
 	Anywhere string
 	// Unfenced (tests only) switches the view layer's fencing off: a
 	// member cut off with a minority issues views anyway (member.Config).
