@@ -216,7 +216,7 @@ func Run(o Options) (Result, error) {
 	w.arng = rand.New(rand.NewPCG(o.Seed, 0x616e79)) // "any"
 	switch o.Anywhere {
 	case "":
-		w.plan.anywhere = o.Scenario == "" && w.arng.IntN(2) == 0 && !w.plan.cc
+		w.plan.anywhere = o.Scenario == "" && w.arng.IntN(2) == 0 && !w.plan.faults[FaultOverload]
 	case "on":
 		w.plan.anywhere = o.Scenario == ""
 	case "off":
