@@ -143,12 +143,7 @@ func (w *world) forwardedAnswer(n *node, c shell.ClientID, m msg.Msg) bool {
 	if !ok {
 		return false
 	}
-	switch a := m.(type) {
-	case *msg.PubAck:
-		m = *a
-	case *msg.PubAckRange:
-		m = *a
-	}
+	m = answerValue(m)
 	w.sendForward(n, k.Peer, nil, msg.Forward{Client: k.Stream, Msg: m})
 	return true
 }
@@ -322,4 +317,17 @@ func (p *publisher) sendOrdered(w *world, n *node, req msg.Publish) {
 	req.NoAck = false // as broker.forwardRequest: the Forwarder waits for every ack
 	n.raft.fwd.f.Publish(p.fc.id, req)
 	w.follow(n, false)
+}
+
+// answerValue is a shell's answer as a value: the shell hands PubAck and
+// PubAckRange out as pointers into reused blocks, which must not travel on
+// a simulated link.
+func answerValue(m msg.Msg) msg.Msg {
+	switch a := m.(type) {
+	case *msg.PubAck:
+		return *a
+	case *msg.PubAckRange:
+		return *a
+	}
+	return m
 }

@@ -179,12 +179,7 @@ func (w *world) relayedAnswer(n *node, c shell.ClientID, m msg.Msg) bool {
 	if !ok {
 		return false
 	}
-	switch a := m.(type) {
-	case *msg.PubAck:
-		m = *a
-	case *msg.PubAckRange:
-		m = *a
-	}
+	m = answerValue(m)
 	w.sendRelay(n, k.Peer, nil, msg.Forward{Client: k.Stream, Msg: m})
 	return true
 }
