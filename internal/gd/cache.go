@@ -125,7 +125,7 @@ func (e *Engine) evict(ps *pstream) {
 		}
 		c.head++
 		c.bytes -= x.size
-		if x.t > final && ps.in.K.SetValue(x.t, nil) {
+		if x.t > final && e.dropPayload(ps, x.t) {
 			e.stats.Evicted++
 		}
 	}
@@ -136,6 +136,17 @@ func (e *Engine) evict(ps *pstream) {
 		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)
 		c.head = 0
 	}
+}
+
+// dropPayload drops the payload of the D tick t at ps; the tick stays D.
+// Below a redundant cell, whose members can render one tick D and S
+// (ARCHITECTURE.md decision 10), the stream first notes whether the D is
+// unobservable here, so that an S for t that a member sends later is
+// judged as it would be with the payload: the payload is the only way to
+// tell, and it is gone by then. Elsewhere one sender renders each tick
+// once, and nothing is noted.
+func (e *Engine) dropPayload(ps *pstream, t tick.Tick) bool {
+	return ps.in.DropPayload(t, ps.pub == nil && len(e.membersOf(ps.up)) > 1)
 }
 
 // evictAboveDelivery drops the newest payloads while the cache is still over
@@ -159,7 +170,7 @@ func (e *Engine) evictAboveDelivery(ps *pstream, budget int64) {
 		}
 		c.fifo = c.fifo[:len(c.fifo)-1]
 		c.bytes -= x.size
-		if x.t > final && ps.in.K.SetValue(x.t, nil) {
+		if x.t > final && e.dropPayload(ps, x.t) {
 			e.stats.Evicted++
 		}
 	}

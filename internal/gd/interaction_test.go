@@ -63,6 +63,8 @@ package gd_test
 //	fsync node              complete the held fsync.
 //	queue                   list in-flight messages.
 //	describe [nodes...]     Engine.Describe().
+//	stats [nodes...]        the joins of D and S counted (Stats.Contradictions,
+//	                        Stats.UnobservedD) and the payloads evicted.
 //	floor node P t=TICK     ReleaseFloor: the durable subscribers at node
 //	                        released P up to TICK (written as printed,
 //	                        t<ms>[.seq], or 0); "floor node P clear" removes it.
@@ -470,6 +472,11 @@ func (h *harness) run(td *datadriven.TestData) {
 	case "describe":
 		for _, id := range h.pick(pos) {
 			h.out.WriteString(h.node(string(id)).eng.Describe())
+		}
+	case "stats":
+		for _, id := range h.pick(pos) {
+			st := h.node(string(id)).eng.Stats()
+			h.printf(0, "%s: contradictions %d, unobserved D %d, payloads evicted %d", id, st.Contradictions, st.UnobservedD, st.Evicted)
 		}
 	default:
 		h.fatalf("unknown command %q", td.Cmd)

@@ -35,6 +35,11 @@ type Istream struct {
 	// that no subscriber can lose or gain an event through it.
 	Unobserved  func(t tick.Tick, ev *msg.Event) bool
 	UnobservedD int
+	// droppedUnobserved holds the D ticks above the final prefix whose
+	// payload a cache dropped while they were unobservable here
+	// (DropPayload): a join of S there is still judged as Unobserved
+	// would, though the payload is gone.
+	droppedUnobserved tick.RangeSet
 }
 
 type timedRange struct {
@@ -50,6 +55,7 @@ func (s *Istream) Accept(m msg.Knowledge, delta *tick.RangeSet) (stored bool) {
 	if m.Final > s.K.Final() {
 		s.K.SetFinal(m.Final)
 		s.C.RemoveBelow(m.Final)
+		s.droppedUnobserved.RemoveBelow(m.Final)
 	}
 	if m.Start > m.End {
 		return false
@@ -89,13 +95,35 @@ func (s *Istream) addSilence(r tick.Range, add func(tick.Range)) {
 
 // conflict counts a join of D(ev) and S at t, in either order: a
 // contradiction, unless D(ev) is unobservable here (Unobserved). A D whose
-// payload a bounded cache dropped (nil) cannot be judged and counts.
+// payload a bounded cache dropped (nil) is judged by what DropPayload
+// noted: unobservable then, unobservable for good (ARCHITECTURE.md
+// decision 10); else it counts.
 func (s *Istream) conflict(t tick.Tick, ev *msg.Event) {
-	if s.Unobserved != nil && ev != nil && s.Unobserved(t, ev) {
+	if ev == nil && s.droppedUnobserved.Contains(t) ||
+		s.Unobserved != nil && ev != nil && s.Unobserved(t, ev) {
 		s.UnobservedD++
 		return
 	}
 	s.Contradictions++
+}
+
+// DropPayload drops the payload of the D tick t, as a bounded cache does
+// (docs/CONCEPTS.md P12): t stays D. judge says to note first whether D at
+// t is unobservable here (Unobserved), so that a later S at t is judged as
+// it would be with the payload: the answer cannot change back within an
+// incarnation (ARCHITECTURE.md decision 10), and a payload read back
+// later is never needed for it. It reports whether t is D above the final
+// prefix.
+func (s *Istream) DropPayload(t tick.Tick, judge bool) bool {
+	k, ev := s.K.Get(t)
+	if k != tick.D || ev == nil {
+		return s.K.SetValue(t, nil)
+	}
+	if judge && s.Unobserved != nil && s.Unobserved(t, ev) {
+		s.droppedUnobserved.RemoveBelow(s.K.Final())
+		s.droppedUnobserved.Add(tick.Range{Lo: t, Hi: t})
+	}
+	return s.K.SetValue(t, nil)
 }
 
 // AcceptData joins D(ev) at t, adding t to delta if it was Q. A D whose

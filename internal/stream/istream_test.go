@@ -56,16 +56,60 @@ func TestConflictJudgedByInterest(t *testing.T) {
 	}
 }
 
-// TestConflictWithoutPayloadCounts: a D whose payload a cache dropped cannot
-// be judged, so S over it stays a contradiction.
-func TestConflictWithoutPayloadCounts(t *testing.T) {
+// TestConflictWithoutPayload: S over a D whose payload a cache dropped is
+// judged by what the stream noted as the payload went (DropPayload): an
+// unobservable D stays so (ARCHITECTURE.md decision 10); a D dropped
+// unjudged, or observable when dropped, cannot be judged and counts.
+func TestConflictWithoutPayload(t *testing.T) {
+	cases := []struct {
+		name          string
+		judge, wanted bool
+		contradiction int
+		unobserved    int
+	}{
+		{"dropped unjudged", false, false, 1, 0},
+		{"dropped unobservable", true, false, 0, 1},
+		{"dropped observable", true, true, 1, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var s Istream
+			asked := 0
+			s.Unobserved = func(tick.Tick, *msg.Event) bool { asked++; return !c.wanted }
+			var delta tick.RangeSet
+			s.Accept(msg.Knowledge{Pubend: "P1", Start: 5, VTick: 5, End: 5, Event: &msg.Event{Tick: 5}}, &delta)
+			if !s.DropPayload(5, c.judge) {
+				t.Fatal("DropPayload: tick 5 not D")
+			}
+			if k, ev := s.K.Get(5); k != tick.D || ev != nil {
+				t.Fatalf("tick 5 holds %v %v, want D without payload", k, ev)
+			}
+			s.Accept(msg.Knowledge{Pubend: "P1", Start: 1, End: 9}, &delta)
+			if s.Contradictions != c.contradiction || s.UnobservedD != c.unobserved {
+				t.Fatalf("contradictions %d unobserved %d, want %d %d", s.Contradictions, s.UnobservedD, c.contradiction, c.unobserved)
+			}
+			if want := map[bool]int{false: 0, true: 1}[c.judge]; asked != want {
+				t.Fatalf("Unobserved asked %d times, want %d (only as the payload went)", asked, want)
+			}
+		})
+	}
+}
+
+// TestDroppedUnobservedLeavesWithFinal: what DropPayload noted goes with the
+// final prefix, and a tick that is not D is left alone.
+func TestDroppedUnobservedLeavesWithFinal(t *testing.T) {
 	var s Istream
 	s.Unobserved = func(tick.Tick, *msg.Event) bool { return true }
 	var delta tick.RangeSet
-	s.Accept(msg.Knowledge{Pubend: "P1", Start: 5, VTick: 5, End: 5, Event: &msg.Event{Tick: 5}}, &delta)
-	s.K.SetValue(5, nil)
-	s.Accept(msg.Knowledge{Pubend: "P1", Start: 1, End: 9}, &delta)
-	if s.Contradictions != 1 || s.UnobservedD != 0 {
-		t.Fatalf("contradictions %d unobserved %d, want 1 0", s.Contradictions, s.UnobservedD)
+	for _, at := range []tick.Tick{5, 7} {
+		s.Accept(msg.Knowledge{Pubend: "P1", Start: at, VTick: at, End: at, Event: &msg.Event{Tick: at}}, &delta)
+		s.DropPayload(at, true)
+	}
+	if s.DropPayload(6, true) {
+		t.Fatal("DropPayload reported Q tick 6 as D")
+	}
+	s.Accept(msg.Knowledge{Pubend: "P1", Final: 5, Start: 1, End: 0}, &delta)
+	if s.droppedUnobserved.Contains(5) || !s.droppedUnobserved.Contains(7) || s.droppedUnobserved.Contains(6) {
+		t.Fatalf("noted after final 5: %s, want 7 alone", s.droppedUnobserved.String())
 	}
 }
