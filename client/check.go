@@ -51,8 +51,8 @@ func checkMessage(m Message) (msg.Props, error) {
 	if err != nil {
 		return msg.Props{}, err
 	}
-	if n := msg.EventSize(m.Topic, props, m.Payload); n > MaxEventBytes {
-		return msg.Props{}, refused{fmt.Errorf("event of %d bytes exceeds the %d-byte limit", n, MaxEventBytes)}
+	if err := msg.CheckPublish(m.Topic, props, m.Payload); err != nil {
+		return msg.Props{}, refused{err}
 	}
 	return props, nil
 }

@@ -244,9 +244,13 @@ func (n *Node) handleMsg(src source, m msg.Msg) {
 // clientRequest handles a request of client connection src (or of a
 // stream a downstream neighbour relays here, relay.go).
 func (n *Node) clientRequest(src source, m msg.Msg) {
+	if !n.clientMayRun(src, m) {
+		return // a frame newer than the version its client announced
+	}
+	m, ok := n.frontDoor(src.cid, m)
 	switch {
-	case !n.clientMayRun(src, m):
-		// A frame newer than the version its client announced.
+	case !ok:
+		// Every publish of m refused here, where the client is connected.
 	case n.relayRequest(src.cid, m):
 		// A publish to a pubend hosted elsewhere: relayed up its tree.
 	case n.raft != nil && !n.raft.serving:
@@ -410,4 +414,44 @@ func (n *Node) finish() {
 		}
 		n.sh.Drain()
 	}
+}
+
+// frontDoor refuses, here where client cid is connected, the publishes of
+// m that every broker would refuse (msg.CheckPublish: a bad topic, an
+// event above the limit), before they are relayed up a pubend's tree or
+// forwarded to a cell's leader, and returns what is left of m; false when
+// nothing is. The shell of the pubend's broker checks again, for the
+// publishes that arrive relayed or forwarded.
+func (n *Node) frontDoor(cid shell.ClientID, m msg.Msg) (msg.Msg, bool) {
+	switch p := m.(type) {
+	case msg.Publish:
+		if err := msg.CheckPublish(p.Topic, p.Props, p.Payload); err != nil {
+			n.ToClient(cid, msg.PubReject{Publisher: p.Publisher, Seq: p.Seq, Reason: err.Error()})
+			return nil, false
+		}
+	case *msg.PublishRun:
+		bad := 0
+		for i := range p.Publishes {
+			q := &p.Publishes[i]
+			if msg.CheckPublish(q.Topic, q.Props, q.Payload) != nil {
+				bad++
+			}
+		}
+		if bad == 0 {
+			return m, true // every run of a client that checks its input: no allocation
+		}
+		good := make([]msg.Publish, 0, len(p.Publishes)-bad)
+		for _, q := range p.Publishes {
+			if err := msg.CheckPublish(q.Topic, q.Props, q.Payload); err != nil {
+				n.ToClient(cid, msg.PubReject{Publisher: q.Publisher, Seq: q.Seq, Reason: err.Error()})
+				continue
+			}
+			good = append(good, q)
+		}
+		if len(good) == 0 {
+			return nil, false
+		}
+		return &msg.PublishRun{Publishes: good}, true
+	}
+	return m, true
 }

@@ -246,8 +246,9 @@ func TestRelayedAckWaitsForFsync(t *testing.T) {
 }
 
 // TestRelayRefusals: a publish naming a pubend that no broker hosts is
-// refused at the SHB with a reason naming it, and the connection goes on;
-// a refusal at the PHB (a topic it refuses) comes back with its reason.
+// refused at the SHB with a reason naming it, and the connection goes on
+// (bad topics and oversized events are refused at the SHB too:
+// TestBadPublishesRefusedWhereTheClientConnects).
 func TestRelayRefusals(t *testing.T) {
 	n, _ := startRelayNet(t, vfs.OS(), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

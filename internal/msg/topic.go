@@ -64,3 +64,18 @@ func validTopic(topic string) bool {
 	}
 	return word > 0
 }
+
+// CheckPublish is why every broker refuses a publish of these fields,
+// whatever its state, or nil: a bad topic (CheckTopic), or an event above
+// MaxEventBytes (EventSize). The Go client refuses with it before sending,
+// the broker a client is connected to before relaying or forwarding, and
+// the shell of the pubend's broker before logging.
+func CheckPublish(topic string, props Props, payload []byte) error {
+	if err := CheckTopic(topic); err != nil {
+		return err
+	}
+	if n := EventSize(topic, props, payload); n > MaxEventBytes {
+		return fmt.Errorf("event of %d bytes exceeds the %d-byte limit", n, MaxEventBytes)
+	}
+	return nil
+}

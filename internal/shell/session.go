@@ -183,7 +183,7 @@ func (b *Broker) publishRun(c ClientID, s *session, r *msg.PublishRun) {
 // publish passes req, the publish as decoded, to the engine unless its
 // pubend is picked here: re-boxing m would cost an allocation per event.
 func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
-	if err := msg.CheckTopic(m.Topic); err != nil {
+	if err := msg.CheckPublish(m.Topic, m.Props, m.Payload); err != nil {
 		// Refused here, as the Go client refuses it before sending: a
 		// client of any language learns why, and its connection goes on.
 		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: err.Error()})
@@ -197,11 +197,6 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 		// Nothing acknowledged is lost: this publish was not; the
 		// publisher learns why, and may send it again later.
 		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: why})
-		return
-	}
-	if size := msg.EventSize(m.Topic, m.Props, m.Payload); size > msg.MaxEventBytes {
-		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq,
-			Reason: fmt.Sprintf("event of %d bytes exceeds the %d-byte limit", size, msg.MaxEventBytes)})
 		return
 	}
 	if cur, ok := b.pubOwner.get(m.Publisher); !ok || c > cur {
