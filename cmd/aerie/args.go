@@ -79,6 +79,23 @@ func nonNegativeDuration(name string, d time.Duration, zero string) error {
 	return nil
 }
 
+func positiveDuration(name string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("--%s %v: must be more than 0", name, d)
+	}
+	return nil
+}
+
+// someAddress refuses a --connect list without an address.
+func someAddress(addrs string) error {
+	for a := range strings.SplitSeq(addrs, ",") {
+		if strings.TrimSpace(a) != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("--connect %q: no address; give HOST:PORT, or several separated by commas", addrs)
+}
+
 // firstErr is the first of errs that is not nil.
 func firstErr(errs ...error) error {
 	for _, err := range errs {

@@ -75,11 +75,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var err error
-	if o.Rates, err = ints(*rates); err == nil && *fanout != "" {
-		o.FanoutN, err = ints(*fanout)
+	if o.Rates, err = ints("rates", *rates); err == nil && *fanout != "" {
+		o.FanoutN, err = ints("fanout", *fanout)
 	}
 	if err == nil && *matching != "" {
-		o.Matching, err = floats(*matching)
+		o.Matching, err = floats("matching", *matching)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "aerie bench: %v\n", err)
@@ -128,24 +128,26 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func ints(s string) ([]int, error) {
+// ints reads flag name's comma-separated list of positive integers.
+func ints(name, s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%q is not a list of positive integers", s)
+			return nil, fmt.Errorf("--%s %q: want positive integers separated by commas", name, s)
 		}
 		out = append(out, n)
 	}
 	return out, nil
 }
 
-func floats(s string) ([]float64, error) {
+// floats reads flag name's comma-separated list of fractions in (0, 1].
+func floats(name, s string) ([]float64, error) {
 	var out []float64
 	for _, f := range strings.Split(s, ",") {
 		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
 		if err != nil || x <= 0 || x > 1 {
-			return nil, fmt.Errorf("%q is not a list of fractions in (0, 1]", s)
+			return nil, fmt.Errorf("--%s %q: want fractions in (0, 1] separated by commas", name, s)
 		}
 		out = append(out, x)
 	}

@@ -45,6 +45,8 @@ func TestPubAndSubRefuseBadFlags(t *testing.T) {
 		{[]string{"sub", "--timeout", "-5s"}, "--timeout -5s"},
 		{[]string{"sub", "--from", "P1:3"}, "need --durable"},
 		{[]string{"sub", "orders.>"}, `unexpected argument "orders.>"`},
+		{[]string{"pub", "--connect", ""}, `--connect "": no address`},
+		{[]string{"sub", "--connect", " , "}, `--connect " , ": no address`},
 		{[]string{"broker", "--id", "x", "extra"}, `unexpected argument "extra"`},
 		{[]string{"version", "now"}, `unexpected argument "now"`},
 	} {
@@ -216,6 +218,11 @@ func TestOtherCommandsRefuseNonsensicalNumbers(t *testing.T) {
 		{[]string{"zap", "view", "--top", "-1"}, "--top -1: must be at least 0"},
 		{[]string{"zap", "pub", "--timeout", "-1s"}, "--timeout -1s: must be 0 or more"},
 		{[]string{"zap", "view", "--wait-for-broker", "-1s"}, "--wait-for-broker -1s: must be 0 or more"},
+		{[]string{"zap", "view", "--every", "0s"}, "--every 0s: must be more than 0"},
+		{[]string{"zap", "view", "--connect", ","}, `--connect ",": no address`},
+		{[]string{"zap", "pub", "--rate", "NaN"}, "--rate NaN: must be a finite number"},
+		{[]string{"zap", "pub", "--count", "-1"}, "--count -1: must be at least 0"},
+		{[]string{"zap", "pub", "--duration", "-1s"}, "--duration -1s: must be 0 or more"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(c.args, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
@@ -231,6 +238,15 @@ func TestSimAndBenchRefuseNonsensicalNumbers(t *testing.T) {
 	}{
 		{[]string{"sim", "--seeds", "-1"}, "--seeds -1: must be at least 0"},
 		{[]string{"sim", "--workers", "0"}, "--workers 0: must be at least 1"},
+		{[]string{"sim", "--seed", "-5"}, "--seed -5: must be 0 or more"},
+		{[]string{"sim", "--watch", "P1@x"}, `--watch "P1@x": want PUBEND@TICK`},
+		{[]string{"sim", "--topology", "scale", "--brokers", "-1"}, "--brokers -1: must be at least 0"},
+		{[]string{"sim", "--topology", "scale", "--brokers", "50", "--fanout", "-2"}, "--fanout -2: must be at least 0"},
+		{[]string{"sim", "--topology", "scale", "--brokers", "50", "--rate", "-1"}, "--rate -1: must be a finite number"},
+		{[]string{"sim", "--topology", "scale", "--brokers", "50", "--full-checks", "-1"}, "--full-checks -1"},
+		{[]string{"bench", "--rates", "1000,-1"}, `--rates "1000,-1": want positive integers`},
+		{[]string{"bench", "--fanout", "0"}, `--fanout "0": want positive integers`},
+		{[]string{"bench", "--matching", "2"}, `--matching "2": want fractions in (0, 1]`},
 		{[]string{"bench", "--duration", "-1s"}, "--duration -1s: must be 0 or more"},
 		{[]string{"bench", "--size", "-4"}, "--size -4: must be from 0"},
 	} {

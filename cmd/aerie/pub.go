@@ -121,6 +121,7 @@ func (o *pubOptions) check() error {
 		}
 	}
 	for _, err := range []error{
+		someAddress(o.addr),
 		atLeast("count", o.count, 1),
 		nonNegativeFloat("rate", o.rate, "as fast as acks allow"),
 		within("size", o.size, 0, client.MaxEventBytes, "an event's limit"),

@@ -59,6 +59,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		nonNegativeDuration("converge", *converge, "the default"),
 		atLeast("link-queue", *linkQueue, 0),
 		nonNegativeDuration("nack-repetition-min", *nrtMin, "the default"),
+		sc.check(),
+		seedGiven(fs, *seed),
+		watchValue(*watch),
 	); err != nil {
 		fmt.Fprintf(stderr, "aerie sim: %v\n", err)
 		return 2
@@ -148,8 +151,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if *converge > 0 {
 			o.ConvergePhase = *converge
 		}
-		if p, t, ok := strings.Cut(*watch, "@"); ok {
-			v, _ := strconv.ParseUint(t, 10, 64)
+		if *watch != "" {
+			p, t, _ := strings.Cut(*watch, "@")
+			v, _ := strconv.ParseUint(t, 10, 64) // checked above
 			o.WatchPubend, o.WatchTick, o.WatchLog = msg.PubendID(p), tick.Tick(v), stderr
 		}
 		return o
@@ -221,6 +225,29 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		list[i] = first + uint64(i)
 	}
 	return report(stdout, stderr, list, mk, replay, *workers, n == 1)
+}
+
+// seedGiven refuses a negative --seed given on the command line (its
+// default, -1, means "not given").
+func seedGiven(fs *flag.FlagSet, seed int64) error {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "seed" })
+	if given && seed < 0 {
+		return fmt.Errorf("--seed %d: must be 0 or more", seed)
+	}
+	return nil
+}
+
+// watchValue checks --watch PUBEND@TICK.
+func watchValue(w string) error {
+	if w == "" {
+		return nil
+	}
+	p, t, ok := strings.Cut(w, "@")
+	if _, err := strconv.ParseUint(t, 10, 64); !ok || p == "" || err != nil {
+		return fmt.Errorf("--watch %q: want PUBEND@TICK, e.g. P1@42", w)
+	}
+	return nil
 }
 
 func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Options, replay func(uint64) string, workers int, verbose bool) int {

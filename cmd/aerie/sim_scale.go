@@ -39,6 +39,19 @@ func scaleFlags(fs *flag.FlagSet) scaleOpts {
 	}
 }
 
+// check refuses negative scale flags (0 is each one's default).
+func (o scaleOpts) check() error {
+	return firstErr(
+		atLeast("brokers", *o.brokers, 0),
+		atLeast("subscriptions", *o.subs, 0),
+		atLeast("depth", *o.depth, 0),
+		atLeast("fanout", *o.fanout, 0),
+		atLeast("pubends", *o.pubends, 0),
+		nonNegativeFloat("rate", *o.rate, "the default"),
+		atLeast("full-checks", *o.fullChecks, 0),
+	)
+}
+
 // set reports whether any scale flag was given.
 func (o scaleOpts) set(fs *flag.FlagSet) bool {
 	given := false

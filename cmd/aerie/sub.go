@@ -80,6 +80,7 @@ func (o *subOptions) check() error {
 		}
 	}
 	for _, err := range []error{
+		someAddress(o.addr),
 		atLeast("count", o.count, 0),
 		nonNegativeDuration("timeout", o.timeout, "no limit"),
 		nonNegativeDuration("wait-for-broker", o.wait, "fail at once"),

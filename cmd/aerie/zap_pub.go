@@ -73,11 +73,14 @@ flags:
 		fmt.Fprintf(stderr, "aerie zap pub: %v\n", err)
 		return 2
 	}
-	if *rate < 0 || *count < 0 || *duration < 0 {
-		fmt.Fprintln(stderr, "aerie zap pub: --rate, --count and --duration cannot be negative")
-		return 2
-	}
-	if err := firstErr(nonNegativeDuration("timeout", *timeout, "no limit"), nonNegativeDuration("wait-for-broker", *wait, "fail at once")); err != nil {
+	if err := firstErr(
+		someAddress(*addr),
+		nonNegativeFloat("rate", *rate, "as fast as acks allow"),
+		atLeast("count", *count, 0),
+		nonNegativeDuration("duration", *duration, "no limit"),
+		nonNegativeDuration("timeout", *timeout, "no limit"),
+		nonNegativeDuration("wait-for-broker", *wait, "fail at once"),
+	); err != nil {
 		fmt.Fprintf(stderr, "aerie zap pub: %v\n", err)
 		return 2
 	}

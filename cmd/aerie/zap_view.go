@@ -65,11 +65,7 @@ flags:
 	if *path == "" {
 		*path = *name + ".zapstate"
 	}
-	if *every <= 0 || *saveEvery <= 0 {
-		fmt.Fprintln(stderr, "aerie zap view: --every and --save-every must be positive")
-		return 2
-	}
-	if err := firstErr(atLeast("top", *top, 0), nonNegativeDuration("timeout", *timeout, "no limit"), nonNegativeDuration("wait-for-broker", *wait, "fail at once")); err != nil {
+	if err := firstErr(someAddress(*addr), positiveDuration("every", *every), positiveDuration("save-every", *saveEvery), atLeast("top", *top, 0), nonNegativeDuration("timeout", *timeout, "no limit"), nonNegativeDuration("wait-for-broker", *wait, "fail at once")); err != nil {
 		fmt.Fprintf(stderr, "aerie zap view: %v\n", err)
 		return 2
 	}
