@@ -119,9 +119,51 @@ func usageWith(fs *flag.FlagSet, synopsis, description string, examples ...strin
 				fmt.Fprintf(w, "  %s\n", e)
 			}
 		}
-		fmt.Fprintln(w, "\nflags:")
-		fs.PrintDefaults()
+		printFlags(fs)
 	}
+}
+
+// printFlags writes fs's flags as flag.PrintDefaults does, under a
+// heading, leaving out the hidden ones.
+func printFlags(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(hiddenValue); ok {
+			return
+		}
+		shown.Var(f.Value, f.Name, f.Usage)
+		shown.Lookup(f.Name).DefValue = f.DefValue
+	})
+	n := 0
+	shown.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprintln(fs.Output(), "\nflags:")
+		shown.PrintDefaults()
+	}
+}
+
+// hiddenValue is the value of a flag that -h does not show: a diagnosis
+// flag, or the former name of a renamed flag.
+type hiddenValue struct{ flag.Value }
+
+// IsBoolFlag lets a hidden bool flag go without a value, as any bool flag.
+func (h hiddenValue) IsBoolFlag() bool {
+	b, ok := h.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// hide keeps flag name working but out of -h.
+func hide(fs *flag.FlagSet, name string) {
+	f := fs.Lookup(name)
+	f.Value = hiddenValue{f.Value}
+}
+
+// formerName keeps old working as another name of flag name, out of -h:
+// a renamed flag keeps its old name (docs/CONFIG.md "Command-line flags").
+func formerName(fs *flag.FlagSet, old, name string) {
+	f := fs.Lookup(name)
+	fs.Var(hiddenValue{f.Value}, old, "former name of --"+name)
 }
 
 // writeWrapped writes text as lines of at most width characters.

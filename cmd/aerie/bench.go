@@ -23,6 +23,16 @@ import (
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	usageWith(fs, "aerie bench [--workload NAME] [--peer nats] [--duration DUR] [--runs N] [--json] [--plots DIR] [flags]",
+		"Run named workloads against an aerie network in this process (one broker, and PHB → IB → SHB over loopback "+
+			"TCP) and, with --peer nats in a binary built with -tags natspeer, the same workloads against an embedded "+
+			"NATS server, core and JetStream: throughput, latency at fixed rates, fan-out, selective subscriptions, "+
+			"catch-up after an outage, the CPU overhead of guaranteed delivery and MQTT. Each point runs --runs times; "+
+			"tables (or --json, one object per workload and system) give the median and range of msgs/s, latency "+
+			"percentiles and CPU per million events. docs/BENCHMARKS.md holds the current results and the commands "+
+			"that measured them.",
+		"aerie bench --workload throughput,latency --quick",
+		"go run -tags natspeer ./cmd/aerie bench --peer nats --runs 3 --json > results.json")
 	workload := fs.String("workload", "all", "workload: "+strings.Join(bench.Workloads, ", ")+", or all (comma-separated list allowed)")
 	peer := fs.String("peer", "", "also run the workloads against this peer: nats (needs a binary built with -tags natspeer)")
 	duration := fs.Duration("duration", 0, "publishing time per point and run (default 10s; 1.5s with --quick)")
@@ -32,7 +42,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "a few seconds per workload, small sizes (CI smoke)")
 	size := fs.Int("size", 256, "payload bytes")
 	rates := fs.String("rates", "1000,10000", "latency workload's fixed rates, msgs/s")
-	fanout := fs.String("fanout", "", "fanout workload's subscriber counts (default 100,1000,4000,16000; 10,50 with --quick)")
+	fanout := fs.String("fanout-subs", "", "fanout workload's subscriber counts, comma-separated (default 100,1000,4000,16000; 10,50 with --quick)")
+	formerName(fs, "fanout", "fanout-subs")
 	selective := fs.Int("selective-subs", 0, "selective workload's subscribers (default 1000; 50 with --quick)")
 	scale := fs.Int("selective-scale", 0, "also run the selective workload with this many subscriptions behind the IB, counting the IB → SHB bytes")
 	matching := fs.String("matching", "", "fractions of events that match at the scale points (default 1,0.1,0.01)")
@@ -42,7 +53,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	procs := fs.Bool("procs", false, "run aerie's brokers each in its own process and its subscribers in others, reporting each broker's CPU per event (overhead: GD ÷ best effort per broker; fanout: up to the open-file limit at the SHB); no catchup or selective-scale points")
 	cc := fs.Bool("congestion-control", true, "aerie's brokers run congestion control, as in a network config without congestion_control; =false also runs aerie with congestion_control = false (system aerie-no-cc), alternating with aerie run by run: what congestion control costs where nothing is congested (not with --procs; with --systems aerie-no-cc, only it)")
 	stages := fs.String("stages", "", "trace every event of aerie's 3-hop runs through each stage (publish, each broker's read, loop, fsync, queue, write, delivery) in this table file (/dev/shm is best) and print each run's latency breakdown")
-	sleepPace := fs.Bool("sleep-pace", false, "pace the fixed-rate publisher with time.Sleep (oversleeps below 1 ms, so the publisher falls behind and catches up in bursts), as runs before 2026-11-27 did: for comparisons with them only")
+	sleepPace := fs.Bool("sleep-pace", false, "pace the fixed-rate publisher with time.Sleep (oversleeps below 1 ms, so the publisher falls behind and catches up in bursts), as the first latency results were measured: for comparisons with them only")
 	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "the brokers' GC policy as in `aerie broker --gc-headroom-mb`, applied to this process (in-process brokers, clients and peers alike) and to --procs broker children; 0: Go's default")
 	systems := fs.String("systems", "", "only these systems, comma-separated, as the tables name them (e.g. aerie-best-effort,nats-core): to profile one or rerun one comparison")
 	dir := fs.String("dir", "", "scratch directory for logs (default: a temporary directory, removed afterwards)")
@@ -76,7 +87,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	if o.Rates, err = ints("rates", *rates); err == nil && *fanout != "" {
-		o.FanoutN, err = ints("fanout", *fanout)
+		o.FanoutN, err = ints("fanout-subs", *fanout)
 	}
 	if err == nil && *matching != "" {
 		o.Matching, err = floats("matching", *matching)

@@ -14,47 +14,95 @@ import (
 	"github.com/aerie-mq/aerie/internal/failover"
 )
 
-// runExperiment implements `aerie experiment`: seed 000 §4.2's failure
-// injection on the Fig. 3 network, with real broker processes.
+// experimentCase is one case of `aerie experiment`: the registry
+// (experimentCases) lists them in -h and checks --case before anything
+// runs; the run functions of experiment_*.go carry them out.
+type experimentCase struct {
+	name, how, what string
+}
+
+// experimentCases is every case, in the order -h lists them.
+func experimentCases() []experimentCase {
+	const procs, simulated, plots = "processes", "simulated", "plots only"
+	return []experimentCase{
+		{"a", procs, "Gryphon GD §4.2 (Fig. 3 network, ten brokers): link b1–s1 stalled 2.5 s, then down 10 s"},
+		{"b", procs, "Gryphon GD §4.2: b1 stalled, then crashed"},
+		{"c", procs, "Gryphon GD §4.2: p1 stalled, then crashed and restarted"},
+		{"ds-churn", simulated, "Gryphon DS §5.1.1: durable subscribers away 5 s every 30 s"},
+		{"ds-crash", simulated, "Gryphon DS §5.3: 40 durable subscribers kept away by a 25 s crash of their SHB"},
+		{"cc-e1", simulated, "Gryphon CC §5 E1: a capped link down 15 s, with and without congestion control"},
+		{"cc-e2", simulated, "Gryphon CC §5 E2: a bandwidth limit that alternates"},
+		{"cc-e3", simulated, "Gryphon CC §5 E3: limits and a failure in several places of a five-SHB network"},
+		{"cc-e4", simulated, "Gryphon CC §5 E4: recovery time against Δt_rec (aerie sim --topology cc-e4 prints the table)"},
+		{"cc-collapse-ib", simulated, "Gryphon CC §2, Figs. 2–4: IB–SB1 throttled below the publication rate, with and without CC"},
+		{"cc-collapse-pb", simulated, "Gryphon CC §2: PB–IB limited and IB–SB2 down 120 s, small and default IB cache"},
+		{"cc-e1-real", procs, "E1 with four broker processes: b1 → s2 capped at 100 KB/s and cut 15 s (about 6 minutes)"},
+		{"cc-e2-real", procs, "E2 with broker processes: b1 → s2's bandwidth 60, 150, 60 KB/s, reloaded by SIGHUP"},
+		{"cc-e2-real-proxy", procs, "E2 with broker processes, the same limits set in the TCP proxy"},
+		{"scale-control", simulated, "docs/SCALE.md: control traffic against depth and fan-out"},
+		{"scale-subs", simulated, "docs/SCALE.md: subscription propagation against the number of subscriptions"},
+		{"scale-selectivity", simulated, "docs/SCALE.md: bytes per link against selectivity"},
+		{"scale-recovery", simulated, "docs/SCALE.md: recovery against the SHBs cut off"},
+		{zapPlotsCase, plots, "P2S §4 Figs. 6 and 7 from BenchmarkZapViewers's CSV (--from)"},
+	}
+}
+
+// isFailoverCase: the cases of Gryphon GD §4.2, run by internal/failover.
+func isFailoverCase(c string) bool { return c == "a" || c == "b" || c == "c" }
+
+// experimentCaseNames checks a --case list against the registry.
+func experimentCaseNames(list string) ([]string, error) {
+	known := map[string]bool{}
+	var names []string
+	for _, c := range experimentCases() {
+		known[c.name] = true
+		names = append(names, c.name)
+	}
+	var out []string
+	for _, c := range strings.Split(list, ",") {
+		c = strings.TrimSpace(c)
+		if !known[c] {
+			return nil, fmt.Errorf("--case %q: unknown case %q (known: %s)", list, c, strings.Join(names, ", "))
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// runExperiment implements `aerie experiment`: the experiments of the
+// papers, with real broker processes or in the simulator, and their plots.
 func runExperiment(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie experiment", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cases := fs.String("case", "a,b,c", "cases to run: a (link b1–s1 down 10 s), b (crash of b1), c (crash and restart of p1); ds-churn, ds-crash (durable subscriptions, simulated); cc-e1, cc-e2, cc-e3, cc-e4 (congestion control, simulated); cc-collapse-ib, cc-collapse-pb (the collapses without congestion control, simulated); cc-e1-real, cc-e2-real, cc-e2-real-proxy (congestion control, broker processes); scale-control, scale-subs, scale-selectivity, scale-recovery (scaling laws, simulated); zap-plots (P2S's Figs. 6 and 7 from BenchmarkZapViewers's results, --from)")
-	out := fs.String("out", "docs/plots", "directory for the plots (fig3-<case>.png) and summaries")
+	usageWith(fs, "aerie experiment [--case a,b,c] [--gossip] [--out DIR] [--dir DIR] [--from FILE]",
+		"Reproduce the experiments of the papers this network follows (docs/PAPERS.md) and plot them: the failure "+
+			"experiments of Gryphon GD §4.2 with ten broker processes of this binary (4 publishers × 25 msgs/s × 100 B, "+
+			"GCT 200 ms, NRT 600 ms, AET 10 s, DCT off; latency at s1 and s2 and the nacks), durable subscriptions "+
+			"(Gryphon DS §5), congestion control (Gryphon CC §2 and §5, simulated or with processes), the scaling laws "+
+			"of docs/SCALE.md and P2S's figures. Each case prints a summary and writes its plot into --out; the cases "+
+			"with processes check exactly-once, in-order delivery too.",
+		"aerie experiment --case a,b,c --out docs/plots",
+		"aerie experiment --case cc-e1,ds-churn --out /tmp/plots")
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprintln(stderr, "\ncases:")
+		for _, c := range experimentCases() {
+			fmt.Fprintf(stderr, "  %-17s %-10s %s\n", c.name, c.how, c.what)
+		}
+	}
+	caseList := fs.String("case", "a,b,c", "cases to run, comma-separated (listed below)")
+	out := fs.String("out", "docs/plots", "directory for the plots (PNG, one or more per case) and summaries")
 	dir := fs.String("dir", "", "working directory for configs, data and broker logs (default: a fresh temporary one)")
 	from := fs.String("from", "", "for zap-plots: the CSV of BenchmarkZapViewers's results (AERIE_ZAP_OUT) to draw (default "+defaultZapFrom+")")
 	gossip := fs.Bool("gossip", false, "run the brokers with membership, which declares a stalled broker dead in about 0.5 s (plots fig3-<case>-gossip.png)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: aerie experiment [--case a,b,c] [--gossip] [--out DIR] [--dir DIR] [--from FILE]")
-		fmt.Fprintln(stderr, "\nReproduces Gryphon GD (DSN 2002) §4.2: ten broker processes in the Fig. 3 network (intermediate cells of two")
-		fmt.Fprintln(stderr, "brokers), 4 publishers × 25 msgs/s × 100 B, GCT 200 ms, NRT 600 ms, AET 10 s, DCT off. Each case")
-		fmt.Fprintln(stderr, "stalls a link or broker for 2.5 s, then fails it, and plots latency at s1 and s2 and the nacks.")
-		fmt.Fprintln(stderr, "\nCases ds-churn and ds-crash reproduce Gryphon DS (DSN 2003) §5.1.1 and §5.3 in the simulator (simulated")
-		fmt.Fprintln(stderr, "time, one PHB with four pubends × 200 events/s, one SHB): durable subscribers away 5 s every 30 s, or")
-		fmt.Fprintln(stderr, "40 of them kept away by a 25 s crash of their SHB; plots ds_churn.png, ds_crash.png.")
-		fmt.Fprintln(stderr, "\nCases cc-e1 to cc-e4 reproduce Gryphon CC (Middleware 2003) §5 E1 to E4 in the simulator: a capped link that")
-		fmt.Fprintln(stderr, "fails for 15 s, with and without congestion control; a cap that alternates; limits and a failure in several")
-		fmt.Fprintln(stderr, "places of a five-SHB network; recovery time against Δt_rec. Plots cc-e1-link-failure.png, cc_e2.png,")
-		fmt.Fprintln(stderr, "cc_e3.png, cc_e4.png.")
-		fmt.Fprintln(stderr, "\nCases cc-collapse-ib and cc-collapse-pb reproduce the two collapses of Gryphon CC §2 (Figs. 2–4) in the")
-		fmt.Fprintln(stderr, "simulator, each with and without congestion control: IB–SB1 throttled below the publication rate; PB–IB")
-		fmt.Fprintln(stderr, "limited and IB–SB2 down 120 s, with the IB's cache smaller than the outage and with the default cache.")
-		fmt.Fprintln(stderr, "Plots cc-collapse-ib.png, cc-collapse-pb.png.")
-		fmt.Fprintln(stderr, "\nCases cc-e1-real and cc-e2-real run E1 and E2 with four broker processes of this binary (p1 → b1 → s1, s2;")
-		fmt.Fprintln(stderr, "b1 → s2 through a TCP proxy): b1 → s2 capped at 100 KB/s with a bandwidth and cut for 15 s, with and")
-		fmt.Fprintln(stderr, "without congestion control (about 6 minutes); or b1 → s2's bandwidth set to 60, 150, 60 KB/s for 30 s each")
-		fmt.Fprintln(stderr, "and reloaded by b1 (SIGHUP), or with cc-e2-real-proxy the same limits in the proxy (about 2 minutes each).")
-		fmt.Fprintln(stderr, "They check exactly-once, in-order delivery and plot cc-e1-real.png, cc-e2-real.png, cc-e2-real-proxy.png.")
-		fmt.Fprintln(stderr, "\nCases scale-control, scale-subs, scale-selectivity and scale-recovery sweep the simulated scale topology")
-		fmt.Fprintln(stderr, "(docs/SCALE.md): control traffic against depth and fan-out, subscription propagation against the number of")
-		fmt.Fprintln(stderr, "subscriptions, bytes per link against selectivity, recovery against the SHBs cut off; plots scale-<law>.png.")
-		fmt.Fprintln(stderr, "\nCase zap-plots runs nothing: it draws P2S (DEBS 2014 §4) Figs. 6 and 7, latency and throughput against the")
-		fmt.Fprintln(stderr, "publishers for each replication degree, from the CSV of --from (BenchmarkZapViewers with AERIE_ZAP_OUT=FILE);")
-		fmt.Fprintln(stderr, "plots zap-p2s-fig6-latency.png, zap-p2s-fig7-throughput.png.")
-		fs.PrintDefaults()
-	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	cases, err := experimentCaseNames(*caseList)
+	if err != nil {
+		fmt.Fprintf(stderr, "aerie experiment: %v\n", err)
+		return 2
 	}
 	bin, err := os.Executable()
 	if err != nil {
@@ -68,8 +116,7 @@ func runExperiment(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	failed := false
-	for _, c := range strings.Split(*cases, ",") {
-		c = strings.TrimSpace(c)
+	for _, c := range cases {
 		if c == zapPlotsCase {
 			if err := runZapPlots(*from, *out, stdout); err != nil {
 				fmt.Fprintf(stderr, "aerie experiment: case %s: %v\n", c, err)

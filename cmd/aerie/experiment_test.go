@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/failover"
+	"github.com/aerie-mq/aerie/internal/scaleexp"
+	"github.com/aerie-mq/aerie/internal/sim"
 )
 
 // TestExperimentSmoke runs case (b) of the seed 000 §4.2 experiment in
@@ -117,5 +119,48 @@ func TestExperimentZapPlots(t *testing.T) {
 	errs.Reset()
 	if code := runExperiment([]string{"--case", "zap-plots", "--from", csv, "--out", dir}, &out, &errs); code == 0 || !strings.Contains(errs.String(), "no column") {
 		t.Errorf("a CSV without the columns: exit %d, %q", code, errs.String())
+	}
+}
+
+// TestExperimentRegistryDrivesDispatch: every case of the registry is run
+// by exactly one kind of run function, and every case those know is in
+// the registry (so -h lists every case, and --case refuses no real one).
+func TestExperimentRegistryDrivesDispatch(t *testing.T) {
+	registered := map[string]bool{}
+	for _, c := range experimentCases() {
+		if registered[c.name] {
+			t.Errorf("case %s registered twice", c.name)
+		}
+		registered[c.name] = true
+		n := 0
+		for _, is := range []func(string) bool{isCCRealCase, isCCCase, isScaleCase, isDSCase, isFailoverCase,
+			func(c string) bool { return c == zapPlotsCase }} {
+			if is(c.name) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("case %s is claimed by %d kinds of run, want 1", c.name, n)
+		}
+	}
+	var known []string
+	for c := range ccPlots {
+		known = append(known, c)
+	}
+	for c := range ccRealPlots {
+		known = append(known, c)
+	}
+	for c := range scaleexp.Cases {
+		known = append(known, c)
+	}
+	known = append(known, sim.ScenarioDSChurn, sim.ScenarioDSCrash, "a", "b", "c", zapPlotsCase)
+	for _, c := range known {
+		if !registered[c] {
+			t.Errorf("case %s runs but is not in the registry", c)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"experiment", "--case", "a,nope"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown case "nope"`) {
+		t.Errorf("an unknown case: exit %d, %q", code, errOut.String())
 	}
 }

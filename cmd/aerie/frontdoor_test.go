@@ -182,25 +182,93 @@ func TestHelpAndVersionForms(t *testing.T) {
 	}
 }
 
-// TestHelpDescribesAndShowsExamples: -h of the commands a user meets first
-// says what the command does and shows two examples before the flags.
+// TestHelpDescribesAndShowsExamples: -h of every command of the registry
+// (and of zap's two) says what the command does and shows two examples
+// before its flags; no hidden flag is shown.
 func TestHelpDescribesAndShowsExamples(t *testing.T) {
-	for _, cmd := range []string{"pub", "sub", "broker", "dev", "certs", "chaos"} {
+	cmds := [][]string{{"zap", "pub"}, {"zap", "view"}}
+	for _, c := range commands() {
+		if !c.hidden && c.name != "help" {
+			cmds = append(cmds, []string{c.name})
+		}
+	}
+	for _, cmd := range cmds {
 		var out, errOut bytes.Buffer
-		if code := run([]string{cmd, "-h"}, &out, &errOut); code != 0 {
+		if code := run(append(cmd, "-h"), &out, &errOut); code != 0 {
 			t.Errorf("aerie %s -h: exit %d", cmd, code)
 		}
-		h := errOut.String()
-		ex, flags := strings.Index(h, "\nexamples:\n"), strings.Index(h, "\nflags:\n")
-		if !strings.HasPrefix(h, "usage: aerie "+cmd) || ex < 0 || flags < ex {
-			t.Errorf("aerie %s -h lacks usage, examples or flags:\n%s", cmd, h)
+		h, name := errOut.String(), strings.Join(cmd, " ")
+		ex := strings.Index(h, "\nexamples:\n")
+		if !strings.HasPrefix(h, "usage: aerie "+name) || ex < 0 {
+			t.Errorf("aerie %s -h lacks usage or examples:\n%s", name, h)
 			continue
 		}
-		if n := strings.Count(h[ex:flags], "\n  aerie "); n != 2 {
-			t.Errorf("aerie %s -h shows %d examples, want 2", cmd, n)
+		end := len(h)
+		if flags := strings.Index(h, "\nflags:\n"); flags >= 0 {
+			end = flags
+		} else if c, _ := lookup(cmd[0]); c.name != "version" && c.name != "zap" && c.name != "passwd" {
+			t.Errorf("aerie %s -h lists no flags", name)
 		}
-		if desc := h[strings.Index(h, "\n\n")+2 : ex]; len(desc) < 200 {
-			t.Errorf("aerie %s -h: description %q is not a paragraph", cmd, desc)
+		if n := strings.Count(h[ex:end], "\n  "); n != 2 {
+			t.Errorf("aerie %s -h shows %d examples, want 2", name, n)
+		}
+		if desc := h[strings.Index(h, "\n\n")+2 : ex]; len(desc) < 200 || strings.Contains(desc, "\n\n") {
+			t.Errorf("aerie %s -h: description %q is not one paragraph", name, desc)
+		}
+		for _, hidden := range []string{"former name", "-cpuprofile string\n    \t\n", "-memprofile"} {
+			if strings.Contains(h, hidden) {
+				t.Errorf("aerie %s -h shows a hidden flag (%q)", name, hidden)
+			}
+		}
+	}
+}
+
+// TestUsageListsTheRegistry: `aerie -h` lists every command of the
+// registry but the hidden ones, under its group; `aerie help CMD` is
+// `aerie CMD -h`, and a hidden command has no help.
+func TestUsageListsTheRegistry(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
+		t.Fatalf("aerie -h: exit %d", code)
+	}
+	u := errOut.String()
+	for _, c := range commands() {
+		listed := strings.Contains(u, "\n  "+c.name+" ")
+		if listed == c.hidden {
+			t.Errorf("command %s (hidden %v) listed %v by aerie -h", c.name, c.hidden, listed)
+		}
+		if !c.hidden && !strings.Contains(u, "\n"+c.group+":\n") {
+			t.Errorf("group %q of %s not in aerie -h", c.group, c.name)
+		}
+		if c.hidden || c.name == "help" {
+			continue
+		}
+		var viaHelp, viaFlag bytes.Buffer
+		run([]string{"help", c.name}, &out, &viaHelp)
+		run([]string{c.name, "-h"}, &out, &viaFlag)
+		if viaHelp.String() != viaFlag.String() {
+			t.Errorf("aerie help %s differs from aerie %s -h", c.name, c.name)
+		}
+	}
+	errOut.Reset()
+	if code := run([]string{"help", "bench-child"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "unknown command") {
+		t.Errorf("aerie help of a hidden command: exit %d, %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"nope"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "nope"`) {
+		t.Errorf("aerie nope: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestFormerFlagNamesStillWork: a renamed flag keeps its former name.
+func TestFormerFlagNamesStillWork(t *testing.T) {
+	for _, c := range []struct{ cmd, old, name, value string }{
+		{"sim", "nack-repetition-min", "nrt", "-1s"},
+		{"bench", "fanout", "fanout-subs", "0"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{c.cmd, "--" + c.old, c.value}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--"+c.name) {
+			t.Errorf("aerie %s --%s %s: exit %d, %q; want it read as --%s", c.cmd, c.old, c.value, code, errOut.String(), c.name)
 		}
 	}
 }
@@ -245,7 +313,8 @@ func TestSimAndBenchRefuseNonsensicalNumbers(t *testing.T) {
 		{[]string{"sim", "--topology", "scale", "--brokers", "50", "--rate", "-1"}, "--rate -1: must be a finite number"},
 		{[]string{"sim", "--topology", "scale", "--brokers", "50", "--full-checks", "-1"}, "--full-checks -1"},
 		{[]string{"bench", "--rates", "1000,-1"}, `--rates "1000,-1": want positive integers`},
-		{[]string{"bench", "--fanout", "0"}, `--fanout "0": want positive integers`},
+		{[]string{"bench", "--fanout-subs", "0"}, `--fanout-subs "0": want positive integers`},
+		{[]string{"bench", "--fanout", "0"}, `--fanout-subs "0": want positive integers`}, // its former name
 		{[]string{"bench", "--matching", "2"}, `--matching "2": want fractions in (0, 1]`},
 		{[]string{"bench", "--duration", "-1s"}, "--duration -1s: must be 0 or more"},
 		{[]string{"bench", "--size", "-4"}, "--size -4: must be from 0"},

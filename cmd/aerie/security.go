@@ -165,9 +165,13 @@ func runPasswd(args []string, stdout, stderr io.Writer) int {
 func passwd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie passwd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: aerie passwd < password-file   (or: echo -n secret | aerie passwd)\nprints the bcrypt hash of the password read from stdin (its first line), for password = \"…\" in a [[user]]")
-	}
+	usageWith(fs, "aerie passwd < FILE",
+		"Print the bcrypt hash of the password read from stdin (its first line, without the line end), for "+
+			"password = \"…\" in a [[user]] table of the network config (docs/SECURITY.md). The password is read from "+
+			"stdin, never from a flag, so that it does not appear in the shell's history or the process list. A user "+
+			"then connects with --user NAME and --password P, or AERIE_PASSWORD in the environment.",
+		"aerie passwd < alice.password",
+		"printf '%s' \"$SECRET\" | aerie passwd")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

@@ -37,18 +37,25 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	linkQueue := fs.Int("link-queue", 0, "bytes one direction of a capped link queues before the connection resets (default 256 KiB)")
 	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
 	ibCache := fs.Int64("ib-relay-cache", 0, "bytes of a pubend's events each IB keeps to answer nacks (gd RelayCacheBytes, default 64 MiB; --topology cc-collapse-pb sets 1 MiB, smaller than its outage)")
-	nrtMin := fs.Duration("nack-repetition-min", 0, "the floor of the nack repetition threshold NRT (default 600ms): how soon an unanswered nack is repeated")
+	nrtMin := fs.Duration("nrt", 0, "nack repetition threshold, the floor of the RTO estimate, as `aerie broker --nrt` (default 600ms): how soon an unanswered nack is repeated")
+	formerName(fs, "nack-repetition-min", "nrt")
 	noAck := fs.String("noack", "", "whether publishers send every third publish asking for no ack (at most once, as a client's PublishNoAck): on or off; none draws it per seed (on in a third). The oracle then asks only that what was logged be delivered, and that no such publish be acked")
 	anywhere := fs.String("anywhere", "", "whether each pubend of a plain PHB also has a publisher at an SHB of its tree, whose publishes the brokers relay up the tree to the PHB: on or off; none draws it per seed (on in half the runs without capped links). The oracle checks its publish order besides exactly once")
 	raftClients := fs.String("raft-clients", "", "what a member of a replicated PHB cell that does not serve does with a publishing client: forward its publishes to the serving leader, or redirect it (close its connection; it moves to the next member); none draws one per seed. Either way every publisher of a cell resends in order on a new connection, and the oracle checks its publish order")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
 	sc := scaleFlags(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]")
-		fmt.Fprintln(stderr, "       aerie sim --topology scale --brokers N --subscriptions M [--depth D] [--fanout F] [--pubends P] [--seed S]")
-		fmt.Fprintln(stderr, "       aerie sim --topology cc-e4 [--dt-rec LIST] [--nack-repetition-min D] [--seed S]   (Gryphon CC §5 E4: a table of recovery times)")
-		fs.PrintDefaults()
-	}
+	usageWith(fs, "aerie sim [--seeds N] [--start S] [--seed S] [--faults LIST] [--topology NAME] [--trace]\n"+
+		"       aerie sim --topology scale --brokers N --subscriptions M [--depth D] [--fanout F] [--pubends P] [--seed S]\n"+
+		"       aerie sim --topology cc-e4 [--dt-rec LIST] [--nrt D] [--seed S]",
+		"Run whole networks in the deterministic simulator: real protocol code (the shell, the GD engine, the wire "+
+			"codec, the event log over a crashable in-memory disk) under simulated time, links and faults, every "+
+			"invariant of docs/CONCEPTS.md checked after every step. Each seed draws a network, its publishers and "+
+			"subscribers and a fault plan, and replays exactly. Prints one line per failing seed, naming the invariant "+
+			"and the command that replays it, and last \"sim: N runs, V violations\"; exits 1 if V > 0. --topology scale "+
+			"runs one large tree (docs/SCALE.md); cc-e4 prints the table of Gryphon CC §5 E4 (aerie experiment --case "+
+			"cc-e4 plots it).",
+		"aerie sim --seeds 2000",
+		"aerie sim --seed 42 --faults crash,cut")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -58,7 +65,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		nonNegativeDuration("fault-phase", *faultPhase, "the default"),
 		nonNegativeDuration("converge", *converge, "the default"),
 		atLeast("link-queue", *linkQueue, 0),
-		nonNegativeDuration("nack-repetition-min", *nrtMin, "the default"),
+		nonNegativeDuration("nrt", *nrtMin, "the default"),
 		sc.check(),
 		seedGiven(fs, *seed),
 		watchValue(*watch),
@@ -91,7 +98,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			}
 			flags := ""
 			if *nrtMin > 0 {
-				flags = " --nack-repetition-min " + nrtMin.String()
+				flags = " --nrt " + nrtMin.String()
 			}
 			return runCCE4(vals, *seed, *workers, tweak, flags, stdout, stderr)
 		}
@@ -177,7 +184,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(&b, " --dt-rec %s", *dtRec)
 		}
 		if *nrtMin > 0 {
-			fmt.Fprintf(&b, " --nack-repetition-min %s", *nrtMin)
+			fmt.Fprintf(&b, " --nrt %s", *nrtMin)
 		}
 		if *linkQueue > 0 {
 			fmt.Fprintf(&b, " --link-queue %d", *linkQueue)

@@ -26,6 +26,8 @@ type scaleOpts struct {
 var scaleFlagNames = []string{"brokers", "subscriptions", "depth", "fanout", "pubends", "rate"}
 
 func scaleFlags(fs *flag.FlagSet) scaleOpts {
+	defer hide(fs, "cpuprofile")
+	defer hide(fs, "memprofile")
 	return scaleOpts{
 		brokers:    fs.Int("brokers", 0, "scale: brokers in the tree (PHBs, IBs, SHBs)"),
 		subs:       fs.Int("subscriptions", 0, "scale: subscriptions, spread over the SHBs, with the matching benchmark's selector mix"),

@@ -15,6 +15,12 @@ import (
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	usageWith(fs, "aerie version",
+		"Print the version of aerie: the module version the binary was built from, or \"(devel)\" for a build from "+
+			"a checkout followed by the commit and its date when the build recorded them (and \"+modified\" for "+
+			"uncommitted changes), then the Go version and the platform. `aerie --version` is the same.",
+		"aerie version",
+		"go run ./cmd/aerie version")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

@@ -27,26 +27,16 @@ const zapEpoch = "2026-01-01T18:00:00Z"
 func runZapPub(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie zap pub", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: aerie zap pub [flags]
-
-Publishes the events of --boxes IPTV set-top boxes as P2S (DEBS 2014 §3.3)
-describes them: channel changes ⟨DATE,TIME,STB-IP,TOCH,FROMCH⟩ on topic
-zap.change and status changes ⟨DATE,TIME,STB-IP,STATUS⟩ (volume, mute,
-power) on zap.status, as text payloads under 60 bytes. When boxes zap comes
-from a seeded model of the paper's description (dwell times, channel
-popularity, the 3 s retention and 10 s send interval of §4.1; the package
-doc of internal/zap): the stream is a function of --seed, --boxes,
---publishers, --channels and --start. Box i is sent by publisher i mod P, a
-client of its own (id PREFIX-i), so each box's events stay in order.
-Stops after --count events or --duration, or at SIGINT/SIGTERM, then waits
-for every ack; prints "published N acked N …" last and exits 0 only if all
-were acknowledged durable.
-
-flags:
-`)
-		fs.PrintDefaults()
-	}
+	usageWith(fs, "aerie zap pub [--connect ADDR] [--boxes N] [--rate R] [--count N | --duration D] [flags]",
+		"Publish the events of --boxes IPTV set-top boxes as P2S (DEBS 2014 §3.3) describes them: channel changes "+
+			"⟨DATE,TIME,STB-IP,TOCH,FROMCH⟩ on topic zap.change and status changes ⟨DATE,TIME,STB-IP,STATUS⟩ (volume, "+
+			"mute, power) on zap.status, as text payloads under 60 bytes. When boxes zap comes from a seeded model of "+
+			"the paper's description (the package doc of internal/zap): the stream is a function of --seed, --boxes, "+
+			"--publishers, --channels and --start. Box i is sent by publisher i mod P, a client of its own (id PREFIX-i), "+
+			"so each box's events stay in order. Stops after --count events or --duration, or at SIGINT/SIGTERM, then "+
+			"waits for every ack; prints \"published N acked N …\" last and exits 0 only if all were acknowledged durable.",
+		"aerie zap pub --connect 127.0.0.1:7201 --boxes 10000 --rate 1000 --duration 1m",
+		"aerie zap pub --connect 127.0.0.1:7201,127.0.0.1:7202 --publishers 8 --count 100000 --id zap-run1")
 	addr := fs.String("connect", "127.0.0.1:7201", "broker client addresses, comma-separated: the first that answers is used, the next when it fails")
 	boxes := fs.Int("boxes", 10000, "set-top boxes (the paper's publishers simulated about 180 000 each)")
 	pubs := fs.Int("publishers", 4, "publishers (client connections) sharing the boxes")

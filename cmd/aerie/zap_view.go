@@ -23,30 +23,19 @@ import (
 func runZapView(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("aerie zap view", flag.ContinueOnError)
 	fset.SetOutput(stderr)
-	fset.Usage = func() {
-		fmt.Fprint(stderr, `usage: aerie zap view [flags]
-
-The ZapViewers subscriber of P2S (DEBS 2014 §3.3): a durable subscription
-to zap.> that counts the boxes watching each channel (a channel change moves
-its box, power off and on take it away and back) and prints the --top
-channels every --every, while anything changed.
-
-Its state is exact across restarts: every --save-every (and when it stops)
-it writes the state together with the checkpoint token that covers exactly
-the events in it, in one file (--checkpoint: write, fsync, rename), and only
-then acknowledges that token. Started again with the same file, it loads
-both and resumes the durable subscription from that token, so each event is
-counted once whether it was killed (-9) or stopped. stderr says
-"subscribed <token>" or "resumed <token>". A gap notice (the network
-discarded events the subscriber was away for, max_retain) is counted in
-"gaps": the counts are then no longer exact. Removing the file while the
-subscription lives at its broker loses exactness too: use a new --durable
-name with a new file.
-
-flags:
-`)
-		fset.PrintDefaults()
-	}
+	usageWith(fset, "aerie zap view [--connect ADDR] [--durable NAME] [--checkpoint FILE] [--top N] [flags]",
+		"The ZapViewers subscriber of P2S (DEBS 2014 §3.3): a durable subscription to zap.> that counts the boxes "+
+			"watching each channel (a channel change moves its box, power off and on take it away and back) and prints "+
+			"the --top channels every --every, while anything changed. Its state is exact across restarts: every "+
+			"--save-every (and when it stops) it writes the state together with the checkpoint token that covers exactly "+
+			"the events in it, in one file (--checkpoint: write, fsync, rename), and only then acknowledges that token; "+
+			"started again with the same file, it resumes from that token, so each event is counted once whether it was "+
+			"killed (-9) or stopped. stderr says \"subscribed <token>\" or \"resumed <token>\". A gap notice (events "+
+			"discarded while it was away, max_retain) is counted in \"gaps\": the counts are then no longer exact. "+
+			"Removing the file while the subscription lives at its broker loses exactness too: use a new --durable name "+
+			"with a new file.",
+		"aerie zap view --connect 127.0.0.1:7203 --top 5 --checkpoint zap.state",
+		"aerie zap view --connect 127.0.0.1:7203 --channels ch003,ch042 --json --until 100000")
 	addr := fset.String("connect", "127.0.0.1:7203", "broker client addresses, comma-separated: the first that answers is used, the next when it fails")
 	name := fset.String("durable", "zapviewers", "durable subscription name")
 	path := fset.String("checkpoint", "", "file of the state and its checkpoint token (default: NAME.zapstate)")
