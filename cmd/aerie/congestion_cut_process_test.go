@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aerie-mq/aerie/internal/ccreal"
+	"github.com/aerie-mq/aerie/internal/lab/ccreal"
 )
 
 // TestCongestionControlRecoversAfterCut is Gryphon CC §5 E1 scaled for CI,
-// with real broker processes (internal/ccreal): p1 → b1 → s1, s2, b1 → s2
+// with real broker processes (internal/lab/ccreal): p1 → b1 → s1, s2, b1 → s2
 // capped at 100 KB/s with a `bandwidth`, a publisher offering 80 events/s
 // of 1 KB (about 89 % of the cap), and b1 → s2 cut for 11.5 s — longer
 // than the SHB's receive window (10 s), so that s2 recovers by SDCC with

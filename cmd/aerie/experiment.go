@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/aerie-mq/aerie/internal/failover"
+	"github.com/aerie-mq/aerie/internal/lab/failover"
 )
 
 // experimentCase is one case of `aerie experiment`: the registry
@@ -47,7 +47,7 @@ func experimentCases() []experimentCase {
 	}
 }
 
-// isFailoverCase: the cases of Gryphon GD §4.2, run by internal/failover.
+// isFailoverCase: the cases of Gryphon GD §4.2, run by internal/lab/failover.
 func isFailoverCase(c string) bool { return c == "a" || c == "b" || c == "c" }
 
 // experimentCaseNames checks a --case list against the registry.

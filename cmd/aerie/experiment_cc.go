@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"github.com/aerie-mq/aerie/internal/ccexp"
+	"github.com/aerie-mq/aerie/internal/lab/ccexp"
 )
 
 // ccPlots: Gryphon CC, Middleware 2003 §5 E1 to E4 and the collapses of

@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/aerie-mq/aerie/internal/ccexp"
-	"github.com/aerie-mq/aerie/internal/ccreal"
+	"github.com/aerie-mq/aerie/internal/lab/ccexp"
+	"github.com/aerie-mq/aerie/internal/lab/ccreal"
 )
 
 // ccRealPlots: Gryphon CC, Middleware 2003 §5 E1 and E2 with real broker
-// processes (internal/ccreal), and the plot each case draws.
+// processes (internal/lab/ccreal), and the plot each case draws.
 var ccRealPlots = map[string]string{"cc-e1-real": "cc-e1-real.png", "cc-e2-real": "cc-e2-real.png", "cc-e2-real-proxy": "cc-e2-real-proxy.png"}
 
 func isCCRealCase(c string) bool { return ccRealPlots[c] != "" }

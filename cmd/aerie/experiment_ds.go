@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aerie-mq/aerie/internal/dsexp"
+	"github.com/aerie-mq/aerie/internal/lab/dsexp"
 	"github.com/aerie-mq/aerie/internal/sim"
 )
 

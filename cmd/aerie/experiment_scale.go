@@ -5,7 +5,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/aerie-mq/aerie/internal/scaleexp"
+	"github.com/aerie-mq/aerie/internal/lab/scaleexp"
 )
 
 // isScaleCase: the scaling laws of docs/SCALE.md, sweeps of the simulated

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aerie-mq/aerie/internal/failover"
-	"github.com/aerie-mq/aerie/internal/scaleexp"
+	"github.com/aerie-mq/aerie/internal/lab/failover"
+	"github.com/aerie-mq/aerie/internal/lab/scaleexp"
 	"github.com/aerie-mq/aerie/internal/sim"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/aerie-mq/aerie/internal/zapexp"
+	"github.com/aerie-mq/aerie/internal/lab/zapexp"
 )
 
 // zapPlotsCase draws P2S's Figs. 6 and 7 from BenchmarkZapViewers's

@@ -15,7 +15,6 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/bench"
-	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/proc"
 )
 
@@ -70,7 +69,7 @@ type procFixture struct {
 	bin   string
 	dir   string // may be changed before writeConfig (to keep the logs)
 	cfg   string // the network config, once written
-	ports failover.Ports
+	ports proc.Ports
 	procs *proc.Group
 }
 
@@ -81,7 +80,7 @@ func newProcFixture(t *testing.T) *procFixture {
 
 // port returns a loopback port that was free for TCP and UDP a moment ago,
 // from below the kernel's ephemeral range and never twice in one test
-// (failover.Ports: binding :0 and closing races with parallel tests).
+// (proc.Ports: binding :0 and closing races with parallel tests).
 func (f *procFixture) port() int {
 	f.t.Helper()
 	port, err := f.ports.Port()

@@ -14,9 +14,9 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
-	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/proc"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
@@ -94,7 +94,7 @@ func (n *net4) firstLinkDown(id, peer msg.NodeID) string {
 // is stopped for a restart, which then could not come back on its address.
 var testPorts struct {
 	mu sync.Mutex
-	p  failover.Ports
+	p  proc.Ports
 }
 
 func freeAddr(t testing.TB) string {

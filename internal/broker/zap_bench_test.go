@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/lab/zapexp"
 	"github.com/aerie-mq/aerie/internal/zap"
-	"github.com/aerie-mq/aerie/internal/zapexp"
 )
 
 // BenchmarkZapViewers is P2S's evaluation (DEBS 2014 §4, Figs. 6 and 7,
@@ -31,7 +31,7 @@ import (
 // replication degrees, not the absolute figures. Run with -benchtime 1x.
 //
 // With AERIE_ZAP_OUT=FILE it also writes the points it ran to FILE as
-// CSV (internal/zapexp), from which `aerie experiment --case zap-plots
+// CSV (internal/lab/zapexp), from which `aerie experiment --case zap-plots
 // --from FILE` draws P2S's Figs. 6 and 7.
 func BenchmarkZapViewers(b *testing.B) {
 	var pts []zapexp.Point

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/config"
-	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/faultnet"
 	"github.com/aerie-mq/aerie/internal/proc"
 )
@@ -55,7 +54,7 @@ func (nw *network) start(g *proc.Group, id string) error {
 // data directories, so that they keep durable subscriptions. Addresses are
 // free loopback ports; data lives under dir.
 func DefaultNetwork(dir string) (*config.Network, error) {
-	var ports failover.Ports
+	var ports proc.Ports
 	addrs := make([]string, 27)
 	for i := range addrs {
 		a, err := ports.Addr()

@@ -2,7 +2,8 @@
 // (`aerie chaos`, `aerie experiment`, the real-process tests): start one
 // under an id with its output in DIR/<id>.log, signal it, kill it and wait,
 // and kill every one that is left, however the harness ends. It notices a
-// process that exits without being killed.
+// process that exits without being killed. Ports hands out the loopback
+// ports their configs name before they start.
 package proc
 
 import (

@@ -8,7 +8,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
-	"github.com/aerie-mq/aerie/internal/ccreal"
+	"github.com/aerie-mq/aerie/internal/lab/ccreal"
 )
 
 // perSecond is the deliveries in each second of a run, at the second's

@@ -12,7 +12,7 @@
 // Every 250 ms it polls the brokers' /status: p1's rate limit, s2's doubt
 // horizon (its lag behind the present) and NACK window. It records every
 // delivery at s1 and s2 and checks that each subscriber receives every
-// published event exactly once and in order. internal/ccexp plots and
+// published event exactly once and in order. internal/lab/ccexp plots and
 // summarises the result next to the simulator's runs.
 package ccreal
 

@@ -7,7 +7,6 @@ import (
 	"syscall"
 
 	"github.com/aerie-mq/aerie/internal/config"
-	"github.com/aerie-mq/aerie/internal/failover"
 	"github.com/aerie-mq/aerie/internal/proc"
 )
 
@@ -25,7 +24,7 @@ type network struct {
 }
 
 func newNetwork(dir string, o Options) (*network, error) {
-	var ports failover.Ports
+	var ports proc.Ports
 	n := &network{cfg: &config.Network{}, addrs: map[string]addrs{}}
 	for _, id := range brokers {
 		var a addrs

@@ -223,7 +223,7 @@ type addrSet struct{ listen, clients, http string }
 func buildNetwork(dir string, gossip bool) (*config.Network, map[string]addrSet, error) {
 	n := &config.Network{Links: fig3Links}
 	addrs := map[string]addrSet{}
-	var ports Ports // not bind-:0-and-close: a parallel test could take those (ports.go)
+	var ports proc.Ports // not bind-:0-and-close: a parallel test could take those
 	freeAddr := ports.Addr
 	for _, b := range fig3 {
 		var a addrSet

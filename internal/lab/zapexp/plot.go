@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/aerie-mq/aerie/internal/plotpng"
+	"github.com/aerie-mq/aerie/internal/lab/plotpng"
 )
 
 // The figures' file names.

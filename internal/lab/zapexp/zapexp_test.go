@@ -13,7 +13,7 @@ import (
 
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/aerie-mq/aerie/internal/plotpng"
+	"github.com/aerie-mq/aerie/internal/lab/plotpng"
 )
 
 // small is a §10b-shaped file: R1 absolute, R3 as a ratio, P2S's figures
@@ -140,7 +140,7 @@ func TestPlotNothing(t *testing.T) {
 // TestDocsCSV: the file behind docs/BENCHMARKS.md §10b's plots reads, with
 // every degree at every number of publishers.
 func TestDocsCSV(t *testing.T) {
-	pts, err := ReadFile(filepath.Join("..", "..", "docs", "plots", "zap-p2s.csv"))
+	pts, err := ReadFile(filepath.Join("..", "..", "..", "docs", "plots", "zap-p2s.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
