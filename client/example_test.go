@@ -7,6 +7,8 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
@@ -144,4 +146,119 @@ func ExampleCheckSelector() {
 	fmt.Println(client.CheckSelector("region = 'EU' AND qty >"))
 	// Output:
 	// aerie: selector "region = 'EU' AND qty >": match: bad selector: column 24: expected an expression, found end of selector
+}
+
+// PublishFunc hands each outcome to a callback instead of a channel: for
+// a publisher that counts acks rather than waiting on each.
+func ExampleClient_PublishFunc() {
+	c, err := client.Dial(context.Background(), "127.0.0.1:7201", client.Options{ID: "meter-7"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	for i := 1; i <= 1000; i++ {
+		wg.Add(1)
+		err := c.PublishFunc(client.Message{Topic: "meters.m7", Props: map[string]any{"kwh": 0.25 * float64(i)}}, func(r client.Result) {
+			defer wg.Done()
+			if r.Err == nil {
+				acked.Add(1)
+			}
+		})
+		if err != nil {
+			log.Fatal(err) // refused before sending: nothing to wait for
+		}
+	}
+	wg.Wait()
+	fmt.Println(acked.Load(), "acknowledged")
+}
+
+// PublishNoAck sends at most once, as MQTT QoS 0: no ack is awaited and
+// none is kept for a resend, so an event may be lost with its broker.
+func ExampleClient_PublishNoAck() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7201", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.PublishNoAck(ctx, client.Message{Topic: "telemetry.cpu", Props: map[string]any{"load": 0.42}}); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Subscribe by topic pattern alone: "*" is one word, ">" the rest.
+func ExampleClient_Subscribe() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7203", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(ctx, "orders.*.new")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for ev := range sub.Events() {
+		fmt.Printf("%s@%d %s %s\n", ev.Pubend, ev.Tick, ev.Topic, ev.Payload)
+	}
+}
+
+// SubscribeTotalOrder merges every pubend's events in (tick, pubend)
+// order: every subscriber of the network sees them in the same order.
+func ExampleClient_SubscribeTotalOrder() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7203", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	sub, err := c.SubscribeTotalOrder(ctx, "ledger.>", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for ev := range sub.Events() {
+		fmt.Println(ev.Tick, ev.Pubend, ev.Topic)
+	}
+}
+
+// DeleteDurable removes a durable subscription while no subscriber is
+// attached: its broker stops holding events for it, and the name may be
+// taken again under another filter.
+func ExampleClient_DeleteDurable() {
+	ctx := context.Background()
+	c, err := client.Dial(ctx, "127.0.0.1:7203", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.DeleteDurable(ctx, "audit"); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A pattern is checked as the broker would check it.
+func ExampleCheckPattern() {
+	for _, p := range []string{"orders.*.new", "orders.>", "orders.>.new"} {
+		fmt.Println(p, client.CheckPattern(p) == nil)
+	}
+	// Output:
+	// orders.*.new true
+	// orders.> true
+	// orders.>.new false
+}
+
+// PropsOf encodes properties as an event carries them; they read back
+// typed.
+func ExamplePropsOf() {
+	p, err := client.PropsOf(map[string]any{"region": "EU", "qty": 3, "price": 9.5})
+	if err != nil {
+		log.Fatal(err)
+	}
+	qty, _ := p.Int("qty")
+	region, _ := p.Str("region")
+	fmt.Println(region, qty)
+	// Output:
+	// EU 3
 }
