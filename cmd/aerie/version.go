@@ -33,6 +33,13 @@ func buildVersion() string {
 	if !ok {
 		return "(unknown)"
 	}
+	return versionOf(bi)
+}
+
+// versionOf is the version a build info records: the module's, then the
+// commit (12 hex digits) and its date when the build stamped them (go
+// build does in a git checkout unless -buildvcs=false).
+func versionOf(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
