@@ -23,9 +23,12 @@ func (e *Engine) linkUp(peer msg.NodeID, inc uint64) {
 		for _, ps := range e.streams {
 			if o := ps.out(c); o != nil {
 				o.ForgetReleased(peer)
-				// A restarted downstream starts afresh where its first
-				// message puts it: nothing was skipped for it (resync.go).
-				o.Gone, o.Skipped, o.Heard = false, 0, false
+				// A restarted downstream is heard from afresh. What was made
+				// final without it stays skipped: an IB restarts without its
+				// subtree, whose brokers still stand where they stood
+				// (resync.go); a restarted SHB asks for nothing it does not
+				// need.
+				o.Gone, o.Heard = false, false
 				if len(e.membersOf(c)) == 1 {
 					o.C.Clear() // its curiosity is gone with it
 				} else {
