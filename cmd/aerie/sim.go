@@ -315,6 +315,10 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				fmt.Fprintf(stdout, "replicated PHB cells: %d leaders started to serve, %d Raft log compactions, %d snapshots installed (largest %d bytes), largest Raft log %d bytes (%d entries), %d disks wiped, %d members rejoined as new members\n",
 					o.res.LeaderServes, o.res.RaftCompactions, o.res.RaftSnapshots, o.res.RaftSnapshotMaxBytes, o.res.RaftLogMaxBytes, o.res.RaftLogMaxEntries, o.res.RaftWipes, o.res.RaftRejoins)
 			}
+			if o.res.DownstreamsGone > 0 || o.res.Resyncs > 0 {
+				fmt.Fprintf(stdout, "release past gone downstreams: %d downstreams judged gone, %d resyncs asked of a pubend\n",
+					o.res.DownstreamsGone, o.res.Resyncs)
+			}
 			if o.res.DCQs > 0 {
 				fmt.Fprintf(stdout, "congestion control: %d DCQs, %d rate decreases, %d queue resets, at most %d bytes queued on a capped link\n",
 					o.res.DCQs, o.res.RateDecreases, o.res.QueueResets, o.res.MaxLinkQueue)

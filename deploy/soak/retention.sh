@@ -4,7 +4,10 @@
 # on p1, one subscriber at s1, one publisher at RATE events/s of 100 bytes
 # for SECONDS without pause. Every 10 s: p1's data directory on disk, p1's
 # and b1's RSS, and the load average. With KILL_S2_AFTER=N, s2 is killed
-# (-9) for good after N seconds.
+# (-9) after N seconds, with a durable subscriber of its own; with
+# RESTART_S2_AFTER=M as well, s2 and that subscriber come back after M
+# seconds, and at the end the script counts what the subscriber got: events
+# (each pubend's ticks must rise, none twice) and gap notices.
 #
 #   deploy/soak/retention.sh [SECONDS] [RATE] [MAX_RETAIN]
 #
@@ -58,10 +61,15 @@ for b in p1 b1 s1 s2; do
   "$bin" broker --config "$dir/network.toml" --id $b >"$dir/$b.log" 2>&1 &
   pid[$b]=$!
 done
-for b in p1 s1; do # wait for the client ports
-  port=$([ $b = p1 ] && echo 17201 || echo 17203)
+for port in 17201 17203 17204; do # wait for the client ports
   for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
 done
+durable() { # the durable subscriber at s2, appending to durable.out
+  "$bin" sub --connect 127.0.0.1:17204 --topic 'orders.>' --json --durable soak \
+    --checkpoint "$dir/durable.cp" >>"$dir/durable.out" 2>>"$dir/durable.err" &
+  pid[durable]=$!
+}
+if [ -n "${KILL_S2_AFTER:-}" ]; then durable; fi
 "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json >/dev/null 2>"$dir/sub.err" &
 pid[sub]=$!
 "$bin" pub --connect 127.0.0.1:17201 --topic orders.eu --size 100 --rate "$rate" --count $((rate * secs)) >"$dir/pub.out" 2>"$dir/pub.err" &
@@ -72,11 +80,27 @@ echo "t_s p1_data_MB p1_rss_MB b1_rss_MB load1"
 while kill -0 $pub 2>/dev/null; do
   sleep 10
   t=$(( $(date +%s) - start ))
-  if [ -n "${KILL_S2_AFTER:-}" ] && [ "$t" -ge "$KILL_S2_AFTER" ] && kill -0 "${pid[s2]}" 2>/dev/null; then
-    kill -9 "${pid[s2]}"; echo "# s2 killed for good at ${t}s"
+  if [ -n "${KILL_S2_AFTER:-}" ] && [ "$t" -ge "$KILL_S2_AFTER" ] && [ -z "${killed:-}" ]; then
+    kill -9 "${pid[s2]}" "${pid[durable]}"; killed=$t; echo "# s2 and its durable subscriber killed at ${t}s"
+  fi
+  if [ -n "${RESTART_S2_AFTER:-}" ] && [ "$t" -ge "$RESTART_S2_AFTER" ] && [ -n "${killed:-}" ] && [ -z "${restarted:-}" ]; then
+    "$bin" broker --config "$dir/network.toml" --id s2 >>"$dir/s2.log" 2>&1 &
+    pid[s2]=$!; restarted=$t
+    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/17204) 2>/dev/null && break; sleep 0.1; done
+    durable; echo "# s2 and its durable subscriber restarted at ${t}s"
   fi
   echo "$t $(du -sm "$dir/p1" | cut -f1) $(rss ${pid[p1]}) $(rss ${pid[b1]}) $(cut -d' ' -f1 /proc/loadavg)"
 done
 wait $pub || true
 tail -1 "$dir/pub.out"
+if [ -n "${KILL_S2_AFTER:-}" ]; then
+  sleep 5
+  kill "${pid[durable]}" 2>/dev/null || true
+  # Events carry "pubend" and "tick"; gap notices {"gap":{...}}.
+  awk '/"gap"/ {gaps++; print "# gap notice: " $0; next}
+    match($0, /"pubend":"[^"]*","tick":[0-9]+/) { split(substr($0, RSTART, RLENGTH), a, /"/)
+      p = a[4]; t = substr(a[7], 2) + 0
+      if (t <= last[p]) bad++; last[p] = t; events++ }
+    END { printf "# durable subscriber at s2: %d events, %d gap notices, %d ticks out of order or twice\n", events, gaps, bad }' "$dir/durable.out"
+fi
 echo "# data and logs in $dir"

@@ -117,9 +117,10 @@ type Config struct {
 	MaxRetainBytes int64
 	// ReleaseGone: a downstream that acknowledged nothing for longer than
 	// its pubend's max_retain no longer holds this broker, and resyncs from
-	// the pubend when it returns (gone.go, resync.go). Off by default: the
-	// simulator's swarm does not run clean with it yet (docs/RELIABILITY.md
-	// "Running for weeks").
+	// the pubend when it returns (gone.go, resync.go; docs/RELIABILITY.md
+	// "Running for weeks"). Off by default until the simulator's swarm
+	// runs clean with it; off, a downstream that dies for good holds every
+	// broker above it until it is removed from the config.
 	ReleaseGone bool
 
 	// SummaryDeltaMin: a summary of more clauses than this is sent upstream

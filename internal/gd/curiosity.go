@@ -150,6 +150,11 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	moved := !o.Reported
 	o.Reported = true
 	if m.T > o.AckPrefix {
+		if o.Gone {
+			// What was made final while it was gone stays skipped for it,
+			// however far that went since the last Final move.
+			noteSkipped(ps)
+		}
 		o.AckPrefix = m.T
 		heardFrom(o, e.now)
 		o.C.RemoveBelow(m.T)

@@ -97,7 +97,7 @@ const (
 
 // MutPastWindow: catch-ups ignore their subscriber's window (they ask and
 // deliver as if it were empty). Tests only.
-const MutPastWindow Mutation = 1 << 20
+const MutPastWindow Mutation = 1 << 26
 
 // durableState is what a durable subscription (or one with a start token)
 // holds beyond a plain one.

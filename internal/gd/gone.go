@@ -79,6 +79,13 @@ func (e *Engine) judgeGone(ps *pstream) {
 	if changed {
 		e.updateAck(ps)
 	}
+	for _, o := range ps.outs {
+		// A downstream behind what was made final without it is told again
+		// every NackRepetitionMin, not only when it nacks: its nacks back
+		// off beyond max_retain, and it would be judged gone again before
+		// it caught up, while the release ran on without it.
+		e.resyncDown(ps, o)
+	}
 }
 
 // heardFrom notes that downstream o acknowledged something new: it holds

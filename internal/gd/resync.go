@@ -57,9 +57,13 @@ func (e *Engine) onResync(from msg.NodeID, m msg.Resync) {
 		}
 	}
 	if len(ps.subs) > 0 {
-		if ps.sub.FloorSet {
-			e.startResync(ps, m.Upto)
+		if !ps.sub.FloorSet {
+			// A fresh stream (this broker restarted) starts where the
+			// resync puts it, or lower where a subscription started lower
+			// (setFloor): its upstream sends nothing below Upto.
+			e.setFloor(ps, m.Upto)
 		}
+		e.startResync(ps, m.Upto)
 		return
 	}
 	if m.Upto > ps.in.K.Final() && ps.in.K.SetFinal(m.Upto) {
