@@ -18,6 +18,9 @@ type Status struct {
 	ID      string           `json:"id"`
 	Streams []gd.StreamState `json:"streams"`
 	Stats   gd.Stats         `json:"stats"`
+	// Durable counts the durable subscriptions' catch-ups, gaps and
+	// pacing (gd.DurableStats).
+	Durable gd.DurableStats `json:"durable"`
 	Peers   []string         `json:"peers"`
 	// Forwarded counts, per downstream cell, the events this broker sent
 	// it (first-time and in answer to nacks).
@@ -163,6 +166,7 @@ func (n *Node) snapshot() Status {
 	s.LogFirst, s.LogNext = n.sh.LogBounds()
 	s.LogBytes = n.disk.logBytes.Load()
 	s.Release = n.eng.ReleaseStates()
+	s.Durable = n.eng.DurableStats()
 	s.Membership = n.membershipStatus()
 	if n.monkey != nil {
 		s.Chaos = maps.Clone(n.chaos)

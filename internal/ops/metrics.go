@@ -45,6 +45,25 @@ var (
 		{desc("congestion_recoveries_total", "Times a subscriber broker started recovering a stream (Gryphon CC §4)."), func(s *broker.Status) uint64 { return s.Stats.Recoveries }},
 		{desc("congestion_ignored_total", "Congestion queries or alerts ignored: from outside the pubend's tree, or with an impossible rate."), func(s *broker.Status) uint64 { return s.Stats.CCIgnored }},
 		{desc("handshake_failures_total", "Connections refused before they were up: TLS, Hello, certificate name or credentials."), func(s *broker.Status) uint64 { return s.HandshakeFailures }},
+		{desc("durable_replays_total", "Replay requests a subscriber broker sent for durable catch-ups, first time and repeats."), func(s *broker.Status) uint64 { return s.Durable.Replays }},
+		{desc("durable_replay_events_total", "Events delivered to durable subscribers from catch-up replays."), func(s *broker.Status) uint64 { return s.Durable.ReplayEvents }},
+		{desc("durable_gaps_total", "Gap notices sent to subscribers: ticks released before they had them (max_retain, max_retain_bytes)."), func(s *broker.Status) uint64 { return s.Durable.Gaps }},
+		{desc("durable_catchup_window_pauses_total", "Catch-up requests not sent because every catch-up they serve had its window full: subscribers slower than their backlog."), func(s *broker.Status) uint64 { return s.Durable.WindowPauses }},
+		{desc("durable_catchup_window_cuts_total", "Catch-up chunks delivered only in part, up to a subscriber's window."), func(s *broker.Status) uint64 { return s.Durable.WindowCuts }},
+		{desc("downstreams_gone_total", "Downstream cells judged gone: silent for longer than their pubend's max_retain, so they no longer held the release."), func(s *broker.Status) uint64 { return s.Stats.DownstreamsGone }},
+		{desc("resyncs_total", "Resyncs a subscriber broker asked of a pubend after coming back from gone."), func(s *broker.Status) uint64 { return s.Stats.Resyncs }},
+		{desc("relayed_publishes_total", "Publishes of this broker's clients relayed one hop up towards a pubend hosted elsewhere (a resend counts again)."), func(s *broker.Status) uint64 {
+			if s.Relay == nil {
+				return 0
+			}
+			return s.Relay.Relayed
+		}},
+		{desc("relayed_publishes_taken_total", "Publishes relayed to this broker from below, taken on towards their pubend."), func(s *broker.Status) uint64 {
+			if s.Relay == nil {
+				return 0
+			}
+			return s.Relay.Taken
+		}},
 	}
 	peersDesc    = desc("peers", "Connected neighbour brokers.")
 	clientsDesc  = desc("clients", "Connected clients.")

@@ -206,3 +206,43 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("after 5 adds to 3 slots: %v", got)
 	}
 }
+
+// TestOperatorCounters: the durable catch-up, release-past-gone and relay
+// counters read the values a broker's status holds, each its own, and a
+// broker that relays nothing reports 0 rather than failing.
+func TestOperatorCounters(t *testing.T) {
+	s := &broker.Status{
+		Durable: gd.DurableStats{Replays: 1, ReplayEvents: 2, Gaps: 3, WindowPauses: 4, WindowCuts: 5},
+		Stats:   gd.Stats{DownstreamsGone: 6, Resyncs: 7},
+		Relay:   &broker.RelayStatus{Relayed: 8, Taken: 9},
+	}
+	want := map[string]uint64{
+		"aerie_durable_replays_total": 1, "aerie_durable_replay_events_total": 2, "aerie_durable_gaps_total": 3,
+		"aerie_durable_catchup_window_pauses_total": 4, "aerie_durable_catchup_window_cuts_total": 5,
+		"aerie_downstreams_gone_total": 6, "aerie_resyncs_total": 7,
+		"aerie_relayed_publishes_total": 8, "aerie_relayed_publishes_taken_total": 9,
+	}
+	name := func(d *prometheus.Desc) string {
+		return regexp.MustCompile(`fqName: "(\w+)"`).FindStringSubmatch(d.String())[1]
+	}
+	seen := 0
+	for _, c := range counters {
+		n := name(c.d)
+		v, ok := want[n]
+		if !ok {
+			continue
+		}
+		seen++
+		if got := c.get(s); got != v {
+			t.Errorf("%s = %d, want %d", n, got, v)
+		}
+		if n == "aerie_relayed_publishes_total" || n == "aerie_relayed_publishes_taken_total" {
+			if got := c.get(&broker.Status{}); got != 0 {
+				t.Errorf("%s without relaying = %d, want 0", n, got)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d counters", seen, len(want))
+	}
+}
