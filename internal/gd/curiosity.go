@@ -239,8 +239,12 @@ func (e *Engine) sendAck(ps *pstream) {
 		return // an ack of nothing: upstream ignores it (onAck)
 	}
 	r := &ps.rel
-	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: ps.in.AckPrefix, Released: min(r.ackReleased(ps.in.AckPrefix), r.delivered), Delivered: r.delivered})
-	ps.ackSent, ps.ackSentAt = ps.in.AckPrefix, e.now
+	t, d := ps.in.AckPrefix, r.delivered
+	if h := e.ackToSend(ps); h < t {
+		t, d = h, min(d, h) // nor has it delivered past it
+	}
+	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: t, Released: min(r.ackReleased(t), d), Delivered: d})
+	ps.ackSent, ps.ackSentAt = t, e.now
 	r.relSent, r.delSent, r.heldSent = r.released, r.delivered, r.held
 }
 

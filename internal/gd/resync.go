@@ -284,3 +284,24 @@ func (e *Engine) gapToSubs(ps *pstream, hi tick.Tick) {
 		e.dur.stats.Gaps++
 	}
 }
+
+// ackToSend is the ack prefix this broker tells upstream: its own, but not
+// beyond a downstream it is resyncing (one that was gone and is behind
+// what was made final without it). Made final here by a Resync, those
+// ticks are not yet anywhere below: an upstream that heard them acked
+// would stop holding its final prefix back from this cell, and another
+// member of it, which never saw the Resync (it restarted, say), would
+// pass that final prefix down to the downstream still behind (swarm seed
+// 33 with --release-gone).
+func (e *Engine) ackToSend(ps *pstream) tick.Tick {
+	t := ps.in.AckPrefix
+	if !e.cfg.ReleaseGone || ps.pub != nil {
+		return t
+	}
+	for _, o := range ps.outs {
+		if !o.Gone && o.Skipped > o.AckPrefix {
+			t = min(t, o.AckPrefix)
+		}
+	}
+	return t
+}
