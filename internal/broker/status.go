@@ -21,7 +21,7 @@ type Status struct {
 	// Durable counts the durable subscriptions' catch-ups, gaps and
 	// pacing (gd.DurableStats).
 	Durable gd.DurableStats `json:"durable"`
-	Peers   []string         `json:"peers"`
+	Peers   []string        `json:"peers"`
 	// Forwarded counts, per downstream cell, the events this broker sent
 	// it (first-time and in answer to nacks).
 	Forwarded map[string]uint64 `json:"forwarded,omitempty"`
