@@ -14,11 +14,21 @@ import (
 // Q ⊑ D ⊑ L, Q ⊑ S ⊑ L. D⊔S and D(m)⊔D(m') are contradictions: they cannot
 // happen in a correct system, so they are counted, dropped, and reported to
 // the caller (docs/CONCEPTS.md P1).
-type Knowledge[V any] struct {
+//
+// The oldest decided part can be kept cold (Freeze): every tick of
+// (Final, ColdHi] is then decided, D at the ticks of a Packed set and S
+// elsewhere, in a few bytes per D tick instead of a run each. A cold D
+// tick's value is V's zero value unless SetValue put one back. Every
+// method answers the same whether a part is cold or not.
+type Knowledge[V comparable] struct {
 	final Tick
 	dh    Tick // the doubt horizon last computed: it never moves back (I8)
-	runs  []run[V]
-	gaps  []Range // scratch for AddSilence, reused to avoid an allocation per call
+	// The cold part: (final, coldHi] when coldHi > final; runs lie above it.
+	cold   Packed
+	coldHi Tick
+	thawed map[Tick]V // values put back at cold D ticks (SetValue)
+	runs   []run[V]
+	gaps   []Range // scratch for AddSilence, reused to avoid an allocation per call
 }
 
 type run[V any] struct {
@@ -30,8 +40,76 @@ type run[V any] struct {
 // Final returns the final prefix: every tick <= Final is L.
 func (k *Knowledge[V]) Final() Tick { return k.final }
 
-// Runs returns the number of runs held (the memory the stream costs).
+// Runs returns the number of runs held (with Cold, the memory the stream
+// costs).
 func (k *Knowledge[V]) Runs() int { return len(k.runs) }
+
+// Cold returns the D ticks of the cold part, with the weights Freeze gave
+// them (read only), and the part's highest tick: (Final, hi] is cold.
+func (k *Knowledge[V]) Cold() (d *Packed, hi Tick) { return &k.cold, max(k.coldHi, k.final) }
+
+// base is the highest tick that is final or cold: runs lie above it.
+func (k *Knowledge[V]) base() Tick { return max(k.final, k.coldHi) }
+
+// Freeze makes cold the longest prefix of the runs above the cold part
+// (or the final prefix) that has no Q tick and ends at or below upTo, up
+// to the first D tick weigh refuses; weigh gives each D tick's weight. It
+// returns the number of runs it took. Their D values are dropped, unless
+// not zero: a cache may hold on to a payload past its tick's freezing.
+func (k *Knowledge[V]) Freeze(upTo Tick, weigh func(t Tick, v V) (w int64, ok bool)) int {
+	var zero V
+	b := k.base()
+	i := 0
+	for ; i < len(k.runs); i++ {
+		x := k.runs[i]
+		if b == Max || x.lo != b+1 || x.hi > upTo {
+			break
+		}
+		if x.d {
+			w, ok := weigh(x.lo, x.v)
+			if !ok {
+				break
+			}
+			k.cold.Add(x.lo, w)
+			if x.v != zero {
+				if k.thawed == nil {
+					k.thawed = map[Tick]V{}
+				}
+				k.thawed[x.lo] = x.v
+			}
+		}
+		b = x.hi
+	}
+	if i == 0 {
+		return 0
+	}
+	k.coldHi = b
+	// Resliced, not copied down: the runs left may be many (a pubend's
+	// cached payloads), and a freeze comes with every eviction.
+	clear(k.runs[:i])
+	k.runs = k.runs[i:]
+	if len(k.runs) == 0 {
+		k.runs = nil
+	}
+	return i
+}
+
+// SetCold makes (Final, hi] cold, D at the ticks of d and S elsewhere:
+// the knowledge of a pubend rebuilt from its log after a restart. It
+// replaces everything known above Final.
+func (k *Knowledge[V]) SetCold(d Packed, hi Tick) {
+	d.DropTo(k.final)
+	k.cold, k.coldHi, k.thawed, k.runs = d, hi, nil, nil
+}
+
+// coldGet returns the knowledge at t in the cold part.
+func (k *Knowledge[V]) coldGet(t Tick) (Kind, V) {
+	if k.cold.Has(t) {
+		return D, k.thawed[t]
+	}
+	var zero V
+	return S, zero
+}
 
 // first returns the index of the first run whose hi >= t. A stream grows
 // at its end, and most lookups (a PHB adding each event it decides, a
@@ -54,6 +132,9 @@ func (k *Knowledge[V]) Get(t Tick) (Kind, V) {
 	if t <= k.final {
 		return L, zero
 	}
+	if t <= k.coldHi {
+		return k.coldGet(t)
+	}
 	i := k.first(t)
 	if i < len(k.runs) && k.runs[i].lo <= t {
 		if k.runs[i].d {
@@ -69,7 +150,7 @@ func (k *Knowledge[V]) KnownHi() Tick {
 	if n := len(k.runs); n > 0 {
 		return k.runs[n-1].hi
 	}
-	return k.final
+	return k.base()
 }
 
 // DoubtHorizon returns the furthest tick h such that no tick in (Final, h] is
@@ -80,7 +161,7 @@ func (k *Knowledge[V]) KnownHi() Tick {
 // keeps delivery at O(log runs + new runs) per event however far acks lag
 // (it was 16 % of a broker's CPU at 70 k events/s when it walked them all).
 func (k *Knowledge[V]) DoubtHorizon() Tick {
-	h := max(k.final, k.dh)
+	h := max(k.final, k.dh, k.coldHi)
 	if h == Max {
 		return h
 	}
@@ -108,6 +189,13 @@ func (k *Knowledge[V]) AddSilence(r Range, added func(Range)) (conflicts int) {
 	if r.Empty() {
 		return 0
 	}
+	if r.Lo <= k.coldHi {
+		conflicts = k.cold.Count(Range{r.Lo, min(r.Hi, k.coldHi)})
+		if r.Hi <= k.coldHi {
+			return conflicts
+		}
+		r.Lo = k.coldHi + 1
+	}
 	// Fast path: r lies wholly above everything known (a stream growing at
 	// its end, the common case).
 	if n := len(k.runs); n == 0 || k.runs[n-1].hi < r.Lo {
@@ -115,7 +203,7 @@ func (k *Knowledge[V]) AddSilence(r Range, added func(Range)) (conflicts int) {
 		if added != nil {
 			added(r)
 		}
-		return 0
+		return conflicts
 	}
 	// Collect the Q gaps of r first (inserting while scanning would shift
 	// the runs under the scan), then insert them as S runs.
@@ -165,6 +253,9 @@ func (k *Knowledge[V]) AddData(t Tick, v V) (added, conflict bool) {
 	if t <= k.final {
 		return false, false
 	}
+	if t <= k.coldHi {
+		return false, !k.cold.Has(t)
+	}
 	i := k.first(t)
 	if i < len(k.runs) && k.runs[i].lo <= t {
 		return false, !k.runs[i].d
@@ -183,6 +274,21 @@ func (k *Knowledge[V]) SetValue(t Tick, v V) bool {
 	if t <= k.final {
 		return false
 	}
+	if t <= k.coldHi {
+		if !k.cold.Has(t) {
+			return false
+		}
+		var zero V
+		if v == zero {
+			delete(k.thawed, t)
+		} else {
+			if k.thawed == nil {
+				k.thawed = map[Tick]V{}
+			}
+			k.thawed[t] = v
+		}
+		return true
+	}
 	i := k.first(t)
 	if i < len(k.runs) && k.runs[i].lo <= t && k.runs[i].d {
 		k.runs[i].v = v
@@ -198,6 +304,17 @@ func (k *Knowledge[V]) SetFinal(t Tick) bool {
 		return false
 	}
 	k.final = t
+	if k.coldHi > 0 {
+		k.cold.DropTo(t)
+		for x := range k.thawed {
+			if x <= t {
+				delete(k.thawed, x)
+			}
+		}
+		if t >= k.coldHi {
+			k.cold, k.coldHi, k.thawed = Packed{}, 0, nil
+		}
+	}
 	i := k.first(t + 1)
 	if t == Max {
 		i = len(k.runs)
@@ -213,8 +330,11 @@ func (k *Knowledge[V]) SetFinal(t Tick) bool {
 
 // VisitQ calls fn for each maximal run of Q ticks inside r, ascending.
 func (k *Knowledge[V]) VisitQ(r Range, fn func(Range)) {
-	if r.Lo <= k.final {
-		r.Lo = k.final + 1
+	if b := k.base(); r.Lo <= b {
+		if b == Max {
+			return
+		}
+		r.Lo = b + 1
 	}
 	if r.Empty() {
 		return
@@ -247,6 +367,41 @@ func (k *Knowledge[V]) Visit(r Range, fn func(r Range, kind Kind, v V) bool) {
 		}
 		r.Lo = k.final + 1
 	}
+	// held: a cold S part that ends where the cold part does, and may go
+	// on in the first run above it (one maximal part).
+	held := Range{1, 0}
+	if r.Lo <= k.coldHi {
+		hi := min(r.Hi, k.coldHi)
+		cur, stop := r.Lo, false
+		k.cold.Each(cur, func(t Tick, _ int64) bool {
+			if t > hi {
+				return false
+			}
+			if t > cur && !fn(Range{cur, t - 1}, S, zero) {
+				stop = true
+				return false
+			}
+			if !fn(Range{t, t}, D, k.thawed[t]) {
+				stop = true
+				return false
+			}
+			cur = t + 1
+			return t < hi
+		})
+		if stop {
+			return
+		}
+		if cur <= hi && cur != 0 {
+			held = Range{cur, hi}
+		}
+		if r.Hi <= k.coldHi {
+			if !held.Empty() {
+				fn(held, S, zero)
+			}
+			return
+		}
+		r.Lo = k.coldHi + 1
+	}
 	for i := k.first(r.Lo); i < len(k.runs) && k.runs[i].lo <= r.Hi; i++ {
 		x := k.runs[i]
 		part := Range{x.lo, x.hi}.Intersect(r)
@@ -254,22 +409,38 @@ func (k *Knowledge[V]) Visit(r Range, fn func(r Range, kind Kind, v V) bool) {
 		if x.d {
 			kind = D
 		}
+		if !held.Empty() {
+			if kind == S && part.Lo == held.Hi+1 {
+				part.Lo = held.Lo
+			} else if !fn(held, S, zero) {
+				return
+			}
+			held = Range{1, 0}
+		}
 		if !fn(part, kind, x.v) {
 			return
 		}
 	}
+	if !held.Empty() {
+		fn(held, S, zero)
+	}
 }
 
-// String renders the stream compactly, e.g. "L≤4 S[5,9] D[10] S[11,20]".
+// String renders the stream compactly, e.g. "L≤4 S[5,9] D[10] S[11,20]",
+// its cold part as if it were runs.
 func (k *Knowledge[V]) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "L≤%d", k.final)
-	for _, r := range k.runs {
-		if r.d {
-			fmt.Fprintf(&b, " D[%d]", r.lo)
-		} else {
-			fmt.Fprintf(&b, " S%s", Range{r.lo, r.hi})
-		}
+	if k.final == Max {
+		return b.String()
 	}
+	k.Visit(Range{k.final + 1, Max}, func(r Range, kind Kind, _ V) bool {
+		if kind == D {
+			fmt.Fprintf(&b, " D[%d]", r.Lo)
+		} else {
+			fmt.Fprintf(&b, " S%s", r)
+		}
+		return true
+	})
 	return b.String()
 }

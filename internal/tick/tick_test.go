@@ -1,7 +1,9 @@
 package tick
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -72,8 +74,9 @@ type refTick struct {
 func TestKnowledgeMatchesReference(t *testing.T) {
 	for seed := uint64(0); seed < 500; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 2))
-		var k Knowledge[int]
+		var k, twin Knowledge[int] // twin is never frozen
 		ref := map[Tick]refTick{}
+		weights := map[Tick]int64{} // of the cold D ticks
 		var final Tick
 		get := func(x Tick) refTick {
 			if x <= final {
@@ -82,7 +85,7 @@ func TestKnowledgeMatchesReference(t *testing.T) {
 			return ref[x]
 		}
 		for op := 0; op < 80; op++ {
-			switch rng.IntN(6) {
+			switch rng.IntN(8) {
 			case 0, 1, 2:
 				r := randRange(rng)
 				var wantAdded []Range
@@ -102,6 +105,7 @@ func TestKnowledgeMatchesReference(t *testing.T) {
 				}
 				var gotAdded []Range
 				conf := k.AddSilence(r, func(g Range) { gotAdded = append(gotAdded, g) })
+				twin.AddSilence(r, nil)
 				if conf != wantConf || !equalRanges(gotAdded, wantAdded) {
 					t.Fatalf("seed %d op %d AddSilence%v: conflicts %d added %v, want %d %v", seed, op, r, conf, gotAdded, wantConf, wantAdded)
 				}
@@ -110,6 +114,7 @@ func TestKnowledgeMatchesReference(t *testing.T) {
 				v := rng.IntN(1000)
 				cur := get(x)
 				added, conflict := k.AddData(x, v)
+				twin.AddData(x, v)
 				wantAdded := cur.k == Q
 				wantConflict := cur.k == S
 				if wantAdded {
@@ -121,14 +126,69 @@ func TestKnowledgeMatchesReference(t *testing.T) {
 			case 5:
 				x := Tick(rng.IntN(domain))
 				moved := k.SetFinal(x)
+				twin.SetFinal(x)
 				if moved != (x > final) {
 					t.Fatalf("seed %d op %d SetFinal(%d) moved=%v with final %d", seed, op, x, moved, final)
 				}
 				final = max(final, x)
+				for y := range weights {
+					if y <= final {
+						delete(weights, y)
+					}
+				}
+			case 6:
+				// Freeze: D ticks whose value is a multiple of 5 refuse.
+				upTo := Tick(rng.IntN(domain + 20))
+				k.Freeze(upTo, func(x Tick, v int) (int64, bool) {
+					if v%5 == 0 {
+						return 0, false
+					}
+					weights[x] = int64(v)
+					return int64(v), true
+				})
+			case 7:
+				// A cache drops or puts back a value.
+				x := Tick(rng.IntN(domain) + 1)
+				v := rng.IntN(3) * 7
+				isD := k.SetValue(x, v)
+				twin.SetValue(x, v)
+				if isD != (get(x).k == D) {
+					t.Fatalf("seed %d op %d SetValue(%d) = %v on %v", seed, op, x, isD, get(x).k)
+				}
+				if isD {
+					ref[x] = refTick{k: D, v: v}
+				}
 			}
 			checkKnowledge(t, seed, op, &k, get, final)
+			if a, b := k.String(), twin.String(); a != b {
+				t.Fatalf("seed %d op %d: frozen renders %s, unfrozen %s", seed, op, a, b)
+			}
+			r := randRange(rng)
+			if a, b := visitParts(&k, r), visitParts(&twin, r); a != b {
+				t.Fatalf("seed %d op %d: Visit%v frozen %s, unfrozen %s", seed, op, r, a, b)
+			}
+			cold, _ := k.Cold()
+			var sum int64
+			for _, w := range weights {
+				sum += w
+			}
+			if cold.Len() != len(weights) || cold.Sum() != sum {
+				t.Fatalf("seed %d op %d: cold holds %d ticks of weight %d, want %d of %d", seed, op, cold.Len(), cold.Sum(), len(weights), sum)
+			}
 		}
 	}
+}
+
+// visitParts renders what Visit yields over r, stopping after six parts.
+func visitParts(k *Knowledge[int], r Range) string {
+	var b strings.Builder
+	n := 0
+	k.Visit(r, func(p Range, kind Kind, v int) bool {
+		fmt.Fprintf(&b, "%v%v=%d ", kind, p, v)
+		n++
+		return n < 6
+	})
+	return b.String()
 }
 
 func checkKnowledge(t *testing.T, seed uint64, op int, k *Knowledge[int], get func(Tick) refTick, final Tick) {
@@ -137,7 +197,7 @@ func checkKnowledge(t *testing.T, seed uint64, op int, k *Knowledge[int], get fu
 		t.Fatalf("seed %d op %d: final %d want %d", seed, op, k.Final(), final)
 	}
 	for i, r := range k.runs {
-		if r.lo > r.hi || r.lo <= final || (r.d && r.lo != r.hi) {
+		if r.lo > r.hi || r.lo <= k.base() || (r.d && r.lo != r.hi) {
 			t.Fatalf("seed %d op %d: bad run %+v in %v", seed, op, r, k)
 		}
 		if i > 0 {
