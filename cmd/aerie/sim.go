@@ -291,10 +291,12 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	wg.Wait()
 	violations := 0
 	var wipes, rejoins, campaigns uint64
+	damaged, summarised, read := 0, 0, 0
 	changed, forwarded, giveUps, noAckAsked, noAckLogged, relayed, relayGiveUps := 0, 0, 0, 0, 0, 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
+			damaged, summarised, read = damaged+o.res.SummariesDamaged, summarised+o.res.SegmentsSummarised, read+o.res.SegmentsRead
 			changed += o.res.MembersChanged
 			campaigns += o.res.RaftLinkCampaigns
 			forwarded, giveUps = forwarded+o.res.Forwarded, giveUps+o.res.ForwardGiveUps
@@ -342,6 +344,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 				fmt.Fprintf(stdout, "state when it stopped:\n%s", o.res.State)
 			}
 		}
+	}
+	if summarised+read > 0 {
+		fmt.Fprintf(stdout, "sim: restores: %d sealed segments taken from their summaries, %d segments read whole, %d summaries damaged\n", summarised, read, damaged)
 	}
 	if wipes+rejoins > 0 {
 		fmt.Fprintf(stdout, "sim: replicated PHB cells: %d disks wiped, %d members rejoined their cell as new members", wipes, rejoins)

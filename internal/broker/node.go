@@ -433,7 +433,12 @@ func (n *Node) openLog() error {
 		return fmt.Errorf("broker %s: recover event log %s: %w", n.opts.ID, dir, err)
 	}
 	n.store = st
-	n.log.Info("event log recovered", "dir", dir, "records", len(ld.Records))
+	events := 0
+	for _, p := range ld.Events {
+		events += p.Len()
+	}
+	n.log.Info("event log recovered", "dir", dir, "records", ld.Next-ld.First, "events", events,
+		"segments_from_summaries", ld.Summarised, "segments_read", ld.Read)
 	return nil
 }
 

@@ -56,7 +56,9 @@
 //
 // # Recovery
 //
-// Open reads and checks every frame. A bad frame (short, with an
+// Open reads and checks every frame; with Options.LazySealed, only the last
+// segment's, and a sealed segment is checked when it is read (Replay,
+// Verify), as a log of gigabytes is not read whole at every start. A bad frame (short, with an
 // impossible length, or with a checksum mismatch) is a torn tail from a
 // crash when it is in the last segment, starts at or past the synced
 // length of the latest surviving mark, and no valid frame follows it at

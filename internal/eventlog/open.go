@@ -23,9 +23,10 @@ type Recovery struct {
 }
 
 // Open opens the log in dir, creating dir and an empty log if needed. It
-// checks every frame of every segment and repairs a torn tail (see the
-// package documentation); corruption anywhere else is refused with an
-// error wrapping ErrCorrupt. Before returning it fsyncs the last segment
+// checks every frame of every segment (of the last one only with
+// Options.LazySealed) and repairs a torn tail (see the package
+// documentation); corruption anywhere else is refused with an error
+// wrapping ErrCorrupt. Before returning it fsyncs the last segment
 // and the directory, so every record the returned Log holds is durable
 // (DurableIndex == NextIndex), even records a failed Sync left behind.
 func Open(fsys vfs.FS, dir string, opts Options) (*Log, Recovery, error) {
@@ -108,6 +109,17 @@ func (l *Log) recover(segs []segment, synced syncedMark, marked bool, markFile i
 			return Recovery{}, corruptAt(s.path, 0, "segment starts at index %d, but the previous segment ends before index %d", s.base, next)
 		}
 		last := i == len(segs)-1
+		if l.opts.LazySealed && !last {
+			// Checked when read: its records are those up to the next
+			// segment's base.
+			size, err := fileSize(l.fs, s.path)
+			if err != nil {
+				return Recovery{}, err
+			}
+			segs[i].size = size
+			next = segs[i+1].base
+			continue
+		}
 		f, err := l.fs.Open(s.path)
 		if err != nil {
 			return Recovery{}, fmt.Errorf("eventlog: open segment: %w", err)
@@ -134,6 +146,20 @@ func (l *Log) recover(segs []segment, synced syncedMark, marked bool, markFile i
 		next += count
 	}
 	return Recovery{}, errors.New("eventlog: no segments to recover") // unreachable: Open checks
+}
+
+// fileSize returns the size of the file at path.
+func fileSize(fsys vfs.FS, path string) (int64, error) {
+	f, err := fsys.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: open segment: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return 0, fmt.Errorf("eventlog: size of %s: %w", path, err)
+	}
+	return size, nil
 }
 
 // startMarks makes the recovered log durable, opens the mark files (their

@@ -36,6 +36,15 @@ type Options struct {
 	// dropped bytes go to the disk.
 	DropSynced bool
 
+	// LazySealed has Open check only the last segment's frames: a sealed
+	// segment (fsynced before its successor was created, never written
+	// again) is checked when it is read (Replay) or verified (Verify).
+	// Its record count comes from the segment names. Open then reads
+	// one segment whatever the log holds, where it read them all: a PHB
+	// keeping millions of events for an away durable subscriber restarts
+	// in a time that does not depend on them (internal/storage).
+	LazySealed bool
+
 	// Base is the index of the first record of a log that Open creates
 	// (default 0); an existing log keeps its indexes. A log installed from
 	// another log's copy (a replicated PHB member catching up from its

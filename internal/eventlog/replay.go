@@ -50,7 +50,7 @@ func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) e
 }
 
 func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) error {
-	s := l.segs[i]
+	s := &l.segs[i]
 	last := i == len(l.segs)-1
 	var (
 		f    vfs.File
@@ -86,6 +86,7 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		if index < from {
 			buf = scratch // skipped payloads can share one buffer
 		}
+		at := r.off
 		payload, err := r.next(buf)
 		if err == io.EOF {
 			break
@@ -96,6 +97,11 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		}
 		if err != nil {
 			return fmt.Errorf("eventlog: read %s at offset %d: %w", s.path, r.off, err)
+		}
+		if !last {
+			// A sealed segment Open did not scan (Options.LazySealed)
+			// gets its marks as it is read.
+			s.note(index, at)
 		}
 		if index >= from {
 			if err := fn(index, payload); err != nil {

@@ -149,6 +149,24 @@ func (e *Engine) dropPayload(ps *pstream, t tick.Tick) bool {
 	return ps.in.DropPayload(t, ps.pub == nil && len(e.membersOf(ps.up)) > 1)
 }
 
+// freeze makes the pubend's knowledge cold up to upTo, as far as its
+// payloads are out of memory: an event kept for a durable subscriber that
+// is away then costs its tick and size packed in a few bytes (its log
+// record holds the rest) instead of a run of the knowledge and an entry of
+// retainedBytes, 48 bytes. Only a prefix freezes, up to the first event
+// whose payload is still cached.
+func (e *Engine) freeze(ps *pstream, upTo tick.Tick) {
+	r := &ps.retained
+	if ps.in.K.Freeze(upTo, func(t tick.Tick, ev *msg.Event) (int64, bool) {
+		if ev != nil {
+			return 0, false
+		}
+		return r.take(t)
+	}) > 0 {
+		r.compact()
+	}
+}
+
 // evictAboveDelivery drops the newest payloads while the cache is still over
 // budget: above a gap a broker that does not host the pubend would
 // otherwise keep every payload that arrives until the gap is filled, rate ×

@@ -19,6 +19,10 @@ func (e *Engine) Describe() string {
 		}
 		fmt.Fprintf(&b, "  %s %s\n", ps.id, role)
 		fmt.Fprintf(&b, "    in  %s\n", clip(ps.in.K.String()))
+		if cold, hi := ps.in.K.Cold(); hi > ps.in.K.Final() {
+			// The part of the knowledge kept packed (tick.Knowledge.Freeze).
+			fmt.Fprintf(&b, "        cold to %d: %d events, %d bytes of them\n", hi, cold.Len(), cold.Sum())
+		}
 		fmt.Fprintf(&b, "        C%s ack %d delivered %d dh %d subs %d%s\n", ps.in.C.String(), ps.in.AckPrefix, ps.delivered,
 			ps.in.K.DoubtHorizon(), len(ps.subs), ps.sub.Describe())
 		if r := ps.rel; r.floorSet || r.released != ps.in.AckPrefix || r.delivered != ps.in.AckPrefix {

@@ -23,10 +23,10 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= maxretain= deltamin= totalhold= window= windowbytes= cc=on dcq=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= pubendcache= maxretain= deltamin= totalhold= window= windowbytes= cc=on dcq=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations; window is CatchupWindowEvents, windowbytes CatchupWindowBytes.
-//	    forget defaults to nrt; relaycache is RelayCacheBytes, deltamin SummaryDeltaMin, totalhold TotalOrderHoldBytes). A line "cell c = b1 b2" makes c a redundant
+//	    forget defaults to nrt; relaycache is RelayCacheBytes, pubendcache PubendCacheBytes, deltamin SummaryDeltaMin, totalhold TotalOrderHoldBytes). A line "cell c = b1 b2" makes c a redundant
 //	    cell: chains name c, and its members are the engines (gd.NewWithCells).
 //	    A line "standby m ..." makes those members of a PHB cell standbys
 //	    (no routes), as the members of a replicated cell that do not serve.
@@ -182,6 +182,7 @@ func (n *node) fsync() {
 }
 
 func (n *node) Fetch(f gd.Fetch, _ []uint64) {
+	n.h.printf(n.indent, "%s: read back %s %v from the log", n.id, f.Pubend, f.Ranges)
 	var evs []*msg.Event
 	for _, r := range n.log {
 		if ev := r.Event; ev != nil && r.Pubend == f.Pubend && slices.ContainsFunc(f.Ranges, func(rg tick.Range) bool { return rg.Lo <= ev.Tick && ev.Tick <= rg.Hi }) {
@@ -528,7 +529,7 @@ func (h *harness) network(args map[string]string, input string) {
 			h.cfg.ReleaseGone = v == "true"
 			continue
 		}
-		if k == "relaycache" || k == "deltamin" || k == "totalhold" || k == "window" || k == "windowbytes" { // bytes, clauses, bytes, events, bytes
+		if k == "relaycache" || k == "pubendcache" || k == "deltamin" || k == "totalhold" || k == "window" || k == "windowbytes" { // bytes, bytes, clauses, bytes, events, bytes
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				h.fatalf("bad config %s=%s", k, v)
@@ -542,6 +543,8 @@ func (h *harness) network(args map[string]string, input string) {
 				h.cfg.CatchupWindowEvents = int(n)
 			case "windowbytes":
 				h.cfg.CatchupWindowBytes = n
+			case "pubendcache":
+				h.cfg.PubendCacheBytes = n
 			default:
 				h.cfg.RelayCacheBytes = n
 			}

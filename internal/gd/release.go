@@ -180,7 +180,7 @@ func (e *Engine) releasePubend(ps *pstream) {
 		if e.mut&MutReleaseEarly != 0 {
 			bound = ps.pub.Announced // broken on purpose: past what downstream has
 		}
-		l = max(l, ps.retained.over(lim, bound, e.mut))
+		l = max(l, e.overRetained(ps, lim, bound))
 	}
 	if r := &ps.rel; !r.lastDInit {
 		r.lastD, r.lastDInit = ps.in.K.Final(), true
@@ -283,7 +283,7 @@ func (e *Engine) ReleaseStatesInto(buf []ReleaseState) []ReleaseState {
 		}
 		if ps.pub != nil {
 			st.MaxRetain, st.MaxRetainBytes = e.cfg.MaxRetain, e.cfg.MaxRetainBytes
-			st.RetainedBytes, st.RetainedEvents = ps.retained.bytes, len(ps.retained.fifo)-ps.retained.head
+			st.RetainedBytes, st.RetainedEvents = ps.retainedTotal()
 		}
 		for _, o := range ps.outs {
 			down = append(down, DownRelease{Cell: o.Down, AckPrefix: o.AckPrefix, Released: o.Released, Delivered: o.Delivered, Gone: o.Gone})

@@ -15,7 +15,16 @@ import (
 // recovered high-water mark is decided (D where an event was logged, S
 // elsewhere) and will never be assigned again (docs/CONCEPTS.md P2, I9). Downstream
 // ostreams start at that mark: downstreams nack what they miss.
-func (e *Engine) Restore(recs []msg.Record) error {
+func (e *Engine) Restore(recs []msg.Record) error { return e.RestoreLog(recs, nil) }
+
+// RestoreLog is Restore with the logged events given apart, per pubend, as
+// their ticks and sizes (retainedSize) in tick order, and recs holding the
+// log's other records (the publishers the events remember come as a
+// metadata record; event records in recs are taken too). The events' knowledge is
+// cold (tick.Knowledge.SetCold) and their payloads stay in the log, read
+// back when a nack or a replay needs them (cache.go): a restart costs a few
+// bytes per retained event, whatever the events hold.
+func (e *Engine) RestoreLog(recs []msg.Record, logged map[msg.PubendID]*tick.Packed) error {
 	events := map[msg.PubendID][]*msg.Event{}
 	hwm := map[msg.PubendID]tick.Tick{}
 	final := map[msg.PubendID]tick.Tick{}
@@ -60,34 +69,34 @@ func (e *Engine) Restore(recs []msg.Record) error {
 			continue
 		}
 		evs := events[ps.id]
-		h := hwm[ps.id]
-		if e.mut&MutReuseTicks != 0 {
-			h = 0
-			if len(evs) > 0 {
-				h = evs[len(evs)-1].Tick
+		var cold tick.Packed
+		if p := logged[ps.id]; p != nil {
+			cold = *p
+		}
+		for _, ev := range evs {
+			if ev.Tick <= cold.Last() {
+				return fmt.Errorf("gd: broker %s: log of pubend %s out of tick order at %d", e.id, ps.id, ev.Tick)
 			}
+			cold.Add(ev.Tick, retainedSize(ev))
+		}
+		h := max(hwm[ps.id], cold.Last())
+		if e.mut&MutReuseTicks != 0 {
+			h = cold.Last()
 		}
 		ps.pub.Restore(evs, h)
 		h = ps.pub.HWM
 		if h == 0 {
 			continue
 		}
-		var none tick.RangeSet
-		for _, ev := range evs {
-			ps.in.AcceptData(ev.Tick, ev, &none)
-			ps.cache.push(ev.Tick, ev)
-			ps.retained.push(ev.Tick, retainedSize(ev))
-		}
-		// Silence fills the ticks around the logged events; it skips D ticks
-		// by design, so its contradiction count is meaningless here.
-		_ = ps.in.K.AddSilence(tick.Range{Lo: 1, Hi: h}, nil)
+		// Every tick up to h is decided: D at the logged events, S around
+		// them, all of it cold.
+		ps.in.K.SetCold(cold, h)
 		// Ticks up to the snapshot's release point are L: their events may
 		// have been dropped with the log segments that held them.
 		if f := final[ps.id]; f > 0 {
 			ps.in.K.SetFinal(min(f, h))
 			ps.in.AckPrefix = ps.in.K.Final()
 		}
-		ps.retained.release(ps.in.K.Final())
 		for _, o := range ps.outs {
 			o.SentHi = h
 			if e.cfg.ReleaseGone {
@@ -104,7 +113,6 @@ func (e *Engine) Restore(recs []msg.Record) error {
 		ps.rel.released = max(ps.rel.released, ps.in.K.Final())
 		ps.rel.delivered = max(ps.rel.delivered, ps.in.K.Final())
 		e.updateRelease(ps)
-		e.evict(ps)
 	}
 	return nil
 }

@@ -3,16 +3,29 @@ package gd
 import (
 	"testing"
 
+	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // TestRetainedBytesOver: past the bound, the oldest events go until the rest
 // fit, never past the tick the caller allows; releases drop them from the
-// count.
+// count. The oldest four are cold (freeze): the walk goes through them and
+// on through the others alike.
 func TestRetainedBytesOver(t *testing.T) {
-	var r retainedBytes
+	e := &Engine{}
+	ps := &pstream{}
 	for i := 1; i <= 10; i++ {
-		r.push(tick.Tick(10*i), 100) // ticks 10…100, 100 B each
+		x := tick.Tick(10 * i) // ticks 10…100, 100 B each
+		ps.retained.push(x, 100)
+		ps.in.K.AddSilence(tick.Range{Lo: x - 9, Hi: x - 1}, nil)
+		ps.in.K.AddData(x, nil)
+	}
+	e.freeze(ps, 40)
+	if cold, hi := ps.in.K.Cold(); cold.Len() != 4 || hi != 40 || len(ps.retained.fifo)-ps.retained.head != 6 {
+		t.Fatalf("frozen %d ticks up to %d, %d left warm; want 4 up to 40, 6", cold.Len(), hi, len(ps.retained.fifo)-ps.retained.head)
+	}
+	if b, n := ps.retainedTotal(); b != 1000 || n != 10 {
+		t.Fatalf("retained %d B in %d events, want 1000 in 10", b, n)
 	}
 	for _, c := range []struct {
 		limit int64
@@ -26,19 +39,52 @@ func TestRetainedBytesOver(t *testing.T) {
 		{450, 35, 30},   // only up to what every SHB delivered
 		{450, 5, 0},     // nothing delivered: nothing may go
 	} {
-		if got := r.over(c.limit, c.bound, 0); got != c.want {
+		if got := e.overRetained(ps, c.limit, c.bound); got != c.want {
 			t.Errorf("over(%d, %d) = %d, want %d", c.limit, c.bound, got, c.want)
 		}
 	}
-	if got := r.over(999, 1000, MutReleaseOneMore); got != 20 {
+	e.mut = MutReleaseOneMore
+	if got := e.overRetained(ps, 999, 1000); got != 20 {
 		t.Errorf("under MutReleaseOneMore: %d, want 20", got)
 	}
-	r.release(60)
-	if r.bytes != 400 || r.over(450, 1000, 0) != 0 {
-		t.Errorf("after releasing up to 60: %d bytes, over %d", r.bytes, r.over(450, 1000, 0))
+	if got := e.overRetained(ps, 650, 1000); got != 50 {
+		t.Errorf("under MutReleaseOneMore, past the cold ticks: %d, want 50", got)
 	}
-	r.release(1000)
-	if r.bytes != 0 || len(r.fifo) != 0 {
-		t.Errorf("after releasing all: %d bytes, %d entries", r.bytes, len(r.fifo))
+	e.mut = 0
+	release := func(f tick.Tick) {
+		ps.in.K.SetFinal(f)
+		ps.retained.release(f)
+	}
+	release(60)
+	if b, n := ps.retainedTotal(); b != 400 || n != 4 || e.overRetained(ps, 450, 1000) != 0 {
+		t.Errorf("after releasing up to 60: %d bytes in %d events, over %d", b, n, e.overRetained(ps, 450, 1000))
+	}
+	release(1000)
+	if b, n := ps.retainedTotal(); b != 0 || n != 0 || len(ps.retained.fifo) != 0 {
+		t.Errorf("after releasing all: %d bytes, %d events, %d entries", b, n, len(ps.retained.fifo))
+	}
+}
+
+// TestFreezeStopsAtACachedPayload: an event whose payload is still in
+// memory stays warm, and so does everything after it.
+func TestFreezeStopsAtACachedPayload(t *testing.T) {
+	e := &Engine{}
+	ps := &pstream{}
+	for i := 1; i <= 5; i++ {
+		x := tick.Tick(10 * i)
+		ps.retained.push(x, 100)
+		var ev *msg.Event
+		if i == 3 {
+			ev = &msg.Event{Tick: x}
+		}
+		ps.in.K.AddSilence(tick.Range{Lo: x - 9, Hi: x - 1}, nil)
+		ps.in.K.AddData(x, ev)
+	}
+	e.freeze(ps, 1000)
+	if cold, hi := ps.in.K.Cold(); cold.Len() != 2 || hi != 29 {
+		t.Fatalf("frozen %d ticks up to %d, want 2 up to 29 (the silence before tick 30)", cold.Len(), hi)
+	}
+	if k, v := ps.in.K.Get(30); k != tick.D || v == nil {
+		t.Fatalf("tick 30 = %v %v, want D with its payload", k, v)
 	}
 }

@@ -119,6 +119,24 @@ func EncodeRecord(dst []byte, r Record) ([]byte, error) {
 	return AppendEvent(append(dst, recEvent), r.Event), nil
 }
 
+// ViewEventRecord fills ev with a view of the event record b, without a
+// copy (ViewEventTo: b must not be written while ev is used), and reports
+// whether b is an event record at all; other records are left to
+// DecodeRecord.
+func ViewEventRecord(ev *Event, b []byte) (bool, error) {
+	if len(b) == 0 || b[0] != recEvent {
+		return false, nil
+	}
+	n, err := ViewEventTo(ev, b[1:])
+	if err != nil {
+		return false, fmt.Errorf("%w: event: %w", ErrBadRecord, err)
+	}
+	if n != len(b)-1 {
+		return false, fmt.Errorf("%w: %d trailing bytes", ErrBadRecord, len(b)-1-n)
+	}
+	return true, nil
+}
+
 // DecodeRecord decodes one record; it never panics on bad input. An event
 // record's event owns a copy of its bytes (b may be reused). The encoding is
 // checked to be canonical, as on the wire.

@@ -10,35 +10,31 @@
 // durably, then drop the whole log segments below that first unreleased
 // event. A crash between the two leaves snapshot and log overlapping, which
 // restore handles.
+//
+// Memory: a pubend that keeps millions of events for a durable subscriber
+// that is away must not pay for each. The tracker keeps one entry (a tick
+// and its log index) per indexEvery events of a pubend, and the cut it
+// computes is the index of that entry at or below the first unreleased
+// event: a few events early, never late.
 package retention
 
 import (
+	"sort"
+
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
-// Tracker remembers the log index of every event record not yet released,
-// and a sparse tick index per pubend for fetching events back.
+// Tracker remembers, per pubend, a sparse index from the ticks of its
+// logged events to their log indexes: for the cut, and for fetching events
+// back.
 type Tracker struct {
-	q     queue
 	ticks map[msg.PubendID]*tickIndex
-	// Pubends are numbered so that an entry holds no pointer: the queue
-	// holds every unreleased event (hundreds of thousands at full rate) and
-	// the garbage collector need not scan it.
-	pubends []msg.PubendID
-	number  map[msg.PubendID]uint32
 	// The last pubend Appended saw: a group commit's records come in runs
-	// of one pubend, and the two map lookups per event were 0.06 µs of a
-	// PHB's cost per event.
+	// of one pubend, and the map lookup per event was a PHB's cost per
+	// event.
 	last     msg.PubendID
-	lastP    uint32
 	lastTick *tickIndex
-}
-
-type entry struct {
-	index uint64
-	t     tick.Tick
-	p     uint32 // Tracker.pubends[p]
 }
 
 // Appended notes that r was appended to the log at index.
@@ -46,48 +42,39 @@ func (t *Tracker) Appended(index uint64, r msg.Record) {
 	if r.Event == nil {
 		return
 	}
-	if x := t.lastTick; x != nil && r.Pubend == t.last {
-		t.q.push(entry{index: index, t: r.Event.Tick, p: t.lastP})
-		x.note(r.Event.Tick, index)
+	t.Noted(r.Pubend, r.Event.Tick, index)
+}
+
+// Noted notes that the event of pubend p at tick at was appended to the
+// log at index (in log order).
+func (t *Tracker) Noted(p msg.PubendID, at tick.Tick, index uint64) {
+	if x := t.lastTick; x != nil && p == t.last {
+		x.note(at, index)
 		return
 	}
-	p, ok := t.number[r.Pubend]
-	if !ok {
-		if t.number == nil {
-			t.number = map[msg.PubendID]uint32{}
-		}
-		p = uint32(len(t.pubends))
-		t.pubends = append(t.pubends, r.Pubend)
-		t.number[r.Pubend] = p
-	}
-	t.q.push(entry{index: index, t: r.Event.Tick, p: p})
 	if t.ticks == nil {
 		t.ticks = map[msg.PubendID]*tickIndex{}
 	}
-	x := t.ticks[r.Pubend]
+	x := t.ticks[p]
 	if x == nil {
 		x = &tickIndex{}
-		t.ticks[r.Pubend] = x
+		t.ticks[p] = x
 	}
-	x.note(r.Event.Tick, index)
-	t.last, t.lastP, t.lastTick = r.Pubend, p, x
+	x.note(at, index)
+	t.last, t.lastTick = p, x
 }
 
-// Cut returns the lowest log index that must be kept: that of the first
-// event not yet released, or next (the log's next index) when all are.
-// Events leave the tracker in log order, so an unreleased event of one
-// pubend holds back the cut for all: conservative, never wrong.
+// Cut returns the lowest log index that must be kept: at or below that of
+// the first event not yet released, or next (the log's next index) when
+// all are. Conservative, never wrong: the entry found for a pubend may lie
+// up to indexEvery of its events before its first unreleased one.
 func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64 {
-	rel := make([]tick.Tick, len(t.pubends)) // released() once per pubend, not per event
-	for i, p := range t.pubends {
-		rel[i] = released(p)
-	}
-	for t.q.len() > 0 && t.q.front().t <= rel[t.q.front().p] {
-		t.q.pop()
-	}
 	cut := next
-	if t.q.len() > 0 {
-		cut = t.q.front().index
+	for p, x := range t.ticks {
+		if len(x.entries) == 0 || x.last <= released(p) {
+			continue // every event of p noted is released
+		}
+		cut = min(cut, x.cutAt(released(p)))
 	}
 	for _, x := range t.ticks {
 		x.dropBelow(cut)
@@ -95,49 +82,91 @@ func (t *Tracker) Cut(next uint64, released func(msg.PubendID) tick.Tick) uint64
 	return cut
 }
 
-// Pending returns the number of unreleased events tracked.
-func (t *Tracker) Pending() int { return t.q.len() }
-
-// queue is a FIFO of entries in fixed-size blocks: it grows without copying
-// what it holds (one slice grown by append copied every entry at each
-// doubling, a few percent of a busy PHB's CPU) and frees blocks as the
-// front is released.
-type queue struct {
-	blocks [][]entry
-	head   int // next entry of blocks[0]
-	n      int
-}
-
-const queueBlock = 4096
-
-func (q *queue) len() int { return q.n }
-
-func (q *queue) push(e entry) {
-	if k := len(q.blocks); k == 0 || len(q.blocks[k-1]) == queueBlock {
-		q.blocks = append(q.blocks, make([]entry, 0, queueBlock))
+// Entries returns the number of index entries held, for the memory a
+// pubend's retained events cost here.
+func (t *Tracker) Entries() int {
+	n := 0
+	for _, x := range t.ticks {
+		n += len(x.entries)
 	}
-	last := &q.blocks[len(q.blocks)-1]
-	*last = append(*last, e)
-	q.n++
-}
-
-func (q *queue) front() entry { return q.blocks[0][q.head] }
-
-func (q *queue) pop() {
-	q.head++
-	q.n--
-	if q.head == len(q.blocks[0]) && (len(q.blocks) > 1 || q.head == queueBlock) {
-		q.blocks[0] = nil
-		q.blocks = q.blocks[1:]
-		q.head = 0
-	}
+	return n
 }
 
 // Loaded is what a restarting broker finds in its log: the records to
-// restore the engine from (snapshot first, then the log in order), the
-// tracker of the events among them, and the log's bounds.
+// restore the engine from (the snapshot's first, then the log's records
+// that are not events, in log order, then per pubend a metadata record of
+// the publishers its events remember), the events per pubend as their
+// ticks with their sizes (msg.EventSize: what max_retain_bytes counts),
+// the tracker of those events, and the log's bounds. Payloads stay on
+// disk: the engine reads them back when a nack or a replay needs them.
 type Loaded struct {
 	Records     []msg.Record
+	Events      map[msg.PubendID]*tick.Packed
 	Tracker     Tracker
 	First, Next uint64
+	// Summarised and Read count the sealed segments taken from their
+	// summaries and the segments read whole (the last one among them).
+	Summarised, Read int
+}
+
+// tickIndex maps one pubend's ticks to log indexes, sparsely: entries in
+// tick order (which is log order for one pubend).
+type tickIndex struct {
+	seen    int
+	last    tick.Tick // the tick of the last event noted
+	entries []tickAt
+}
+
+type tickAt struct {
+	t     tick.Tick
+	index uint64
+}
+
+// indexEvery is the spacing of the sparse tick index: one entry per this
+// many events of a pubend. A fetch reads at most that many of the pubend's
+// events (and the other pubends' records interleaved with them) before the
+// first one it wants, for 16 bytes of memory per indexEvery events.
+const indexEvery = 64
+
+func (x *tickIndex) note(t tick.Tick, index uint64) {
+	if x.seen%indexEvery == 0 {
+		x.entries = append(x.entries, tickAt{t, index})
+	}
+	x.seen++
+	x.last = t
+}
+
+// start returns the log index from which a read finds every event with a
+// tick at or above t: that of the last entry at or below t (0 when there
+// is none: read from the log's first record).
+func (x *tickIndex) start(t tick.Tick) uint64 {
+	i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].t > t })
+	if i == 0 {
+		return 0
+	}
+	return x.entries[i-1].index
+}
+
+// cutAt returns the log index at or below that of the first event above
+// rel: the last entry at or below rel, or else the first entry. Entries
+// below the cut are dropped but for the last one, which is released, so
+// when every entry lies above rel the first is the first event noted.
+func (x *tickIndex) cutAt(rel tick.Tick) uint64 {
+	if i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].t > rel }); i > 0 {
+		return x.entries[i-1].index
+	}
+	return x.entries[0].index
+}
+
+// dropBelow forgets entries below log index cut, keeping the last one
+// before it as a starting point for what lies between.
+func (x *tickIndex) dropBelow(cut uint64) {
+	i := sort.Search(len(x.entries), func(i int) bool { return x.entries[i].index >= cut })
+	if i > 1 {
+		n := copy(x.entries, x.entries[i-1:])
+		x.entries = x.entries[:n]
+		if cap(x.entries) > 64 && n < cap(x.entries)/4 {
+			x.entries = append([]tickAt(nil), x.entries...)
+		}
+	}
 }

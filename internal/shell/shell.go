@@ -189,7 +189,7 @@ func (b *Broker) Engine() *gd.Engine { return b.eng }
 // and adopts the log's bookkeeping.
 func (b *Broker) Restore(l retention.Loaded) error {
 	recs := b.restoreDurables(l.Records)
-	if err := b.eng.Restore(recs); err != nil {
+	if err := b.eng.RestoreLog(recs, l.Events); err != nil {
 		return err
 	}
 	b.retain = l.Tracker

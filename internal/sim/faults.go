@@ -45,6 +45,8 @@ func (w *world) inject(kind string) {
 		w.crash(n)
 		if wipe {
 			w.wipe(n)
+		} else if w.plan.faults[FaultSummary] && w.srng.IntN(2) == 0 {
+			w.damageSummary(n)
 		}
 		w.after(ms(300, 5000), func() {
 			if !w.healed {

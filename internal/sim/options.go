@@ -68,10 +68,17 @@ const (
 	// after its election timeout. Runs without it (every seed found
 	// before it, which keeps its fault set) elect on timeouts alone.
 	FaultFailover = "failover"
+	// FaultSummary damages, at some crashes of a broker with a disk, one
+	// of the summaries its event log keeps of its sealed segments
+	// (internal/storage): torn, replaced by another segment's, or a byte
+	// flipped. A crash tears them by itself too (they are written without
+	// an fsync); a restart must ignore a summary that does not hold and
+	// read its segment instead (checkRestored).
+	FaultSummary = "summary"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers, FaultSummary}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
 // every kind. Overload (congestion control under capped links) joined them
@@ -270,6 +277,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	wipeRng := rand.New(rand.NewPCG(o.Seed, 0x77697065))    // "wipe"
 	membRng := rand.New(rand.NewPCG(o.Seed, 0x6d656d62))    // "memb"
 	failRng := rand.New(rand.NewPCG(o.Seed, 0x6661696c))    // "fail"
+	sumRng := rand.New(rand.NewPCG(o.Seed, 0x73756d73))     // "sums"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -294,6 +302,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = membRng
 		case FaultFailover:
 			r = failRng
+		case FaultSummary:
+			r = sumRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

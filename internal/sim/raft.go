@@ -441,15 +441,12 @@ func (w *world) serve(n *node, ev raftnode.Event) {
 		w.orc.Violate("I9", "%s cannot restore the pubends from the committed log: %v", n.id, err)
 		return
 	}
-	byPubend := map[msg.PubendID][]*msg.Event{}
-	for _, r := range ev.Loaded.Records {
-		if r.Event != nil {
-			byPubend[r.Pubend] = append(byPubend[r.Pubend], r.Event)
-		}
+	recs, err := n.raft.rn.StoreRecords()
+	if err != nil {
+		w.orc.Violate("I9", "%s cannot read the committed log it restored from: %v", n.id, err)
+		return
 	}
-	for _, p := range n.broker.Pubends {
-		w.orc.Recovered(p, byPubend[p], releasedIn(ev.Loaded.Records, p))
-	}
+	w.checkRestored(n, recs, ev.Loaded)
 	n.raft.rn.Attach(&raftShell{w: w, n: n, gen: n.gen})
 	w.forwardServe(n)
 	for _, l := range w.links {

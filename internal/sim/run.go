@@ -94,6 +94,11 @@ type Result struct {
 	RaftSnapshotMaxBytes           int
 	RaftLogMaxBytes                int64
 	RaftLogMaxEntries              uint64
+	// SummariesDamaged: segment summaries damaged (FaultSummary);
+	// SegmentsSummarised and SegmentsRead: sealed segments restarts took
+	// from their summaries, and segments they read whole (the last one of
+	// every restart among them).
+	SummariesDamaged, SegmentsSummarised, SegmentsRead int
 	// RaftWipes: members whose disk was wiped (FaultWipe); RaftRejoins:
 	// members that rejoined their cell as a new member.
 	RaftWipes, RaftRejoins uint64
@@ -173,6 +178,7 @@ func Run(o Options) (Result, error) {
 		lrng:    rand.New(rand.NewPCG(o.Seed, 0x6c6561766573)), // "leaves"
 		rrng:    rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
 		wrng:    rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
+		srng:    rand.New(rand.NewPCG(o.Seed, 0x73756d6d)),     // "summ"
 		crng:    rand.New(rand.NewPCG(o.Seed, 0x6d656d6273)),   // "membs"
 		cellOut: map[msg.NodeID]msg.NodeID{},
 		fdGen:   map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
@@ -271,6 +277,7 @@ func Run(o Options) (Result, error) {
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins
+	res.SummariesDamaged, res.SegmentsSummarised, res.SegmentsRead = w.sums.damaged, w.sums.summarised, w.sums.read
 	res.MembersChanged = w.membersChanged
 	res.RaftChunked = w.raftStats.chunked
 	res.RaftLinkCampaigns = w.raftStats.linkCampaigns

@@ -74,6 +74,10 @@ type world struct {
 	rrng *rand.Rand
 	// wrng decides which crashes of replicated members wipe their disk.
 	wrng *rand.Rand
+	// srng decides which crashes damage a segment summary (FaultSummary);
+	// sums counts them and what restarts read.
+	srng *rand.Rand
+	sums struct{ damaged, summarised, read int }
 	// crng draws the changes of replicated cells' members (members.go);
 	// cellOut is, per cell, the member its config has removed;
 	// membersChanged counts the removals.
@@ -462,21 +466,14 @@ func (w *world) restart(n *node) {
 		panic(fmt.Sprintf("sim: %s restore: %v", n.id, err))
 	}
 	w.watchRelease(n)
-	byPubend := map[msg.PubendID][]*msg.Event{}
-	released := map[msg.PubendID]tick.Tick{}
-	for _, r := range ld.Records {
-		if r.Event != nil {
-			byPubend[r.Pubend] = append(byPubend[r.Pubend], r.Event)
-		}
-		if r.Meta != nil {
-			released[r.Pubend] = max(released[r.Pubend], r.Meta.Final)
-		}
-	}
 	if n.disk != nil {
 		// A replicated member's acked events are checked when it serves.
-		for _, p := range n.broker.Pubends {
-			w.orc.Recovered(p, byPubend[p], released[p])
+		recs, err := n.disk.store.Records()
+		if err != nil {
+			w.orc.Violate("I9", "%s cannot read back the event log it restored from: %v", n.id, err)
+			return
 		}
+		w.checkRestored(n, recs, ld)
 	}
 	n.up = true
 	inc := n.inc

@@ -176,7 +176,7 @@ func install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, first uin
 	if err := eventlog.WriteSnapshot(fsys, snapPath, snapshot); err != nil {
 		return nil, fmt.Errorf("storage: install: %w", err)
 	}
-	opts.Base = first
+	opts.Base, opts.LazySealed = first, true
 	l, _, err := eventlog.Open(fsys, dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("storage: install: %w", err)
@@ -185,22 +185,26 @@ func install(fsys vfs.FS, dir, snapPath string, opts eventlog.Options, first uin
 		l.Close()
 		return nil, fmt.Errorf("storage: install into %s: it holds records %d to %d", dir, l.FirstIndex(), l.NextIndex())
 	}
+	s := newStore(fsys, snapPath, l)
 	for {
 		p, err := next()
 		if err == nil && p == nil {
 			break
 		}
 		if err == nil {
-			_, err = l.Append(p)
+			_, err = s.AppendEncoded([][]byte{p})
+		}
+		if err == nil && len(s.sum.entries) >= 1<<16 {
+			err = s.Flush() // seals the segments it fills, and summarises them
 		}
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("storage: install: %w", err)
 		}
 	}
-	if err := l.Sync(); err != nil {
+	if err := s.Sync(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("storage: install: %w", err)
 	}
-	return &Store{fs: fsys, snapPath: snapPath, log: l}, nil
+	return s, nil
 }

@@ -24,21 +24,45 @@ type Store struct {
 	fs       vfs.FS
 	snapPath string
 	log      *eventlog.Log
+	// sum is the summary of the active segment being written (summary.go):
+	// the entries of the records from index base (the active segment's
+	// first) to the log's next index.
+	sum struct {
+		base       uint64
+		lost       bool // out of step: none written (summarise)
+		entries    []sumEntry
+		activeBase uint64 // the active segment's base when last looked
+		scratch    msg.Event
+	}
 }
 
 // Open opens (or creates) the log in dir and reads back everything a
-// restart needs; rec says whether a crash had torn the log's tail.
+// restart needs; rec says whether a crash had torn the log's tail. It
+// reads the sealed segments' summaries rather than the segments
+// (summary.go), and the last segment whole, so its time and the memory of
+// what it returns grow with the events the log holds, not with their
+// payloads: a few bytes per event (retention.Loaded). A sealed segment is
+// checked for damage when it is read (eventlog.Options.LazySealed).
 func Open(fsys vfs.FS, dir, snapPath string, opts eventlog.Options) (s *Store, ld retention.Loaded, rec eventlog.Recovery, err error) {
+	opts.LazySealed = true
 	l, rec, err := eventlog.Open(fsys, dir, opts)
 	if err != nil {
 		return nil, ld, rec, fmt.Errorf("open event log %s: %w", dir, err)
 	}
-	if ld.Records, err = Load(fsys, snapPath, l, &ld.Tracker); err != nil {
+	s = &Store{fs: fsys, snapPath: snapPath, log: l}
+	if ld, err = s.load(); err != nil {
 		l.Close()
 		return nil, ld, rec, fmt.Errorf("recover event log %s: %w", dir, err)
 	}
 	ld.First, ld.Next = l.FirstIndex(), l.NextIndex()
-	return &Store{fs: fsys, snapPath: snapPath, log: l}, ld, rec, nil
+	return s, ld, rec, nil
+}
+
+// newStore returns a store around l, a log that holds no record.
+func newStore(fsys vfs.FS, snapPath string, l *eventlog.Log) *Store {
+	s := &Store{fs: fsys, snapPath: snapPath, log: l}
+	s.sum.base, s.sum.activeBase = l.NextIndex(), l.ActiveBase()
+	return s
 }
 
 // Append encodes recs and appends them (not yet durable: Sync), returning
@@ -48,12 +72,24 @@ func (s *Store) Append(recs []msg.Record) (first uint64, err error) {
 	for _, r := range recs {
 		// Encoded straight into the log's buffer: an event record is the
 		// event's one encoding, copied once (docs/ARCHITECTURE.md).
-		_, err = s.log.AppendEncoded(func(dst []byte) ([]byte, error) { return msg.EncodeRecord(dst, r) })
+		var raw []byte
+		_, err = s.log.AppendEncoded(func(dst []byte) ([]byte, error) {
+			out, err := msg.EncodeRecord(dst, r)
+			if err == nil && r.Event == nil {
+				raw = append([]byte(nil), out[len(dst):]...)
+			}
+			return out, err
+		})
 		if errors.Is(err, msg.ErrBadRecord) {
 			return first, fmt.Errorf("encode %v: %w", r, err)
 		}
 		if err != nil {
 			return first, err
+		}
+		if r.Event != nil {
+			s.sum.entries = append(s.sum.entries, eventEntry(r))
+		} else {
+			s.sum.entries = append(s.sum.entries, sumEntry{raw: raw})
 		}
 	}
 	return first, nil
@@ -65,19 +101,64 @@ func (s *Store) Append(recs []msg.Record) (first uint64, err error) {
 func (s *Store) AppendEncoded(recs [][]byte) (first uint64, err error) {
 	first = s.log.NextIndex()
 	for _, p := range recs {
+		e, err := entryOf(p, &s.sum.scratch)
+		if err != nil {
+			return first, fmt.Errorf("storage: record %d: %w", s.log.NextIndex(), err)
+		}
 		if _, err = s.log.Append(p); err != nil {
 			return first, err
 		}
+		s.sum.entries = append(s.sum.entries, e)
 	}
+	s.sum.scratch = msg.Event{}
 	return first, nil
 }
 
 // Sync makes every appended record durable.
-func (s *Store) Sync() error { return s.log.Sync() }
+func (s *Store) Sync() error {
+	err := s.log.Sync()
+	s.summarise()
+	return err
+}
 
 // Flush writes the appended records to the log's files without making
 // them durable (eventlog.Log.Flush).
-func (s *Store) Flush() error { return s.log.Flush() }
+func (s *Store) Flush() error {
+	err := s.log.Flush()
+	s.summarise()
+	return err
+}
+
+// summarise writes the summary of every segment sealed since it last
+// looked, from the entries of its records.
+func (s *Store) summarise() {
+	active := s.log.ActiveBase()
+	if active == s.sum.activeBase {
+		return
+	}
+	s.sum.activeBase = active
+	for _, seg := range s.log.Segments() {
+		if !seg.Sealed || seg.Next <= s.sum.base {
+			continue
+		}
+		n := seg.Next - seg.Base
+		if seg.Base != s.sum.base || uint64(len(s.sum.entries)) < n {
+			// Out of step (a bug): no more summaries until a restart,
+			// which reads the segments instead.
+			s.sum.lost = true
+		}
+		if !s.sum.lost {
+			if id, err := idOf(s.log, seg); err == nil {
+				_ = writeSummary(s.fs, seg.Path, id, s.sum.entries[:n]) // else a restart reads the segment
+			}
+		}
+		n = min(n, uint64(len(s.sum.entries)))
+		rest := copy(s.sum.entries, s.sum.entries[n:])
+		clear(s.sum.entries[rest:])
+		s.sum.entries = s.sum.entries[:rest]
+		s.sum.base = seg.Next
+	}
+}
 
 // Fetch reads events of pubend p in ranges back, each range's scan
 // starting at the log index in from (Tracker.FetchStart).
@@ -118,10 +199,18 @@ func (s *Store) TrimEncoded(cut uint64, snap [][]byte) (first, dropped uint64, e
 	if err := eventlog.WriteSnapshot(s.fs, s.snapPath, snap); err != nil {
 		return before, 0, err
 	}
-	if err := s.log.TruncateFront(cut); err != nil {
+	segs := s.log.Segments()
+	err = s.log.TruncateFront(cut)
+	first = s.log.FirstIndex()
+	for _, seg := range segs {
+		if seg.Base < first {
+			_ = s.fs.Remove(summaryName(seg.Path)) // else removed at the next Open
+		}
+	}
+	if err != nil {
 		return before, 0, fmt.Errorf("storage: %w", err)
 	}
-	return s.log.FirstIndex(), s.log.FirstIndex() - before, nil
+	return first, first - before, nil
 }
 
 // Size returns the bytes of the log's files (and of what it buffers).
@@ -131,36 +220,13 @@ func (s *Store) Size() int64 { return s.log.Size() }
 func (s *Store) Bounds() (first, next uint64) { return s.log.FirstIndex(), s.log.NextIndex() }
 
 // Close closes the log.
-func (s *Store) Close() error { return s.log.Close() }
-
-// Load reads the snapshot and the log for a restart: snapshot records
-// first, then every record the log still holds, in order.
-func Load(fsys vfs.FS, snapPath string, l *eventlog.Log, tr *retention.Tracker) ([]msg.Record, error) {
-	payloads, err := eventlog.ReadSnapshot(fsys, snapPath)
-	if err != nil {
-		return nil, err
+func (s *Store) Close() error {
+	err := s.log.Flush()
+	s.summarise()
+	if cerr := s.log.Close(); err == nil {
+		err = cerr
 	}
-	var recs []msg.Record
-	for i, p := range payloads {
-		r, err := msg.DecodeRecord(p)
-		if err != nil {
-			return nil, fmt.Errorf("storage: snapshot %s record %d: %w", snapPath, i, err)
-		}
-		recs = append(recs, r)
-	}
-	err = l.Replay(l.FirstIndex(), func(i uint64, p []byte) error {
-		r, err := msg.DecodeRecord(p)
-		if err != nil {
-			return fmt.Errorf("log record %d: %w", i, err)
-		}
-		tr.Appended(i, r)
-		recs = append(recs, r)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storage: %w", err)
-	}
-	return recs, nil
+	return err
 }
 
 var errDone = errors.New("storage: fetch done")

@@ -54,10 +54,15 @@ func TestAppendEncodedIsAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if ld.Next != uint64(len(want)) || len(ld.Records) != len(want) {
-		t.Fatalf("reopened store ends at %d with %d records, want %d", ld.Next, len(ld.Records), len(want))
+	recs, err := s.Records()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, r := range ld.Records {
+	if ld.Next != uint64(len(want)) || len(recs) != len(want) {
+		t.Fatalf("reopened store ends at %d with %d records, want %d", ld.Next, len(recs), len(want))
+	}
+	checkLoaded(t, ld, nil, recs)
+	for i, r := range recs {
 		b1, _ := msg.EncodeRecord(nil, r)
 		b2, _ := msg.EncodeRecord(nil, want[i])
 		if !reflect.DeepEqual(b1, b2) {

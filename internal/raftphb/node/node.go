@@ -1197,6 +1197,10 @@ type Stats struct {
 // store (its log of committed records), for status pages.
 func (n *Node) StoreBounds() (first, next uint64) { return n.store.Bounds() }
 
+// StoreRecords reads every record of the member's pubend store, events
+// whole (storage.Store.Records), for checks: what a restore stands for.
+func (n *Node) StoreRecords() ([]msg.Record, error) { return n.store.Records() }
+
 // Stats returns the member's Raft log size (as of the last completed
 // Ready) and snapshot counters. Like RunJobs, it may be called while
 // SyncLog runs.

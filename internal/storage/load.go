@@ -1,0 +1,237 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+// DedupKept is how many of each publisher's latest logged events a
+// restart reports per pubend for deduplication (retention.Loaded's
+// metadata records): gd.Config.DedupWindow's default, the most a pubend
+// remembers.
+const DedupKept = 4096
+
+// errSegmentEnd stops a replay at the end of the segment being read.
+var errSegmentEnd = errors.New("storage: end of segment")
+
+// load reads what a restart needs: the snapshot's records, then, segment
+// by segment, the summary of a sealed segment when it holds (summary.go)
+// and the records of any other, the last one always. Events become ticks
+// and sizes; the store's summary of the active segment starts with its
+// records. A sealed segment read whole gets its summary written again.
+func (s *Store) load() (retention.Loaded, error) {
+	var ld retention.Loaded
+	payloads, err := eventlog.ReadSnapshot(s.fs, s.snapPath)
+	if err != nil {
+		return ld, err
+	}
+	for i, p := range payloads {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return ld, fmt.Errorf("storage: snapshot %s record %d: %w", s.snapPath, i, err)
+		}
+		ld.Records = append(ld.Records, r)
+	}
+	a := loader{ld: &ld, dedup: map[msg.PubendID]*dedupLog{}}
+	segs := s.log.Segments()
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		if !last {
+			if ok, err := a.fromSummary(s, seg); err != nil {
+				return ld, err
+			} else if ok {
+				ld.Summarised++
+				continue
+			}
+		}
+		ld.Read++
+		var entries []sumEntry
+		err := s.log.Replay(seg.Base, func(index uint64, p []byte) error {
+			if index >= seg.Next && !last {
+				return errSegmentEnd
+			}
+			e, err := entryOf(p, &s.sum.scratch)
+			if err != nil {
+				return fmt.Errorf("log record %d: %w", index, err)
+			}
+			if err := a.entry(index, e); err != nil {
+				return err
+			}
+			entries = append(entries, e)
+			return nil
+		})
+		s.sum.scratch = msg.Event{}
+		if err != nil && !errors.Is(err, errSegmentEnd) {
+			return ld, fmt.Errorf("storage: %w", err)
+		}
+		if last {
+			s.sum.base, s.sum.entries, s.sum.activeBase = seg.Base, entries, seg.Base
+		} else if id, err := idOf(s.log, seg); err == nil {
+			_ = writeSummary(s.fs, seg.Path, id, entries) // the next restart reads it
+		}
+	}
+	removeSummaries(s.fs, s.log.Dir(), func(base uint64) bool {
+		for _, seg := range segs[:len(segs)-1] {
+			if seg.Base == base {
+				return true
+			}
+		}
+		return false
+	})
+	a.finish()
+	return ld, nil
+}
+
+// loader gathers what a restart needs of the log's records, in log order.
+type loader struct {
+	ld    *retention.Loaded
+	dedup map[msg.PubendID]*dedupLog
+	order []msg.PubendID // the pubends of dedup, first seen first
+}
+
+// dedupLog keeps a pubend's latest DedupKept events of each publisher.
+type dedupLog struct {
+	pubs  map[string]*dedupRing
+	order []string
+}
+
+type dedupRing struct {
+	ring []msg.DedupEntry
+	head int // the oldest, once the ring is full
+}
+
+// fromSummary takes the sealed segment seg from its summary, if it has one
+// that holds; it reports whether it did. An error is a record in a valid
+// summary that does not decode: the log itself is damaged.
+
+func (a *loader) fromSummary(s *Store, seg eventlog.SegmentInfo) (bool, error) {
+	b, err := readSummary(s.fs, seg.Path)
+	if err != nil || b == nil {
+		return false, nil
+	}
+	id, err := idOf(s.log, seg)
+	if err != nil {
+		return false, nil
+	}
+	if err := checkSummary(b, id); err != nil {
+		return false, nil // torn, stale or another segment's: read the segment
+	}
+	// Past its checksum, a summary that does not parse is a bug in what
+	// wrote it, not damage: refused, as its segment may have been taken
+	// in part.
+	err = decodeSummary(b, id, a.event, func(index uint64, raw []byte) error {
+		r, err := msg.DecodeRecord(raw)
+		if err != nil {
+			return fmt.Errorf("storage: log record %d (from %s): %w", index, summaryName(seg.Path), err)
+		}
+		return a.record(index, r)
+	})
+	return err == nil, err
+}
+
+// entry takes one record of a segment read whole.
+func (a *loader) entry(index uint64, e sumEntry) error {
+	if e.raw == nil {
+		return a.event(index, e.pubend, e.t, e.size, e.publisher, e.seq)
+	}
+	r, err := msg.DecodeRecord(e.raw)
+	if err != nil {
+		return fmt.Errorf("log record %d: %w", index, err)
+	}
+	return a.record(index, r)
+}
+
+func (a *loader) record(index uint64, r msg.Record) error {
+	if r.Event != nil {
+		return a.event(index, r.Pubend, r.Event.Tick, int64(msg.EventSize(r.Event.Topic, r.Event.Props, r.Event.Payload)), r.Event.Publisher, r.Event.Seq)
+	}
+	a.ld.Records = append(a.ld.Records, r)
+	return nil
+}
+
+func (a *loader) event(index uint64, p msg.PubendID, t tick.Tick, size int64, publisher string, seq uint64) error {
+	if a.ld.Events == nil {
+		a.ld.Events = map[msg.PubendID]*tick.Packed{}
+	}
+	x := a.ld.Events[p]
+	if x == nil {
+		x = &tick.Packed{}
+		a.ld.Events[p] = x
+	}
+	if t <= x.Last() {
+		return fmt.Errorf("storage: log record %d: pubend %s's tick %d after its tick %d: the log is out of tick order", index, p, t, x.Last())
+	}
+	x.Add(t, size)
+	a.ld.Tracker.Noted(p, t, index)
+	d := a.dedup[p]
+	if d == nil {
+		d = &dedupLog{pubs: map[string]*dedupRing{}}
+		a.dedup[p] = d
+		a.order = append(a.order, p)
+	}
+	w := d.pubs[publisher]
+	if w == nil {
+		publisher = strings.Clone(publisher)
+		w = &dedupRing{}
+		d.pubs[publisher] = w
+		d.order = append(d.order, publisher)
+	}
+	e := msg.DedupEntry{Publisher: d.orderName(publisher, w), Seq: seq, Tick: t}
+	if len(w.ring) < DedupKept {
+		w.ring = append(w.ring, e)
+	} else {
+		w.ring[w.head] = e
+		w.head = (w.head + 1) % len(w.ring)
+	}
+	return nil
+}
+
+// orderName returns the publisher's name as the ring keeps it (one string
+// per publisher, not one per event).
+func (d *dedupLog) orderName(publisher string, w *dedupRing) string {
+	if len(w.ring) > 0 {
+		return w.ring[0].Publisher
+	}
+	return publisher
+}
+
+// finish appends, per pubend, a metadata record of the publishers its
+// events remember, oldest first.
+func (a *loader) finish() {
+	for _, p := range a.order {
+		d := a.dedup[p]
+		var m msg.PubendMeta
+		for _, pub := range d.order {
+			w := d.pubs[pub]
+			for i := range w.ring {
+				m.Dedup = append(m.Dedup, w.ring[(w.head+i)%len(w.ring)])
+			}
+		}
+		a.ld.Records = append(a.ld.Records, msg.Record{Pubend: p, Meta: &m})
+	}
+}
+
+// Records reads every record the log holds, events whole, in log order:
+// what a restart used to restore from, for checks (the simulator's oracle
+// compares it with what the pubend restored; tests).
+func (s *Store) Records() ([]msg.Record, error) {
+	var out []msg.Record
+	err := s.log.Replay(s.log.FirstIndex(), func(i uint64, p []byte) error {
+		r, err := msg.DecodeRecord(p)
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", i, err)
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	return out, nil
+}
