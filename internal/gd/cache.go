@@ -44,6 +44,9 @@ type Fetched struct {
 func (Fetched) isInput() {}
 
 type payloadCache struct {
+	// overhead is what each cached payload counts for besides its
+	// encoding (pubendCacheOverhead at a pubend, else 0).
+	overhead int64
 	fifo     []cached // ticks whose payload is in memory, oldest first
 	head     int      // fifo[:head] were evicted or released
 	bytes    int64    // payload bytes of fifo[head:]
@@ -93,8 +96,17 @@ func (c *payloadCache) release(final tick.Tick) {
 	}
 }
 
+// pubendCacheOverhead is the memory a pubend's cached payload takes
+// besides its bytes as msg.EventSize counts them: the rest of its
+// encoding (pubend, publisher, tick and seq), the msg.Event (128 bytes), the knowledge run of
+// its tick (and often one of silence beside it, 32 bytes each) and its
+// entries here and in retainedBytes (16 each). Counting it makes
+// Config.PubendCacheBytes bound the memory the cache takes, which with
+// small events was three times the payload bytes it counted before.
+const pubendCacheOverhead = 256
+
 func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
-	sz := int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
+	sz := int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)) + c.overhead
 	c.fifo = append(c.fifo, cached{t, sz})
 	c.bytes += sz
 }
@@ -131,6 +143,8 @@ func (e *Engine) evict(ps *pstream) {
 	}
 	if ps.pub == nil {
 		e.evictAboveDelivery(ps, budget)
+	} else {
+		e.freeze(ps, limit)
 	}
 	if c.head > len(c.fifo)/2 {
 		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)

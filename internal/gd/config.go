@@ -75,10 +75,11 @@ type Config struct {
 	// publisher's maximum number of unacknowledged publishes.
 	DedupWindow int
 
-	// PubendCacheBytes: payload bytes of logged events a pubend keeps in
-	// memory until they are released; older payloads are read back from
-	// the event log when a nack needs them (cache.go). Default 64 MiB per
-	// pubend. Raise it to serve long catch-ups from memory; lower it to
+	// PubendCacheBytes: memory for the payloads of logged events a pubend
+	// keeps until they are released, each counted as its bytes and 256
+	// bytes of bookkeeping (pubendCacheOverhead); older payloads are read
+	// back from the event log when a nack or a catch-up needs them
+	// (cache.go). Default 64 MiB per pubend. Raise it to serve long catch-ups from memory; lower it to
 	// bound a PHB's memory when downstreams may stay away long.
 	PubendCacheBytes int64
 

@@ -254,6 +254,7 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 		}
 		if r.Up == "" {
 			ps.pub = stream.NewPubend(r.Pubend, cfg.DedupWindow)
+			ps.cache.overhead = pubendCacheOverhead
 		} else {
 			for _, m := range e.membersOf(r.Up) {
 				if !slices.Contains(e.ups, m) {

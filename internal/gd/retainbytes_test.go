@@ -2,6 +2,7 @@ package gd
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/tick"
@@ -86,5 +87,51 @@ func TestFreezeStopsAtACachedPayload(t *testing.T) {
 	}
 	if k, v := ps.in.K.Get(30); k != tick.D || v == nil {
 		t.Fatalf("tick 30 = %v %v, want D with its payload", k, v)
+	}
+}
+
+// TestRetainedEventsArePacked: a pubend whose release a durable floor
+// holds keeps every event it logs, and once their payloads leave its
+// cache they cost their knowledge a few bytes each: the cold part packs
+// ticks and sizes, and what stays as runs and 16-byte entries is what the
+// cache holds, whatever the number retained.
+func TestRetainedEventsArePacked(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.PubendCacheBytes = 4 << 10
+	cfg.MaxRetain = 0 // no early release: the floor holds everything
+	e, err := New("p1", cfg, []Route{{Pubend: "P1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := tick.Time(1767225600 * 1e9)
+	step := func(in Input) {
+		t.Helper()
+		if err := e.Step(now, in); err != nil {
+			t.Fatal(err)
+		}
+		var log []msg.Record
+		persistAll(t, e, &log)
+	}
+	step(ReleaseFloor{Pubend: "P1", T: 0})
+	const n = 200_000
+	payload := make([]byte, 100)
+	for i := 1; i <= n; i++ {
+		step(Local{Msg: msg.Publish{Pubend: "P1", Publisher: "app", Seq: uint64(i), Topic: "orders.eu", Payload: payload}})
+		if i%20 == 0 {
+			now = now.Add(time.Millisecond) // 20 000 events a second
+			step(Tick{})
+		}
+	}
+	ps := e.pstreamOf("P1")
+	bytes, events := ps.retainedTotal()
+	if events != n || ps.in.K.Final() >= tick.FromMillis(time.Unix(1767225600, 0).UnixMilli()) {
+		t.Fatalf("retained %d events (%d bytes), final %d: want all %d", events, bytes, ps.in.K.Final(), n)
+	}
+	cold, _ := ps.in.K.Cold()
+	warm := len(ps.retained.fifo) - ps.retained.head
+	mem := cold.Bytes() + 32*ps.in.K.Runs() + 16*cap(ps.retained.fifo)
+	t.Logf("%d events retained: %d cold in %d bytes (%.2f a tick), %d runs, %d warm entries", n, cold.Len(), cold.Bytes(), float64(cold.Bytes())/float64(cold.Len()), ps.in.K.Runs(), warm)
+	if per := float64(mem) / n; per > 4 {
+		t.Fatalf("the knowledge of %d retained events takes %d bytes, %.2f an event; want at most 4", n, mem, per)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -88,7 +89,19 @@ func (d *disk) trim(cut uint64, snap []msg.Record) (first, dropped uint64, err e
 	return first, dropped, err
 }
 
-func (d *disk) crash(rng *rand.Rand) {
-	d.fs.Crash(rng)
+func (d *disk) crash(rng, sums *rand.Rand) {
+	d.fs.CrashWith(crashRng(rng, sums))
 	d.store = nil
+}
+
+// crashRng draws a crash's torn bytes from rng, but for the segment
+// summaries (internal/storage), which came later, from sums: every other
+// file crashes as in the runs before them.
+func crashRng(rng, sums *rand.Rand) func(name string) *rand.Rand {
+	return func(name string) *rand.Rand {
+		if strings.HasSuffix(name, ".sum") || strings.HasSuffix(name, ".sum.tmp") {
+			return sums
+		}
+		return rng
+	}
 }

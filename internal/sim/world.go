@@ -400,11 +400,11 @@ func (w *world) crash(n *node) {
 	n.mem = nil
 	n.inc++
 	if n.disk != nil {
-		n.disk.crash(w.rng)
+		n.disk.crash(w.rng, w.srng)
 	}
 	if n.raft != nil {
 		if w.cellFormed(n) {
-			n.raft.fs.Crash(w.rng)
+			n.raft.fs.CrashWith(crashRng(w.rng, w.srng))
 		} else {
 			n.raft.fs.Kill() // see cellFormed
 		}

@@ -39,6 +39,7 @@ func (s *Store) load() (retention.Loaded, error) {
 		ld.Records = append(ld.Records, r)
 	}
 	a := loader{ld: &ld, dedup: map[msg.PubendID]*dedupLog{}}
+	s.sum.names = names{}
 	segs := s.log.Segments()
 	for i, seg := range segs {
 		last := i == len(segs)-1
@@ -56,7 +57,7 @@ func (s *Store) load() (retention.Loaded, error) {
 			if index >= seg.Next && !last {
 				return errSegmentEnd
 			}
-			e, err := entryOf(p, &s.sum.scratch)
+			e, err := entryOf(p, &s.sum.scratch, s.sum.names)
 			if err != nil {
 				return fmt.Errorf("log record %d: %w", index, err)
 			}

@@ -33,6 +33,7 @@ type Store struct {
 		entries    []sumEntry
 		activeBase uint64 // the active segment's base when last looked
 		scratch    msg.Event
+		names      names // of the entries, renewed with every summary
 	}
 }
 
@@ -61,7 +62,7 @@ func Open(fsys vfs.FS, dir, snapPath string, opts eventlog.Options) (s *Store, l
 // newStore returns a store around l, a log that holds no record.
 func newStore(fsys vfs.FS, snapPath string, l *eventlog.Log) *Store {
 	s := &Store{fs: fsys, snapPath: snapPath, log: l}
-	s.sum.base, s.sum.activeBase = l.NextIndex(), l.ActiveBase()
+	s.sum.base, s.sum.activeBase, s.sum.names = l.NextIndex(), l.ActiveBase(), names{}
 	return s
 }
 
@@ -87,7 +88,7 @@ func (s *Store) Append(recs []msg.Record) (first uint64, err error) {
 			return first, err
 		}
 		if r.Event != nil {
-			s.sum.entries = append(s.sum.entries, eventEntry(r))
+			s.sum.entries = append(s.sum.entries, eventEntry(r, s.sum.names))
 		} else {
 			s.sum.entries = append(s.sum.entries, sumEntry{raw: raw})
 		}
@@ -101,7 +102,7 @@ func (s *Store) Append(recs []msg.Record) (first uint64, err error) {
 func (s *Store) AppendEncoded(recs [][]byte) (first uint64, err error) {
 	first = s.log.NextIndex()
 	for _, p := range recs {
-		e, err := entryOf(p, &s.sum.scratch)
+		e, err := entryOf(p, &s.sum.scratch, s.sum.names)
 		if err != nil {
 			return first, fmt.Errorf("storage: record %d: %w", s.log.NextIndex(), err)
 		}
@@ -153,6 +154,7 @@ func (s *Store) summarise() {
 			}
 		}
 		n = min(n, uint64(len(s.sum.entries)))
+		s.sum.names = names{}
 		rest := copy(s.sum.entries, s.sum.entries[n:])
 		clear(s.sum.entries[rest:])
 		s.sum.entries = s.sum.entries[:rest]

@@ -61,9 +61,23 @@ type sumEntry struct {
 	raw       []byte // the record, when not an event
 }
 
-// entryOf returns the summary entry of the record whose encoding is b.
-// An event's strings are cloned: b may be a buffer the caller reuses.
-func entryOf(b []byte, scratch *msg.Event) (sumEntry, error) {
+// names interns the strings of summary entries: one copy of each pubend
+// and publisher, not one per event, and none that keeps an event's memory
+// (a view of its encoding) alive until its segment is sealed.
+type names map[string]string
+
+func (n names) of(s string) string {
+	if c, ok := n[s]; ok {
+		return c
+	}
+	c := strings.Clone(s)
+	n[c] = c
+	return c
+}
+
+// entryOf returns the summary entry of the record whose encoding is b,
+// read into scratch (b may be a buffer the caller reuses).
+func entryOf(b []byte, scratch *msg.Event, n names) (sumEntry, error) {
 	ok, err := msg.ViewEventRecord(scratch, b)
 	if err != nil {
 		return sumEntry{}, err
@@ -71,21 +85,15 @@ func entryOf(b []byte, scratch *msg.Event) (sumEntry, error) {
 	if !ok {
 		return sumEntry{raw: append([]byte(nil), b...)}, nil
 	}
-	ev := scratch
-	return sumEntry{
-		pubend: msg.PubendID(strings.Clone(string(ev.Pubend))), t: ev.Tick,
-		size:      int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)),
-		publisher: strings.Clone(ev.Publisher), seq: ev.Seq,
-	}, nil
+	return eventEntry(msg.Record{Pubend: scratch.Pubend, Event: scratch}, n), nil
 }
 
-// eventEntry is entryOf for a record at hand; r.Event's strings are
-// immutable (msg.Event), so they are kept as they are.
-func eventEntry(r msg.Record) sumEntry {
+// eventEntry is entryOf for an event record at hand.
+func eventEntry(r msg.Record, n names) sumEntry {
 	ev := r.Event
 	return sumEntry{
-		pubend: r.Pubend, t: ev.Tick, size: int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)),
-		publisher: ev.Publisher, seq: ev.Seq,
+		pubend: msg.PubendID(n.of(string(r.Pubend))), t: ev.Tick, size: int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)),
+		publisher: n.of(ev.Publisher), seq: ev.Seq,
 	}
 }
 

@@ -68,7 +68,13 @@ func (m *MemFS) takeFault(op Op, name string) error {
 //
 // For a given state and rng sequence the outcome is deterministic: files are
 // visited in name order.
-func (m *MemFS) Crash(rng *rand.Rand) {
+func (m *MemFS) Crash(rng *rand.Rand) { m.CrashWith(func(string) *rand.Rand { return rng }) }
+
+// CrashWith is Crash drawing the bytes each file keeps from the generator
+// pick returns for its name: a simulator that adds files of a new kind
+// draws for them from a generator of their own, and every other file
+// crashes as it did before they existed.
+func (m *MemFS) CrashWith(pick func(name string) *rand.Rand) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	names := make([]string, 0, len(m.durable))
@@ -85,7 +91,7 @@ func (m *MemFS) Crash(rng *rand.Rand) {
 			continue // same file durable under two names (rename across dirs)
 		}
 		seen[node] = true
-		keep := node.synced + rng.IntN(len(node.data)-node.synced+1)
+		keep := node.synced + pick(n).IntN(len(node.data)-node.synced+1)
 		node.data = node.data[:keep]
 		node.synced = keep
 	}
