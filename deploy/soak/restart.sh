@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# A PHB's memory and restart with a durable subscriber away (docs/RELIABILITY.md
+# "Running for weeks"): p1 → s1 as two broker processes, a durable
+# subscription at s1 whose subscriber leaves at once, so p1 releases nothing
+# and retains every event. One publisher sends N events of SIZE bytes at
+# RATE events/s (default 50000; 0: as fast as acks allow). Then: p1's RSS
+# above its idle RSS, per retained event, 5 s and 155 s after the last ack
+# (Go collects at least every 2 minutes); kill -9 of p1 and a restart, timed
+# from the exec to the client port accepting and to the first
+# acknowledgement of a new publish; p1's RSS after it.
+#
+#   deploy/soak/restart.sh [N] [SIZE] [RATE] [DIR]
+#
+# With DIR holding a previous run (its network.toml and data), the
+# publishing is skipped and only the restart is measured. Ports 17111–17212
+# on 127.0.0.1; data in a fresh temporary directory unless DIR is given.
+set -euo pipefail
+n=${1:-1000000}; size=${2:-100}; rate=${3:-50000}; dir=${4:-}
+cd "$(dirname "$0")/../.."
+fresh=1
+if [ -n "$dir" ] && [ -f "$dir/network.toml" ]; then fresh=0; fi
+[ -n "$dir" ] || dir=$(mktemp -d /tmp/aerie-restart.XXXXXX)
+mkdir -p "$dir"
+bin=$dir/aerie
+go build -o "$bin" ./cmd/aerie
+if [ $fresh = 1 ]; then
+cat > "$dir/network.toml" <<TOML
+[[broker]]
+id = "p1"
+listen = "127.0.0.1:17111"
+clients = "127.0.0.1:17211"
+data = "$dir/p1"
+pubends = ["P1"]
+
+[[broker]]
+id = "s1"
+listen = "127.0.0.1:17112"
+clients = "127.0.0.1:17212"
+data = "$dir/s1"
+
+[[link]]
+up = "p1"
+down = "s1"
+TOML
+fi
+declare -A pid
+trap 'kill ${pid[*]} 2>/dev/null || true' EXIT
+rss() { echo $(( $(awk '/VmRSS/{print $2}' /proc/$1/status) / 1024 )); }
+waitport() { for _ in $(seq 6000); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.01; done; return 1; }
+now() { date +%s.%N; }
+start() { [ "$1" = p1 ] && export AERIE_PPROF=${P1_PPROF:-} || export AERIE_PPROF=; "$bin" broker --config "$dir/network.toml" --id "$1" >>"$dir/$1.log" 2>&1 & pid[$1]=$!; }
+start s1
+if [ $fresh = 1 ]; then
+  start p1
+  waitport 17211; waitport 17212
+  sleep 2
+  idle=$(rss ${pid[p1]})
+  echo "# p1 idle RSS ${idle} MiB"
+  echo "$idle" > "$dir/idle_rss"
+  # The durable subscriber takes its subscription and leaves at once.
+  "$bin" sub --connect 127.0.0.1:17212 --topic '>' --durable away --json >/dev/null 2>"$dir/sub.err" &
+  sp=$!
+  for _ in $(seq 500); do grep -q subscribed "$dir/sub.err" && break; sleep 0.02; done
+  kill -9 $sp; wait $sp 2>/dev/null || true
+  t0=$(now)
+  "$bin" pub --connect 127.0.0.1:17211 --topic orders.eu --size "$size" --rate "$rate" --count "$n" >"$dir/pub.out" 2>"$dir/pub.err"
+  t1=$(now)
+  tail -1 "$dir/pub.out"
+  echo "# published $n in $(echo "$t1 - $t0" | bc) s"
+  sleep 5
+  held=$(rss ${pid[p1]})
+  echo "# p1 RSS holding $n events, 5 s after the last ack: ${held} MiB, $(echo "($held - $idle) * 1048576 / $n" | bc) B per event above idle; log $(du -sm "$dir/p1" | cut -f1) MB; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  sleep 150
+  held=$(rss ${pid[p1]})
+  echo "# p1 RSS holding $n events, 155 s after: ${held} MiB, $(echo "($held - $idle) * 1048576 / $n" | bc) B per event above idle"
+  if [ -n "${P1_PPROF:-}" ]; then curl -s "http://$P1_PPROF/debug/pprof/heap?gc=1" >"$dir/held.heap"; fi
+  kill -9 ${pid[p1]}; wait ${pid[p1]} 2>/dev/null || true
+fi
+idle=$(cat "$dir/idle_rss")
+waitport 17212
+t0=$(now)
+start p1
+waitport 17211
+t1=$(now)
+"$bin" pub --connect 127.0.0.1:17211 --topic orders.eu --size "$size" --count 1 --id after-restart >/dev/null 2>&1
+t2=$(now)
+echo "# restart: client port after $(echo "$t1 - $t0" | bc) s, first ack after $(echo "$t2 - $t0" | bc) s; load $(cut -d' ' -f1-3 /proc/loadavg)"
+sleep 3
+after=$(rss ${pid[p1]})
+if [ -n "${P1_PPROF:-}" ]; then curl -s "http://$P1_PPROF/debug/pprof/heap?gc=1" >"$dir/after.heap"; fi
+echo "# p1 RSS after the restart: ${after} MiB, $(echo "($after - $idle) * 1048576 / $n" | bc) B per event above idle"
+echo "# data and logs in $dir"
