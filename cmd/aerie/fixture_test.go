@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,7 +76,30 @@ type procFixture struct {
 
 func newProcFixture(t *testing.T) *procFixture {
 	t.Helper()
-	return &procFixture{t: t, bin: aerieBinary(t), dir: t.TempDir()}
+	f := &procFixture{t: t, bin: aerieBinary(t), dir: t.TempDir()}
+	t.Cleanup(f.dumpLogsIfFailed)
+	return f
+}
+
+// dumpLogsIfFailed prints the end of every broker's log when the test
+// failed: the directory is removed with the test, and a failure seen only
+// on a loaded CI machine is otherwise lost with it.
+func (f *procFixture) dumpLogsIfFailed() {
+	if !f.t.Failed() {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(f.dir, "*.log"))
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 60 {
+			lines = lines[len(lines)-60:]
+		}
+		f.t.Logf("the last %d lines of %s:\n%s", len(lines), filepath.Base(path), strings.Join(lines, "\n"))
+	}
 }
 
 // port returns a loopback port that was free for TCP and UDP a moment ago,

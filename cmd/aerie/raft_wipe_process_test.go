@@ -13,6 +13,8 @@ import (
 
 	"github.com/aerie-mq/aerie/client"
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
 // TestKill9ReplicatedPHBWipedMember runs a replicated PHB cell of three
@@ -83,34 +85,43 @@ func TestKill9ReplicatedPHBCorruptMember(t *testing.T) {
 }
 
 // TestKill9ReplicatedPHBCorruptLastRecord is the same with a byte flipped
-// in the last record of the follower's Raft log, with nothing after it:
-// what a torn write also leaves, but the record was fsynced before the
-// kill, and the log's synced marks say so, so the member finds its log
-// corrupt and rejoins rather than truncate an acknowledged entry.
+// in the last fsynced record of the follower's Raft log, with nothing after
+// it: what a torn write also leaves, but the log's synced marks say the
+// record was made durable, so the member finds its log corrupt and rejoins
+// rather than truncate an acknowledged entry. A kill can land between a
+// write and its fsync, leaving frames past the synced length (a genuine
+// torn tail if the machine had lost power): the damage first cuts the
+// segment at the synced length, as a power loss there would, so that the
+// last record is always one the member acknowledged.
 func TestKill9ReplicatedPHBCorruptLastRecord(t *testing.T) {
 	testLostMember(t, func(t *testing.T, data string) {
-		segs, err := filepath.Glob(filepath.Join(data, "raft", "*.log"))
-		if err != nil || len(segs) == 0 {
-			t.Fatalf("no Raft log segment in %s (%v)", data, err)
+		dir := filepath.Join(data, "raft")
+		name, synced, ok, err := eventlog.SyncedLength(vfs.OS(), dir)
+		if err != nil || !ok {
+			t.Fatalf("no synced mark in %s (%v)", dir, err)
 		}
-		seg := segs[len(segs)-1]
+		seg := filepath.Join(dir, name)
 		b, err := os.ReadFile(seg)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if int64(len(b)) < synced {
+			t.Fatalf("%s holds %d bytes, less than the %d its synced mark vouches for", seg, len(b), synced)
+		}
+		b = b[:synced]
 		const header = 8 // eventlog frame: uint32 length, uint32 CRC-32C
 		last := -1
 		for off := 0; off+header <= len(b); off += header + int(binary.LittleEndian.Uint32(b[off:])) {
 			last = off
 		}
-		if last < 0 {
-			t.Fatalf("%s holds no record", seg)
+		if last < 0 || last+header >= len(b) {
+			t.Fatalf("%s holds no whole record in its first %d bytes", seg, synced)
 		}
 		b[last+header] ^= 0x20
 		if err := os.WriteFile(seg, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}, "corrupted a byte in the last record of its Raft log", "Raft state is lost", func(*testing.T, string, broker.RaftStatus) {})
+	}, "corrupted a byte in the last fsynced record of its Raft log", "Raft state is lost", func(*testing.T, string, broker.RaftStatus) {})
 }
 
 // testWipedMember runs the wiped-member scenario; rejoined checks the

@@ -183,3 +183,17 @@ func (mk *marker) close() {
 		}
 	}
 }
+
+// SyncedLength reports what the latest surviving synced mark of the log in
+// dir says: the base of the segment that was active and how many of its
+// bytes an fsync had made durable. ok is false when no mark survives. It
+// is for tools and tests that must tell acknowledged bytes from a tail
+// that was written but never fsynced (a kill between the write and its
+// Sync leaves one); the log need not be open.
+func SyncedLength(fsys vfs.FS, dir string) (segment string, size int64, ok bool, err error) {
+	m, _, found, err := readMark(fsys, dir)
+	if err != nil || !found {
+		return "", 0, false, err
+	}
+	return segmentName(m.base), m.size, true, nil
+}

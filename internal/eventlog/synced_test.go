@@ -239,3 +239,28 @@ func TestOSFlippedSyncedRecordIsRefused(t *testing.T) {
 		t.Fatal("the refused segment was modified")
 	}
 }
+
+// TestSyncedLengthStopsAtTheLastSync: SyncedLength names the active
+// segment and the bytes its last Sync made durable, not frames flushed
+// after it (what a kill between a write and its fsync leaves).
+func TestSyncedLengthStopsAtTheLastSync(t *testing.T) {
+	m := vfs.NewMem()
+	if _, _, ok, err := SyncedLength(m, testDir); ok || err != nil {
+		t.Fatalf("SyncedLength of no log = ok %v, err %v; want neither", ok, err)
+	}
+	l, _ := mustOpen(t, m, Options{})
+	syncedLog(t, l, 7)
+	durable := l.activeSize
+	appendRecords(t, l, 7, 2)
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	seg, size, ok, err := SyncedLength(m, testDir)
+	if err != nil || !ok {
+		t.Fatalf("SyncedLength: ok %v, err %v", ok, err)
+	}
+	if want := segmentName(l.segs[len(l.segs)-1].base); seg != want || size != durable {
+		t.Fatalf("SyncedLength = %s, %d; want %s, %d (flushed to %d)", seg, size, want, durable, l.activeSize)
+	}
+	l.Close()
+}
