@@ -293,6 +293,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	var wipes, rejoins, campaigns uint64
 	damaged, summarised, read := 0, 0, 0
 	changed, forwarded, giveUps, noAckAsked, noAckLogged, relayed, relayGiveUps := 0, 0, 0, 0, 0, 0, 0
+	gone, resyncs := 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
@@ -302,6 +303,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			forwarded, giveUps = forwarded+o.res.Forwarded, giveUps+o.res.ForwardGiveUps
 			noAckAsked, noAckLogged = noAckAsked+o.res.NoAckAsked, noAckLogged+o.res.NoAckLogged
 			relayed, relayGiveUps = relayed+o.res.Relayed, relayGiveUps+o.res.RelayGiveUps
+			gone, resyncs = gone+int(o.res.DownstreamsGone), resyncs+int(o.res.Resyncs)
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -363,6 +365,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if relayed > 0 {
 		fmt.Fprintf(stdout, "sim: publishers at SHBs: %d publishes relayed up a hop, %d relayed clients given up for want of a link upstream\n", relayed, relayGiveUps)
+	}
+	if gone > 0 || resyncs > 0 {
+		fmt.Fprintf(stdout, "sim: release past gone downstreams: %d downstreams judged gone, %d resyncs asked of a pubend\n", gone, resyncs)
 	}
 	if noAckAsked > 0 {
 		fmt.Fprintf(stdout, "sim: %d publishes asked for no ack, %d of them logged (the rest lost, as at most once allows)\n", noAckAsked, noAckLogged)

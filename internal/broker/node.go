@@ -460,6 +460,29 @@ func (n *Node) Send(to msg.NodeID, m msg.Msg) {
 	if n.traceHop >= 0 {
 		lattrace.MarkMsg(lattrace.Slot(n.traceHop, lattrace.Queued), m, time.Now().UnixNano())
 	}
+	if c.Peer.Version < wire.VersionVouched {
+		// A broker of version 18 cannot read an unvouched top: an upstream
+		// gets the clean prefix as the ack, which holds its release as
+		// before; a downstream gets the vouched final prefix, and a Resync
+		// for the rest where it was gone.
+		switch v := m.(type) {
+		case msg.Ack:
+			m = v.CleanOnly()
+		case *msg.Knowledge:
+			if v.Unvouched > 0 {
+				k := v.VouchedOnly()
+				m = &k
+			}
+		case *msg.KnowledgeRun:
+			if v.Unvouched > 0 {
+				v.Split(func(k msg.Knowledge) {
+					k = k.VouchedOnly()
+					c.Send(&k)
+				})
+				return
+			}
+		}
+	}
 	if r, ok := m.(*msg.KnowledgeRun); ok && c.Peer.Version < wire.VersionKnowledgeRun {
 		// A broker of protocol version 11 reads the run as its pieces.
 		r.Split(func(k msg.Knowledge) { c.Send(&k) })

@@ -153,7 +153,7 @@ func eventBytes(k *msg.Knowledge) int {
 func (sc *runScratch) extends(j int, k *msg.Knowledge) bool {
 	o := &sc.open[j]
 	h := o.head
-	return k.Pubend == o.k.Pubend && k.Final == o.k.Final &&
+	return k.Pubend == o.k.Pubend && k.Final == o.k.Final && k.Unvouched == o.k.Unvouched &&
 		k.Start == o.end+1 && sc.events[h] < RunEventsMax && int(sc.bytes[h])+eventBytes(k) <= RunBytesMax
 }
 
@@ -204,7 +204,7 @@ func (e *Engine) newRun(k *msg.Knowledge, n int) *msg.KnowledgeRun {
 	at := len(sc.slab)
 	sc.slab = sc.slab[:at+n]
 	sc.block = append(sc.block, msg.KnowledgeRun{Pubend: k.Pubend, Final: k.Final, Start: k.Start, End: k.End,
-		Retrans: k.Retrans, Events: sc.slab[at : at : at+n]})
+		Retrans: k.Retrans, Events: sc.slab[at : at : at+n], Unvouched: k.Unvouched})
 	r := &sc.block[len(sc.block)-1]
 	if k.Event != nil {
 		r.Events = append(r.Events, k.Event)

@@ -149,11 +149,14 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	}
 	moved := !o.Reported
 	o.Reported = true
+	if c := m.Clean(); c > o.CleanAck {
+		o.CleanAck, moved = c, true
+	}
 	if m.T > o.AckPrefix {
 		if o.Gone {
 			// What was made final while it was gone stays skipped for it,
 			// however far that went since the last Final move.
-			noteSkipped(ps)
+			e.noteSkipped(ps)
 		}
 		o.AckPrefix = m.T
 		heardFrom(o, e.now)
@@ -186,13 +189,14 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 // without durable subscribers that is the ack prefix too. The ack itself
 // goes upstream on the next tick, at most every AckInterval (docs/CONCEPTS.md P11).
 func (e *Engine) updateAck(ps *pstream) {
+	e.vouchAll(ps)
 	t := stream.NextAckPrefix(&ps.in, ps.outs, len(ps.subs) > 0, ps.delivered)
 	if e.mut&MutAckBeforeDeliver != 0 && ps.isSubend() {
 		t = max(t, ps.in.K.KnownHi()) // broken on purpose: acks what it has not delivered
 	}
 	if t > ps.in.AckPrefix {
 		ps.in.AckPrefix = t
-		defer noteSkipped(ps) // after the release moved a pubend's L
+		defer e.noteSkipped(ps) // after the release moved a pubend's L
 		if ps.pub == nil && ps.in.K.SetFinal(t) {
 			ps.in.C.RemoveBelow(t)
 			ps.delivered = max(ps.delivered, t)
@@ -243,8 +247,9 @@ func (e *Engine) sendAck(ps *pstream) {
 	if h := e.ackToSend(ps); h < t {
 		t, d = h, min(d, h) // nor has it delivered past it
 	}
-	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: t, Released: min(r.ackReleased(t), d), Delivered: d})
-	ps.ackSent, ps.ackSentAt = t, e.now
+	u := t - e.cleanAck(ps, t)
+	e.sendUpAll(ps, msg.Ack{Pubend: ps.id, T: t, Released: min(r.ackReleased(t), d), Delivered: d, Unvouched: u})
+	ps.ackSent, ps.ackSentAt, ps.unvouchedSent = t, e.now, u
 	r.relSent, r.delSent, r.heldSent = r.released, r.delivered, r.held
 }
 

@@ -202,11 +202,17 @@ type pstream struct {
 	snapMemo   map[versionKey]*msg.FilterVersion // Snapshot's records (snapshot.go)
 	ackSent    tick.Tick
 	ackSentAt  tick.Time
-	subAsk     subAsk    // local subscriptions asking this pubend for their start (subscribe.go)
-	aeNext     tick.Time // pubend: next AckExpected allowed
-	aeBackoff  tick.Time // pubend: current AckExpected repeat interval
-	rel        release   // release protocol (release.go)
-	cc         ccStream  // congestion control (congestion.go)
+	// vouchedIn is the highest final prefix upstream sent: vouched for
+	// this broker's whole subtree (vouch.go).
+	vouchedIn tick.Tick
+	// unvouchedSent is the unvouched top of the last ack sent: an ack goes
+	// up again when its clean part grew (vouch.go cleanerAck).
+	unvouchedSent tick.Tick
+	subAsk        subAsk    // local subscriptions asking this pubend for their start (subscribe.go)
+	aeNext        tick.Time // pubend: next AckExpected allowed
+	aeBackoff     tick.Time // pubend: current AckExpected repeat interval
+	rel           release   // release protocol (release.go)
+	cc            ccStream  // congestion control (congestion.go)
 }
 
 type subscription struct {

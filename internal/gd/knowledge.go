@@ -68,6 +68,15 @@ func (e *Engine) acceptKnowledge(ps *pstream, from msg.NodeID, m msg.Knowledge, 
 		}
 		e.setFloor(ps, floor)
 	}
+	if from != "" {
+		ps.vouchedIn = max(ps.vouchedIn, m.Vouched())
+		if m.Unvouched > 0 && len(ps.subs) > 0 {
+			m = e.holdUnvouched(ps, m)
+		}
+	}
+	if m.Final > ps.in.K.Final() {
+		e.vouchAll(ps)
+	}
 	before := ps.in.Contradictions
 	oldFinal := ps.in.K.Final()
 	stored := ps.in.Accept(m, delta)
@@ -127,6 +136,7 @@ func (e *Engine) setFloor(ps *pstream, floor tick.Tick) {
 // finalMoved answers C ticks that became L with the final prefix alone.
 func (e *Engine) finalMoved(ps *pstream, f tick.Tick) {
 	ps.cache.release(f)
+	e.noteSkipped(ps)
 	for _, o := range ps.outs {
 		if lo, ok := o.C.Min(); ok && lo <= f {
 			o.C.RemoveBelow(f)
@@ -134,7 +144,7 @@ func (e *Engine) finalMoved(ps *pstream, f tick.Tick) {
 				e.resyncDown(ps, o) // it was gone: these ticks are not L for it
 				continue
 			}
-			e.sendAnswer(ps, o, msg.Knowledge{Pubend: ps.id, Final: f, Start: 1, End: 0, Retrans: true})
+			e.sendAnswer(ps, o, msg.Knowledge{Pubend: ps.id, Final: f, Start: 1, End: 0, Retrans: true, Unvouched: e.unvouched(ps, o, f)})
 		}
 	}
 }
@@ -233,6 +243,7 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 				return
 			}
 		}
+		k.Unvouched = e.unvouched(ps, o, k.Final)
 		km := e.knowledgeMsg(k)
 		switch {
 		case retrans && to != "":

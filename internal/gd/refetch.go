@@ -121,7 +121,9 @@ func (e *Engine) answerRefetch(ps *pstream, ranges []tick.Range, path []msg.Node
 	to := path[len(path)-1]
 	final := ps.in.K.Final()
 	if o := e.outFrom(ps, to); o != nil {
+		// A Payloads' final prefix is taken as vouched (vouch.go).
 		final = e.finalFor(o, final)
+		final -= e.unvouched(ps, o, final)
 	}
 	out := msg.Payloads{Pubend: ps.id, Final: final, Path: path}
 	bytes := 0
@@ -186,6 +188,7 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 		m.Path = rest
 		if o := e.outFrom(ps, rest[len(rest)-1]); o != nil {
 			m.Final = e.finalFor(o, m.Final) // never L to one that was gone (resync.go)
+			m.Final -= e.unvouched(ps, o, m.Final)
 		}
 		e.send(rest[len(rest)-1], m)
 		return

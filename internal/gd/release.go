@@ -193,8 +193,11 @@ func (e *Engine) releasePubend(ps *pstream) {
 			return true
 		})
 	}
+	if l > ps.in.K.Final() {
+		e.vouchAll(ps)
+	}
 	if ps.in.K.SetFinal(l) {
-		noteSkipped(ps)
+		e.noteSkipped(ps)
 		ps.in.C.RemoveBelow(l)
 		ps.delivered = max(ps.delivered, l)
 		ps.cache.release(ps.in.K.Final())
@@ -216,7 +219,8 @@ func (e *Engine) tickRelease() {
 			continue
 		}
 		r := &ps.rel
-		if (r.released > r.relSent || r.delivered > r.delSent || r.held != r.heldSent) && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
+		moved := r.released > r.relSent || r.delivered > r.delSent || r.held != r.heldSent || e.cleanerAck(ps)
+		if moved && e.now.Sub(ps.ackSentAt) >= e.cfg.AckInterval {
 			e.sendAck(ps)
 		}
 	}

@@ -85,6 +85,42 @@ type Knowledge struct {
 	VTick      tick.Tick
 	Event      *Event
 	Retrans    bool
+	// Unvouched: the top Unvouched ticks of Final were made final past a
+	// downstream that was gone (Ack.Unvouched): the receiver may take the
+	// final ticks it was not told of as silence only up to Final −
+	// Unvouched; a subend asks the pubend for the rest (docs/RELIABILITY.md
+	// "Running for weeks"). Zero where no downstream was ever judged gone.
+	Unvouched tick.Tick
+}
+
+// Vouched is the part of the final prefix the receiver may take as
+// silence for the ticks it was not told of.
+func (m Knowledge) Vouched() tick.Tick { return m.Final - min(m.Unvouched, m.Final) }
+
+// VouchedOnly is m as a broker that cannot read Unvouched is told it: its
+// final prefix only as far as it is vouched, and no silence below the
+// original final prefix (a range inside L would read as silence there).
+func (m Knowledge) VouchedOnly() Knowledge {
+	if m.Unvouched == 0 {
+		return m
+	}
+	f := m.Final
+	m.Final, m.Unvouched = m.Vouched(), 0
+	if m.Start <= f {
+		m.Start = f + 1
+	}
+	if m.Start > m.End {
+		m.Start, m.End = 1, 0
+	}
+	return m
+}
+
+// unvouchedString renders a non-zero Unvouched for String methods.
+func unvouchedString(u tick.Tick) string {
+	if u == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" unvouched %d", u)
 }
 
 func (m Knowledge) String() string {
@@ -92,9 +128,9 @@ func (m Knowledge) String() string {
 	if m.Event != nil {
 		kind = "Data"
 	}
-	rt := ""
+	rt := unvouchedString(m.Unvouched)
 	if m.Retrans {
-		rt = " retrans"
+		rt += " retrans"
 	}
 	if m.Event != nil {
 		return fmt.Sprintf("%s{%s L≤%d S%s D@%d %s%s}", kind, m.Pubend, m.Final, tick.Range{Lo: m.Start, Hi: m.End}, m.VTick, m.Event.Topic, rt)
@@ -118,12 +154,13 @@ type KnowledgeRun struct {
 	Start, End tick.Tick
 	Retrans    bool
 	Events     []*Event
+	Unvouched  tick.Tick // as Knowledge.Unvouched
 }
 
 func (m KnowledgeRun) String() string {
-	rt := ""
+	rt := unvouchedString(m.Unvouched)
 	if m.Retrans {
-		rt = " retrans"
+		rt += " retrans"
 	}
 	var b strings.Builder
 	for i, ev := range m.Events {
@@ -139,7 +176,7 @@ func (m KnowledgeRun) String() string {
 // first from Start, each further one from its event's tick, each up to the
 // tick before the next one's (the last up to End). Their union is the run.
 func (m KnowledgeRun) Split(emit func(Knowledge)) {
-	k := Knowledge{Pubend: m.Pubend, Final: m.Final, Start: m.Start, Retrans: m.Retrans}
+	k := Knowledge{Pubend: m.Pubend, Final: m.Final, Start: m.Start, Retrans: m.Retrans, Unvouched: m.Unvouched}
 	for i, ev := range m.Events {
 		if i > 0 {
 			k.End = ev.Tick - 1
@@ -176,13 +213,32 @@ type Ack struct {
 	T         tick.Tick
 	Released  tick.Tick
 	Delivered tick.Tick
+	// Unvouched: the top Unvouched ticks of T were acked past a downstream
+	// of the sender that was gone for longer than max_retain (not received
+	// below it): T − Unvouched is the sender's clean ack prefix, the part
+	// its upstream may tell it is final as silence for what it was not
+	// sent (docs/RELIABILITY.md "Running for weeks"). Zero in a network
+	// where no downstream was ever judged gone.
+	Unvouched tick.Tick
 }
 
 func (m Ack) String() string {
+	uv := unvouchedString(m.Unvouched)
 	if m.Released == m.T && m.Delivered == m.T {
-		return fmt.Sprintf("Ack{%s %d}", m.Pubend, m.T)
+		return fmt.Sprintf("Ack{%s %d%s}", m.Pubend, m.T, uv)
 	}
-	return fmt.Sprintf("Ack{%s %d released %d delivered %d}", m.Pubend, m.T, m.Released, m.Delivered)
+	return fmt.Sprintf("Ack{%s %d released %d delivered %d%s}", m.Pubend, m.T, m.Released, m.Delivered, uv)
+}
+
+// Clean is the ack prefix without its unvouched top: what the sender acked
+// with nothing below it skipped.
+func (m Ack) Clean() tick.Tick { return m.T - min(m.Unvouched, m.T) }
+
+// CleanOnly is the ack with its unvouched top left out: what a broker that
+// cannot read Unvouched is told, so that it holds at the clean prefix.
+func (m Ack) CleanOnly() Ack {
+	t := m.Clean()
+	return Ack{Pubend: m.Pubend, T: t, Released: min(m.Released, t), Delivered: min(m.Delivered, t)}
 }
 
 // AckExpected travels down paths that have not acked up to T; a subend

@@ -63,6 +63,9 @@ func replayCmd(o Options) string {
 	if o.Anywhere != "" {
 		cmd += " --anywhere " + o.Anywhere
 	}
+	if o.Config.ReleaseGone {
+		cmd += " --release-gone"
+	}
 	return cmd
 }
 
@@ -112,6 +115,8 @@ func TestSimRegressions(t *testing.T) {
 				o.Faults = strings.Split(v, ",")
 			case "anywhere":
 				o.Anywhere = v
+			case "releasegone":
+				o.Config.ReleaseGone = v == "on"
 			default:
 				t.Fatalf("regressions.txt:%d: unknown option %q", line, k)
 			}

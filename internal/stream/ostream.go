@@ -51,6 +51,16 @@ type Ostream struct {
 	// tells c instead, at most every ResyncAt + NackRepetitionMin.
 	Skipped  tick.Tick
 	ResyncAt tick.Time
+	// Vouched and CleanAck say how far a final prefix may go to c as
+	// silence for what c was not told (gd/vouch.go): every tick up to
+	// Vouched was acked by c with nothing skipped below it, or does not
+	// pass c's filter, as this broker saw it; CleanAck is the highest
+	// prefix c reported acked without skipping a downstream of its own
+	// that was gone (msg.Ack.Unvouched).
+	Vouched, CleanAck tick.Tick
+	// vouchWalked and vouchBlock are Vouch's walk: how far it went, and
+	// the highest D passing c's filter it met above c's clean ack.
+	vouchWalked, vouchBlock tick.Tick
 	// SentHi is the first-time frontier: no tick above it was ever sent to
 	// c, and no tick at or below it is sent again except to answer c's nacks.
 	// Every message sent moves it up to the message's end.
@@ -272,4 +282,43 @@ func (o *Ostream) recomputeReleased() bool {
 	moved := lo != o.Released
 	o.Released = lo
 	return moved
+}
+
+// Vouch moves Vouched over what this broker knows to be silence or
+// delivered for c (gd/vouch.go). floor is vouched already: c's clean ack,
+// or the final prefix upstream vouched for this broker's subtree. Above
+// it, the walk goes over the known ticks not yet final here (their kinds
+// are forgotten once final, so it runs before they become final): S and
+// D ticks c's filter drops are silence for c; a D that passes blocks
+// until c acks it cleanly. Only the highest blocking D is kept: once c's
+// clean ack passes it, everything walked is vouched.
+func (o *Ostream) Vouch(in *tick.Knowledge[*msg.Event], floor tick.Tick) {
+	floor = max(floor, o.CleanAck)
+	o.Vouched = max(o.Vouched, floor)
+	w := max(o.vouchWalked, floor)
+	blocked := o.vouchBlock > floor
+	if !blocked {
+		o.Vouched = max(o.Vouched, w)
+	}
+	if w < tick.Max {
+		in.Visit(tick.Range{Lo: w + 1, Hi: tick.Max}, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
+			if p.Lo != w+1 {
+				return false // a Q gap
+			}
+			switch {
+			case k == tick.S:
+			case k == tick.D && !o.PassesAt(p.Lo, ev):
+			case k == tick.D:
+				o.vouchBlock, blocked = p.Lo, true
+			default:
+				return false // final here: its kind is forgotten
+			}
+			w = p.Hi
+			if !blocked {
+				o.Vouched = w
+			}
+			return w != tick.Max
+		})
+	}
+	o.vouchWalked = w
 }

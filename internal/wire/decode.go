@@ -296,6 +296,8 @@ func (d *decoder) rate() float64 {
 // t − delivered and delivered − released, so that released <= delivered <=
 // t holds for everything that decodes; a long form whose two differences
 // are both zero is not canonical (the short form says it) and is refused.
+// From version 19 the long form may end with the unvouched top of t
+// (msg.Ack.Unvouched), present only when it is not zero.
 func (d *decoder) ack() msg.Ack {
 	a := msg.Ack{Pubend: msg.PubendID(d.string()), T: d.tick()}
 	a.Released, a.Delivered = a.T, a.T
@@ -303,15 +305,25 @@ func (d *decoder) ack() msg.Ack {
 		return a
 	}
 	behind, held := d.tick(), d.tick()
+	var unvouched tick.Tick
+	long := d.off < len(d.b) // version 19: the unvouched top of t
+	if long {
+		unvouched = d.tick()
+	}
 	switch {
 	case d.err != nil:
-	case behind == 0 && held == 0:
+	case behind == 0 && held == 0 && !long:
 		d.failf("release values equal to t must use the short form")
+	case long && unvouched == 0:
+		d.failf("an unvouched count of 0 must be left out")
 	case behind > a.T || held > a.T-behind:
 		d.failf("release values below tick 0 (t %d, delivered t−%d, released delivered−%d)", a.T, behind, held)
+	case unvouched > a.T:
+		d.failf("unvouched %d above t %d", unvouched, a.T)
 	default:
 		a.Delivered = a.T - behind
 		a.Released = a.Delivered - held
+		a.Unvouched = unvouched
 	}
 	return a
 }
@@ -668,6 +680,7 @@ func (d *decoder) knowledge() *msg.Knowledge {
 		}
 		k.Event = &f.ev
 	}
+	k.Unvouched = d.unvouched(k.Final)
 	if k.Event != nil && string(pubend) == string(k.Event.Pubend) {
 		k.Pubend = k.Event.Pubend
 	} else {
@@ -689,6 +702,7 @@ func (d *decoder) knowledgeRun() msg.Msg {
 		return nil
 	}
 	if n == 0 {
+		r.Unvouched = d.unvouched(r.Final)
 		return r
 	}
 	evs := make([]msg.Event, n)
@@ -705,7 +719,27 @@ func (d *decoder) knowledgeRun() msg.Msg {
 		prev = evs[i].Tick
 		r.Events[i] = &evs[i]
 	}
+	r.Unvouched = d.unvouched(r.Final)
 	return r
+}
+
+// unvouched reads the optional end of a Knowledge or KnowledgeRun of
+// version 19 (appendUnvouched): present only when not zero, never above
+// the message's final prefix.
+func (d *decoder) unvouched(final tick.Tick) tick.Tick {
+	if d.err != nil || d.off == len(d.b) {
+		return 0
+	}
+	u := d.tick()
+	switch {
+	case d.err != nil:
+		return 0
+	case u == 0:
+		d.failf("an unvouched count of 0 must be left out")
+	case u > final:
+		d.failf("unvouched %d above the final prefix %d", u, final)
+	}
+	return u
 }
 
 // optEvent reads a presence byte and, when 1, an event.

@@ -99,17 +99,21 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendTick(b, v.Start)
 		return appendTick(b, v.End), nil
 	case msg.Ack:
-		if v.Released > v.Delivered || v.Delivered > v.T {
-			return nil, fmt.Errorf("%w: Ack{%s} needs released %d <= delivered %d <= t %d", ErrMalformed, v.Pubend, v.Released, v.Delivered, v.T)
+		if v.Released > v.Delivered || v.Delivered > v.T || v.Unvouched > v.T {
+			return nil, fmt.Errorf("%w: Ack{%s} needs released %d <= delivered %d <= t %d and unvouched %d <= t", ErrMalformed, v.Pubend, v.Released, v.Delivered, v.T, v.Unvouched)
 		}
 		b = append(b, byte(TypeAck))
 		b = appendString(b, string(v.Pubend))
 		b = appendTick(b, v.T)
-		if v.Released == v.T && v.Delivered == v.T {
+		if v.Released == v.T && v.Delivered == v.T && v.Unvouched == 0 {
 			return b, nil // the short form (see decoder.ack)
 		}
 		b = appendTick(b, v.T-v.Delivered)
-		return appendTick(b, v.Delivered-v.Released), nil
+		b = appendTick(b, v.Delivered-v.Released)
+		if v.Unvouched == 0 {
+			return b, nil
+		}
+		return appendTick(b, v.Unvouched), nil
 	case msg.DCQ:
 		b = append(b, byte(TypeDCQ))
 		b = appendString(b, string(v.Pubend))
@@ -486,7 +490,16 @@ func appendKnowledge(b []byte, v *msg.Knowledge) []byte {
 	b = appendTick(b, v.VTick)
 	b = appendBool(b, v.Retrans)
 	b, _ = appendOptEvent(b, v.Event)
-	return b
+	return appendUnvouched(b, v.Unvouched)
+}
+
+// appendUnvouched ends a Knowledge or KnowledgeRun of version 19 with its
+// unvouched top, only when it is not zero (older versions end before).
+func appendUnvouched(b []byte, u tick.Tick) []byte {
+	if u == 0 {
+		return b
+	}
+	return appendTick(b, u)
 }
 
 // appendKnowledgeRun appends a KnowledgeRun's type byte and body: the
@@ -506,7 +519,7 @@ func appendKnowledgeRun(b []byte, v *msg.KnowledgeRun) ([]byte, error) {
 	for _, ev := range v.Events {
 		b = msg.AppendEvent(b, ev)
 	}
-	return b, nil
+	return appendUnvouched(b, v.Unvouched), nil
 }
 
 // checkRun refuses a run whose events are not in ascending tick order

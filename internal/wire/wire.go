@@ -83,8 +83,17 @@ import (
 // above them. 18 — Forward between neighbours of a pubend's tree: a
 // broker that does not host a pubend relays a client's publishes to it
 // one hop up the tree and the answers back (VersionRelay; clients are not
-// concerned).
-const Version uint16 = 18
+// concerned). 19 — an Ack may end with its unvouched top (msg.Ack.Unvouched):
+// how much of its prefix the sender acked past a downstream that was gone;
+// a broker sends it only to brokers of version 19 on (VersionVouched) and
+// sends an older upstream the clean prefix as its ack instead, which holds
+// that upstream's release as a network without release past gone
+// downstreams does (clients are not concerned).
+const Version uint16 = 19
+
+// VersionVouched is the first broker version a broker may send an Ack
+// with an unvouched top to.
+const VersionVouched uint16 = 19
 
 // VersionRelay is the first broker version that takes a Forward from a
 // downstream neighbour (a publish relayed towards its pubend); a broker
