@@ -66,6 +66,8 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 	}
 	if n.opts.DataDir != "" {
 		opts.WillDir = filepath.Join(n.opts.DataDir, "mqtt-wills") // a will survives the broker's crash
+		// The retained store survives it too, fed by a durable watch.
+		opts.RetainedFile = filepath.Join(n.opts.DataDir, "mqtt-retained")
 	}
 	if users := n.opts.Users; users != nil {
 		opts.Authenticate = func(user, password string) (*auth.Perms, error) {

@@ -153,9 +153,7 @@ func (c *Conn) Send(m msg.Msg) bool {
 		m = *p
 	}
 	if c.watch { // the broker's own subscription to retained messages
-		if d, ok := m.(msg.Delivery); ok {
-			c.s.retained.learn(d.Event)
-		}
+		c.s.watchSent(m)
 		return true
 	}
 	switch x := m.(type) {

@@ -1,9 +1,15 @@
 package mqtt
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -17,13 +23,26 @@ import (
 // get it, without the retain flag unless they asked for retain as
 // published), carrying retainProperty, and, once aerie has acknowledged
 // it (durable at its pubend), the topic's retained message at this
-// broker: an empty payload clears it [MQTT-3.3.1-10]. Every other broker
-// with an MQTT listener learns it too, through a subscription of its own
-// whose selector (retainProperty = TRUE) lets only retained messages
-// travel (Options.RetainedNetwork). A new subscription gets the retained
+// broker: an empty payload clears it [MQTT-3.3.1-10]. Every broker with
+// an MQTT listener learns it, the publishing one too, through a
+// subscription of its own, the retained watch, whose selector
+// (retainProperty = TRUE) lets only retained messages travel
+// (Options.RetainedNetwork). A new subscription gets the retained
 // messages its filter matches right after its SUBACK, with the retain
 // flag set [MQTT-3.3.1-9], ahead of the live messages still queued for
-// it. Each broker's store is in its memory.
+// it.
+//
+// With a file (Options.RetainedFile, under the broker's data directory)
+// the watch is a durable subscription (Gryphon DS §3): after a restart it
+// resumes from its checkpoint, and what was retained while the broker was
+// down is caught up from the pubends' logs. The store is written to the
+// file (retainfile.go) before the checkpoint that covers it is told to
+// the broker (keepRetained), with the token of the watch's deliveries it
+// holds: so the checkpoint the broker keeps never passes the file, and a
+// delivery the catch-up brings again that the file already holds (at or
+// below its token) is skipped — the restarted store neither loses a
+// retained message nor takes back an older value. Without a file the
+// store and the watch are in memory only.
 
 // retainedMsg is a topic's retained message.
 type retainedMsg struct {
@@ -37,26 +56,103 @@ type retainedMsg struct {
 type retainStore struct {
 	mu sync.Mutex
 	m  map[string]retainedMsg
+	// covered is, per pubend, the tick up to which the watch's deliveries
+	// are applied to m (the file's token when it was read, then what the
+	// watch delivered: events, Progress, Gap).
+	covered msg.Token
+	// skip is the token of the file read at the start: a delivery at or
+	// below it is in m already (the catch-up from an older checkpoint
+	// brings it again).
+	skip msg.Token
+	// dirty: m changed since it was last handed to the file.
+	dirty bool
+	// changed (cap 1) wakes keepRetained; nil without a file.
+	changed chan struct{}
+}
+
+func newRetainStore() retainStore {
+	return retainStore{m: map[string]retainedMsg{}, covered: msg.Token{}}
 }
 
 // set keeps r as its topic's retained message, or clears the topic.
 func (rs *retainStore) set(r retainedMsg) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if len(r.payload) == 0 {
-		delete(rs.m, r.topic)
-		return
-	}
-	rs.m[r.topic] = r
+	rs.setLocked(r)
 }
 
-// learn keeps a retained message the network delivered.
-func (rs *retainStore) learn(ev *msg.Event) {
-	topic, ok := TopicOf(ev.Topic)
-	if !ok {
-		return
+func (rs *retainStore) setLocked(r retainedMsg) {
+	if len(r.payload) == 0 {
+		delete(rs.m, r.topic)
+	} else {
+		rs.m[r.topic] = r
 	}
-	rs.set(retainedMsg{topic: topic, payload: slices.Clone(ev.Payload), user: UserProps(ev.Props), qos: eventQoS(ev)})
+	rs.dirty = true
+	rs.wake()
+}
+
+func (rs *retainStore) wake() {
+	if rs.changed != nil {
+		signal(rs.changed)
+	}
+}
+
+// learn keeps a retained message the watch delivered, unless the store
+// read at the start holds it already.
+func (rs *retainStore) learn(ev *msg.Event) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if ev.Tick > rs.skip[ev.Pubend] {
+		if topic, ok := TopicOf(ev.Topic); ok {
+			rs.setLocked(retainedMsg{topic: topic, payload: slices.Clone(ev.Payload), user: UserProps(ev.Props), qos: eventQoS(ev)})
+		}
+	}
+	rs.coverLocked(msg.Token{ev.Pubend: ev.Tick})
+}
+
+// cover: the watch has had everything up to tok (Progress, Gap).
+func (rs *retainStore) cover(tok msg.Token) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.coverLocked(tok)
+}
+
+func (rs *retainStore) coverLocked(tok msg.Token) {
+	for p, t := range tok {
+		if t > rs.covered[p] {
+			rs.covered[p] = t
+			rs.wake()
+		}
+	}
+}
+
+// snapshot returns the store for its file, with the token it covers, and
+// whether it changed since the last snapshot (then counted as written:
+// unwritten marks it changed again).
+func (rs *retainStore) snapshot() (retainedFile, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	f := retainedFile{token: maps.Clone(rs.covered), msgs: slices.Collect(maps.Values(rs.m))}
+	dirty := rs.dirty
+	rs.dirty = false
+	return f, dirty
+}
+
+// unwritten: the last snapshot did not reach the file.
+func (rs *retainStore) unwritten() {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.dirty = true
+}
+
+// restore fills the empty store from its file.
+func (rs *retainStore) restore(f retainedFile) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, r := range f.msgs {
+		rs.m[r.topic] = r
+	}
+	rs.covered, rs.skip = maps.Clone(f.token), maps.Clone(f.token)
 }
 
 // retainedEvent reports whether ev was published retained.
@@ -68,17 +164,166 @@ func retainedEvent(ev *msg.Event) bool {
 // watchName is the broker's own subscription to retained messages.
 const watchName = "mqtt-retained"
 
+// watchSelector lets only retained messages travel to the watch.
+const watchSelector = retainProperty + " = TRUE"
+
 // watchRetained subscribes, as a client of the broker of its own, to
 // every retained message published in the network: they fill this
-// broker's store as they are delivered. It starts with the listener, so
-// a retained message published while the broker was down is not known
-// here (docs/MQTT.md).
-func (s *Server) watchRetained() {
+// broker's store as they are delivered. Without a file the subscription
+// starts with the listener, so a retained message published while the
+// broker was down is not known here (docs/MQTT.md). With one it is
+// durable: resumed from its checkpoint, or, when the file was missing or
+// unreadable (rebuild), from the start of the logs of every pubend the
+// checkpoint names — which takes the broker's loop, so a goroutine asks.
+func (s *Server) watchRetained(rebuild bool) {
 	cl := s.srv.NewClient(nil, "aerie", "aerie-retained", true)
 	c := newConn(s, cl)
 	c.watch, c.st = true, &clientState{in: map[uint16]*inbound{}}
 	c.id = s.opts.Host.Up(c)
-	s.opts.Host.Request(c.id, msg.Subscribe{Sub: watchName, Pattern: ">", Selector: retainProperty + " = TRUE"})
+	s.watchID, s.watching = c.id, true
+	sub := msg.Subscribe{Sub: watchName, Pattern: ">", Selector: watchSelector, Durable: s.opts.RetainedFile != ""}
+	if !sub.Durable || !rebuild {
+		s.opts.Host.Request(c.id, sub)
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ds, err := s.opts.Host.Session(watchName)
+		if err != nil {
+			s.log.Error("MQTT retained store: the retained watch's checkpoint not read; it resumes from it, "+
+				"and retained messages it had passed are not rebuilt", "err", err)
+		}
+		for _, d := range ds {
+			if d.Name != watchName || len(d.Released) == 0 {
+				continue
+			}
+			sub.From = msg.Token{}
+			for p := range d.Released {
+				sub.From[p] = 0
+			}
+			s.log.Warn("MQTT retained store: rebuilding from the start of the pubends' logs (what they have released is lost)",
+				"pubends", len(sub.From))
+		}
+		s.opts.Host.Request(c.id, sub)
+	}()
+}
+
+// watchSent takes what the broker sends the retained watch (the broker's
+// loop, through Conn.Send).
+func (s *Server) watchSent(m msg.Msg) {
+	switch x := m.(type) {
+	case msg.Delivery:
+		s.retained.learn(x.Event)
+	case msg.Progress:
+		s.retained.cover(x.Token)
+	case msg.Gap:
+		s.log.Warn("MQTT retained store: retained messages may be missing; the pubend had released them before this broker's watch took them",
+			"pubend", string(x.Pubend), "from", x.From, "to", x.To)
+		s.retained.cover(msg.Token{x.Pubend: x.To})
+	case msg.SubRejected:
+		s.log.Error("MQTT retained store: the retained watch was refused; retained messages published elsewhere are not learnt here",
+			"reason", x.Reason)
+	}
+}
+
+// keepRetained writes the store to its file whenever it changed, then
+// tells the broker the watch's checkpoint the file covers (msg.SubAck):
+// never before, so that a restart resumes no later than the file. Writes
+// come no closer than twice the time the last one took (at least
+// minRetainGap): the whole store is written each time, and a busy store
+// costs at most a third of one core's time in writing. At Close it
+// writes a last time, without telling the broker (which is stopping).
+func (s *Server) keepRetained() {
+	defer s.bg.Done()
+	var acked msg.Token
+	gap := minRetainGap
+	for {
+		select {
+		case <-s.retained.changed:
+		case <-s.closing:
+			s.saveRetained()
+			return
+		}
+		start := time.Now()
+		tok, ok := s.saveRetained()
+		if ok && s.watching && moved(tok, acked) {
+			s.opts.Host.Request(s.watchID, msg.SubAck{Sub: watchName, Token: tok})
+			acked = tok
+		}
+		gap = max(minRetainGap, 2*time.Since(start))
+		if !ok {
+			gap = retainRetry
+		}
+		t := time.NewTimer(gap) // pacing the writes, not synchronisation
+		select {
+		case <-t.C:
+		case <-s.closing:
+			t.Stop()
+			s.saveRetained()
+			return
+		}
+	}
+}
+
+const (
+	minRetainGap = 20 * time.Millisecond
+	retainRetry  = time.Second // after a failed write
+)
+
+// saveRetained writes the store to its file if it changed, and returns
+// the token the file covers (ok: the file holds the store).
+func (s *Server) saveRetained() (msg.Token, bool) {
+	f, dirty := s.retained.snapshot()
+	if !dirty {
+		return f.token, true
+	}
+	if err := writeSynced(s.opts.RetainedFile, encodeRetained(f)); err != nil {
+		s.retained.unwritten()
+		s.log.Error("MQTT retained store not written; the retained watch's checkpoint waits for it",
+			"path", s.opts.RetainedFile, "err", err)
+		return nil, false
+	}
+	return f.token, true
+}
+
+// moved reports whether tok passes acked at some pubend.
+func moved(tok, acked msg.Token) bool {
+	for p, t := range tok {
+		if a, ok := acked[p]; !ok || t > a {
+			return true
+		}
+	}
+	return false
+}
+
+// loadRetained reads the store's file at the start, and reports whether
+// the store must be rebuilt from the pubends' logs: the file is missing
+// (a first start, or a crash before the first write), or unreadable —
+// then it is set aside as FILE.corrupt, for inspection, and logged.
+func (s *Server) loadRetained() bool {
+	path := s.opts.RetainedFile
+	_ = os.Remove(path + ".tmp") // a write a crash cut short
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	var f retainedFile
+	if err == nil {
+		f, err = decodeRetained(b)
+	}
+	if err != nil {
+		aside := path + ".corrupt"
+		if rerr := os.Rename(path, aside); rerr != nil {
+			aside = fmt.Sprintf("not set aside: %v", rerr)
+		}
+		s.log.Error("MQTT retained store file unreadable: set aside, the store is rebuilt from the pubends' logs",
+			"path", path, "aside", aside, "err", err)
+		return true
+	}
+	s.retained.restore(f)
+	s.log.Info("MQTT retained store read", "path", path, "messages", len(f.msgs))
+	return false
 }
 
 // matching returns the retained messages filter matches, by topic.

@@ -78,6 +78,10 @@ type Options struct {
 	// retained messages published at other brokers, through a
 	// subscription of its own (retain.go).
 	RetainedNetwork bool
+	// RetainedFile keeps the retained store across restarts, and makes
+	// the subscription that feeds it durable (retain.go, retainfile.go);
+	// "": the store is in memory only.
+	RetainedFile string
 	// Authenticate checks an MQTT client's user name and password and
 	// returns its user's permissions (nil: the network has no users, and
 	// every client gets in). A refused client gets CONNACK "bad user name
@@ -111,8 +115,11 @@ type Server struct {
 	states   clientStates
 	wills    pendingWills
 	retained retainStore
-	closing  chan struct{} // closed by Close: wills stop waiting
+	watchID  shell.ClientID // the retained watch's client, once watching
+	watching bool
+	closing  chan struct{} // closed by Close: wills stop waiting, the store is written a last time
 	closeMu  sync.Once
+	bg       sync.WaitGroup // keepRetained, and the retained watch's start
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -136,8 +143,13 @@ func Start(opts Options) (*Server, error) {
 	caps.TopicAliasMaximum = 0
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
-		wills: pendingWills{m: map[string]*pendingWill{}}, retained: retainStore{m: map[string]retainedMsg{}},
+		wills: pendingWills{m: map[string]*pendingWill{}}, retained: newRetainStore(),
 		closing: make(chan struct{})}
+	rebuild := false
+	if opts.RetainedFile != "" {
+		s.retained.changed = make(chan struct{}, 1)
+		rebuild = s.loadRetained() // before the first subscriber
+	}
 	s.srv = mochi.New(&mochi.Options{
 		Capabilities:           caps,
 		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -153,7 +165,11 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if opts.RetainedNetwork {
-		s.watchRetained()
+		s.watchRetained(rebuild)
+	}
+	if opts.RetainedFile != "" {
+		s.bg.Add(1)
+		go s.keepRetained()
 	}
 	s.publishStoredWills()
 	return s, nil
@@ -163,10 +179,13 @@ func Start(opts Options) (*Server, error) {
 func (s *Server) Addr() string { return s.opts.Listener.Addr().String() }
 
 // Close stops accepting, gives every connection up to a second to write
-// what it has queued (the acks the broker released at shutdown), and
-// closes them.
-func (s *Server) Close() {
-	s.closeMu.Do(func() { close(s.closing) })
+// what it has queued (the acks the broker released at shutdown), closes
+// them, and writes the retained store a last time. A second Close does
+// nothing.
+func (s *Server) Close() { s.closeMu.Do(s.shutdown) }
+
+func (s *Server) shutdown() {
+	close(s.closing)
 	s.wills.mu.Lock()
 	for id, p := range s.wills.m { // in memory only (docs/MQTT.md, Wills)
 		p.t.Stop()
@@ -184,6 +203,7 @@ func (s *Server) Close() {
 		return true
 	})
 	s.srv.Close()
+	s.bg.Wait()
 }
 
 func (s *Server) pubend(clientID string) msg.PubendID {

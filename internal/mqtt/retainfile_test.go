@@ -1,0 +1,387 @@
+package mqtt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
+)
+
+func sampleRetained() retainedFile {
+	return retainedFile{
+		token: msg.Token{"P1": 42, "P2": 1 << 40},
+		msgs: []retainedMsg{
+			{topic: "a/b", payload: []byte("on"), qos: 1, user: []packets.UserProperty{{Key: "k", Val: "v"}, {Key: "k2", Val: ""}}},
+			{topic: "$dev/x", payload: []byte{0, 1, 2}, qos: 0},
+			{topic: "/", payload: []byte("root"), qos: 2},
+		},
+	}
+}
+
+// sortedRetained is f with its messages in the file's order.
+func sortedRetained(f retainedFile) retainedFile {
+	g, err := decodeRetained(encodeRetained(f))
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// TestRetainedFileRoundTrip: a store encodes and decodes back to itself
+// (messages in topic order), empty stores included.
+func TestRetainedFileRoundTrip(t *testing.T) {
+	for _, f := range []retainedFile{sampleRetained(), {token: msg.Token{}}} {
+		b := encodeRetained(f)
+		g, err := decodeRetained(b)
+		if err != nil {
+			t.Fatalf("decoding an encoded store: %v", err)
+		}
+		if len(g.msgs) != len(f.msgs) || !sameRetained(g, sortedRetained(f)) {
+			t.Fatalf("round trip: %+v, want %+v", g, f)
+		}
+		for i := 1; i < len(g.msgs); i++ {
+			if g.msgs[i-1].topic >= g.msgs[i].topic {
+				t.Fatalf("messages not in topic order: %q before %q", g.msgs[i-1].topic, g.msgs[i].topic)
+			}
+		}
+		if !bytes.Equal(encodeRetained(g), b) {
+			t.Fatal("encoding is not canonical")
+		}
+	}
+}
+
+// seal appends a valid checksum to body (header included).
+func seal(body []byte) []byte {
+	return binary.BigEndian.AppendUint32(body, crc32.Checksum(body, castagnoli))
+}
+
+// body builds a file body from fields: strings are length-prefixed,
+// uint64s uvarints, bytes raw.
+func body(fields ...any) []byte {
+	b := []byte(retainedMagic + "\x01")
+	for _, f := range fields {
+		switch v := f.(type) {
+		case string:
+			b = appendString(b, v)
+		case int:
+			b = binary.AppendUvarint(b, uint64(v))
+		case byte:
+			b = append(b, v)
+		}
+	}
+	return b
+}
+
+// TestRetainedFileRefusals: a damaged or malformed file is refused, with
+// an error that says what is wrong; nothing is half-read.
+func TestRetainedFileRefusals(t *testing.T) {
+	good := encodeRetained(sampleRetained())
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	for _, c := range []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"empty", nil, "header"},
+		{"not ours", []byte("{\"topic\":\"a\"}\n....."), "header"},
+		{"version", seal([]byte(retainedMagic + "\x02\x00\x00")), "version 2"},
+		{"bit flip", flipped, "checksum"},
+		{"truncated", good[:len(good)-7], "checksum"},
+		{"count too large", seal(body(0, 1000)), "1000 items"},
+		{"string too long", seal(body(0, 1, 50, "x")), "more than"},
+		{"topics unsorted", seal(body(0, 2, "b", "x", byte(0), 0, "a", "x", byte(0), 0)), "not after"},
+		{"topic twice", seal(body(0, 2, "a", "x", byte(0), 0, "a", "y", byte(0), 0)), "not after"},
+		{"empty payload", seal(body(0, 1, "a", "", byte(0), 0)), "empty payload"},
+		{"QoS 3", seal(body(0, 1, "a", "x", byte(3), 0)), "QoS 3"},
+		{"wildcard topic", seal(body(0, 1, "a/#", "x", byte(0), 0)), "wildcard"},
+		{"empty topic", seal(body(0, 1, "", "x", byte(0), 0)), "topic"},
+		{"pubends unsorted", seal(body(2, "P2", 1, "P1", 1, 0)), "ascending"},
+		{"empty pubend", seal(body(1, "", 1, 0)), "ascending"},
+		{"trailing bytes", seal(append(body(0, 0), 7)), "after the last message"},
+		{"no QoS", seal(body(0, 1, "a", "x")), "QoS"},
+	} {
+		_, err := decodeRetained(c.b)
+		if err == nil || !errors.Is(err, errRetainedFile) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// FuzzRetainedFile: the decoder never panics nor allocates beyond its
+// input, and what it accepts encodes back to the same store. Each input
+// is also tried with its checksum made valid, so that the fuzzer reaches
+// the fields.
+func FuzzRetainedFile(f *testing.F) {
+	f.Add(encodeRetained(sampleRetained()))
+	f.Add(encodeRetained(retainedFile{}))
+	f.Add(seal(body(1, "P1", 9, 1, "a", "x", byte(1), 1, "k", "v")))
+	f.Add([]byte(retainedMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		inputs := [][]byte{b}
+		if len(b) >= len(retainedMagic)+1+4 {
+			inputs = append(inputs, seal(bytes.Clone(b[:len(b)-4])))
+		}
+		for _, in := range inputs {
+			got, err := decodeRetained(in)
+			if err != nil {
+				if !errors.Is(err, errRetainedFile) {
+					t.Fatalf("error %v does not wrap errRetainedFile", err)
+				}
+				continue
+			}
+			again, err := decodeRetained(encodeRetained(got))
+			if err != nil || !sameRetained(got, again) {
+				t.Fatalf("accepted %x, but its encoding decodes to %+v, %v", in, again, err)
+			}
+		}
+	})
+}
+
+// retainedServer starts a server with a retained file at path and its
+// watch, logging to a buffer; it returns the watch's client id, checking
+// that its subscription is durable (and resumes from its checkpoint:
+// from nil) or rebuilds (from every pubend at 0).
+func retainedServer(t *testing.T, path string, from msg.Token, sessions map[string][]msg.DurableSub) (*Server, *fakeHost, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	s, h := startFakeOpts(t, func(o *Options) {
+		o.RetainedNetwork, o.RetainedFile = true, path
+		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		for prefix, ds := range sessions {
+			o.Host.(*fakeHost).sessions[prefix] = ds
+		}
+	}, "P1")
+	r := h.request(t)
+	sub, ok := r.m.(msg.Subscribe)
+	if !ok || sub.Sub != watchName || !sub.Durable || sub.Selector != watchSelector || len(sub.From) != len(from) {
+		t.Fatalf("the watch asked %+v, want a durable subscription from %v", r.m, from)
+	}
+	for p, tk := range from {
+		if got, ok := sub.From[p]; !ok || got != tk {
+			t.Fatalf("the watch asked from %v, want %v", sub.From, from)
+		}
+	}
+	return s, h, logs
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// retainedEv is a retained event of pubend at tk on MQTT topic.
+func retainedEv(t *testing.T, pubend msg.PubendID, tk tick.Tick, topic, payload string) msg.Delivery {
+	t.Helper()
+	at, err := Topic(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := msg.MustProps(map[string]any{retainProperty: true, qosProperty: int64(1)})
+	return msg.Delivery{Sub: watchName, Event: msg.NewEvent(pubend, tk, "p", uint64(tk), at, props, []byte(payload))}
+}
+
+// subAck waits for the watch's next checkpoint.
+func subAck(t *testing.T, h *fakeHost) msg.SubAck {
+	t.Helper()
+	for {
+		r := h.request(t)
+		if a, ok := r.m.(msg.SubAck); ok {
+			if a.Sub != watchName {
+				t.Fatalf("checkpoint of %q", a.Sub)
+			}
+			return a
+		}
+	}
+}
+
+func readRetained(t *testing.T, path string) retainedFile {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := decodeRetained(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func storeOf(s *Server) map[string]string {
+	out := map[string]string{}
+	for _, r := range s.retained.matching("#") {
+		out[r.topic] = string(r.payload)
+	}
+	for _, r := range s.retained.matching("$dev/#") {
+		out[r.topic] = string(r.payload)
+	}
+	return out
+}
+
+func sameStore(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRetainedFileBeforeCheckpoint: the watch's checkpoint is told to the
+// broker only once the file holds everything it covers — read at the
+// moment the SubAck arrives, the file has every message delivered up to
+// its token, and a token at least as high.
+func TestRetainedFileBeforeCheckpoint(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mqtt-retained")
+	s, h, _ := retainedServer(t, path, nil, nil)
+	w := h.conn(s.watchID)
+	want := map[string]string{}
+	for i := range 50 {
+		topic := "t/" + string(rune('a'+i%26)) + "/" + string(rune('0'+i/26))
+		w.Send(retainedEv(t, "P1", tick.Tick(10+i), topic, "v"+topic))
+		want[topic] = "v" + topic
+	}
+	w.Send(retainedEv(t, "P1", 100, "t/a/0", "")) // cleared
+	delete(want, "t/a/0")
+	for {
+		a := subAck(t, h)
+		f := readRetained(t, path) // the SubAck is out: the file must cover it
+		if f.token["P1"] < a.Token["P1"] {
+			t.Fatalf("checkpoint %v told with the file at %v", a.Token, f.token)
+		}
+		got := map[string]string{}
+		for _, r := range f.msgs {
+			got[r.topic] = string(r.payload)
+		}
+		if a.Token["P1"] == 100 {
+			if !sameStore(got, want) {
+				t.Fatalf("the file at checkpoint 100 holds %v, want %v", got, want)
+			}
+			break
+		}
+	}
+	// Progress alone moves the checkpoint, the file unchanged.
+	w.Send(msg.Progress{Sub: watchName, Token: msg.Token{"P1": 200}})
+	if a := subAck(t, h); a.Token["P1"] != 200 {
+		t.Fatalf("checkpoint %v after progress to 200", a.Token)
+	}
+}
+
+// TestRetainedFileRestart: a restarted server reads its store from the
+// file, its watch resumes from its checkpoint (no From: the broker's),
+// and the catch-up's deliveries the file already holds (at or below its
+// token) do not take the store back to older values; later ones apply.
+func TestRetainedFileRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mqtt-retained")
+	s, h, _ := retainedServer(t, path, nil, nil)
+	w := h.conn(s.watchID)
+	w.Send(retainedEv(t, "P1", 10, "x", "old"))
+	w.Send(retainedEv(t, "P1", 20, "x", "new"))
+	w.Send(retainedEv(t, "P1", 30, "y", "gone"))
+	w.Send(retainedEv(t, "P1", 40, "y", ""))
+	w.Send(retainedEv(t, "P2", 5, "$dev/z", "z"))
+	for a := subAck(t, h); a.Token["P1"] < 40 || a.Token["P2"] < 5; a = subAck(t, h) {
+	}
+	// Close writes the file a last time; a kill -9 leaves it as of the
+	// last checkpoint told, which the broker then resumes from (at most).
+	s.Close()
+
+	s2, h2, _ := retainedServer(t, path, nil, nil)
+	if got := storeOf(s2); !sameStore(got, map[string]string{"x": "new", "$dev/z": "z"}) {
+		t.Fatalf("restored store %v", got)
+	}
+	w2 := h2.conn(s2.watchID)
+	// The broker's checkpoint lagged the file: the catch-up repeats.
+	w2.Send(retainedEv(t, "P1", 10, "x", "old"))
+	w2.Send(retainedEv(t, "P1", 30, "y", "gone"))
+	w2.Send(retainedEv(t, "P2", 5, "$dev/z", "z"))
+	if got := storeOf(s2); !sameStore(got, map[string]string{"x": "new", "$dev/z": "z"}) {
+		t.Fatalf("after the repeated catch-up the store is %v, want it unchanged", got)
+	}
+	w2.Send(retainedEv(t, "P1", 41, "x", "newer")) // retained while the server was down
+	w2.Send(retainedEv(t, "P2", 6, "y", "back"))
+	if got := storeOf(s2); !sameStore(got, map[string]string{"x": "newer", "y": "back", "$dev/z": "z"}) {
+		t.Fatalf("after the catch-up the store is %v", got)
+	}
+	// A new subscriber gets them.
+	got := subscribeRetained(t, s2, h2, "after", "#", 0, 2)
+	if got[0].TopicName != "x" || string(got[0].Payload) != "newer" || got[1].TopicName != "y" || string(got[1].Payload) != "back" {
+		t.Fatalf("a new subscriber got %s=%q, %s=%q", got[0].TopicName, got[0].Payload, got[1].TopicName, got[1].Payload)
+	}
+}
+
+// TestRetainedFileCorrupt: a damaged file is logged with its path, set
+// aside (kept for inspection), and the store rebuilt: the watch asks
+// again from the start of every pubend its checkpoint names. A missing
+// file with a checkpoint known rebuilds the same way; without one (a
+// first start) the watch starts as a new durable subscription.
+func TestRetainedFileCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mqtt-retained")
+	b := encodeRetained(sampleRetained())
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	known := map[string][]msg.DurableSub{watchName: {{Name: watchName, Pattern: ">", Selector: watchSelector, Released: msg.Token{"P1": 50, "P2": 7}}}}
+	s, _, logs := retainedServer(t, path, msg.Token{"P1": 0, "P2": 0}, known)
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "unreadable") || !strings.Contains(l, path) || !strings.Contains(l, "checksum") {
+		t.Fatalf("the log does not say the file was unreadable, where, and why:\n%s", l)
+	}
+	if aside, err := os.ReadFile(path + ".corrupt"); err != nil || !bytes.Equal(aside, b) {
+		t.Fatalf("the damaged file was not set aside as it was: %v", err)
+	}
+	if len(storeOf(s)) != 0 {
+		t.Fatalf("a store from a damaged file: %v", storeOf(s))
+	}
+	s.Close()
+
+	// Missing, with the checkpoint known: rebuilt the same way.
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	retainedServer(t, path, msg.Token{"P1": 0, "P2": 0}, known)
+	// Missing, no checkpoint: a first start.
+	retainedServer(t, filepath.Join(dir, "first"), nil, nil)
+}
+
+// TestRetainedNoFile: without a file (a broker without data) the watch
+// is a plain subscription and nothing is written.
+func TestRetainedNoFile(t *testing.T) {
+	s, h := startFakeOpts(t, func(o *Options) { o.RetainedNetwork = true }, "P1")
+	r := h.request(t)
+	if sub := r.m.(msg.Subscribe); sub.Durable || sub.Sub != watchName {
+		t.Fatalf("the watch without a file asked %+v, want a plain subscription", sub)
+	}
+	h.conn(s.watchID).Send(retainedEv(t, "P1", 3, "a", "A"))
+	if got := storeOf(s); got["a"] != "A" {
+		t.Fatalf("store %v", got)
+	}
+}
