@@ -171,59 +171,83 @@ const watchSelector = retainProperty + " = TRUE"
 // every retained message published in the network: they fill this
 // broker's store as they are delivered. Without a file the subscription
 // starts with the listener, so a retained message published while the
-// broker was down is not known here (docs/MQTT.md). With one it is
-// durable: resumed from its checkpoint, or, when the file was missing or
-// unreadable (rebuild), from the start of the logs of every pubend the
-// checkpoint names — which takes the broker's loop, so a goroutine asks.
-func (s *Server) watchRetained(rebuild bool) {
+// broker was down, or before the subscription is in force, is not known
+// here (docs/MQTT.md). With one the watch is durable and starts where the
+// store stands, so nothing is missed: a first, plain subscription (the
+// probe, probeName) learns which pubends the broker routes (its
+// SubStarted token); the watch then subscribes from the store's token
+// for each pubend, and from the start of the log of every pubend the
+// store has not covered (a first start, or a file missing or unreadable:
+// the store is rebuilt from what the logs still hold).
+func (s *Server) watchRetained() {
 	cl := s.srv.NewClient(nil, "aerie", "aerie-retained", true)
 	c := newConn(s, cl)
 	c.watch, c.st = true, &clientState{in: map[uint16]*inbound{}}
 	c.id = s.opts.Host.Up(c)
 	s.watchID, s.watching = c.id, true
-	sub := msg.Subscribe{Sub: watchName, Pattern: ">", Selector: watchSelector, Durable: s.opts.RetainedFile != ""}
-	if !sub.Durable || !rebuild {
-		s.opts.Host.Request(c.id, sub)
-		return
+	name := msg.SubID(watchName)
+	if s.opts.RetainedFile != "" {
+		name = probeName
 	}
+	s.opts.Host.Request(c.id, msg.Subscribe{Sub: name, Pattern: ">", Selector: watchSelector})
+}
+
+// probeName is the plain subscription that learns the pubends before the
+// durable watch starts.
+const probeName = "mqtt-retained-probe"
+
+// probed: the probe is in force, at routed; the durable watch starts (on
+// a goroutine of its own: the broker's loop called, and asking it waits
+// for it).
+func (s *Server) probed(routed msg.Token) {
+	from := msg.Token{}
+	for p := range routed {
+		from[p] = 0
+	}
+	fresh := len(from)
+	s.retained.mu.Lock()
+	for p, t := range s.retained.skip {
+		if _, ok := from[p]; ok {
+			fresh--
+		}
+		from[p] = t // a pubend not routed now keeps its position
+	}
+	s.retained.mu.Unlock()
+	s.log.Info("MQTT retained watch starting", "pubends", len(from), "from the start of their logs", fresh)
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		ds, err := s.opts.Host.Session(watchName)
-		if err != nil {
-			s.log.Error("MQTT retained store: the retained watch's checkpoint not read; it resumes from it, "+
-				"and retained messages it had passed are not rebuilt", "err", err)
-		}
-		for _, d := range ds {
-			if d.Name != watchName || len(d.Released) == 0 {
-				continue
-			}
-			sub.From = msg.Token{}
-			for p := range d.Released {
-				sub.From[p] = 0
-			}
-			s.log.Warn("MQTT retained store: rebuilding from the start of the pubends' logs (what they have released is lost)",
-				"pubends", len(sub.From))
-		}
-		s.opts.Host.Request(c.id, sub)
+		s.opts.Host.Request(s.watchID, msg.Unsubscribe{Sub: probeName})
+		s.opts.Host.Request(s.watchID, msg.Subscribe{Sub: watchName, Pattern: ">", Selector: watchSelector, Durable: true, From: from})
 	}()
 }
 
 // watchSent takes what the broker sends the retained watch (the broker's
-// loop, through Conn.Send).
+// loop, through Conn.Send): it never blocks.
 func (s *Server) watchSent(m msg.Msg) {
 	switch x := m.(type) {
+	case msg.SubStarted:
+		if x.Sub == probeName {
+			s.probed(x.Token)
+		}
 	case msg.Delivery:
-		s.retained.learn(x.Event)
+		if x.Sub == watchName {
+			s.retained.learn(x.Event)
+		}
 	case msg.Progress:
 		s.retained.cover(x.Token)
 	case msg.Gap:
-		s.log.Warn("MQTT retained store: retained messages may be missing; the pubend had released them before this broker's watch took them",
-			"pubend", string(x.Pubend), "from", x.From, "to", x.To)
+		if x.From == 0 {
+			s.log.Info("MQTT retained store: the pubend's log no longer holds its oldest retained messages",
+				"pubend", string(x.Pubend), "released through", x.To)
+		} else {
+			s.log.Warn("MQTT retained store: retained messages may be missing; the pubend had released them before this broker's watch took them",
+				"pubend", string(x.Pubend), "from", x.From, "to", x.To)
+		}
 		s.retained.cover(msg.Token{x.Pubend: x.To})
 	case msg.SubRejected:
 		s.log.Error("MQTT retained store: the retained watch was refused; retained messages published elsewhere are not learnt here",
-			"reason", x.Reason)
+			"sub", string(x.Sub), "reason", x.Reason)
 	}
 }
 
@@ -297,16 +321,17 @@ func moved(tok, acked msg.Token) bool {
 	return false
 }
 
-// loadRetained reads the store's file at the start, and reports whether
-// the store must be rebuilt from the pubends' logs: the file is missing
-// (a first start, or a crash before the first write), or unreadable —
-// then it is set aside as FILE.corrupt, for inspection, and logged.
-func (s *Server) loadRetained() bool {
+// loadRetained reads the store's file at the start. A file missing (a
+// first start, or a crash before the first write) or unreadable leaves
+// the store empty, to be rebuilt from the pubends' logs (watchRetained);
+// an unreadable one is logged and set aside as FILE.corrupt, for
+// inspection.
+func (s *Server) loadRetained() {
 	path := s.opts.RetainedFile
 	_ = os.Remove(path + ".tmp") // a write a crash cut short
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return true
+		return
 	}
 	var f retainedFile
 	if err == nil {
@@ -319,11 +344,10 @@ func (s *Server) loadRetained() bool {
 		}
 		s.log.Error("MQTT retained store file unreadable: set aside, the store is rebuilt from the pubends' logs",
 			"path", path, "aside", aside, "err", err)
-		return true
+		return
 	}
 	s.retained.restore(f)
 	s.log.Info("MQTT retained store read", "path", path, "messages", len(f.msgs))
-	return false
 }
 
 // matching returns the retained messages filter matches, by topic.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,28 +151,34 @@ func FuzzRetainedFile(f *testing.F) {
 }
 
 // retainedServer starts a server with a retained file at path and its
-// watch, logging to a buffer; it returns the watch's client id, checking
-// that its subscription is durable (and resumes from its checkpoint:
-// from nil) or rebuilds (from every pubend at 0).
-func retainedServer(t *testing.T, path string, from msg.Token, sessions map[string][]msg.DurableSub) (*Server, *fakeHost, *syncBuffer) {
+// watch, logging to a buffer. The probe, answered as in force at the
+// pubends of routed, gives way to the durable watch, which must ask from
+// wantFrom; it returns once the watch has asked.
+func retainedServer(t *testing.T, path string, routed, wantFrom msg.Token) (*Server, *fakeHost, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	s, h := startFakeOpts(t, func(o *Options) {
 		o.RetainedNetwork, o.RetainedFile = true, path
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
-		for prefix, ds := range sessions {
-			o.Host.(*fakeHost).sessions[prefix] = ds
-		}
 	}, "P1")
 	r := h.request(t)
-	sub, ok := r.m.(msg.Subscribe)
-	if !ok || sub.Sub != watchName || !sub.Durable || sub.Selector != watchSelector || len(sub.From) != len(from) {
-		t.Fatalf("the watch asked %+v, want a durable subscription from %v", r.m, from)
+	if sub, ok := r.m.(msg.Subscribe); !ok || sub.Sub != probeName || sub.Durable || sub.Selector != watchSelector {
+		t.Fatalf("the watch asked %+v first, want its probe", r.m)
 	}
-	for p, tk := range from {
-		if got, ok := sub.From[p]; !ok || got != tk {
-			t.Fatalf("the watch asked from %v, want %v", sub.From, from)
-		}
+	h.conn(s.watchID).Send(msg.SubStarted{Sub: probeName, Token: routed})
+	d := retainedEv(t, "P1", 1000, "probe/sees", "this")
+	d.Sub = probeName
+	h.conn(s.watchID).Send(d) // not the watch's: ignored
+	if r := h.request(t); r.m != (msg.Unsubscribe{Sub: probeName}) {
+		t.Fatalf("after the probe started the watch asked %+v, want the probe ended", r.m)
+	}
+	r = h.request(t)
+	sub, ok := r.m.(msg.Subscribe)
+	if !ok || sub.Sub != watchName || !sub.Durable || sub.Selector != watchSelector || !maps.Equal(sub.From, wantFrom) {
+		t.Fatalf("the watch asked %+v, want a durable subscription from %v", r.m, wantFrom)
+	}
+	if len(storeOf(s)["probe/sees"]) > 0 {
+		t.Fatal("the probe's delivery entered the store")
 	}
 	return s, h, logs
 }
@@ -260,7 +267,7 @@ func sameStore(a, b map[string]string) bool {
 // its token, and a token at least as high.
 func TestRetainedFileBeforeCheckpoint(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mqtt-retained")
-	s, h, _ := retainedServer(t, path, nil, nil)
+	s, h, _ := retainedServer(t, path, msg.Token{"P1": 7}, msg.Token{"P1": 0})
 	w := h.conn(s.watchID)
 	want := map[string]string{}
 	for i := range 50 {
@@ -300,7 +307,7 @@ func TestRetainedFileBeforeCheckpoint(t *testing.T) {
 // token) do not take the store back to older values; later ones apply.
 func TestRetainedFileRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mqtt-retained")
-	s, h, _ := retainedServer(t, path, nil, nil)
+	s, h, _ := retainedServer(t, path, msg.Token{"P1": 7, "P2": 3}, msg.Token{"P1": 0, "P2": 0})
 	w := h.conn(s.watchID)
 	w.Send(retainedEv(t, "P1", 10, "x", "old"))
 	w.Send(retainedEv(t, "P1", 20, "x", "new"))
@@ -313,12 +320,14 @@ func TestRetainedFileRestart(t *testing.T) {
 	// last checkpoint told, which the broker then resumes from (at most).
 	s.Close()
 
-	s2, h2, _ := retainedServer(t, path, nil, nil)
+	// It resumes from the file's token; a pubend routed since, from the
+	// start of its log; one no longer routed keeps its position.
+	s2, h2, _ := retainedServer(t, path, msg.Token{"P1": 60, "P3": 4}, msg.Token{"P1": 40, "P2": 5, "P3": 0})
 	if got := storeOf(s2); !sameStore(got, map[string]string{"x": "new", "$dev/z": "z"}) {
 		t.Fatalf("restored store %v", got)
 	}
 	w2 := h2.conn(s2.watchID)
-	// The broker's checkpoint lagged the file: the catch-up repeats.
+	// A catch-up that repeats what the file holds changes nothing.
 	w2.Send(retainedEv(t, "P1", 10, "x", "old"))
 	w2.Send(retainedEv(t, "P1", 30, "y", "gone"))
 	w2.Send(retainedEv(t, "P2", 5, "$dev/z", "z"))
@@ -337,11 +346,10 @@ func TestRetainedFileRestart(t *testing.T) {
 	}
 }
 
-// TestRetainedFileCorrupt: a damaged file is logged with its path, set
-// aside (kept for inspection), and the store rebuilt: the watch asks
-// again from the start of every pubend its checkpoint names. A missing
-// file with a checkpoint known rebuilds the same way; without one (a
-// first start) the watch starts as a new durable subscription.
+// TestRetainedFileCorrupt: a damaged file is logged with its path and
+// why, set aside (kept for inspection), and the store rebuilt: the watch
+// asks from the start of every pubend's log. A missing file does the same
+// (a first start).
 func TestRetainedFileCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "mqtt-retained")
@@ -350,8 +358,7 @@ func TestRetainedFileCorrupt(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	known := map[string][]msg.DurableSub{watchName: {{Name: watchName, Pattern: ">", Selector: watchSelector, Released: msg.Token{"P1": 50, "P2": 7}}}}
-	s, _, logs := retainedServer(t, path, msg.Token{"P1": 0, "P2": 0}, known)
+	s, _, logs := retainedServer(t, path, msg.Token{"P1": 50, "P2": 7}, msg.Token{"P1": 0, "P2": 0})
 	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "unreadable") || !strings.Contains(l, path) || !strings.Contains(l, "checksum") {
 		t.Fatalf("the log does not say the file was unreadable, where, and why:\n%s", l)
 	}
@@ -361,15 +368,7 @@ func TestRetainedFileCorrupt(t *testing.T) {
 	if len(storeOf(s)) != 0 {
 		t.Fatalf("a store from a damaged file: %v", storeOf(s))
 	}
-	s.Close()
-
-	// Missing, with the checkpoint known: rebuilt the same way.
-	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	retainedServer(t, path, msg.Token{"P1": 0, "P2": 0}, known)
-	// Missing, no checkpoint: a first start.
-	retainedServer(t, filepath.Join(dir, "first"), nil, nil)
+	retainedServer(t, filepath.Join(dir, "first"), msg.Token{"P1": 50}, msg.Token{"P1": 0})
 }
 
 // TestRetainedNoFile: without a file (a broker without data) the watch

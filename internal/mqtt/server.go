@@ -145,10 +145,9 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
 		wills: pendingWills{m: map[string]*pendingWill{}}, retained: newRetainStore(),
 		closing: make(chan struct{})}
-	rebuild := false
 	if opts.RetainedFile != "" {
 		s.retained.changed = make(chan struct{}, 1)
-		rebuild = s.loadRetained() // before the first subscriber
+		s.loadRetained() // before the first subscriber
 	}
 	s.srv = mochi.New(&mochi.Options{
 		Capabilities:           caps,
@@ -165,7 +164,7 @@ func Start(opts Options) (*Server, error) {
 		return nil, err
 	}
 	if opts.RetainedNetwork {
-		s.watchRetained(rebuild)
+		s.watchRetained()
 	}
 	if opts.RetainedFile != "" {
 		s.bg.Add(1)
