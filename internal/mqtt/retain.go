@@ -33,16 +33,17 @@ import (
 // it.
 //
 // With a file (Options.RetainedFile, under the broker's data directory)
-// the watch is a durable subscription (Gryphon DS §3): after a restart it
-// resumes from its checkpoint, and what was retained while the broker was
-// down is caught up from the pubends' logs. The store is written to the
-// file (retainfile.go) before the checkpoint that covers it is told to
-// the broker (keepRetained), with the token of the watch's deliveries it
-// holds: so the checkpoint the broker keeps never passes the file, and a
-// delivery the catch-up brings again that the file already holds (at or
-// below its token) is skipped — the restarted store neither loses a
-// retained message nor takes back an older value. Without a file the
-// store and the watch are in memory only.
+// the watch is a durable subscription (Gryphon DS §3). The store is
+// written to the file (retainfile.go), with the token of the watch's
+// deliveries it holds, before the checkpoint that covers it is told to
+// the broker (keepRetained): so the checkpoint the broker keeps, and the
+// pubends' release with it, never passes the file. After a restart the
+// watch subscribes from the file's token (watchRetained), and what was
+// retained while the broker was down is caught up from the pubends'
+// logs; a delivery the file already holds (at or below its token) is
+// skipped — the restarted store neither loses a retained message nor
+// takes back an older value. Without a file the store and the watch are
+// in memory only.
 
 // retainedMsg is a topic's retained message.
 type retainedMsg struct {

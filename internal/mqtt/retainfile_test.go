@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"log/slog"
 	"maps"
@@ -382,5 +383,31 @@ func TestRetainedNoFile(t *testing.T) {
 	h.conn(s.watchID).Send(retainedEv(t, "P1", 3, "a", "A"))
 	if got := storeOf(s); got["a"] != "A" {
 		t.Fatalf("store %v", got)
+	}
+}
+
+// BenchmarkRetainedWrite: one write of the whole store (encode, write,
+// fsync, rename, directory fsync), as keepRetained does after a change,
+// for stores of n retained messages of 64 bytes.
+func BenchmarkRetainedWrite(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			f := retainedFile{token: msg.Token{"P1": 1 << 50, "P2": 1 << 50}}
+			for i := range n {
+				f.msgs = append(f.msgs, retainedMsg{topic: fmt.Sprintf("site/%d/sensor/%d", i/100, i%100),
+					payload: bytes.Repeat([]byte{'x'}, 64), qos: 1})
+			}
+			path := filepath.Join(b.TempDir(), "mqtt-retained")
+			var size int
+			b.ResetTimer()
+			for b.Loop() {
+				buf := encodeRetained(f)
+				size = len(buf)
+				if err := writeSynced(path, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(size), "file-bytes")
+		})
 	}
 }
