@@ -139,11 +139,13 @@ func (rs *retainStore) snapshot() (retainedFile, bool) {
 	return f, dirty
 }
 
-// unwritten: the last snapshot did not reach the file.
+// unwritten: the last snapshot did not reach the file; it is tried
+// again.
 func (rs *retainStore) unwritten() {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.dirty = true
+	rs.wake()
 }
 
 // restore fills the empty store from its file.
@@ -236,7 +238,9 @@ func (s *Server) watchSent(m msg.Msg) {
 			s.retained.learn(x.Event)
 		}
 	case msg.Progress:
-		s.retained.cover(x.Token)
+		if x.Sub == watchName {
+			s.retained.cover(x.Token)
+		}
 	case msg.Gap:
 		if x.From == 0 {
 			s.log.Info("MQTT retained store: the pubend's log no longer holds its oldest retained messages",

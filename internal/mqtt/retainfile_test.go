@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -185,14 +186,38 @@ func retainedServer(t *testing.T, path string, routed, wantFrom msg.Token) (*Ser
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // cap 1, signalled at each write
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.wrote == nil {
+		s.wrote = make(chan struct{}, 1)
+	}
+	signal(s.wrote)
 	return s.b.Write(p)
+}
+
+// await waits until the log holds text.
+func (s *syncBuffer) await(t *testing.T, text string) {
+	t.Helper()
+	s.mu.Lock()
+	if s.wrote == nil {
+		s.wrote = make(chan struct{}, 1)
+	}
+	wrote := s.wrote
+	s.mu.Unlock()
+	timeout := time.After(10 * time.Second)
+	for !strings.Contains(s.String(), text) {
+		select {
+		case <-wrote:
+		case <-timeout:
+			t.Fatalf("the log never said %q:\n%s", text, s.String())
+		}
+	}
 }
 
 func (s *syncBuffer) String() string {
@@ -370,6 +395,24 @@ func TestRetainedFileCorrupt(t *testing.T) {
 		t.Fatalf("a store from a damaged file: %v", storeOf(s))
 	}
 	retainedServer(t, filepath.Join(dir, "first"), msg.Token{"P1": 50}, msg.Token{"P1": 0})
+}
+
+// TestRetainedFileUnwritable: a write that fails is logged and tried
+// again; the checkpoint waits for it, and is told once the file holds
+// what it covers.
+func TestRetainedFileUnwritable(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-yet")
+	path := filepath.Join(dir, "mqtt-retained")
+	s, h, logs := retainedServer(t, path, msg.Token{"P1": 1}, msg.Token{"P1": 0})
+	h.conn(s.watchID).Send(retainedEv(t, "P1", 5, "a", "A"))
+	logs.await(t, "MQTT retained store not written")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := subAck(t, h)
+	if f := readRetained(t, path); a.Token["P1"] != 5 || f.token["P1"] != 5 || len(f.msgs) != 1 {
+		t.Fatalf("checkpoint %v with the file at %v holding %d messages, want both at 5 with the one", a.Token, f.token, len(f.msgs))
+	}
 }
 
 // TestRetainedNoFile: without a file (a broker without data) the watch
