@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -173,14 +174,6 @@ func TestMQTTRetainedKill9(t *testing.T) {
 		t.Skip("builds and runs processes")
 	}
 	_, procs, mq, _ := mqttNet(t)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, id := range []string{"p1", "s1"} {
-				b, _ := os.ReadFile(procs.logPath(id))
-				t.Logf("%s's log:\n%s", id, b)
-			}
-		}
-	})
 	var msgs [][2]string
 	want := map[string]string{}
 	for i := range 210 {
@@ -256,5 +249,44 @@ func TestMQTTRetainedWhileDown(t *testing.T) {
 	waitListening(t, mq["s1"])
 	awaitRetained(t, mq["s1"], "mark/down", "last")
 	checkRetained(t, retainedUnder(t, mq["s1"], "down/#", mq["p1"], "down/end"), want)
+	logRetained(t, procs, "s1")
+}
+
+// TestMQTTRetainedCorruptFile: the SHB's retained store file is damaged
+// while it is down; started again, it logs the file as unreadable, sets it
+// aside as mqtt-retained.corrupt, and its store is rebuilt from the logs:
+// its watch takes retained messages again, and the SHB serves as before.
+func TestMQTTRetainedCorruptFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	_, procs, mq, _ := mqttNet(t)
+	awaitWatching(t, mq["s1"], mq["p1"])
+	publishRetained(t, mq["p1"], "c-pub", [][2]string{{"c/a", "A"}, {"mark/c", "1"}})
+	awaitRetained(t, mq["s1"], "mark/c", "1")
+	procs.kill("s1")
+	path := filepath.Join(filepath.Dir(procs.cfg), "data", "s1", "mqtt-retained")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the SHB's retained store file: %v", err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	procs.start("s1")
+	waitListening(t, mq["s1"])
+	publishRetained(t, mq["p1"], "c-pub2", [][2]string{{"mark/c", "2"}})
+	awaitRetained(t, mq["s1"], "mark/c", "2")
+	log, err := os.ReadFile(procs.logPath("s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "MQTT retained store file unreadable") || !strings.Contains(string(log), "checksum") {
+		t.Fatalf("the SHB did not log its damaged retained store file:\n%s", log)
+	}
+	if aside, err := os.ReadFile(path + ".corrupt"); err != nil || string(aside) != string(b) {
+		t.Fatalf("the damaged file was not set aside as it was: %v", err)
+	}
 	logRetained(t, procs, "s1")
 }

@@ -347,7 +347,7 @@ func (s *Server) loadRetained() {
 		if rerr := os.Rename(path, aside); rerr != nil {
 			aside = fmt.Sprintf("not set aside: %v", rerr)
 		}
-		s.log.Error("MQTT retained store file unreadable: set aside, the store is rebuilt from the pubends' logs",
+		s.log.Error("MQTT retained store file unreadable: set aside; the store is rebuilt from what the pubends' logs still hold, retained messages they have released are lost",
 			"path", path, "aside", aside, "err", err)
 		return
 	}
