@@ -127,14 +127,17 @@ func (rs *retainStore) coverLocked(tok msg.Token) {
 	}
 }
 
-// snapshot returns the store for its file, with the token it covers, and
-// whether it changed since the last snapshot (then counted as written:
-// unwritten marks it changed again).
+// snapshot returns the token the store covers and whether the store
+// changed since the last snapshot; if so, its messages too, for the file
+// (then counted as written: unwritten marks it changed again).
 func (rs *retainStore) snapshot() (retainedFile, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	f := retainedFile{token: maps.Clone(rs.covered), msgs: slices.Collect(maps.Values(rs.m))}
+	f := retainedFile{token: maps.Clone(rs.covered)}
 	dirty := rs.dirty
+	if dirty {
+		f.msgs = slices.Collect(maps.Values(rs.m))
+	}
 	rs.dirty = false
 	return f, dirty
 }
