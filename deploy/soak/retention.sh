@@ -7,7 +7,9 @@
 # (-9) after N seconds, with a durable subscriber of its own; with
 # RESTART_S2_AFTER=M as well, s2 and that subscriber come back after M
 # seconds, and at the end the script counts what the subscriber got: events
-# (each pubend's ticks must rise, none twice) and gap notices.
+# (each pubend's ticks must rise, none twice) and gap notices, and checks it
+# against the subscriber at s1, which had every event: each one must be at
+# s2 or inside a gap notice's ticks, and nothing at s2 may be inside one.
 #
 #   deploy/soak/retention.sh [SECONDS] [RATE] [MAX_RETAIN]
 #
@@ -70,7 +72,14 @@ durable() { # the durable subscriber at s2, appending to durable.out
   pid[durable]=$!
 }
 if [ -n "${KILL_S2_AFTER:-}" ]; then durable; fi
-"$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json >/dev/null 2>"$dir/sub.err" &
+# The subscriber at s1 keeps "pubend tick" of every event when s2 is killed
+# (the reference for what s2's durable subscriber must have).
+ticks() { awk 'match($0, /"pubend":"[^"]*","tick":[0-9]+/) { split(substr($0, RSTART, RLENGTH), a, /"/); print a[4], substr(a[7], 2) + 0 }'; }
+if [ -n "${KILL_S2_AFTER:-}" ]; then
+  "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json 2>"$dir/sub.err" | ticks >"$dir/s1.ticks" &
+else
+  "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json >/dev/null 2>"$dir/sub.err" &
+fi
 pid[sub]=$!
 "$bin" pub --connect 127.0.0.1:17201 --topic orders.eu --size 100 --rate "$rate" --count $((rate * secs)) >"$dir/pub.out" 2>"$dir/pub.err" &
 pub=$!
@@ -102,5 +111,14 @@ if [ -n "${KILL_S2_AFTER:-}" ]; then
       p = a[4]; t = substr(a[7], 2) + 0
       if (t <= last[p]) bad++; last[p] = t; events++ }
     END { printf "# durable subscriber at s2: %d events, %d gap notices, %d ticks out of order or twice\n", events, gaps, bad }' "$dir/durable.out"
+  # Every event s1 had is at s2 or inside a gap; none at s2 is inside one.
+  ticks <"$dir/durable.out" >"$dir/s2.ticks"
+  grep '"gap"' "$dir/durable.out" | sed -E 's/.*"pubend":"([^"]*)".*"from":([0-9]+).*"to":([0-9]+).*/\1 \2 \3/' >"$dir/gaps" || true
+  awk 'FILENAME == ARGV[1] { n[$1]++; lo[$1, n[$1]] = $2; hi[$1, n[$1]] = $3; next }
+    function gapped(p, t,   i) { for (i = 1; i <= n[p]; i++) if (t > lo[p, i] && t <= hi[p, i]) return 1; return 0 }
+    FILENAME == ARGV[2] { at2[$1, $2] = 1; if (gapped($1, $2)) inside++; next }
+    { s1++; if (!(($1, $2) in at2) && !gapped($1, $2)) missing++ }
+    END { printf "# against s1: %d events at s1, %d neither at s2 nor in a gap (lost), %d at s2 inside a gap\n", s1, missing, inside }' \
+    "$dir/gaps" "$dir/s2.ticks" "$dir/s1.ticks"
 fi
 echo "# data and logs in $dir"

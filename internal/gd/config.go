@@ -118,10 +118,11 @@ type Config struct {
 	MaxRetainBytes int64
 	// ReleaseGone: a downstream that acknowledged nothing for longer than
 	// its pubend's max_retain no longer holds this broker, and resyncs from
-	// the pubend when it returns (gone.go, resync.go; docs/RELIABILITY.md
-	// "Running for weeks"). Off by default until the simulator's swarm
-	// runs clean with it; off, a downstream that dies for good holds every
-	// broker above it until it is removed from the config.
+	// the pubend when it returns (gone.go, resync.go, vouch.go;
+	// docs/RELIABILITY.md "Running for weeks"). On by default; max_retain
+	// = "0s" never judges a downstream gone. Off, a downstream that dies
+	// for good holds every broker above it until it is removed from the
+	// config (tests compare the two).
 	ReleaseGone bool
 
 	// SummaryDeltaMin: a summary of more clauses than this is sent upstream
@@ -197,6 +198,7 @@ func DefaultConfig() Config {
 		RelayCacheBytes:         64 << 20,
 		TotalOrderHoldBytes:     64 << 20,
 		MaxRetain:               168 * time.Hour,
+		ReleaseGone:             true,
 		Congestion:              congestion.DefaultConfig(),
 		SummaryDeltaMin:         16,
 	}

@@ -121,9 +121,7 @@ func (e *Engine) answerRefetch(ps *pstream, ranges []tick.Range, path []msg.Node
 	to := path[len(path)-1]
 	final := ps.in.K.Final()
 	if o := e.outFrom(ps, to); o != nil {
-		// A Payloads' final prefix is taken as vouched (vouch.go).
 		final = e.finalFor(o, final)
-		final -= e.unvouched(ps, o, final)
 	}
 	out := msg.Payloads{Pubend: ps.id, Final: final, Path: path}
 	bytes := 0
@@ -170,7 +168,13 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 		// The answerer released these ticks (every subscription had them,
 		// or they outlived max_retain): what has no payload up there is L,
 		// not lost. Taken exactly as a Knowledge's final prefix.
-		e.onKnowledge(from, msg.Knowledge{Pubend: ps.id, Final: m.Final, Start: 1, End: 0, Retrans: true})
+		// Payloads carries no unvouched top: beyond what upstream vouched
+		// already, its final prefix is taken as unvouched (vouch.go).
+		u := tick.Tick(0)
+		if e.cfg.ReleaseGone {
+			u = m.Final - min(m.Final, ps.vouchedIn)
+		}
+		e.onKnowledge(from, msg.Knowledge{Pubend: ps.id, Final: m.Final, Start: 1, End: 0, Retrans: true, Unvouched: u})
 	}
 	for _, ev := range m.Events {
 		if ev == nil || ev.Pubend != ps.id {
@@ -188,7 +192,6 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 		m.Path = rest
 		if o := e.outFrom(ps, rest[len(rest)-1]); o != nil {
 			m.Final = e.finalFor(o, m.Final) // never L to one that was gone (resync.go)
-			m.Final -= e.unvouched(ps, o, m.Final)
 		}
 		e.send(rest[len(rest)-1], m)
 		return

@@ -84,31 +84,32 @@ func (e *Engine) unvouched(ps *pstream, o *stream.Ostream, f tick.Tick) tick.Tic
 }
 
 // holdUnvouched is what a subend with local subscriptions takes of m, a
-// final prefix from upstream with an unvouched top: final ticks it does not
-// know up there may hold events its subscribers want, made final because
-// a broker went on without this one. It keeps its final prefix below them
-// and asks the pubend for them by a resync (resync.go), whose answer brings
-// the released ones as a gap and the rest as events and silence; the
-// silence m renders inside its final prefix is dropped with it.
+// final prefix from upstream with an unvouched top: final ticks there may
+// hold events its subscribers want, made final because a broker went on
+// without this one, whether this subend knows them (an event not yet
+// delivered) or not. It keeps its final prefix at the vouched part: what
+// it knows above is delivered as usual, and what it does not know it asks
+// the pubend for by a resync (resync.go), whose answer brings the released
+// ticks as a gap and the rest as events and silence. The silence m renders
+// inside its final prefix is dropped with it.
 func (e *Engine) holdUnvouched(ps *pstream, m msg.Knowledge) msg.Knowledge {
-	v := m.Vouched()
-	if m.Final <= max(v, ps.in.K.Final()) {
+	hold := max(m.Vouched(), ps.in.K.Final())
+	if m.Final <= hold {
 		return m
 	}
 	unknown := false
-	ps.in.K.VisitQ(tick.Range{Lo: max(v, ps.in.K.Final()) + 1, Hi: m.Final}, func(tick.Range) { unknown = true })
-	if !unknown {
-		return m // every tick up there is known here: nothing to skip
+	ps.in.K.VisitQ(tick.Range{Lo: hold + 1, Hi: m.Final}, func(tick.Range) { unknown = true })
+	if unknown {
+		e.startResync(ps, m.Final)
 	}
 	f := m.Final
-	m.Final, m.Unvouched = max(v, ps.in.K.Final()), 0
+	m.Final, m.Unvouched = hold, 0
 	if m.Start <= f {
 		m.Start = f + 1
 	}
 	if m.Start > m.End {
 		m.Start, m.End = 1, 0
 	}
-	e.startResync(ps, f)
 	return m
 }
 

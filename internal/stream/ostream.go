@@ -287,38 +287,51 @@ func (o *Ostream) recomputeReleased() bool {
 // Vouch moves Vouched over what this broker knows to be silence or
 // delivered for c (gd/vouch.go). floor is vouched already: c's clean ack,
 // or the final prefix upstream vouched for this broker's subtree. Above
-// it, the walk goes over the known ticks not yet final here (their kinds
-// are forgotten once final, so it runs before they become final): S and
-// D ticks c's filter drops are silence for c; a D that passes blocks
-// until c acks it cleanly. Only the highest blocking D is kept: once c's
-// clean ack passes it, everything walked is vouched.
+// it, S ticks and D ticks c's filter drops are silence for c; a D that
+// passes holds Vouched until c acks it cleanly; a Q tick, or a final tick
+// (its kind forgotten), ends the walk. Kinds are forgotten once final, so
+// a second walk runs ahead of Vouched, past the events that hold it,
+// keeping only how far it went and the highest event that passes: once
+// c's clean ack passes that event, everything the walk went over is
+// vouched, though some of it became final meanwhile.
 func (o *Ostream) Vouch(in *tick.Knowledge[*msg.Event], floor tick.Tick) {
 	floor = max(floor, o.CleanAck)
 	o.Vouched = max(o.Vouched, floor)
-	w := max(o.vouchWalked, floor)
-	blocked := o.vouchBlock > floor
-	if !blocked {
-		o.Vouched = max(o.Vouched, w)
+	if o.vouchBlock <= floor {
+		o.Vouched = max(o.Vouched, o.vouchWalked)
 	}
-	if w < tick.Max {
-		in.Visit(tick.Range{Lo: w + 1, Hi: tick.Max}, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
-			if p.Lo != w+1 {
-				return false // a Q gap
-			}
-			switch {
-			case k == tick.S:
-			case k == tick.D && !o.PassesAt(p.Lo, ev):
-			case k == tick.D:
-				o.vouchBlock, blocked = p.Lo, true
-			default:
-				return false // final here: its kind is forgotten
-			}
-			w = p.Hi
-			if !blocked {
-				o.Vouched = w
-			}
-			return w != tick.Max
-		})
+	// Vouched, up to the first event that passes.
+	o.Vouched = o.walk(in, o.Vouched, func(tick.Tick) bool { return false })
+	// The walk ahead, past such events.
+	o.vouchWalked = o.walk(in, max(o.vouchWalked, o.Vouched), func(t tick.Tick) bool {
+		o.vouchBlock = t
+		return true
+	})
+}
+
+// walk returns how far from v the known, not yet final ticks of in are S
+// or D ticks that c's filter drops; a D that passes ends it unless pass,
+// called with its tick, says to go on.
+func (o *Ostream) walk(in *tick.Knowledge[*msg.Event], v tick.Tick, pass func(tick.Tick) bool) tick.Tick {
+	if v == tick.Max {
+		return v
 	}
-	o.vouchWalked = w
+	in.Visit(tick.Range{Lo: v + 1, Hi: tick.Max}, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
+		if p.Lo != v+1 {
+			return false // a Q gap
+		}
+		switch {
+		case k == tick.S:
+		case k == tick.D && !o.PassesAt(p.Lo, ev):
+		case k == tick.D:
+			if !pass(p.Lo) {
+				return false
+			}
+		default:
+			return false // final here: its kind is forgotten
+		}
+		v = p.Hi
+		return v != tick.Max
+	})
+	return v
 }

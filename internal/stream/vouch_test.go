@@ -10,9 +10,10 @@ import (
 
 // TestVouchWalksSilenceAndWaitsForPassingEvents: Vouch goes over silence
 // and over events the downstream's filter drops, stops at a Q tick and at
-// final ticks (their kinds forgotten), and holds at the floor while an
-// event that passes is not acked cleanly, then takes everything it walked
-// once the clean ack passes that event.
+// final ticks (their kinds forgotten), and holds before an event that
+// passes until the downstream acks it cleanly; what its walk ahead went
+// over before it became final is vouched once the clean ack passes the
+// highest such event.
 func TestVouchWalksSilenceAndWaitsForPassingEvents(t *testing.T) {
 	pat, err := match.ParsePattern("a.*")
 	if err != nil {
@@ -37,16 +38,19 @@ func TestVouchWalksSilenceAndWaitsForPassingEvents(t *testing.T) {
 	}
 	o.CleanAck = 25 // past the first passing event, not the second
 	o.Vouch(&k, 0)
-	if o.Vouched != 25 {
-		t.Fatalf("Vouched = %d after a clean ack of 25, want 25 (the event at 30 holds the rest)", o.Vouched)
+	if o.Vouched != 29 {
+		t.Fatalf("Vouched = %d after a clean ack of 25, want 29 (the event at 30 holds the rest)", o.Vouched)
 	}
+	// Everything up to the Q gap becomes final before the event at 30 is
+	// acked: the walk ahead went over it while its kinds were known.
+	k.SetFinal(39)
 	o.CleanAck = 30
 	o.Vouch(&k, 0)
 	if o.Vouched != 39 {
-		t.Fatalf("Vouched = %d after a clean ack of 30, want 39 (up to the Q gap)", o.Vouched)
+		t.Fatalf("Vouched = %d after a clean ack of 30, want 39 (walked before it became final, up to the Q gap)", o.Vouched)
 	}
-	// The gap becomes known, then final with what is above it: the walk
-	// had not gone over 45..50 before they became final, so only a floor
+	// The gap becomes known, then final with what is above it: no walk
+	// went over 40..50 before they became final, so only a floor
 	// (upstream's vouching, or the clean ack) takes them.
 	k.AddSilence(tick.Range{Lo: 40, Hi: 44}, nil)
 	k.SetFinal(50)
