@@ -68,6 +68,8 @@ func (n *Node) listenMQTT(ctx context.Context) error {
 		opts.WillDir = filepath.Join(n.opts.DataDir, "mqtt-wills") // a will survives the broker's crash
 		// The retained store survives it too, fed by a durable watch.
 		opts.RetainedFile = filepath.Join(n.opts.DataDir, "mqtt-retained")
+		// A persistent session's QoS 2 packet ids and publisher too.
+		opts.SessionDir = filepath.Join(n.opts.DataDir, "mqtt-sessions")
 	}
 	if users := n.opts.Users; users != nil {
 		opts.Authenticate = func(user, password string) (*auth.Perms, error) {

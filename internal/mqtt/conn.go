@@ -292,10 +292,13 @@ func (c *Conn) publish(pk packets.Packet) error {
 		}
 	}
 	if qos == 2 {
-		c.publish2(pk, p, keep)
-		return nil
+		return c.publish2(pk, p, keep)
 	}
-	p.Seq = c.st.nextSeq()
+	seq, err := c.nextSeq()
+	if err != nil {
+		return c.errNotWritten(err)
+	}
+	p.Seq = seq
 	if qos > 0 {
 		c.mu.Lock()
 		c.acks = append(c.acks, pendingAck{seq: p.Seq, pid: pk.PacketID, typ: packets.Puback, retain: keep})

@@ -79,8 +79,9 @@ type sessionDeliveries struct {
 
 // inbound is a QoS 2 PUBLISH received and not yet released.
 type inbound struct {
-	seq   uint64
-	acked bool // aerie acknowledged it: PUBREC written (or due)
+	seq     uint64
+	acked   bool // aerie acknowledged it: PUBREC written (or due)
+	durable bool // in the session's file (sessionfile.go), or it has none
 }
 
 // flight is a delivery awaiting the client: PUBACK at QoS 1, PUBREC then
@@ -95,7 +96,8 @@ type flight struct {
 	key         deliveryKey
 }
 
-// nextSeq is the sequence number of the session's next aerie publish.
+// nextSeq is a sequence number for a publish that never goes to aerie
+// (a refusal's place among the acks): nothing needs it durable.
 func (st *clientState) nextSeq() uint64 {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -103,11 +105,42 @@ func (st *clientState) nextSeq() uint64 {
 	return st.seq
 }
 
+// nextSeq is the sequence number of the session's next aerie publish. In
+// a session with a file, a number past the file's bound first moves the
+// bound (sessionfile.go): a failed write is the error, and the number is
+// not used.
+func (c *Conn) nextSeq() (uint64, error) {
+	st := c.st
+	st.fileMu.Lock()
+	defer st.fileMu.Unlock()
+	st.mu.Lock()
+	st.seq++
+	seq, raise := st.seq, st.persist && st.seq > st.limit
+	st.mu.Unlock()
+	if raise {
+		if err := c.s.saveSessionLocked(c.cl.ID, st, seq+seqBlock-1); err != nil {
+			return 0, err
+		}
+	}
+	return seq, nil
+}
+
+// errNotWritten ends a connection whose session file could not be
+// written: what it asked for was not done, and its client asks again on
+// its next connection (the write is tried again then).
+func (c *Conn) errNotWritten(err error) refusal {
+	c.s.log.Error("MQTT session file not written: connection ended", "client", c.cl.ID, "err", err)
+	return refuse(packets.ErrUnspecifiedError, "the broker could not write the session's state", 0)
+}
+
 // publish2 takes a QoS 2 PUBLISH already mapped to p (the read goroutine):
 // a new packet id is a new publish; one still kept is the same message
-// again.
-func (c *Conn) publish2(pk packets.Packet, p msg.Publish, keep *retainedMsg) {
+// again. In a session with a file, a packet id is written there before
+// its publish goes to aerie (so before its PUBREC): resent after the
+// broker's crash, it is still the same message.
+func (c *Conn) publish2(pk packets.Packet, p msg.Publish, keep *retainedMsg) error {
 	st := c.st
+	st.fileMu.Lock()
 	st.mu.Lock()
 	in := st.in[pk.PacketID]
 	if in == nil {
@@ -115,34 +148,70 @@ func (c *Conn) publish2(pk packets.Packet, p msg.Publish, keep *retainedMsg) {
 		in = &inbound{seq: st.seq}
 		st.in[pk.PacketID] = in
 	}
-	seq, acked := in.seq, in.acked
+	seq, acked, write := in.seq, in.acked, st.persist && !in.durable
+	limit := st.limit
+	if st.persist && seq > limit {
+		limit = seq + seqBlock - 1
+	}
+	if !st.persist {
+		in.durable = true // nothing to write
+	}
 	st.mu.Unlock()
+	var err error
+	if write {
+		err = c.s.saveSessionLocked(c.cl.ID, st, limit)
+	}
+	st.fileMu.Unlock()
+	if err != nil {
+		return c.errNotWritten(err) // not published: kept in memory, written when resent
+	}
 	c.mu.Lock()
 	c.acks = append(c.acks, pendingAck{seq: seq, pid: pk.PacketID, typ: packets.Pubrec, done: acked, retain: keep})
 	c.mu.Unlock()
 	if acked {
 		signal(c.wake)
-		return
+		return nil
 	}
 	p.Seq = seq
 	c.s.opts.Host.Request(c.id, p)
+	return nil
 }
 
 // release answers a PUBREL (the read goroutine): PUBCOMP, and the packet
 // id is free; an unknown one gets PUBCOMP 0x92 (MQTT 5) or a plain PUBCOMP
-// (3.1.1, whose client may resend PUBREL after a lost PUBCOMP).
-func (c *Conn) release(pid uint16) {
+// (3.1.1, whose client may resend PUBREL after a lost PUBCOMP). In a
+// session with a file the packet id leaves it before the PUBCOMP: after
+// the broker's crash, a new PUBLISH under it is a new message.
+func (c *Conn) release(pid uint16) error {
 	st := c.st
+	st.fileMu.Lock()
 	st.mu.Lock()
-	_, ok := st.in[pid]
+	in, ok := st.in[pid]
 	delete(st.in, pid)
+	write := ok && st.persist && in.durable
 	st.mu.Unlock()
+	var err error
+	if write {
+		err = c.s.saveSessionLocked(c.cl.ID, st, 0)
+		if err != nil {
+			st.mu.Lock()
+			if st.in[pid] == nil {
+				st.in[pid] = in // still in the file: released when the PUBREL comes again
+			}
+			st.mu.Unlock()
+		}
+	}
+	st.fileMu.Unlock()
+	if err != nil {
+		return c.errNotWritten(err)
+	}
 	comp := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubcomp}, PacketID: pid}
 	if !ok && c.v5 {
 		comp.ReasonCode = packets.ErrPacketIdentifierNotFound.Code
 		c.s.log.Info("MQTT PUBREL for an unknown packet id", "client", c.cl.ID, "pid", pid)
 	}
 	_ = c.cl.WritePacket(comp) // a failed write ends the connection anyway
+	return nil
 }
 
 // received: the client's PUBREC of delivery pid (the read goroutine). It

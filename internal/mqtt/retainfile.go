@@ -140,13 +140,18 @@ func decodeRetained(b []byte) (retainedFile, error) {
 
 // decoder reads the file's fields; the first error sticks.
 type decoder struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	cause error // every error's cause: errRetainedFile if nil
 }
 
 func (d *decoder) fail(what string) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", errRetainedFile, what)
+		cause := d.cause
+		if cause == nil {
+			cause = errRetainedFile
+		}
+		d.err = fmt.Errorf("%w: %s", cause, what)
 	}
 }
 

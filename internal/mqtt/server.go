@@ -82,6 +82,9 @@ type Options struct {
 	// the subscription that feeds it durable (retain.go, retainfile.go);
 	// "": the store is in memory only.
 	RetainedFile string
+	// SessionDir keeps the publishing state of persistent sessions across
+	// restarts (sessionfile.go); "": it is in memory only.
+	SessionDir string
 	// Authenticate checks an MQTT client's user name and password and
 	// returns its user's permissions (nil: the network has no users, and
 	// every client gets in). A refused client gets CONNACK "bad user name
@@ -145,6 +148,7 @@ func Start(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
 		wills: pendingWills{m: map[string]*pendingWill{}}, retained: newRetainStore(),
 		closing: make(chan struct{})}
+	s.loadSessions() // before the first connection, and the wills of the previous run
 	if opts.RetainedFile != "" {
 		s.retained.changed = make(chan struct{}, 1)
 		s.loadRetained() // before the first subscriber
@@ -382,6 +386,9 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	st.mu.Lock()
 	prev := st.owner
 	st.owner, c.st, c.publisher = c, st, st.publisher
+	if c.persistent && h.s.opts.SessionDir != "" {
+		st.persist = true // written at its first publish (sessionfile.go)
+	}
 	st.mu.Unlock()
 	h.s.conns.Store(cl, c)
 	c.id = h.s.opts.Host.Up(c)
@@ -454,7 +461,9 @@ func (h *hook) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		case packets.Pubrec:
 			c.received(pk.PacketID, pk.ReasonCode)
 		case packets.Pubrel:
-			c.release(pk.PacketID)
+			if err := c.release(pk.PacketID); err != nil {
+				return pk, c.end(err.(refusal))
+			}
 		case packets.Pubcomp:
 			c.completed(pk.PacketID)
 		}

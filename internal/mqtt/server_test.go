@@ -29,6 +29,8 @@ type fakeHost struct {
 	// sessions is what Session answers, by prefix; ends records EndSession.
 	sessions map[string][]msg.DurableSub
 	ends     chan string
+	// onRequest, if set, sees each request as the connection makes it.
+	onRequest func(msg.Msg)
 }
 
 type req struct {
@@ -43,7 +45,15 @@ func (h *fakeHost) Up(c *Conn) shell.ClientID {
 	h.conns[h.next] = c
 	return h.next
 }
-func (h *fakeHost) Request(id shell.ClientID, m msg.Msg) { h.reqs <- req{id, m} }
+func (h *fakeHost) Request(id shell.ClientID, m msg.Msg) {
+	h.mu.Lock()
+	f := h.onRequest
+	h.mu.Unlock()
+	if f != nil {
+		f(m)
+	}
+	h.reqs <- req{id, m}
+}
 func (h *fakeHost) Down(id shell.ClientID)               { h.downs <- id }
 func (h *fakeHost) EndSession(prefix string)             { h.ends <- prefix }
 func (h *fakeHost) Session(prefix string) ([]msg.DurableSub, error) {

@@ -12,11 +12,20 @@ import (
 // (deduplicated at its pubend); the QoS 2 packet ids received and not yet
 // released (qos2.go); and what its last connection delivered beyond the
 // checkpoints. A clean start, a session that does not persist, or one
-// that expires, drops it; a broker restart loses it (docs/MQTT.md).
+// that expires, drops it. At a broker with Options.SessionDir a
+// persistent session's publisher, sequence bound and packet ids are also
+// in its file (sessionfile.go), so they survive the broker's restart;
+// what was delivered does not (docs/MQTT.md).
 type clientState struct {
+	// fileMu orders the changes that must be durable before they are
+	// acted on with the file's writes: held from the change to the end
+	// of the write, before mu.
+	fileMu     sync.Mutex
 	mu         sync.Mutex
 	publisher  string
 	seq        uint64
+	limit      uint64 // the sequence bound in the file
+	persist    bool   // the session has a file
 	in         map[uint16]*inbound
 	deliveries sessionDeliveries
 	owner      *Conn // the connection that has it now, if any
@@ -38,6 +47,9 @@ func (s *Server) state(clientID string, fresh bool) *clientState {
 	if st := cs.states[clientID]; st != nil && !fresh {
 		return st
 	}
+	if old := cs.states[clientID]; old != nil {
+		s.endFile(clientID, old) // the session it held ends
+	}
 	cs.gen++
 	st := &clientState{in: map[uint16]*inbound{},
 		publisher: fmt.Sprintf("mqtt:%s@%s.%x.%d", clientID, s.opts.Broker, s.opts.Incarnation, cs.gen)}
@@ -56,5 +68,20 @@ func (s *Server) dropState(clientID string, st *clientState) {
 	st.mu.Unlock()
 	if cs.states[clientID] == st && idle {
 		delete(cs.states, clientID)
+		s.endFile(clientID, st)
+	}
+}
+
+// endFile removes st's file, if it has one, once no write of it is under
+// way, and writes it no more: its session ended.
+func (s *Server) endFile(clientID string, st *clientState) {
+	st.fileMu.Lock()
+	defer st.fileMu.Unlock()
+	st.mu.Lock()
+	had := st.persist
+	st.persist = false
+	st.mu.Unlock()
+	if had {
+		s.dropSessionFile(clientID)
 	}
 }

@@ -191,7 +191,11 @@ func (s *Server) publishWill(cl *mochi.Client, st *clientState, w *will) {
 		wc.stop()
 		s.opts.Host.Down(wc.id)
 	}()
-	seq := st.nextSeq()
+	seq, err := wc.nextSeq()
+	if err != nil {
+		s.log.Error("MQTT will not published: its session's state could not be written", "client", cl.ID, "topic", w.topic, "err", err)
+		return
+	}
 	wc.mu.Lock()
 	wc.acks = []pendingAck{{seq: seq, typ: packets.Puback, retain: w.retain}}
 	wc.mu.Unlock()

@@ -1,0 +1,293 @@
+package mqtt
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
+	"github.com/aerie-mq/aerie/internal/msg"
+)
+
+func sampleSession() sessionFile {
+	return sessionFile{clientID: "dev/1", publisher: "mqtt:dev/1@b.1.1", limit: 2048,
+		in: map[uint16]uint64{1: 7, 300: 2048, 65535: 1}}
+}
+
+func sameSession(a, b sessionFile) bool {
+	return a.clientID == b.clientID && a.publisher == b.publisher && a.limit == b.limit && maps.Equal(a.in, b.in)
+}
+
+// sessionBody builds a session file body from fields: strings are
+// length-prefixed, ints uvarints.
+func sessionBody(fields ...any) []byte {
+	b := []byte(sessionMagic + "\x01")
+	for _, f := range fields {
+		switch v := f.(type) {
+		case string:
+			b = appendString(b, v)
+		case int:
+			b = binary.AppendUvarint(b, uint64(v))
+		}
+	}
+	return b
+}
+
+// TestSessionFileRoundTrip: a session encodes and decodes back to itself;
+// every damaged or inconsistent file is refused with errSessionFile.
+func TestSessionFileRoundTrip(t *testing.T) {
+	for _, f := range []sessionFile{sampleSession(), {clientID: "", publisher: "p", in: map[uint16]uint64{}}} {
+		g, err := decodeSession(encodeSession(f))
+		if err != nil || !sameSession(f, g) {
+			t.Fatalf("round trip of %+v: %+v, %v", f, g, err)
+		}
+	}
+	good := encodeSession(sampleSession())
+	flipped := bytes.Clone(good)
+	flipped[len(sessionMagic)+3] ^= 1
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"retained file":  encodeRetained(sampleRetained()),
+		"version 2":      append([]byte(sessionMagic+"\x02"), good[len(sessionMagic)+1:]...),
+		"flipped bit":    flipped,
+		"truncated":      good[:len(good)-5],
+		"no publisher":   seal(sessionBody("c", "", 10, 0)),
+		"pid 0":          seal(sessionBody("c", "p", 10, 1, 0, 1)),
+		"pid too large":  seal(sessionBody("c", "p", 10, 1, 65536, 1)),
+		"pids unordered": seal(sessionBody("c", "p", 10, 2, 5, 1, 4, 2)),
+		"seq 0":          seal(sessionBody("c", "p", 10, 1, 5, 0)),
+		"seq past bound": seal(sessionBody("c", "p", 10, 1, 5, 11)),
+		"huge count":     seal(sessionBody("c", "p", 10, 1<<40)),
+		"trailing bytes": seal(append(sessionBody("c", "p", 10, 0), 0)),
+	} {
+		if _, err := decodeSession(b); !errors.Is(err, errSessionFile) {
+			t.Errorf("%s: %v, want errSessionFile", name, err)
+		}
+	}
+}
+
+func FuzzSessionFile(f *testing.F) {
+	f.Add(encodeSession(sampleSession()))
+	f.Add(seal(sessionBody("c", "p", 10, 1, 5, 3)))
+	f.Add([]byte(sessionMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		inputs := [][]byte{b}
+		if len(b) >= len(sessionMagic)+1+4 {
+			inputs = append(inputs, seal(bytes.Clone(b[:len(b)-4])))
+		}
+		for _, in := range inputs {
+			got, err := decodeSession(in)
+			if err != nil {
+				if !errors.Is(err, errSessionFile) {
+					t.Fatalf("error %v does not wrap errSessionFile", err)
+				}
+				continue
+			}
+			again, err := decodeSession(encodeSession(got))
+			if err != nil || !sameSession(got, again) {
+				t.Fatalf("accepted %x, but its encoding decodes to %+v, %v", in, again, err)
+			}
+		}
+	})
+}
+
+// persistentV5 makes a CONNECT an MQTT 5 persistent session's.
+func persistentV5(pk *packets.Packet) {
+	pk.Connect.Clean = false
+	pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 3600, true
+}
+
+// sessionServer starts a server keeping sessions in dir, as run inc of
+// its broker, logging to the buffer it returns.
+func sessionServer(t *testing.T, dir string, inc uint64) (*Server, *fakeHost, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	s, h := startFakeOpts(t, func(o *Options) {
+		o.SessionDir, o.Incarnation = dir, inc
+		o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}, "P1")
+	return s, h, logs
+}
+
+// readSession reads client id's file in dir.
+func readSession(t *testing.T, dir, id string) sessionFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, escapeName(id)+sessionSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := decodeSession(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func publishQoS(t *testing.T, c *mqtttest.Client, qos byte, pid uint16, dup bool, payload string) {
+	t.Helper()
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos, Dup: dup}, PacketID: pid,
+		TopicName: "q/2", Payload: []byte(payload)}
+	if err := c.Write(pk); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQoS2SessionFile: in a persistent session at a broker with a session
+// directory, a QoS 2 packet id is in the session's file when its publish
+// reaches aerie (so before its PUBREC), and leaves it before its PUBCOMP.
+// A broker started again from the directory (a new run: a crash loses
+// nothing the file has) takes the session's resent PUBLISH as the same
+// aerie publish, answers its PUBREL with PUBCOMP, takes a released packet
+// id as a new message, and never reuses a sequence number.
+func TestQoS2SessionFile(t *testing.T) {
+	dir := t.TempDir()
+	s, h, _ := sessionServer(t, dir, 1)
+	atRequest := make(chan sessionFile, 10) // the file as each publish reached aerie
+	h.mu.Lock()
+	h.onRequest = func(m msg.Msg) {
+		if _, ok := m.(msg.Publish); ok {
+			b, _ := os.ReadFile(filepath.Join(dir, escapeName("dev/1")+sessionSuffix))
+			f, _ := decodeSession(b) // none yet: empty
+			atRequest <- f
+		}
+	}
+	h.mu.Unlock()
+	c, err := mqtttest.Dial(s.Addr(), "dev/1", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pubs := map[uint16]msg.Publish{}
+	for _, pid := range []uint16{7, 9, 8} {
+		publishQoS(t, c, 2, pid, false, "m")
+		p := h.request(t).m.(msg.Publish)
+		if f := <-atRequest; f.in[pid] != p.Seq || f.publisher != p.Publisher || f.limit < p.Seq {
+			t.Fatalf("packet id %d reached aerie as %s #%d, the file then held %+v", pid, p.Publisher, p.Seq, f)
+		}
+		pubs[pid] = p
+	}
+	for _, pid := range []uint16{7, 9} { // 8 never acknowledged: the crash takes its PUBREC
+		h.conn(1).Send(msg.PubAck{Publisher: pubs[pid].Publisher, Seq: pubs[pid].Seq})
+	}
+	expect(t, c, packets.Pubrec, 7, 0)
+	expect(t, c, packets.Pubrec, 9, 0)
+	if err := c.Send(packets.Pubrel, 9); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c, packets.Pubcomp, 9, 0)
+	publishQoS(t, c, 1, 10, false, "q1")
+	q1 := h.request(t).m.(msg.Publish)
+	if f := <-atRequest; f.limit < q1.Seq {
+		t.Fatalf("QoS 1 publish #%d reached aerie with the file's bound at %d", q1.Seq, f.limit)
+	}
+	if f := readSession(t, dir, "dev/1"); len(f.in) != 2 || f.in[7] == 0 || f.in[8] == 0 {
+		t.Fatalf("after PUBCOMP 9 the file holds %v, want 7 and 8", f.in)
+	}
+
+	// The broker's next run, from the same directory.
+	c.Close()
+	s2, h2, _ := sessionServer(t, dir, 2)
+	c2, err := mqtttest.Dial(s2.Addr(), "dev/1", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	publishQoS(t, c2, 2, 8, true, "m")
+	if p := h2.request(t).m.(msg.Publish); p.Publisher != pubs[8].Publisher || p.Seq != pubs[8].Seq {
+		t.Fatalf("PUBLISH 8 resent after the restart is %s #%d, want %s #%d", p.Publisher, p.Seq, pubs[8].Publisher, pubs[8].Seq)
+	}
+	h2.conn(1).Send(msg.PubAck{Publisher: pubs[8].Publisher, Seq: pubs[8].Seq, Duplicate: true})
+	expect(t, c2, packets.Pubrec, 8, 0)
+	if err := c2.Send(packets.Pubrel, 7); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, c2, packets.Pubcomp, 7, 0) // known: not 0x92
+	publishQoS(t, c2, 2, 9, false, "new")
+	p9 := h2.request(t).m.(msg.Publish)
+	if p9.Publisher != pubs[9].Publisher || p9.Seq <= q1.Seq {
+		t.Fatalf("a new PUBLISH 9 after the restart is %s #%d: want %s above #%d", p9.Publisher, p9.Seq, pubs[9].Publisher, q1.Seq)
+	}
+	publishQoS(t, c2, 1, 11, false, "q1")
+	if p := h2.request(t).m.(msg.Publish); p.Seq <= p9.Seq {
+		t.Fatalf("QoS 1 publish after the restart has #%d, not above #%d", p.Seq, p9.Seq)
+	}
+
+	// A clean start ends the session: its file goes.
+	c2.Close()
+	down(t, h2)
+	dial(t, s2, "dev/1", 5)
+	if _, err := os.Stat(filepath.Join(dir, escapeName("dev/1")+sessionSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("file after a clean start: %v", err)
+	}
+}
+
+// TestQoS2SessionFileBad: a damaged session file is logged and set aside,
+// and its client's session goes on as a new publisher; a file that cannot
+// be written ends the connection before its publish reaches aerie, and
+// the PUBLISH resent on the next connection, once the file can be
+// written, is published.
+func TestQoS2SessionFileBad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, escapeName("bad")+sessionSuffix)
+	if err := os.WriteFile(path, []byte("AERIESES\x01garbage!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, h, logs := sessionServer(t, dir, 1)
+	if !strings.Contains(logs.String(), "MQTT session file unreadable") {
+		t.Fatalf("no error logged for the damaged file: %s", logs.String())
+	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Fatalf("damaged file not set aside: %v", err)
+	}
+	c, err := mqtttest.Dial(s.Addr(), "bad", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	publishQoS(t, c, 2, 1, true, "m")
+	if p := h.request(t).m.(msg.Publish); p.Seq != 1 || !strings.Contains(p.Publisher, "b.1.") {
+		t.Fatalf("publish of the damaged file's session: %s #%d", p.Publisher, p.Seq)
+	}
+
+	// A directory that cannot be made: a file stands in its way.
+	blocked := filepath.Join(t.TempDir(), "sessions")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2, h2, logs2 := sessionServer(t, blocked, 1)
+	c2, err := mqtttest.Dial(s2.Addr(), "w", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	publishQoS(t, c2, 2, 3, false, "m")
+	if pk := read(t, c2, packets.Disconnect); pk.ReasonCode != packets.ErrUnspecifiedError.Code {
+		t.Fatalf("DISCONNECT %#x", pk.ReasonCode)
+	}
+	if !strings.Contains(logs2.String(), "MQTT session file not written") {
+		t.Fatalf("no error logged for the failed write: %s", logs2.String())
+	}
+	down(t, h2)
+	noRequest(t, h2, "for a publish whose packet id was not written")
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	c3, err := mqtttest.Dial(s2.Addr(), "w", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	publishQoS(t, c3, 2, 3, true, "m")
+	p := h2.request(t).m.(msg.Publish)
+	if f := readSession(t, blocked, "w"); f.in[3] != p.Seq {
+		t.Fatalf("resent publish #%d, the file holds %v", p.Seq, f.in)
+	}
+}
