@@ -54,8 +54,8 @@ func (h *fakeHost) Request(id shell.ClientID, m msg.Msg) {
 	}
 	h.reqs <- req{id, m}
 }
-func (h *fakeHost) Down(id shell.ClientID)               { h.downs <- id }
-func (h *fakeHost) EndSession(prefix string)             { h.ends <- prefix }
+func (h *fakeHost) Down(id shell.ClientID)   { h.downs <- id }
+func (h *fakeHost) EndSession(prefix string) { h.ends <- prefix }
 func (h *fakeHost) Session(prefix string) ([]msg.DurableSub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
