@@ -139,6 +139,28 @@ func (h mqttHost) Session(prefix string) ([]msg.DurableSub, error) {
 	}
 }
 
+func (h mqttHost) Checkpoints(prefix string) (map[msg.SubID]msg.Token, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, sessionTimeout)
+	defer cancel()
+	reply := make(chan map[msg.SubID]msg.Token, 1)
+	h.n.post(ctx, event{ctl: checkpointsQuery{prefix: prefix, reply: reply}})
+	select {
+	case cs := <-reply:
+		return cs, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("broker %s: looking up the checkpoints of MQTT session %s: %w", h.n.opts.ID, prefix, ctx.Err())
+	}
+}
+
+// checkpointsQuery asks the loop for the durable checkpoints of an MQTT
+// persistent session's subscriptions.
+type checkpointsQuery struct {
+	prefix string
+	reply  chan<- map[msg.SubID]msg.Token
+}
+
+func (q checkpointsQuery) apply(n *Node, _ source) { q.reply <- n.sh.DurablyReleased(q.prefix) }
+
 func (h mqttHost) EndSession(prefix string) {
 	h.n.post(h.ctx, event{ctl: sessionEnd{prefix: prefix}})
 }

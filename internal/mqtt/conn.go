@@ -787,6 +787,13 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		}
 	} else if qos > 0 && !c.awaitRoom(&pk, sub, name, ev, window) {
 		return false
+	} else if qos == 2 && sub.durable {
+		// Durable before the PUBLISH: after a crash it goes again with
+		// this packet id (sessionfile.go).
+		if err := c.recordOut(deliveryKey{name, ev.Pubend, ev.Tick}, pk.PacketID); err != nil {
+			go c.close(c.errNotWritten(err))
+			return false
+		}
 	}
 	if err := c.cl.WritePacket(pk); err != nil {
 		if err == packets.ErrPacketTooLarge {

@@ -217,9 +217,27 @@ func (c *Conn) release(pid uint16) error {
 // received: the client's PUBREC of delivery pid (the read goroutine). It
 // has the message: PUBREL, and the delivery completes at its PUBCOMP. A
 // failure code ends the exchange (MQTT 5 §4.13.2): the delivery is done.
-func (c *Conn) received(pid uint16, code byte) {
+func (c *Conn) received(pid uint16, code byte) error {
 	c.mu.Lock()
 	f, ok := c.inflight[pid]
+	var k deliveryKey
+	if ok && f.qos == 2 && code < 0x80 && !f.rec {
+		if f.placeholder {
+			k = f.key
+		} else if t, held := c.ckpt.tickOf(f.ref); held && f.ref.sub != "" {
+			k = deliveryKey{f.ref.sub, f.ref.pubend, t}
+		}
+	}
+	c.mu.Unlock()
+	if k.sub != "" {
+		// Durable before the PUBREL: after it the client may forget the
+		// packet id (sessionfile.go).
+		if err := c.receivedOut(k, pid); err != nil {
+			return c.errNotWritten(err)
+		}
+	}
+	c.mu.Lock()
+	f, ok = c.inflight[pid]
 	if ok && f.qos == 2 && code < 0x80 {
 		f.rec = true
 		c.inflight[pid] = f
@@ -238,6 +256,7 @@ func (c *Conn) received(pid uint16, code byte) {
 	default:
 		_ = c.cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Pubrel, Qos: 1}, PacketID: pid})
 	}
+	return nil
 }
 
 // completed: the client's PUBCOMP of delivery pid.

@@ -37,6 +37,10 @@ type Host interface {
 	// prefix, sorted by name: a persistent session's (session.go). It
 	// waits for the broker's loop.
 	Session(prefix string) ([]msg.DurableSub, error)
+	// Checkpoints returns the checkpoints of the durable subscriptions
+	// under prefix as the broker's log has them (durable), by name. It
+	// waits for the broker's loop.
+	Checkpoints(prefix string) (map[msg.SubID]msg.Token, error)
 	// EndSession deletes the durable subscriptions under prefix, attached
 	// or away (a session cleaned, or expired). Posted in order with the
 	// calls above.
@@ -397,6 +401,10 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 		st.mu.Lock()
 		sd := st.deliveries
 		st.deliveries = sessionDeliveries{}
+		if st.restored { // the previous run's, from the session's file
+			sd = fileDeliveries(st.out, ds.([]msg.DurableSub))
+			st.restored = false
+		}
 		st.mu.Unlock()
 		c.restoreDeliveries(sd)
 		c.resume(ds.([]msg.DurableSub))
@@ -459,7 +467,9 @@ func (h *hook) OnPacketRead(cl *mochi.Client, pk packets.Packet) (packets.Packet
 		case packets.Puback:
 			c.pubacked(pk.PacketID)
 		case packets.Pubrec:
-			c.received(pk.PacketID, pk.ReasonCode)
+			if err := c.received(pk.PacketID, pk.ReasonCode); err != nil {
+				return pk, c.end(err.(refusal))
+			}
 		case packets.Pubrel:
 			if err := c.release(pk.PacketID); err != nil {
 				return pk, c.end(err.(refusal))

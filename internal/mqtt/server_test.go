@@ -62,6 +62,17 @@ func (h *fakeHost) Session(prefix string) ([]msg.DurableSub, error) {
 	return h.sessions[prefix], nil
 }
 
+// Checkpoints answers with the sessions' checkpoints, as durable.
+func (h *fakeHost) Checkpoints(prefix string) (map[msg.SubID]msg.Token, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[msg.SubID]msg.Token{}
+	for _, d := range h.sessions[prefix] {
+		out[msg.SubID(d.Name)] = d.Released
+	}
+	return out, nil
+}
+
 func (h *fakeHost) conn(id shell.ClientID) *Conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()

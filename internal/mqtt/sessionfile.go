@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 // A persistent session's publishing state survives its broker's restart
@@ -32,12 +36,33 @@ import (
 //     past it is used: a restarted broker goes on above it, so no number
 //     is used twice (the pubend would drop the second as a duplicate).
 //
+// The file also holds the session's QoS 2 deliveries on its durable
+// subscriptions (qos2.go) that their checkpoints, as the broker's log has
+// them, have not passed: each one's packet id and how far it went.
+//
+//   - a delivery is written as sent before its PUBLISH goes to the
+//     client: after a crash, replayed from the checkpoint, it goes again
+//     with its packet id and DUP, which a client that had it takes as the
+//     same message [MQTT-4.3.3-*];
+//   - it is written as received before the PUBREL answering the
+//     client's PUBREC: after a crash the PUBREL goes again, and the
+//     replayed PUBLISH does not (the client, once it has sent PUBCOMP,
+//     would take it for a new message);
+//   - a packet id given to a new delivery marks the one that had it
+//     before as done (its PUBCOMP freed the id): not delivered again;
+//   - a delivery leaves the file once the broker's log has a checkpoint
+//     past it: it is never replayed (prune).
+//
 // The file's form, like the retained store's (retainfile.go):
 //
 //	magic "AERIESES", version byte 1
 //	string client id, string publisher, uvarint sequence bound
 //	uvarint n, then n × (uvarint packet id, uvarint sequence number),
 //	                packet ids ascending, 1 to 65535, numbers ≤ the bound
+//	uvarint m, then m × (string subscription, string pubend, uvarint tick,
+//	                uvarint packet id, byte state 0 sent, 1 received,
+//	                2 done), ascending by (subscription, pubend, tick),
+//	                packet ids 1 to 65535, at most one not done per id
 //	CRC-32C of everything before it, 4 bytes big-endian
 
 const (
@@ -56,6 +81,35 @@ type sessionFile struct {
 	publisher string
 	limit     uint64            // every sequence number used is at most this
 	in        map[uint16]uint64 // QoS 2 packet id → sequence number
+	out       map[deliveryKey]outRec
+}
+
+// outRec is a QoS 2 delivery of a durable subscription in the file.
+type outRec struct {
+	pid   uint16
+	state byte
+}
+
+// The states of an outRec.
+const (
+	outSent     = 0 // PUBLISH written
+	outReceived = 1 // PUBREC read: PUBREL written
+	outDone     = 2 // its packet id went to a later delivery, so PUBCOMP came
+)
+
+// outKeys is f.out's keys in the file's order.
+func outKeys(out map[deliveryKey]outRec) []deliveryKey {
+	return slices.SortedFunc(maps.Keys(out), compareKeys)
+}
+
+func compareKeys(a, b deliveryKey) int {
+	if c := strings.Compare(string(a.sub), string(b.sub)); c != 0 {
+		return c
+	}
+	if c := strings.Compare(string(a.pubend), string(b.pubend)); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.t, b.t)
 }
 
 // encodeSession writes f in the file's form.
@@ -71,6 +125,15 @@ func encodeSession(f sessionFile) []byte {
 	for _, pid := range pids {
 		b = binary.AppendUvarint(b, uint64(pid))
 		b = binary.AppendUvarint(b, f.in[pid])
+	}
+	keys := outKeys(f.out)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, string(k.sub))
+		b = appendString(b, string(k.pubend))
+		b = binary.AppendUvarint(b, uint64(k.t))
+		b = binary.AppendUvarint(b, uint64(f.out[k].pid))
+		b = append(b, f.out[k].state)
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -93,7 +156,7 @@ func decodeSession(b []byte) (sessionFile, error) {
 	}
 	d := &decoder{b: body[len(sessionMagic)+1:], cause: errSessionFile}
 	f := sessionFile{clientID: d.string("client id"), publisher: d.string("publisher"), limit: d.uvarint("sequence bound"),
-		in: map[uint16]uint64{}}
+		in: map[uint16]uint64{}, out: map[deliveryKey]outRec{}}
 	if d.err == nil && f.publisher == "" {
 		d.fail("no publisher")
 	}
@@ -109,6 +172,32 @@ func decodeSession(b []byte) (sessionFile, error) {
 			d.fail(fmt.Sprintf("packet id %d has sequence number %d, the bound is %d", pid, seq, f.limit))
 		}
 		f.in[uint16(pid)], last = seq, pid
+	}
+	n = d.count(5)
+	var prev deliveryKey
+	live := map[uint16]bool{} // packet ids of deliveries not done
+	for i := 0; i < n && d.err == nil; i++ {
+		k := deliveryKey{sub: msg.SubID(d.string("subscription")), pubend: msg.PubendID(d.string("pubend"))}
+		k.t = tick.Tick(d.uvarint("tick"))
+		pid := d.uvarint("packet id")
+		state := d.byte("state")
+		switch {
+		case d.err != nil:
+		case k.sub == "" || k.pubend == "":
+			d.fail("a delivery without subscription or pubend")
+		case i > 0 && compareKeys(prev, k) >= 0:
+			d.fail(fmt.Sprintf("delivery %s %s %d not after %s %s %d", k.sub, k.pubend, k.t, prev.sub, prev.pubend, prev.t))
+		case pid == 0 || pid > 0xFFFF:
+			d.fail(fmt.Sprintf("delivery packet id %d", pid))
+		case state > outDone:
+			d.fail(fmt.Sprintf("delivery state %d", state))
+		case state != outDone && live[uint16(pid)]:
+			d.fail(fmt.Sprintf("packet id %d held by two deliveries", pid))
+		}
+		if state != outDone {
+			live[uint16(pid)] = true
+		}
+		f.out[k], prev = outRec{pid: uint16(pid), state: state}, k
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(fmt.Sprintf("%d bytes after the last packet id", len(d.b)))
@@ -134,11 +223,17 @@ func (s *Server) saveSessionLocked(clientID string, st *clientState, limit uint6
 		st.mu.Unlock()
 		return nil
 	}
+	if len(st.out) > st.pruneAt {
+		st.mu.Unlock()
+		s.prune(clientID, st)
+		st.mu.Lock()
+	}
 	f := sessionFile{clientID: clientID, publisher: st.publisher, limit: max(st.limit, limit, st.seq),
 		in: make(map[uint16]uint64, len(st.in))}
 	for pid, in := range st.in {
 		f.in[pid] = in.seq
 	}
+	f.out = maps.Clone(st.out)
 	st.mu.Unlock()
 	if err := os.MkdirAll(s.opts.SessionDir, 0o755); err != nil {
 		return fmt.Errorf("mqtt: session directory: %w", err)
@@ -155,6 +250,93 @@ func (s *Server) saveSessionLocked(clientID string, st *clientState, limit uint6
 	}
 	st.mu.Unlock()
 	return nil
+}
+
+// pruneSlack is how many deliveries the file gains between two prunes.
+const pruneSlack = 256
+
+// prune drops from st.out the deliveries the checkpoints in the broker's
+// log have passed: a restart never replays them (st.fileMu held).
+func (s *Server) prune(clientID string, st *clientState) {
+	cps, err := s.opts.Host.Checkpoints(sessionPrefix(clientID))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err != nil {
+		s.log.Warn("MQTT session file: checkpoints not known, nothing pruned", "client", clientID, "err", err)
+	} else {
+		for k := range st.out {
+			if tok, ok := cps[k.sub]; ok && k.t <= tok[k.pubend] {
+				delete(st.out, k)
+			}
+		}
+	}
+	st.pruneAt = len(st.out) + pruneSlack
+}
+
+// recordOut writes the QoS 2 delivery k as sent under packet id pid
+// before its PUBLISH (the writer): the delivery that had the packet id
+// before is done. A session without a file writes nothing.
+func (c *Conn) recordOut(k deliveryKey, pid uint16) error {
+	st := c.st
+	st.fileMu.Lock()
+	defer st.fileMu.Unlock()
+	st.mu.Lock()
+	if !st.persist {
+		st.mu.Unlock()
+		return nil
+	}
+	if st.out == nil {
+		st.out = map[deliveryKey]outRec{}
+	}
+	for k2, r := range st.out {
+		if r.pid == pid && r.state != outDone && k2 != k {
+			st.out[k2] = outRec{pid: pid, state: outDone}
+		}
+	}
+	st.out[k] = outRec{pid: pid, state: outSent}
+	st.mu.Unlock()
+	return c.s.saveSessionLocked(c.cl.ID, st, 0)
+}
+
+// receivedOut writes the QoS 2 delivery k, packet id pid, as received
+// before its PUBREL (the read goroutine).
+func (c *Conn) receivedOut(k deliveryKey, pid uint16) error {
+	st := c.st
+	st.fileMu.Lock()
+	defer st.fileMu.Unlock()
+	st.mu.Lock()
+	r, ok := st.out[k]
+	if !st.persist || !ok || r.pid != pid || r.state != outSent {
+		st.mu.Unlock()
+		return nil
+	}
+	st.out[k] = outRec{pid: pid, state: outReceived}
+	st.mu.Unlock()
+	return c.s.saveSessionLocked(c.cl.ID, st, 0)
+}
+
+// fileDeliveries is what the session's file says its connections of the
+// previous run delivered, for its first connection of this run, less what
+// the checkpoints the subscriptions resume from (ds) have passed.
+func fileDeliveries(out map[deliveryKey]outRec, ds []msg.DurableSub) sessionDeliveries {
+	sd := sessionDeliveries{done: map[deliveryKey]bool{}, pending: map[deliveryKey]sent{}}
+	rel := map[msg.SubID]msg.Token{}
+	for _, d := range ds {
+		rel[msg.SubID(d.Name)] = d.Released
+	}
+	for k, r := range out {
+		tok, ok := rel[k.sub]
+		if !ok || k.t <= tok[k.pubend] {
+			continue // not resumed, or not replayed
+		}
+		switch r.state {
+		case outDone:
+			sd.done[k] = true
+		default:
+			sd.pending[k] = sent{pid: r.pid, qos: 2, rec: r.state == outReceived}
+		}
+	}
+	return sd
 }
 
 // dropSessionFile removes client id's file: its session ended.
@@ -209,7 +391,8 @@ func (s *Server) loadSessions() {
 				"path", path, "aside", aside, "err", err)
 			continue
 		}
-		st := &clientState{publisher: f.publisher, seq: f.limit, limit: f.limit, persist: true, in: map[uint16]*inbound{}}
+		st := &clientState{publisher: f.publisher, seq: f.limit, limit: f.limit, persist: true, in: map[uint16]*inbound{},
+			out: f.out, restored: len(f.out) > 0}
 		for pid, seq := range f.in {
 			st.in[pid] = &inbound{seq: seq, durable: true}
 		}

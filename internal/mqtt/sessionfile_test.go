@@ -19,11 +19,17 @@ import (
 
 func sampleSession() sessionFile {
 	return sessionFile{clientID: "dev/1", publisher: "mqtt:dev/1@b.1.1", limit: 2048,
-		in: map[uint16]uint64{1: 7, 300: 2048, 65535: 1}}
+		in: map[uint16]uint64{1: 7, 300: 2048, 65535: 1},
+		out: map[deliveryKey]outRec{
+			{"mqtt:dev%2F1:2:0:a", "P1", 10}: {pid: 4, state: outReceived},
+			{"mqtt:dev%2F1:2:0:a", "P1", 20}: {pid: 4, state: outDone},
+			{"mqtt:dev%2F1:2:0:a", "P2", 5}:  {pid: 5, state: outSent},
+			{"mqtt:dev%2F1:2:1:a", "P1", 1}:  {pid: 65535, state: outDone},
+		}}
 }
 
 func sameSession(a, b sessionFile) bool {
-	return a.clientID == b.clientID && a.publisher == b.publisher && a.limit == b.limit && maps.Equal(a.in, b.in)
+	return a.clientID == b.clientID && a.publisher == b.publisher && a.limit == b.limit && maps.Equal(a.in, b.in) && maps.Equal(a.out, b.out)
 }
 
 // sessionBody builds a session file body from fields: strings are
@@ -44,7 +50,7 @@ func sessionBody(fields ...any) []byte {
 // TestSessionFileRoundTrip: a session encodes and decodes back to itself;
 // every damaged or inconsistent file is refused with errSessionFile.
 func TestSessionFileRoundTrip(t *testing.T) {
-	for _, f := range []sessionFile{sampleSession(), {clientID: "", publisher: "p", in: map[uint16]uint64{}}} {
+	for _, f := range []sessionFile{sampleSession(), {clientID: "", publisher: "p", in: map[uint16]uint64{}, out: map[deliveryKey]outRec{}}} {
 		g, err := decodeSession(encodeSession(f))
 		if err != nil || !sameSession(f, g) {
 			t.Fatalf("round trip of %+v: %+v, %v", f, g, err)
@@ -66,7 +72,12 @@ func TestSessionFileRoundTrip(t *testing.T) {
 		"seq 0":          seal(sessionBody("c", "p", 10, 1, 5, 0)),
 		"seq past bound": seal(sessionBody("c", "p", 10, 1, 5, 11)),
 		"huge count":     seal(sessionBody("c", "p", 10, 1<<40)),
-		"trailing bytes": seal(append(sessionBody("c", "p", 10, 0), 0)),
+		"trailing bytes": seal(append(sessionBody("c", "p", 10, 0, 0), 0)),
+		"no sub":         seal(append(sessionBody("c", "p", 10, 0, 1, "", "P1", 3, 1), 0)),
+		"ticks unsorted": seal(append(append(sessionBody("c", "p", 10, 0, 2, "s", "P1", 3, 1), 0), append(sessionBody("s", "P1", 3, 2)[len(sessionMagic)+1:], 0)...)),
+		"delivery pid 0": seal(append(sessionBody("c", "p", 10, 0, 1, "s", "P1", 3, 0), 0)),
+		"state 3":        seal(append(sessionBody("c", "p", 10, 0, 1, "s", "P1", 3, 1), 3)),
+		"pid held twice": seal(append(append(sessionBody("c", "p", 10, 0, 2, "s", "P1", 3, 1), 1), append(sessionBody("s", "P1", 4, 1)[len(sessionMagic)+1:], 0)...)),
 	} {
 		if _, err := decodeSession(b); !errors.Is(err, errSessionFile) {
 			t.Errorf("%s: %v, want errSessionFile", name, err)
@@ -76,7 +87,8 @@ func TestSessionFileRoundTrip(t *testing.T) {
 
 func FuzzSessionFile(f *testing.F) {
 	f.Add(encodeSession(sampleSession()))
-	f.Add(seal(sessionBody("c", "p", 10, 1, 5, 3)))
+	f.Add(seal(sessionBody("c", "p", 10, 1, 5, 3, 0)))
+	f.Add(seal(append(sessionBody("c", "p", 10, 0, 1, "s", "P1", 3, 1), 1)))
 	f.Add([]byte(sessionMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		inputs := [][]byte{b}

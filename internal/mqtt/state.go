@@ -27,6 +27,14 @@ type clientState struct {
 	limit      uint64 // the sequence bound in the file
 	persist    bool   // the session has a file
 	in         map[uint16]*inbound
+	// out: the QoS 2 deliveries of durable subscriptions that a durable
+	// checkpoint has not yet passed, as in the file (sessionfile.go);
+	// restored: read from the file, for the session's first connection
+	// of this run; pruneAt: the size at which the file's next write first
+	// drops what the checkpoints passed.
+	out        map[deliveryKey]outRec
+	restored   bool
+	pruneAt    int
 	deliveries sessionDeliveries
 	owner      *Conn // the connection that has it now, if any
 }

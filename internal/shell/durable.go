@@ -78,6 +78,19 @@ func (b *Broker) DurablesUnder(prefix string) []msg.DurableSub {
 	return out
 }
 
+// DurablyReleased returns the checkpoints of the durable subscriptions
+// under prefix as the log has them (durable), for those it has: what a
+// restart resumes from at the least.
+func (b *Broker) DurablyReleased(prefix string) map[msg.SubID]msg.Token {
+	out := map[msg.SubID]msg.Token{}
+	for name, d := range b.durables.subs {
+		if d.known && !d.persisted.Deleted && strings.HasPrefix(name, prefix) {
+			out[msg.SubID(name)] = maps.Clone(d.persisted.Released)
+		}
+	}
+	return out
+}
+
 // DeleteDurables ends for good every durable subscription whose name
 // starts with prefix, attached or away, releasing what they held (an MQTT
 // session that is cleaned or expires).
