@@ -20,13 +20,13 @@ type clientState struct {
 	// fileMu orders the changes that must be durable before they are
 	// acted on with the file's writes: held from the change to the end
 	// of the write, before mu.
-	fileMu     sync.Mutex
-	mu         sync.Mutex
-	publisher  string
-	seq        uint64
-	limit      uint64 // the sequence bound in the file
-	persist    bool   // the session has a file
-	in         map[uint16]*inbound
+	fileMu    sync.Mutex
+	mu        sync.Mutex
+	publisher string
+	seq       uint64
+	limit     uint64 // the sequence bound in the file
+	persist   bool   // the session has a file
+	in        map[uint16]*inbound
 	// out: the QoS 2 deliveries of durable subscriptions that a durable
 	// checkpoint has not yet passed, as in the file (sessionfile.go);
 	// restored: read from the file, for the session's first connection
