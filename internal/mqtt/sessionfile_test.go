@@ -15,6 +15,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 func sampleSession() sessionFile {
@@ -301,5 +302,97 @@ func TestQoS2SessionFileBad(t *testing.T) {
 	p := h2.request(t).m.(msg.Publish)
 	if f := readSession(t, blocked, "w"); f.in[3] != p.Seq {
 		t.Fatalf("resent publish #%d, the file holds %v", p.Seq, f.in)
+	}
+}
+
+// TestQoS2DeliverSessionFile: a QoS 2 delivery of a persistent session
+// at a broker with a session directory is in the session's file as sent
+// when its PUBLISH reaches the client, and as received when its PUBREL
+// does. After the broker's restart (a new run from the directory, the
+// SHB resuming from a durable checkpoint at 10) the session's first
+// connection gets PUBREL again for 20 and 30, which the client had
+// received (30 completed), and, as the SHB replays from the checkpoint,
+// 40, never received, again with its packet id and DUP, then 50 as new:
+// nothing twice.
+func TestQoS2DeliverSessionFile(t *testing.T) {
+	dir := t.TempDir()
+	s, h, _ := sessionServer(t, dir, 1)
+	persistent := func(pk *packets.Packet) { pk.Connect.Clean = false }
+	c, err := mqtttest.Dial(s.Addr(), "d2f", 4, persistent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Write(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, PacketID: 1,
+		Filters: packets.Subscriptions{{Filter: "a/b", Qos: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	sub := h.request(t).m.(msg.Subscribe)
+	h.conn(1).Send(msg.SubStarted{Sub: sub.Sub, Token: msg.Token{"P1": 1}})
+	read(t, c, packets.Suback)
+	ev := func(tk tick.Tick) *msg.Event {
+		return msg.NewEvent("P1", tk, "p", uint64(tk), "a.b", msg.Props{}, []byte{byte(tk)})
+	}
+	key := func(tk tick.Tick) deliveryKey { return deliveryKey{sub.Sub, "P1", tk} }
+	out := func() map[deliveryKey]outRec { return readSession(t, dir, "d2f").out }
+	for _, tk := range []tick.Tick{10, 20, 30, 40} {
+		h.conn(1).Send(msg.Delivery{Sub: sub.Sub, Event: ev(tk)})
+	}
+	var d [4]packets.Packet
+	for i := range d {
+		d[i] = read(t, c, packets.Publish)
+		if r := out()[key(tick.Tick(10*(i+1)))]; r.pid != d[i].PacketID || d[i].Payload[0] != byte(10*(i+1)) {
+			t.Fatalf("PUBLISH %d of %v written, the file then held %+v", d[i].PacketID, d[i].Payload, out())
+		}
+	}
+	for i := range 3 { // 10, 20, 30 received; 10 and 30 completed
+		if err := c.Send(packets.Pubrec, d[i].PacketID); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, c, packets.Pubrel, d[i].PacketID, 0)
+		if r := out()[key(tick.Tick(10*(i+1)))]; r.state != outReceived {
+			t.Fatalf("PUBREL %d written, the file then held %+v", d[i].PacketID, out())
+		}
+	}
+	for _, i := range []int{0, 2} {
+		if err := c.Send(packets.Pubcomp, d[i].PacketID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		if a, ok := h.request(t).m.(msg.SubAck); ok && a.Token["P1"] == 10 {
+			break
+		}
+	}
+	c.Close()
+
+	s2, h2, _ := sessionServer(t, dir, 2)
+	h2.mu.Lock()
+	h2.sessions[sessionPrefix("d2f")] = []msg.DurableSub{{Name: string(sub.Sub), Pattern: "a.b", Released: msg.Token{"P1": 10}}}
+	h2.mu.Unlock()
+	c2, err := mqtttest.Dial(s2.Addr(), "d2f", 4, persistent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	rels := map[uint16]bool{}
+	for range 2 {
+		rels[read(t, c2, packets.Pubrel).PacketID] = true
+	}
+	if !rels[d[1].PacketID] || !rels[d[2].PacketID] {
+		t.Fatalf("PUBRELs %v after the restart, want %d and %d", rels, d[1].PacketID, d[2].PacketID)
+	}
+	if r := h2.request(t).m.(msg.Subscribe); r.Sub != sub.Sub {
+		t.Fatalf("resumed %+v", r)
+	}
+	for _, tk := range []tick.Tick{20, 30, 40, 50} { // replayed from the checkpoint
+		h2.conn(1).Send(msg.Delivery{Sub: sub.Sub, Event: ev(tk)})
+	}
+	again := read(t, c2, packets.Publish)
+	if again.PacketID != d[3].PacketID || !again.FixedHeader.Dup || again.Payload[0] != 40 {
+		t.Fatalf("replayed %d dup=%v payload %v, want 40 again as packet %d with DUP", again.PacketID, again.FixedHeader.Dup, again.Payload, d[3].PacketID)
+	}
+	if next := read(t, c2, packets.Publish); next.Payload[0] != 50 || next.FixedHeader.Dup {
+		t.Fatalf("then %+v, want 50", next)
 	}
 }
