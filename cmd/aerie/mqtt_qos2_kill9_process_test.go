@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +11,9 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
 )
 
 // TestMQTTQoS2Kill9Publisher: a paho QoS 2 publisher with a persistent
@@ -96,6 +101,156 @@ func TestMQTTQoS2Kill9Publisher(t *testing.T) {
 	for i := 1; i <= n; i++ {
 		if count[i] != 1 {
 			t.Errorf("message %d arrived %d times", i, count[i])
+		}
+	}
+}
+
+// q2Receiver is an MQTT 3.1.1 QoS 2 receiver as the specification has
+// it (Method B, [MQTT-4.3.3-2]): a PUBLISH whose packet id it holds is
+// acknowledged and not delivered again; PUBREL frees the id. Its session
+// (clean session 0) and the ids it holds outlive its connections. The
+// common clients do not do this for a resent PUBLISH: paho Go delivers it
+// again, libmosquitto 2.0 queues it a second time and delivers the copy
+// at the id's next PUBREL (docs/MQTT.md, Quality of service).
+type q2Receiver struct {
+	addr, id string
+	c        *mqtttest.Client
+	held     map[uint16]bool
+}
+
+// connect (re)connects, waiting for a restarting broker.
+func (r *q2Receiver) connect(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := mqtttest.Dial(r.addr, r.id, 4, func(pk *packets.Packet) { pk.Connect.Clean = false })
+		if err == nil && c.Connack.ReasonCode == 0 {
+			r.c = c
+			return
+		}
+		if c != nil {
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never connected to %s: %v", r.id, r.addr, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a process we cannot be told about
+	}
+}
+
+// next returns the next message delivered, reconnecting when the
+// connection is lost.
+func (r *q2Receiver) next(t *testing.T) string {
+	t.Helper()
+	for {
+		pk, err := r.c.Read(60 * time.Second)
+		if err == nil {
+			switch pk.FixedHeader.Type {
+			case packets.Publish:
+				fresh := pk.FixedHeader.Qos < 2 || !r.held[pk.PacketID]
+				switch pk.FixedHeader.Qos {
+				case 2:
+					r.held[pk.PacketID] = true
+					err = r.c.Send(packets.Pubrec, pk.PacketID)
+				case 1:
+					err = r.c.Ack(pk.PacketID)
+				}
+				if err == nil && fresh {
+					return string(pk.Payload)
+				}
+			case packets.Pubrel:
+				delete(r.held, pk.PacketID)
+				err = r.c.Send(packets.Pubcomp, pk.PacketID)
+			}
+		}
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatalf("%s: nothing for 60 s", r.id)
+			}
+			r.c.Close()
+			r.connect(t)
+		}
+	}
+}
+
+// TestMQTTQoS2Kill9Subscriber: a QoS 2 receiver with a persistent session
+// (q2Receiver) at the SHB s1, a paho QoS 2 publisher at the PHB p1 with
+// up to 32 publishes in flight. Once the receiver has 100 of the 300
+// messages, s1 is killed with kill -9 and started again; the receiver
+// reconnects. The session's QoS 2 deliveries beyond its checkpoint are
+// in its file under s1's data (docs/MQTT.md, Quality of service): what
+// the client had received gets PUBREL again, what it may have had goes
+// again with its packet id, so it gets every message exactly once.
+func TestMQTTQoS2Kill9Subscriber(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	_, procs, mq, _ := mqttNet(t)
+	r := &q2Receiver{addr: mq["s1"], id: "q2s-sub", held: map[uint16]bool{}}
+	r.connect(t)
+	defer func() { r.c.Close() }()
+	if ack, err := r.c.Subscribe(2, nil, "q2s/#"); err != nil || ack.ReasonCodes[0] != 2 {
+		t.Fatalf("SUBACK %v, %v", ack.ReasonCodes, err)
+	}
+	const n, window = 300, 32
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + mq["p1"]).SetClientID("q2s-pub").
+		SetCleanSession(false).SetAutoReconnect(true).SetConnectTimeout(5 * time.Second))
+	if tok := pub.Connect(); !tok.WaitTimeout(20*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect publisher: %v", tok.Error())
+	}
+	defer pub.Disconnect(100)
+	published := make(chan error, 1)
+	go func() { // the publisher goes on through the SHB's crash
+		toks := make([]paho.Token, n+2)
+		wait := func(i int) error {
+			if !toks[i].WaitTimeout(90*time.Second) || toks[i].Error() != nil {
+				return fmt.Errorf("publish %d never completed: %v", i, toks[i].Error())
+			}
+			return nil
+		}
+		for i := 1; i <= n; i++ {
+			if i > window {
+				if err := wait(i - window); err != nil {
+					published <- err
+					return
+				}
+			}
+			toks[i] = pub.Publish("q2s/x", 2, false, strconv.Itoa(i))
+		}
+		for i := n - window + 1; i <= n; i++ {
+			if err := wait(i); err != nil {
+				published <- err
+				return
+			}
+		}
+		toks[n+1] = pub.Publish("q2s/x", 2, false, "end") // after every other: after any repeat
+		published <- wait(n + 1)
+	}()
+	count := map[int]int{}
+	for got := 0; ; {
+		l := r.next(t)
+		if l == "end" {
+			break
+		}
+		i, err := strconv.Atoi(l)
+		if err != nil {
+			t.Fatalf("payload %q", l)
+		}
+		count[i]++
+		if got++; got == 100 {
+			procs.kill("s1")
+			procs.start("s1")
+		}
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(procs.cfg), "data", "s1", "mqtt-sessions")); err != nil {
+		t.Errorf("no session directory at the SHB: %v", err)
+	}
+	for i := 1; i <= n; i++ {
+		if count[i] != 1 {
+			t.Errorf("message %d delivered %d times", i, count[i])
 		}
 	}
 }
