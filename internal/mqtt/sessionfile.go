@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -210,7 +211,17 @@ func decodeSession(b []byte) (sessionFile, error) {
 
 // sessionPath is client id's file.
 func (s *Server) sessionPath(clientID string) string {
-	return filepath.Join(s.opts.SessionDir, escapeName(clientID)+sessionSuffix)
+	return filepath.Join(s.opts.SessionDir, sessionFileName(clientID))
+}
+
+// sessionFileName names client id's file: its escaped form (escapeName),
+// or, when that is longer than a file name may be (a client id may have
+// 65 535 bytes), '~' and its SHA-256, which no escaped form begins with.
+func sessionFileName(clientID string) string {
+	if name := escapeName(clientID); len(name) <= 200 {
+		return name + sessionSuffix
+	}
+	return fmt.Sprintf("~%x%s", sha256.Sum256([]byte(clientID)), sessionSuffix)
 }
 
 // saveSessionLocked writes st's file (st.fileMu held, st.mu not): what
@@ -379,7 +390,7 @@ func (s *Server) loadSessions() {
 		if err == nil {
 			f, err = decodeSession(b)
 		}
-		if err == nil && escapeName(f.clientID)+sessionSuffix != e.Name() {
+		if err == nil && sessionFileName(f.clientID) != e.Name() {
 			err = fmt.Errorf("%w: it holds client %q", errSessionFile, f.clientID)
 		}
 		if err != nil {

@@ -134,7 +134,7 @@ func sessionServer(t *testing.T, dir string, inc uint64) (*Server, *fakeHost, *s
 // readSession reads client id's file in dir.
 func readSession(t *testing.T, dir, id string) sessionFile {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, escapeName(id)+sessionSuffix))
+	b, err := os.ReadFile(filepath.Join(dir, sessionFileName(id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestQoS2SessionFile(t *testing.T) {
 	h.mu.Lock()
 	h.onRequest = func(m msg.Msg) {
 		if _, ok := m.(msg.Publish); ok {
-			b, _ := os.ReadFile(filepath.Join(dir, escapeName("dev/1")+sessionSuffix))
+			b, _ := os.ReadFile(filepath.Join(dir, sessionFileName("dev/1")))
 			f, _ := decodeSession(b) // none yet: empty
 			atRequest <- f
 		}
@@ -234,11 +234,23 @@ func TestQoS2SessionFile(t *testing.T) {
 		t.Fatalf("QoS 1 publish after the restart has #%d, not above #%d", p.Seq, p9.Seq)
 	}
 
+	// A client id too long for a file name has a file all the same.
+	long := strings.Repeat("/", 300)
+	cl, err := mqtttest.Dial(s2.Addr(), long, 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	publishQoS(t, cl, 2, 1, false, "m")
+	if p := h2.request(t).m.(msg.Publish); readSession(t, dir, long).in[1] != p.Seq {
+		t.Fatalf("publish #%d of a long client id, not in its file", p.Seq)
+	}
+
 	// A clean start ends the session: its file goes.
 	c2.Close()
 	down(t, h2)
 	dial(t, s2, "dev/1", 5)
-	if _, err := os.Stat(filepath.Join(dir, escapeName("dev/1")+sessionSuffix)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, sessionFileName("dev/1"))); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("file after a clean start: %v", err)
 	}
 }
@@ -250,7 +262,7 @@ func TestQoS2SessionFile(t *testing.T) {
 // written, is published.
 func TestQoS2SessionFileBad(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, escapeName("bad")+sessionSuffix)
+	path := filepath.Join(dir, sessionFileName("bad"))
 	if err := os.WriteFile(path, []byte("AERIESES\x01garbage!"), 0o644); err != nil {
 		t.Fatal(err)
 	}
