@@ -326,7 +326,8 @@ func TestQoS2SessionFileBad(t *testing.T) {
 // connection gets PUBREL again for 20 and 30, which the client had
 // received (30 completed), and, as the SHB replays from the checkpoint,
 // 40, never received, again with its packet id and DUP, then 50 as new:
-// nothing twice.
+// nothing twice. The file keeps no delivery the checkpoint in the log
+// has passed.
 func TestQoS2DeliverSessionFile(t *testing.T) {
 	dir := t.TempDir()
 	s, h, _ := sessionServer(t, dir, 1)
@@ -407,6 +408,10 @@ func TestQoS2DeliverSessionFile(t *testing.T) {
 	}
 	if next := read(t, c2, packets.Publish); next.Payload[0] != 50 || next.FixedHeader.Dup {
 		t.Fatalf("then %+v, want 50", next)
+	}
+	// Its write dropped 10, which the checkpoint in the log has passed.
+	if o := out(); len(o) != 4 || o[key(50)].state != outSent {
+		t.Fatalf("the file holds %+v, want 20 to 50", o)
 	}
 }
 
