@@ -36,6 +36,7 @@ func TestMQTTQoS2Kill9Publisher(t *testing.T) {
 	const n, window = 400, 32
 	var mu sync.Mutex
 	count := map[int]int{}
+	how := map[int][]string{} // packet id and DUP of each arrival, for the failure message
 	end := make(chan struct{})
 	onMsg := func(_ paho.Client, m paho.Message) {
 		if string(m.Payload()) == "end" {
@@ -49,6 +50,7 @@ func TestMQTTQoS2Kill9Publisher(t *testing.T) {
 		}
 		mu.Lock()
 		count[i]++
+		how[i] = append(how[i], fmt.Sprintf("packet %d dup %v", m.MessageID(), m.Duplicate()))
 		mu.Unlock()
 	}
 	sub := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + mq["s1"]).SetClientID("q2k-sub").
@@ -70,8 +72,14 @@ func TestMQTTQoS2Kill9Publisher(t *testing.T) {
 	defer pub.Disconnect(100)
 	complete := func(i int, tok paho.Token) {
 		t.Helper()
-		if !tok.WaitTimeout(90*time.Second) || tok.Error() != nil {
-			t.Fatalf("publish %d never completed: %v", i, tok.Error())
+		if !tok.WaitTimeout(90 * time.Second) {
+			t.Fatalf("publish %d never completed", i)
+		}
+		if err := tok.Error(); err != nil {
+			// paho wrote it to the connection the kill broke: it keeps
+			// it and resends it once reconnected, ahead of what it
+			// publishes next (the check below sees it arrive).
+			t.Logf("publish %d: %v", i, err)
 		}
 	}
 	toks := make([]paho.Token, n+1)
@@ -101,7 +109,7 @@ func TestMQTTQoS2Kill9Publisher(t *testing.T) {
 	defer mu.Unlock()
 	for i := 1; i <= n; i++ {
 		if count[i] != 1 {
-			t.Errorf("message %d arrived %d times", i, count[i])
+			t.Errorf("message %d arrived %d times: %v", i, count[i], how[i])
 		}
 	}
 }
