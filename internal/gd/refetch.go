@@ -119,10 +119,10 @@ func (e *Engine) onRefetch(from msg.NodeID, m msg.Refetch) {
 // at most about payloadsChunk bytes, each naming the ranges it settles.
 func (e *Engine) answerRefetch(ps *pstream, ranges []tick.Range, path []msg.NodeID) {
 	to := path[len(path)-1]
+	// Not held back for a downstream that was gone: the receiver takes a
+	// Payloads' final prefix as unvouched beyond what upstream vouched
+	// (onPayloads), and needs it to tell a released payload from a lost one.
 	final := ps.in.K.Final()
-	if o := e.outFrom(ps, to); o != nil {
-		final = e.finalFor(o, final)
-	}
 	out := msg.Payloads{Pubend: ps.id, Final: final, Path: path}
 	bytes := 0
 	send := func() {
@@ -190,9 +190,6 @@ func (e *Engine) onPayloads(from msg.NodeID, m msg.Payloads) {
 	defer e.deliverFetched(ps)
 	if rest := m.Path[:len(m.Path)-1]; len(rest) > 0 {
 		m.Path = rest
-		if o := e.outFrom(ps, rest[len(rest)-1]); o != nil {
-			m.Final = e.finalFor(o, m.Final) // never L to one that was gone (resync.go)
-		}
 		e.send(rest[len(rest)-1], m)
 		return
 	}

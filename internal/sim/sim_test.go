@@ -63,8 +63,8 @@ func replayCmd(o Options) string {
 	if o.Anywhere != "" {
 		cmd += " --anywhere " + o.Anywhere
 	}
-	if !o.Config.ReleaseGone {
-		cmd += " --release-gone=false"
+	if o.Config.ReleaseGone {
+		cmd += " --release-gone"
 	}
 	return cmd
 }
@@ -116,7 +116,7 @@ func TestSimRegressions(t *testing.T) {
 			case "anywhere":
 				o.Anywhere = v
 			case "releasegone":
-				o.Config.ReleaseGone = v != "off"
+				o.Config.ReleaseGone = v == "on"
 			default:
 				t.Fatalf("regressions.txt:%d: unknown option %q", line, k)
 			}
