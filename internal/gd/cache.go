@@ -122,7 +122,13 @@ func (e *Engine) evict(ps *pstream) {
 		// Payloads brought back for parked nacks stay until those are
 		// answered: evicting them between two rounds of requests would
 		// have the next round ask for them again, forever when the budget
-		// is smaller than what the nacks need together.
+		// is smaller than what the nacks need together. Payloads above
+		// them still go (evictAboveDelivery skips what the requests
+		// need): an SHB's memory stays bounded while a round it asked
+		// for is on its way, however long that takes.
+		if ps.pub == nil {
+			e.evictAboveDelivery(ps, budget)
+		}
 		return
 	}
 	limit := ps.delivered
@@ -184,10 +190,14 @@ func (e *Engine) freeze(ps *pstream, upTo tick.Tick) {
 // evictAboveDelivery drops the newest payloads while the cache is still over
 // budget: above a gap a broker that does not host the pubend would
 // otherwise keep every payload that arrives until the gap is filled, rate ×
-// recovery time. Anything every ostream has had first-time may go, local
-// delivery or not: a nack brings it back from upstream (refetch.go), and so
-// does local delivery when it reaches it (deliver, fetchForDelivery). The
-// newest go first, as they are needed last.
+// recovery time (docs/RELIABILITY.md "An SHB recovering a gap"). Anything
+// every ostream has had first-time may go, local delivery or not: a nack
+// brings it back from upstream (refetch.go), and so does local delivery
+// when it reaches it (deliver, fetchForDelivery). The newest go first, as
+// they are needed last. Payloads that a parked nack needs (needed) stay,
+// and so do the newest that some ostream has not had yet: at an SHB, with
+// no ostream and no nack, the cache holds at most budget bytes once it
+// returns, and an event accepted since at most one more.
 func (e *Engine) evictAboveDelivery(ps *pstream, budget int64) {
 	c := &ps.cache
 	sent := tick.Max
@@ -195,17 +205,42 @@ func (e *Engine) evictAboveDelivery(ps *pstream, budget int64) {
 		sent = min(sent, o.SentHi)
 	}
 	final := ps.in.K.Final()
+	kept := e.keptTail[:0] // needed payloads passed over, newest first
 	for c.bytes > budget && len(c.fifo) > c.head {
 		x := c.fifo[len(c.fifo)-1]
 		if x.t > sent {
-			return
+			break
 		}
 		c.fifo = c.fifo[:len(c.fifo)-1]
+		if x.t > final && c.needed(x.t) {
+			kept = append(kept, x)
+			continue
+		}
 		c.bytes -= x.size
 		if x.t > final && e.dropPayload(ps, x.t) {
 			e.stats.Evicted++
 		}
 	}
+	for i := len(kept) - 1; i >= 0; i-- {
+		c.fifo = append(c.fifo, kept[i])
+	}
+	e.keptTail = kept[:0]
+}
+
+// needed reports whether the payload of t must stay for a nack parked until
+// a request returns (evict). A round that local delivery asked for is not
+// protected: delivery takes what comes back before the cache is trimmed
+// (onPayloads), and what it could not take yet (a lower payload still on
+// its way from further up) is asked again in the next round, which always
+// delivers at least its first payload. So an SHB's bound holds while
+// rounds are out, and recovery still moves on with a budget of 0.
+func (c *payloadCache) needed(t tick.Tick) bool {
+	for _, p := range c.parked {
+		if p.r.Lo <= t && t <= p.r.Hi {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchForDelivery asks upstream for the evicted payloads local delivery

@@ -157,6 +157,7 @@ type Engine struct {
 	kblock               []msg.Knowledge // see knowledgeMsg
 	dblock               []msg.Delivery  // see deliveryMsg
 	ablock               []msg.PubAck    // see pubAckMsg
+	keptTail             []cached        // scratch of evictAboveDelivery
 	stats                Stats
 	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
 }
