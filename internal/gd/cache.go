@@ -126,7 +126,7 @@ func (e *Engine) evict(ps *pstream) {
 		// them still go (evictAboveDelivery skips what the requests
 		// need): an SHB's memory stays bounded while a round it asked
 		// for is on its way, however long that takes.
-		if ps.pub == nil {
+		if ps.pub == nil && e.mut&MutHoldAboveDelivery == 0 {
 			e.evictAboveDelivery(ps, budget)
 		}
 		return
@@ -147,9 +147,9 @@ func (e *Engine) evict(ps *pstream) {
 			e.stats.Evicted++
 		}
 	}
-	if ps.pub == nil {
+	if ps.pub == nil && e.mut&MutHoldAboveDelivery == 0 {
 		e.evictAboveDelivery(ps, budget)
-	} else {
+	} else if ps.pub != nil {
 		e.freeze(ps, limit)
 	}
 	if c.head > len(c.fifo)/2 {
@@ -226,6 +226,10 @@ func (e *Engine) evictAboveDelivery(ps *pstream, budget int64) {
 	}
 	e.keptTail = kept[:0]
 }
+
+// MutHoldAboveDelivery keeps every payload above a broker's delivery point
+// (no evictAboveDelivery): an SHB behind a gap holds rate × recovery time.
+const MutHoldAboveDelivery Mutation = 1 << 28
 
 // needed reports whether the payload of t must stay for a nack parked until
 // a request returns (evict). A round that local delivery asked for is not

@@ -75,6 +75,15 @@ type StreamState struct {
 	Gaps         int       // subend gaps tracked
 	Announced    tick.Tick // pubend only
 	Published    uint64    // pubend only: events announced since this incarnation began
+	// Cached is the payload bytes the stream's cache counts as in memory
+	// (cache.go; at least what its knowledge holds), CacheBudget the
+	// budget they are trimmed to (PubendCacheBytes or RelayCacheBytes),
+	// Downstreams its ostreams and ParkedNacks the nacks waiting for
+	// payloads: at an SHB with neither, Cached stays within CacheBudget
+	// after every step (docs/CONCEPTS.md I14).
+	Cached, CacheBudget int64
+	Downstreams         int
+	ParkedNacks         int
 }
 
 // Inspect returns the state of every pubend stream, sorted by pubend.
@@ -91,6 +100,7 @@ func (e *Engine) InspectInto(buf []StreamState) []StreamState {
 			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), DoubtHorizon: ps.in.K.DoubtHorizon(),
 			KnownHi: ps.in.K.KnownHi(), AckPrefix: ps.in.AckPrefix, Delivered: ps.delivered,
 			Runs: ps.in.K.Runs(), Gaps: ps.sub.Gaps(),
+			Cached: ps.cache.bytes, CacheBudget: e.cacheBudget(ps), Downstreams: len(ps.outs), ParkedNacks: len(ps.cache.parked),
 		}
 		if ps.pub != nil {
 			st.Announced, st.Published = ps.pub.Announced, ps.published

@@ -19,7 +19,7 @@ import (
 
 // Violation is one broken invariant.
 type Violation struct {
-	Invariant string // "I1" … "I13", "M1" … "M3"
+	Invariant string // "I1" … "I14", "M1" … "M3"
 	Detail    string
 }
 
@@ -445,7 +445,8 @@ func (o *Oracle) firstMatch(l *pubLog, s *Session, lo, hi tick.Tick) *msg.Event 
 
 // CheckStreams checks a broker's stream states after a step (docs/CONCEPTS.md I8:
 // prefixes and horizons never move back within one incarnation; P1: no
-// contradiction was ever joined).
+// contradiction was ever joined; I14: an SHB's payloads stay within its
+// budget).
 func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState, stats gd.Stats) {
 	if stats.FetchMisses > 0 || stats.FetchErrors > 0 {
 		// An evicted payload the log could not give back is a lost event.
@@ -453,6 +454,11 @@ func (o *Oracle) CheckStreams(node msg.NodeID, inc int, states []gd.StreamState,
 	}
 	if stats.Contradictions > 0 {
 		o.fail("I7", "%s joined %d contradictory knowledge values: %s", node, stats.Contradictions, stats.FirstContradiction)
+	}
+	for _, st := range states {
+		if !st.Hosted && st.Downstreams == 0 && st.ParkedNacks == 0 && st.Cached > st.CacheBudget {
+			o.fail("I14", "%s %s holds %d payload bytes after a step, past its budget of %d", node, st.Pubend, st.Cached, st.CacheBudget)
+		}
 	}
 	k := nodeInc{node, inc}
 	prevs := o.streams[k]

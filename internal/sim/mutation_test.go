@@ -29,6 +29,7 @@ func TestOracleBites(t *testing.T) {
 		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}, false},
 		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}, false},
 		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}, false},
+		{"keep every payload above a gap at an SHB", gd.MutHoldAboveDelivery, []string{"I14"}, "swarm", []string{FaultCut, FaultStall}, false},
 		// nil faults: the default set.
 		{"hand total-order events over per pubend, unmerged", gd.MutTotalUnmerged, []string{"I4"}, "swarm", nil, false},
 		{"ack publishes that asked for none", gd.MutAckNoAck, []string{"I9"}, "swarm", nil, false},
