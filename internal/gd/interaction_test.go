@@ -65,6 +65,9 @@ package gd_test
 //	describe [nodes...]     Engine.Describe().
 //	stats [nodes...]        the joins of D and S counted (Stats.Contradictions,
 //	                        Stats.UnobservedD) and the payloads evicted.
+//	cache [nodes...]        per pubend, the payload bytes the cache holds
+//	                        (StreamState.Cached), its budget, the delivery
+//	                        point and the highest tick known.
 //	floor node P t=TICK     ReleaseFloor: the durable subscribers at node
 //	                        released P up to TICK (written as printed,
 //	                        t<ms>[.seq], or 0); "floor node P clear" removes it.
@@ -473,6 +476,12 @@ func (h *harness) run(td *datadriven.TestData) {
 	case "describe":
 		for _, id := range h.pick(pos) {
 			h.out.WriteString(h.node(string(id)).eng.Describe())
+		}
+	case "cache":
+		for _, id := range h.pick(pos) {
+			for _, st := range h.node(string(id)).eng.Inspect() {
+				h.printf(0, "%s %s: payloads cached %d B of %d, delivered to %d, known to %d", id, st.Pubend, st.Cached, st.CacheBudget, st.Delivered, st.KnownHi)
+			}
 		}
 	case "stats":
 		for _, id := range h.pick(pos) {
