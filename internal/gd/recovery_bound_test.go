@@ -2,6 +2,7 @@ package gd
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -123,12 +124,13 @@ func (q *queued) run(d time.Duration, seq *uint64, publishing bool, payload []by
 }
 
 // heldAbove returns the payload bytes s1 holds in memory above what it
-// delivered, counted in its knowledge (not in the cache's own accounting).
+// delivered, found in its knowledge (not in the cache's own accounting),
+// each counted as the budget counts it (relayCacheOverhead).
 func heldAbove(e *Engine) (bytes int64, n int) {
 	ps := e.pstreamOf("P1")
 	ps.in.K.Visit(tick.Range{Lo: ps.delivered + 1, Hi: tick.Max - 1}, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
 		if k == tick.D && ev != nil {
-			bytes += int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
+			bytes += int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)) + relayCacheOverhead
 			n++
 		}
 		return true
@@ -153,7 +155,7 @@ func recoveryHoldBounded(t *testing.T, budget int64) {
 	cfg.RelayCacheBytes = budget
 	q := newQueued(t, cfg)
 	payload := make([]byte, 100)
-	event := int64(msg.EventSize("a.b", msg.Props{}, payload))
+	event := int64(msg.EventSize("a.b", msg.Props{}, payload)) + relayCacheOverhead
 	var seq uint64
 	var peak int64
 	var peakN int
@@ -221,4 +223,84 @@ func recoveryHoldBounded(t *testing.T, budget int64) {
 	}
 	t.Logf("%d events, peak %d B in %d payloads above delivery (budget %d B, event %d B); %d evicted, %d rounds fetched back, %d steps with a round out",
 		seq, peak, peakN, budget, event, st.Evicted, st.DeliveryFetches, outSteps)
+}
+
+// BenchmarkRecoveryHold measures an SHB alone behind a gap that lasts:
+// s1 hears 200 000 events of 100-byte payloads (20 s at 10 000 events/s)
+// above one it lost, and its nacks go unanswered. It reports the heap the
+// engine holds then (after a GC, above what it held before), the payload
+// bytes its cache counts and its knowledge runs, with the payload budget
+// unbounded (MutHoldAboveDelivery, as before evictAboveDelivery), at its
+// default (64 MiB) and at 1 MiB. The ticks stay D whatever the budget, so
+// their knowledge is not bounded by it. Run with -benchtime 1x.
+func BenchmarkRecoveryHold(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		budget int64
+		mut    Mutation
+	}{{"unbounded", 64 << 20, MutHoldAboveDelivery}, {"budget=64MiB", 64 << 20, 0}, {"budget=1MiB", 1 << 20, 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				heap, cached, runs := recoveryHold(b, c.budget, c.mut, 200000)
+				b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
+				b.ReportMetric(float64(cached)/(1<<20), "cached-MiB")
+				b.ReportMetric(float64(runs), "runs")
+			}
+		})
+	}
+}
+
+func recoveryHold(b *testing.B, budget int64, mut Mutation, n int) (heap uint64, cached int64, runs int) {
+	cfg := DefaultConfig()
+	cfg.RelayCacheBytes = budget
+	now := tick.Time(1767225600 * 1e9)
+	e, err := New("s1", cfg, []Route{{Pubend: "P1", Up: "b1"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.Mutate(mut)
+	var req *msg.SubReq
+	step := func(in Input) {
+		if err := e.Step(now, in); err != nil {
+			b.Fatal(err)
+		}
+		for e.HasReady() {
+			for _, env := range e.Ready().Send {
+				if r, ok := env.Msg.(msg.SubReq); ok {
+					req = &r
+				}
+			}
+		}
+	}
+	step(LinkUp{Peer: "b1", Incarnation: 1})
+	step(Local{Msg: msg.Subscribe{Sub: "c1", Pattern: ">"}})
+	if req == nil {
+		b.Fatal("no SubReq")
+	}
+	step(Recv{From: "b1", Msg: msg.SubReply{Pubend: "P1", Sub: req.Sub, Start: 0}})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	payload := make([]byte, 100)
+	base := tick.Tick(now.Millis()) << tick.SubTickBits
+	prev := tick.Tick(0)
+	for i := 1; i <= n; i++ {
+		if i%10 == 0 {
+			now = now.Add(time.Millisecond)
+			if i%100 == 0 {
+				step(Tick{})
+			}
+		}
+		t := base + tick.Tick(i/10)<<tick.SubTickBits | tick.Tick(i%10)
+		ev := msg.NewEvent("P1", t, "pub", uint64(i), "a.b", msg.Props{}, payload)
+		if i != 2 { // the lost one: the gap
+			step(Recv{From: "b1", Msg: &msg.Knowledge{Pubend: "P1", Start: prev + 1, End: t, VTick: t, Event: ev}})
+		}
+		prev = t
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := e.Inspect()[0]
+	runtime.KeepAlive(e)
+	return after.HeapAlloc - before.HeapAlloc, st.Cached, st.Runs
 }
