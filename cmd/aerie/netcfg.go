@@ -52,6 +52,10 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	cfg.MaxRetainBytes = b.MaxRetainBytes
 	// The durable subscriptions' catch-up window (0: the defaults).
 	cfg.CatchupWindowEvents, cfg.CatchupWindowBytes = b.CatchupWindow, b.CatchupWindowBytes
+	if b.RelayCacheBytes > 0 {
+		// What it keeps of the pubends it does not host (0: the default).
+		cfg.RelayCacheBytes = b.RelayCacheBytes
+	}
 	// Gryphon CC in every broker alike (config.Network.CongestionOn).
 	cfg.CongestionControl = n.CongestionOn()
 	cfg.Congestion = congestion.BrokerConfig()

@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/config"
 	"github.com/aerie-mq/aerie/internal/congestion"
+	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
@@ -122,6 +123,27 @@ func TestCatchupWindowOptions(t *testing.T) {
 		}
 		if got := [2]int64{int64(opts.GD.CatchupWindowEvents), opts.GD.CatchupWindowBytes}; got != want {
 			t.Errorf("%s: catch-up window %v, want %v", id, got, want)
+		}
+	}
+}
+
+// TestRelayCacheOptions: relay_cache_bytes reaches the engine of the
+// broker that sets it; another keeps the engine's default.
+func TestRelayCacheOptions(t *testing.T) {
+	const net = "[[broker]]\nid = \"p1\"\nlisten = \"127.0.0.1:1\"\npubends = [\"P1\"]\n" +
+		"[[broker]]\nid = \"s1\"\nlisten = \"127.0.0.1:2\"\nrelay_cache_bytes = \"2MiB\"\n" +
+		"[[link]]\nup = \"p1\"\ndown = \"s1\"\n"
+	n, err := config.Parse([]byte(net), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int64{"s1": 2 << 20, "p1": gd.DefaultConfig().RelayCacheBytes} {
+		opts, err := brokerOptions(n, id, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.GD.RelayCacheBytes != want {
+			t.Errorf("%s: relay cache %d bytes, want %d", id, opts.GD.RelayCacheBytes, want)
 		}
 	}
 }

@@ -174,6 +174,12 @@ type Broker struct {
 	// MinCatchupWindowBytes, twice what a client leaves unreported.
 	CatchupWindow      int
 	CatchupWindowBytes int64
+	// RelayCacheBytes is relay_cache_bytes (gd.Config.RelayCacheBytes):
+	// the memory for the payloads of each pubend this broker does not
+	// host, an IB's cache for its downstreams' nacks and an SHB's payloads
+	// above a gap it recovers. 0 when absent: the default, 64 MiB. From
+	// MinRelayCacheBytes to MaxRelayCacheBytes.
+	RelayCacheBytes int64
 	// MQTT is the MQTT 3.1.1 and 5 listener (docs/MQTT.md); "" serves none.
 	MQTT string
 	// RaftClients is raft_clients, what a member of a replicated PHB cell

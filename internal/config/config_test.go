@@ -1015,3 +1015,47 @@ catchup_window_bytes = "lots"
 		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
 	}
 }
+
+// TestRelayCacheBytes: relay_cache_bytes sets gd.Config.RelayCacheBytes,
+// absent means the default, it survives Marshal, and sizes out of bounds
+// or not sizes are refused with the bounds.
+func TestRelayCacheBytes(t *testing.T) {
+	n := mustParse(t, `[[broker]]
+id = "s1"
+listen = "h:1"
+relay_cache_bytes = "8MiB"
+
+[[broker]]
+id = "s2"
+listen = "h:2"
+`)
+	for id, want := range map[string]int64{"s1": 8 << 20, "s2": 0} {
+		if b, _ := n.Broker(id); b.RelayCacheBytes != want {
+			t.Errorf("%s: relay cache %d bytes, want %d", id, b.RelayCacheBytes, want)
+		}
+	}
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse(data, "m.toml"); err != nil || !reflect.DeepEqual(back, n) {
+		t.Fatalf("round trip: %v\n%s", err, data)
+	}
+	_, err = Parse([]byte(`[[broker]]
+id = "s1"
+listen = "h:1"
+relay_cache_bytes = "1KiB"
+
+[[broker]]
+id = "s2"
+listen = "h:2"
+relay_cache_bytes = "lots"
+`), "net.toml")
+	want := []string{
+		`net.toml:4:1: broker "s1": relay_cache_bytes "1KiB": want from 64KiB to 1TiB`,
+		`net.toml:9:1: broker "s2": relay_cache_bytes "lots" must be a positive size such as "50GB" (units B, KB = 1000, KiB = 1024, MB, MiB, GB, GiB, TB, TiB)`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+}

@@ -51,7 +51,9 @@ type rawBroker struct {
 	// catchup_window_bytes (Broker.CatchupWindow, CatchupWindowBytes).
 	CatchupWindow      any `toml:"catchup_window"`
 	CatchupWindowBytes any `toml:"catchup_window_bytes"`
-	MQTT               any `toml:"mqtt"`
+	// RelayCacheBytes is relay_cache_bytes (Broker.RelayCacheBytes).
+	RelayCacheBytes any `toml:"relay_cache_bytes"`
+	MQTT            any `toml:"mqtt"`
 	// RaftClients is raft_clients (Broker.RaftClients).
 	RaftClients any `toml:"raft_clients"`
 	// RaftElection is raft_election_timeout (Broker.RaftElection).
@@ -202,6 +204,19 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 				bad[fieldRef{"broker", i, "catchup_window_bytes"}] = true
 			default:
 				b.CatchupWindowBytes = v
+			}
+		}
+		if rb.RelayCacheBytes != nil {
+			switch v, err := retainBytes(rb.RelayCacheBytes); {
+			case err != nil:
+				p.field("broker", i, "relay_cache_bytes", "%s: relay_cache_bytes %v", p.who(b, i), err)
+				bad[fieldRef{"broker", i, "relay_cache_bytes"}] = true
+			case v < MinRelayCacheBytes || v > MaxRelayCacheBytes:
+				p.field("broker", i, "relay_cache_bytes", "%s: relay_cache_bytes %#v: want from %s to %s",
+					p.who(b, i), rb.RelayCacheBytes, FormatSize(MinRelayCacheBytes), FormatSize(MaxRelayCacheBytes))
+				bad[fieldRef{"broker", i, "relay_cache_bytes"}] = true
+			default:
+				b.RelayCacheBytes = v
 			}
 		}
 		if rb.RaftElection != nil {

@@ -72,6 +72,9 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.CatchupWindowBytes > 0 {
 			kv(&b, "catchup_window_bytes", FormatSize(br.CatchupWindowBytes))
 		}
+		if br.RelayCacheBytes > 0 {
+			kv(&b, "relay_cache_bytes", FormatSize(br.RelayCacheBytes))
+		}
 		if br.MQTT != "" {
 			kv(&b, "mqtt", br.MQTT)
 		}

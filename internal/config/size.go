@@ -54,3 +54,11 @@ const (
 	MinCatchupWindowBytes = 128 << 10
 	MaxCatchupWindowBytes = 1 << 30
 )
+
+// The bounds of relay_cache_bytes (Broker.RelayCacheBytes): below 64 KiB
+// an SHB would ask upstream again for nearly every payload above a gap, and
+// a cache of a terabyte bounds nothing a machine has.
+const (
+	MinRelayCacheBytes = 64 << 10
+	MaxRelayCacheBytes = 1 << 40
+)
