@@ -83,12 +83,18 @@ type Config struct {
 	// bound a PHB's memory when downstreams may stay away long.
 	PubendCacheBytes int64
 
-	// RelayCacheBytes: payload bytes of a pubend's events a broker that
-	// does not host it (an IB or SHB) keeps in memory past first-time
-	// forwarding. Older payloads are dropped, the ticks stay D, and a nack
-	// that needs one is answered once the payloads are back from upstream
-	// (msg.Refetch, refetch.go; docs/CONCEPTS.md P12). Default 64 MiB per pubend.
-	// It bounds an IB's memory when a downstream stays away.
+	// RelayCacheBytes: memory for the payloads of a pubend's events at a
+	// broker that does not host it (an IB or SHB), each counted as its
+	// encoding and 240 bytes (relayCacheOverhead). Past it the oldest
+	// payloads every ostream has had go, the ticks stay D, and a nack that
+	// needs one is answered once the payloads are back from upstream
+	// (msg.Refetch, refetch.go; docs/CONCEPTS.md P12); then, above a gap,
+	// the newest go, and local delivery asks for them back when it reaches
+	// them (cache.go evictAboveDelivery). Default 64 MiB per pubend (the
+	// config key relay_cache_bytes). It bounds an IB's memory when a
+	// downstream stays away, and an SHB's while it recovers a gap
+	// (docs/RELIABILITY.md "An SHB recovering a gap"); lower it where
+	// many pubends recover at once, at the cost of payloads sent twice.
 	RelayCacheBytes int64
 
 	// TotalOrderHoldBytes: event bytes a subscription in uniform total
