@@ -230,7 +230,7 @@ func recoveryHoldBounded(t *testing.T, budget int64) {
 // above one it lost, and its nacks go unanswered. It reports the heap the
 // engine holds then (after a GC, above what it held before), the payload
 // bytes its cache counts and its knowledge runs, with the payload budget
-// unbounded (MutHoldAboveDelivery, as before evictAboveDelivery), at its
+// unbounded (MutHoldAboveDelivery: evictAboveDelivery off), at its
 // default (64 MiB) and at 1 MiB. The ticks stay D whatever the budget, so
 // their knowledge is not bounded by it. Run with -benchtime 1x.
 func BenchmarkRecoveryHold(b *testing.B) {
