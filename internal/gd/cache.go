@@ -131,7 +131,7 @@ func (e *Engine) evict(ps *pstream) {
 		// answered: evicting them between two rounds of requests would
 		// have the next round ask for them again, forever when the budget
 		// is smaller than what the nacks need together. Payloads above
-		// them still go (evictAboveDelivery skips what the requests
+		// them still go (evictAboveDelivery skips what parked nacks
 		// need): an SHB's memory stays bounded while a round it asked
 		// for is on its way, however long that takes.
 		if ps.pub == nil && e.mut&MutHoldAboveDelivery == 0 {
