@@ -175,8 +175,8 @@ type Broker struct {
 	CatchupWindow      int
 	CatchupWindowBytes int64
 	// RelayCacheBytes is relay_cache_bytes (gd.Config.RelayCacheBytes):
-	// the memory for the payloads of each pubend this broker does not
-	// host, an IB's cache for its downstreams' nacks and an SHB's payloads
+	// the payload bytes of each pubend this broker does not host that it
+	// keeps in memory, an IB's cache for its downstreams' nacks and an SHB's payloads
 	// above a gap it recovers. 0 when absent: the default, 64 MiB. From
 	// MinRelayCacheBytes to MaxRelayCacheBytes.
 	RelayCacheBytes int64

@@ -45,7 +45,7 @@ func (Fetched) isInput() {}
 
 type payloadCache struct {
 	// overhead is what each cached payload counts for besides its
-	// encoding (pubendCacheOverhead at a pubend, else relayCacheOverhead).
+	// encoding (pubendCacheOverhead at a pubend, else 0).
 	overhead int64
 	fifo     []cached // ticks whose payload is in memory, oldest first
 	head     int      // fifo[:head] were evicted or released
@@ -104,14 +104,6 @@ func (c *payloadCache) release(final tick.Tick) {
 // Config.PubendCacheBytes bound the memory the cache takes, which with
 // small events was three times the payload bytes it counted before.
 const pubendCacheOverhead = 256
-
-// relayCacheOverhead is the same at a broker that does not host the
-// pubend: the msg.Event and the rest of its encoding, the knowledge run of
-// its tick and its entry here, without retainedBytes. Measured with 100-byte
-// payloads, an SHB held 358 bytes of heap per payload where msg.EventSize
-// counts 103 (BenchmarkRecoveryHold): counting it makes
-// Config.RelayCacheBytes bound the memory the payloads take.
-const relayCacheOverhead = 240
 
 func (c *payloadCache) push(t tick.Tick, ev *msg.Event) {
 	sz := int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)) + c.overhead

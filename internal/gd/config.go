@@ -83,9 +83,10 @@ type Config struct {
 	// bound a PHB's memory when downstreams may stay away long.
 	PubendCacheBytes int64
 
-	// RelayCacheBytes: memory for the payloads of a pubend's events at a
-	// broker that does not host it (an IB or SHB), each counted as its
-	// encoding and 240 bytes (relayCacheOverhead). Past it the oldest
+	// RelayCacheBytes: payload bytes of a pubend's events a broker that
+	// does not host it (an IB or SHB) keeps in memory, each counted as its
+	// encoding (msg.EventSize; in memory a small event takes about 250
+	// bytes more, BenchmarkRecoveryHold). Past it the oldest
 	// payloads every ostream has had go, the ticks stay D, and a nack that
 	// needs one is answered once the payloads are back from upstream
 	// (msg.Refetch, refetch.go; docs/CONCEPTS.md P12); then, above a gap,

@@ -263,7 +263,6 @@ func (e *Engine) init(cfg Config, routes []Route) error {
 			ps.pub = stream.NewPubend(r.Pubend, cfg.DedupWindow)
 			ps.cache.overhead = pubendCacheOverhead
 		} else {
-			ps.cache.overhead = relayCacheOverhead
 			for _, m := range e.membersOf(r.Up) {
 				if !slices.Contains(e.ups, m) {
 					e.ups = append(e.ups, m)

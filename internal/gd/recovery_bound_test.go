@@ -125,12 +125,12 @@ func (q *queued) run(d time.Duration, seq *uint64, publishing bool, payload []by
 
 // heldAbove returns the payload bytes s1 holds in memory above what it
 // delivered, found in its knowledge (not in the cache's own accounting),
-// each counted as the budget counts it (relayCacheOverhead).
+// each counted as the budget counts it (msg.EventSize).
 func heldAbove(e *Engine) (bytes int64, n int) {
 	ps := e.pstreamOf("P1")
 	ps.in.K.Visit(tick.Range{Lo: ps.delivered + 1, Hi: tick.Max - 1}, func(_ tick.Range, k tick.Kind, ev *msg.Event) bool {
 		if k == tick.D && ev != nil {
-			bytes += int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload)) + relayCacheOverhead
+			bytes += int64(msg.EventSize(ev.Topic, ev.Props, ev.Payload))
 			n++
 		}
 		return true
@@ -155,7 +155,7 @@ func recoveryHoldBounded(t *testing.T, budget int64) {
 	cfg.RelayCacheBytes = budget
 	q := newQueued(t, cfg)
 	payload := make([]byte, 100)
-	event := int64(msg.EventSize("a.b", msg.Props{}, payload)) + relayCacheOverhead
+	event := int64(msg.EventSize("a.b", msg.Props{}, payload))
 	var seq uint64
 	var peak int64
 	var peakN int
