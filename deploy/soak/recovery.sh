@@ -5,8 +5,9 @@
 # bytes for SECONDS. b1 is stopped (SIGSTOP) from 10 s for STOP seconds:
 # its links time out, and when it goes on s1 hears the present above the
 # ticks it missed while those are recovered from p1. Every second: s1's
-# RSS. At the end: s1's RSS before the stop and at its peak after, and
-# what the subscriber got (events, none out of order or twice).
+# RSS. At the end: s1's RSS before the stop and at its peak after, what
+# the subscriber got (events, none out of order or twice), and s1's
+# payloads dropped and asked back (its /status).
 #
 #   deploy/soak/recovery.sh [SECONDS] [RATE] [STOP] [RELAY_CACHE]
 #
@@ -37,6 +38,7 @@ listen = "127.0.0.1:$((base + 2))"
 id = "s1"
 listen = "127.0.0.1:$((base + 3))"
 clients = "127.0.0.1:$((base + 103))"
+http = "127.0.0.1:$((base + 403))"
 $s1cache
 
 [[broker]]
@@ -90,5 +92,6 @@ wait $pub || true
 tail -1 "$dir/pub.out"
 awk 'match($0, /"tick":[0-9]+/) { t = substr($0, RSTART + 7, RLENGTH - 7) + 0; if (t <= last) bad++; last = t; n++ }
   END { printf "# subscriber at s1: %d events, %d out of order or twice\n", n, bad }' "$dir/sub.out"
+curl -s "http://127.0.0.1:$((base + 403))/status" | grep -o '"\(Evicted\|Refetches\|RefetchTimeouts\|DeliveryFetches\)":[0-9]*' | tr '\n' ' ' | sed 's/^/# s1: /; s/$/\n/'
 echo "# s1 RSS: at most ${before} MB before the stop, at most ${peak} MB after it (relay_cache_bytes ${cache:-default})"
 echo "# data and logs in $dir"
