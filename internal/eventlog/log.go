@@ -19,11 +19,14 @@ type Log struct {
 	dir  string
 	opts Options
 
-	segs       []segment // sorted by base; the last one is active
-	active     vfs.File  // open handle on segs[len(segs)-1]
-	marker     *marker   // records how far each Sync made the active segment durable (synced.go)
-	activeSize int64     // bytes of the active segment, all of them written
-	dropped    int64     // bytes of the active segment dropped from the page cache (Options.DropSynced)
+	segs   []segment // sorted by base; the last one is active
+	active vfs.File  // open handle on segs[len(segs)-1]
+	marker *marker   // records how far each Sync made the active segment durable (synced.go)
+	// synced is how far the last successful Sync (or Open) made the log
+	// durable: the segment and its length, the bytes Recover keeps.
+	synced     syncedMark
+	activeSize int64 // bytes of the active segment, all of them written
+	dropped    int64 // bytes of the active segment dropped from the page cache (Options.DropSynced)
 
 	written uint64 // records [first, written) are in segment files and durable
 	flushed uint64 // records [written, flushed) are in the active segment, not fsynced (Flush)
@@ -111,7 +114,8 @@ func (l *Log) Sync() error {
 		return l.fail(fmt.Errorf("fsync %s: %w", l.activePath(), err))
 	}
 	l.written = l.flushed
-	l.marker.mark(syncedMark{base: l.segs[len(l.segs)-1].base, size: l.activeSize})
+	l.synced = syncedMark{base: l.segs[len(l.segs)-1].base, size: l.activeSize}
+	l.marker.mark(l.synced)
 	if l.opts.DropSynced {
 		// Whole pages only: the last, partial one takes the next Append.
 		l.drop(l.activeSize &^ (pageSize - 1))

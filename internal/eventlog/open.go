@@ -91,6 +91,7 @@ func (l *Log) createFirst() error {
 	l.segs = []segment{s}
 	l.active, l.marker = f, mk
 	l.next, l.written, l.flushed = l.opts.Base, l.opts.Base, l.opts.Base
+	l.synced = syncedMark{base: s.base}
 	return nil
 }
 
@@ -175,7 +176,8 @@ func (l *Log) startMarks(markFile int) error {
 		return err
 	}
 	l.marker = mk
-	l.marker.mark(syncedMark{base: l.segs[len(l.segs)-1].base, size: l.activeSize})
+	l.synced = syncedMark{base: l.segs[len(l.segs)-1].base, size: l.activeSize}
+	l.marker.mark(l.synced)
 	return nil
 }
 

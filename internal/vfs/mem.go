@@ -39,11 +39,17 @@ type MemFS struct {
 	durable map[string]*memNode // namespace as of the last SyncDir of each dir
 	gen     uint64              // bumped by Crash to invalidate open handles
 	faults  []fault
+	full    error // SetFull: the error writes and fsyncs fail with, or nil
 }
 
 type memNode struct {
 	data   []byte
 	synced int // len of the durable prefix of data
+	// lost, when above 0, is 1 + the offset from which the bytes are not
+	// durable whatever a later Sync says: an fsync failed on a full disk
+	// there, and the kernel may have marked those pages clean (SetFull).
+	// A Truncate below it clears it.
+	lost int
 }
 
 // NewMem returns an empty MemFS whose root ("." and "/") exists.
@@ -253,6 +259,12 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if err := f.fs.takeFault(OpWrite, f.name); err != nil {
 		return 0, pathErr("write", f.name, err)
 	}
+	if f.fs.full != nil {
+		// A full disk takes what fits: a short write, then the error.
+		n := len(p) / 2
+		f.node.data = append(f.node.data, p[:n]...)
+		return n, pathErr("write", f.name, f.fs.full)
+	}
 	f.node.data = append(f.node.data, p...)
 	return len(p), nil
 }
@@ -287,6 +299,12 @@ func (f *memFile) Sync() error {
 	if err := f.fs.takeFault(OpSync, f.name); err != nil {
 		return pathErr("sync", f.name, err)
 	}
+	if n := f.node; f.fs.full != nil && n.synced < len(n.data) {
+		if n.lost == 0 {
+			n.lost = n.synced + 1
+		}
+		return pathErr("sync", f.name, f.fs.full)
+	}
 	f.node.synced = len(f.node.data)
 	return nil
 }
@@ -304,7 +322,13 @@ func (f *memFile) Truncate(size int64) error {
 	if size <= int64(len(n.data)) {
 		n.data = n.data[:size]
 		n.synced = min(n.synced, int(size))
+		if n.lost > int(size) {
+			n.lost = 0
+		}
 		return nil
+	}
+	if f.fs.full != nil {
+		return pathErr("truncate", f.name, f.fs.full)
 	}
 	n.data = append(n.data, make([]byte, size-int64(len(n.data)))...)
 	return nil

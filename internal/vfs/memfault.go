@@ -47,6 +47,23 @@ func (m *MemFS) InjectError(op Op, name string, err error) {
 	m.faults = append(m.faults, fault{op: op, name: name, err: err})
 }
 
+// SetFull models a full disk while err is not nil (syscall.ENOSPC,
+// typically), until SetFull(nil): a Write appends half of its bytes and
+// fails with err (a short write), a Sync of a file with unsynced bytes
+// fails with err and makes nothing durable, and a Truncate that grows
+// fails. Creating, removing and renaming names, shrinking files and
+// syncing directories go on working, as on a real full disk.
+//
+// A Sync that failed this way marks the file's bytes past its durable
+// prefix as lost for good: a later Sync that succeeds does not make them
+// durable (Crash drops them), as on kernels that mark the pages of a
+// failed write-back clean. Only a Truncate below them clears the mark.
+func (m *MemFS) SetFull(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.full = err
+}
+
 // takeFault pops the first pending fault matching op and name. It must be
 // called with m.mu held.
 func (m *MemFS) takeFault(op Op, name string) error {
@@ -92,6 +109,10 @@ func (m *MemFS) CrashWith(pick func(name string) *rand.Rand) {
 		}
 		seen[node] = true
 		keep := node.synced + pick(n).IntN(len(node.data)-node.synced+1)
+		if node.lost > 0 {
+			keep = min(keep, node.lost-1)
+			node.lost = 0
+		}
 		node.data = node.data[:keep]
 		node.synced = keep
 	}
