@@ -8,6 +8,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -268,3 +269,45 @@ func Fetch(l *eventlog.Log, p msg.PubendID, ranges []tick.Range, from []uint64) 
 	}
 	return out, nil
 }
+
+// Reopen recovers the log after a failed write or fsync (a full disk,
+// typically) without a restart: the log keeps what its last successful
+// Sync made durable and nothing after it (eventlog.Log.Reopen says why
+// that is the safe cut), so the records of the batch that failed, never
+// acknowledged, must be appended again. On failure the store stays
+// failed and Reopen may be tried again later.
+func (s *Store) Reopen() error {
+	l, _, err := s.log.Reopen()
+	if err != nil {
+		return err
+	}
+	s.log = l
+	// The segment the cut left active may have been sealed (and
+	// summarised) by a roll of the failed batch: its summary, and any of
+	// a later segment's, describes records that are gone.
+	active := l.ActiveBase()
+	for _, seg := range l.Segments() {
+		if seg.Base >= active {
+			if err := s.fs.Remove(summaryName(seg.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("storage: reopen: %w", err)
+			}
+		}
+	}
+	// The entries of the active segment's records, for its summary once
+	// sealed: those kept, if the store still has them; otherwise no
+	// summary until a restart, which reads the segments instead.
+	kept := l.NextIndex() - active
+	if s.sum.lost || s.sum.base != active || uint64(len(s.sum.entries)) < kept {
+		s.sum.lost = true
+		s.sum.entries = s.sum.entries[:0]
+	} else {
+		clear(s.sum.entries[kept:])
+		s.sum.entries = s.sum.entries[:kept]
+	}
+	s.sum.base, s.sum.activeBase = active, active
+	return nil
+}
+
+// Failed returns why the log failed (a write or fsync error, wrapping
+// eventlog.ErrFailed), or nil.
+func (s *Store) Failed() error { return s.log.Failed() }
