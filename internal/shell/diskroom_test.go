@@ -1,8 +1,14 @@
 package shell_test
 
 import (
+	"fmt"
+	"io/fs"
+	"reflect"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -39,5 +45,112 @@ func TestDiskReserve(t *testing.T) {
 	acks := pubAcks(f.clients[1])
 	if len(acks) != 2 || acks[1].Seq != 2 {
 		t.Fatalf("publish after room returned: acks %v", acks)
+	}
+}
+
+// reopenable is a Durability that can reopen its log (shell.Reopener).
+type reopenable struct {
+	*fake
+	reopens int
+}
+
+func (r *reopenable) ReopenLog() { r.reopens++ }
+
+// TestDiskFullRefusesAndResumes: appends that fail for want of room stop
+// nothing. The failed batches are not acked; new publishes are refused
+// with a reason naming the pubend and the full disk; the log is reopened
+// after a backoff that doubles while reopening fails; once reopened, the
+// failed batches are appended again, the same records in the same order,
+// their publishes acked once each when durable, and publishes are taken
+// again.
+func TestDiskFullRefusesAndResumes(t *testing.T) {
+	cfg := gd.DefaultConfig()
+	cfg.PersistWindow = 2
+	eng, err := gd.New("p1", cfg, []gd.Route{{Pubend: "P1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &reopenable{fake: &fake{now: 1767225600 * 1e9, clients: map[shell.ClientID][]msg.Msg{}, closed: map[shell.ClientID]string{}}}
+	b := shell.New(shell.Config{ID: "p1", Engine: eng, Clock: f, Net: f, Durability: f, Hosted: []msg.PubendID{"P1"}, Strict: true})
+	b.ClientUp(1)
+	for seq := uint64(1); seq <= 3; seq++ {
+		b.ClientRequest(1, publish(seq))
+		b.Drain()
+	}
+	if len(f.appends) != 2 {
+		t.Fatalf("%d batches out, want 2 (the window)", len(f.appends))
+	}
+	failed := slices.Clone(f.appends)
+	f.appends = nil
+	full := fmt.Errorf("eventlog: log failed: %w", &fs.PathError{Op: "write", Path: "/data/x.log", Err: syscall.ENOSPC})
+	for range failed {
+		if err := b.Persisted(0, full); err != nil {
+			t.Fatalf("a full disk stopped the broker: %v", err)
+		}
+		b.Drain()
+	}
+	if acks := pubAcks(f.clients[1]); len(acks) != 0 || len(f.appends) != 0 {
+		t.Fatalf("after failed appends: acks %v, appends %v", acks, f.appends)
+	}
+	if why, _, n := b.DiskFullState(); why != "no space left on device" || n != 1 {
+		t.Fatalf("DiskFullState = %q, %d", why, n)
+	}
+	b.ClientRequest(1, publish(4))
+	b.Drain()
+	rej := ofType[msg.PubReject](f.clients[1])
+	if len(rej) != 1 || rej[0].Seq != 4 || !strings.Contains(rej[0].Reason, "pubend P1 at broker p1: disk full (no space left on device)") {
+		t.Fatalf("publish on a full disk: rejects %v", rej)
+	}
+	// Backoff: 500 ms, then 1 s after a reopen that fails.
+	tickAt := func(d time.Duration) {
+		f.now = f.now.Add(d)
+		b.Tick()
+		b.Drain()
+	}
+	tickAt(400 * time.Millisecond)
+	if f.reopens != 0 {
+		t.Fatal("reopened before the backoff")
+	}
+	tickAt(100 * time.Millisecond)
+	if f.reopens != 1 {
+		t.Fatalf("%d reopens after the backoff, want 1", f.reopens)
+	}
+	tickAt(time.Second)
+	if f.reopens != 1 {
+		t.Fatal("a second reopen while one is out")
+	}
+	b.LogReopened(fmt.Errorf("still full: %w", syscall.ENOSPC))
+	tickAt(900 * time.Millisecond)
+	if f.reopens != 1 {
+		t.Fatal("reopened again before the doubled backoff")
+	}
+	tickAt(100 * time.Millisecond)
+	if f.reopens != 2 {
+		t.Fatalf("%d reopens after the doubled backoff, want 2", f.reopens)
+	}
+	b.LogReopened(nil)
+	b.Drain()
+	if !reflect.DeepEqual(f.appends, failed) {
+		t.Fatalf("appended again %v, want the failed batches %v", f.appends, failed)
+	}
+	b.ClientRequest(1, publish(5)) // refused until the first is durable
+	b.Drain()
+	if rej := ofType[msg.PubReject](f.clients[1]); len(rej) != 2 || rej[1].Seq != 5 {
+		t.Fatalf("publish before the reopened log took a batch: rejects %v", rej)
+	}
+	var next uint64 = 10
+	persistAll(t, b, f.fake, &next)
+	if why, _, _ := b.DiskFullState(); why != "" {
+		t.Fatalf("still full after the batches persisted: %q", why)
+	}
+	b.ClientRequest(1, publish(4))
+	b.Drain()
+	persistAll(t, b, f.fake, &next)
+	var seqs []uint64
+	for _, a := range pubAcks(f.clients[1]) {
+		seqs = append(seqs, a.Seq)
+	}
+	if !slices.Equal(seqs, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("acks %v, want 1 2 3 4, each once", seqs)
 	}
 }

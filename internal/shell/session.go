@@ -193,7 +193,7 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 		m.Pubend = b.pickPubend(m.Publisher)
 		req = m
 	}
-	if why := b.diskFull(); why != "" {
+	if why := b.diskFull(m.Pubend); why != "" {
 		// Nothing acknowledged is lost: this publish was not; the
 		// publisher learns why, and may send it again later.
 		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: why})

@@ -18,10 +18,14 @@
 package shell
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -71,6 +75,29 @@ type Durability interface {
 	// whole segments below log index cut: complete with Trimmed.
 	Trim(cut uint64, snap []msg.Record)
 }
+
+// Reopener is implemented by a Durability that can recover its log in
+// place after an append failed for want of room (DiskFull): it reopens
+// the log, keeping exactly what was durable before the failure
+// (storage.Store.Reopen), and completes with LogReopened. A Durability
+// without it stops the broker on any failed append (crash-only).
+type Reopener interface {
+	ReopenLog()
+}
+
+// DiskFull reports whether err, a failed append or fsync, is for want of
+// room (a full filesystem, a quota): then the log is reopened once room
+// returns rather than the broker stopped.
+func DiskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// Backoff of the log's reopen attempts while its disk is full: the first
+// after this, doubling to at most reopenMax.
+const (
+	reopenFirst = 500 * time.Millisecond
+	reopenMax   = 30 * time.Second
+)
 
 // Config is what a Broker needs besides its engine.
 type Config struct {
@@ -146,6 +173,18 @@ type Broker struct {
 	// completed, for its mark on the shell's own records.
 	armed         *armedTrim
 	started, done uint64
+
+	// The log's disk is full (full: the cause, for refusals): the
+	// leading failed batches of inflight wait to be appended again, once
+	// the log is reopened (reopening: asked of Durability) at or after
+	// reopenAt; backoff doubles with every attempt that fails.
+	full       string
+	failed     int
+	reopening  bool
+	reopenAt   tick.Time
+	backoff    time.Duration
+	fullSince  tick.Time
+	fullEvents uint64 // times the disk was found full, for metrics
 }
 
 // armedTrim is a trim taken under load: its snapshot describes the state
@@ -212,8 +251,11 @@ func (b *Broker) Clients() int { return len(b.sessions) }
 // and now and then.
 func (b *Broker) DiskRoom(free int64) { b.room = free }
 
-// diskFull reports why new publishes are refused, or "".
-func (b *Broker) diskFull() string {
+// diskFull reports why new publishes to pubend p are refused, or "".
+func (b *Broker) diskFull(p msg.PubendID) string {
+	if b.full != "" {
+		return fmt.Sprintf("pubend %s at broker %s: disk full (%s): publishes are refused until space returns; nothing acknowledged is lost", p, b.id, b.full)
+	}
 	if b.reserve <= 0 || b.room < 0 || b.room >= b.reserve || len(b.hosted) == 0 {
 		return ""
 	}
@@ -226,7 +268,10 @@ func (b *Broker) Idle() bool {
 }
 
 // Tick is the engine's timer (every gd.Config.TickInterval).
-func (b *Broker) Tick() { b.step(gd.Tick{}) }
+func (b *Broker) Tick() {
+	b.retryLog()
+	b.step(gd.Tick{})
+}
 
 // PeerUp: a link to neighbour peer (incarnation inc) is established.
 func (b *Broker) PeerUp(peer msg.NodeID, inc uint64) {
@@ -256,8 +301,15 @@ func (b *Broker) PeerMsg(peer msg.NodeID, m msg.Msg) error {
 // (the log's state is unknown): the error is returned, and the broker must
 // stop without acking the batch, or any later one (crash-only).
 func (b *Broker) Persisted(first uint64, err error) error {
-	if len(b.inflight) == 0 {
+	if len(b.inflight) <= b.failed {
 		return fmt.Errorf("shell: broker %s: persist completion with no batch outstanding", b.id)
+	}
+	if _, ok := b.dur.(Reopener); err != nil && ok && DiskFull(err) {
+		b.diskFilled(err)
+		return nil
+	}
+	if err == nil && b.failed > 0 {
+		return fmt.Errorf("shell: broker %s: a batch persisted after an earlier one failed", b.id)
 	}
 	bt := b.inflight[0]
 	b.inflight[0] = nil
@@ -265,6 +317,10 @@ func (b *Broker) Persisted(first uint64, err error) error {
 	if err != nil {
 		b.inflight, b.armed = nil, nil
 		return fmt.Errorf("broker %s: event log append or fsync failed: %w", b.id, err)
+	}
+	if b.full != "" {
+		b.log.Info("event log writable again: publishes are taken again", "pubends", b.hostedNames(), "full_for", b.clock.Now().Sub(b.fullSince).String())
+		b.full, b.backoff = "", 0
 	}
 	for i, r := range bt.all {
 		b.retain.Appended(first+uint64(i), r)
@@ -280,6 +336,83 @@ func (b *Broker) Persisted(first uint64, err error) error {
 	b.done++
 	b.startTrim()
 	return nil
+}
+
+// diskFilled: the oldest outstanding batch failed for want of room. It
+// stays in inflight, unacknowledged (its acks are released only by a
+// successful Persisted), to be appended again once the log is reopened;
+// the batches after it fail in turn (the log stays failed). New
+// publishes are refused meanwhile (diskFull).
+func (b *Broker) diskFilled(err error) {
+	b.failed++
+	now := b.clock.Now()
+	if b.full == "" {
+		b.fullEvents++
+		b.fullSince = now
+		b.full = "the event log could not be written"
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			b.full = errno.Error()
+		}
+		b.log.Error("event log disk full: refusing publishes until space returns; nothing acknowledged is lost",
+			"pubends", b.hostedNames(), "err", err)
+	}
+	if b.backoff == 0 {
+		b.backoff = reopenFirst
+	} else if b.failed == 1 {
+		b.backoff = min(2*b.backoff, reopenMax)
+	}
+	b.reopenAt = now.Add(b.backoff)
+}
+
+// hostedNames lists the hosted pubends for messages: "P1" or "P1,P2".
+func (b *Broker) hostedNames() string {
+	s := make([]string, len(b.hosted))
+	for i, p := range b.hosted {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// retryLog asks Durability to reopen the log once its backoff has passed
+// and no failed append is still outstanding (from Tick).
+func (b *Broker) retryLog() {
+	if b.full == "" || b.reopening || b.failed < len(b.inflight) || b.clock.Now() < b.reopenAt {
+		return
+	}
+	b.reopening = true
+	b.dur.(Reopener).ReopenLog()
+}
+
+// LogReopened completes a ReopenLog. On success the failed batches are
+// appended again, in order, at the indexes they were first given (the
+// reopened log ends where the last successful fsync left it); publishes
+// are taken again once the first of them is durable. On failure the
+// reopen is tried again after a longer backoff.
+func (b *Broker) LogReopened(err error) {
+	b.reopening = false
+	if err != nil {
+		b.backoff = min(2*b.backoff, reopenMax)
+		b.reopenAt = b.clock.Now().Add(b.backoff)
+		b.log.Warn("could not reopen the event log; trying again", "in", b.backoff.String(), "err", err)
+		return
+	}
+	redo := slices.Clone(b.inflight)
+	b.failed = 0
+	if len(redo) == 0 {
+		b.full, b.backoff = "", 0
+		return
+	}
+	for _, bt := range redo {
+		b.dur.Append(bt.all)
+	}
+}
+
+// DiskFullState reports, for status and metrics, the cause for which
+// publishes are refused for a full disk ("" when they are not), since
+// when, and how many times the disk was found full.
+func (b *Broker) DiskFullState() (why string, since tick.Time, times uint64) {
+	return b.full, b.fullSince, b.fullEvents
 }
 
 // Fetched completes a Fetch.
@@ -399,7 +532,7 @@ func (b *Broker) Drain() {
 // then the shell's — if the persist window has room. It reports whether
 // it did.
 func (b *Broker) startBatch() bool {
-	if len(b.inflight) >= b.eng.PersistWindow() || (len(b.waiting) == 0 && len(b.ownRecs) == 0) {
+	if b.full != "" || len(b.inflight) >= b.eng.PersistWindow() || (len(b.waiting) == 0 && len(b.ownRecs) == 0) {
 		return false
 	}
 	if b.dur == nil {
