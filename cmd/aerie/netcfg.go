@@ -62,7 +62,7 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 	opts := broker.Options{
 		Monkey: monkey,
 		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: cfg, Listen: b.Listen, Clients: b.Clients, MQTT: b.MQTT,
-		Upstreams: ups, DataDir: data, Logger: logger,
+		Upstreams: ups, DataDir: data, Logger: logger, DiskReserve: b.DiskReserve,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
 	}

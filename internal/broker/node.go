@@ -272,7 +272,7 @@ func New(opts Options) (*Node, error) {
 	}
 	// One append, one trim and at most one fetch per hosted pubend are
 	// ever out, so neither the loop nor the persister blocks handing over.
-	n.jobs = make(chan job, 2+len(n.hosted))
+	n.jobs = make(chan job, 3+len(n.hosted)) // an append or a reopen, a trim, a fetch per pubend, one spare
 	n.done = make(chan completion, 2+len(n.hosted))
 	cfg := shell.Config{ID: opts.ID, Engine: eng, Clock: n, Net: n, Hosted: n.hosted, Logger: n.log}
 	if opts.DataDir != "" {

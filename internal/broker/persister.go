@@ -149,3 +149,20 @@ func (p persisterSeam) Append(recs []msg.Record) {
 func (p persisterSeam) Fetch(f gd.Fetch, from []uint64) { p.n.jobs <- fetchJob{f, from} }
 
 func (p persisterSeam) Trim(cut uint64, snap []msg.Record) { p.n.jobs <- trimJob{cut, snap} }
+
+// ReopenLog: the shell asks it after an append failed for want of room,
+// once no append is out (shell.Reopener).
+func (p persisterSeam) ReopenLog() { p.n.jobs <- reopenJob{} }
+
+// reopenJob reopens the event log after a failed append (the disk was
+// full): storage.Store.Reopen keeps what was durable before the failure.
+type reopenJob struct{}
+
+type reopened struct{ err error }
+
+func (reopenJob) run(st *storage.Store) completion { return reopened{st.Reopen()} }
+
+func (c reopened) report(sh *shell.Broker) error {
+	sh.LogReopened(c.err)
+	return nil
+}

@@ -31,6 +31,15 @@ type Status struct {
 	LogNext  uint64 `json:"log_next"`
 	// LogBytes is the event log's size on disk (0 without one).
 	LogBytes int64 `json:"log_bytes"`
+	// DiskFull is why publishes are refused for want of room on the event
+	// log's disk ("" when they are not: docs/RELIABILITY.md "Disk full");
+	// DiskFullSince when an append failed on it (Unix ms, 0 for the
+	// reserve); DiskFullTimes how often appends failed on a full disk,
+	// PublishesRefusedDisk the publishes refused for want of room.
+	DiskFull             string `json:"disk_full,omitempty"`
+	DiskFullSince        int64  `json:"disk_full_since,omitempty"`
+	DiskFullTimes        uint64 `json:"disk_full_times"`
+	PublishesRefusedDisk uint64 `json:"publishes_refused_disk"`
 	// Release is the release protocol's state per pubend stream (Gryphon
 	// DS §3): how far each downstream cell has acknowledged, which is
 	// what holds a pubend's release and its log.
@@ -165,6 +174,8 @@ func (n *Node) snapshot() Status {
 	sort.Strings(s.Peers)
 	s.LogFirst, s.LogNext = n.sh.LogBounds()
 	s.LogBytes = n.disk.logBytes.Load()
+	d := n.sh.Disk()
+	s.DiskFull, s.DiskFullSince, s.DiskFullTimes, s.PublishesRefusedDisk = d.Full, d.FullSince.Millis(), d.FullTimes, d.Refused
 	s.Release = n.eng.ReleaseStates()
 	s.Durable = n.eng.DurableStats()
 	s.Membership = n.membershipStatus()

@@ -165,6 +165,13 @@ type Broker struct {
 	// age, with the same gap to a durable subscriber that is away. 0 when
 	// absent: no size bound.
 	MaxRetainBytes int64
+	// DiskReserve is disk_reserve: while the filesystem of this broker's
+	// event log has less room than this, it refuses new publishes with
+	// the reason rather than fill the disk (broker.Options.DiskReserve).
+	// 0 when absent: the default, four log segments (32 MiB); -1 for
+	// "0": no reserve (a full disk is still refused, once an append
+	// fails on it).
+	DiskReserve int64
 	// CatchupWindow and CatchupWindowBytes are catchup_window and
 	// catchup_window_bytes, the catch-up window of the durable
 	// subscriptions this broker holds (gd.Config.CatchupWindowEvents,

@@ -1059,3 +1059,54 @@ relay_cache_bytes = "lots"
 		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
 	}
 }
+
+// TestDiskReserve: disk_reserve on a PHB is a size, "0" (or 0) for none,
+// absent for the default; it survives Marshal; a bad size or a broker
+// that hosts no pubend is refused.
+func TestDiskReserve(t *testing.T) {
+	n := mustParse(t, `[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+disk_reserve = "1GiB"
+
+[[broker]]
+id = "p2"
+listen = "h:2"
+pubends = ["P2"]
+disk_reserve = "0"
+
+[[broker]]
+id = "p3"
+listen = "h:3"
+pubends = ["P3"]
+`)
+	for id, want := range map[string]int64{"p1": 1 << 30, "p2": -1, "p3": 0} {
+		if b, _ := n.Broker(id); b.DiskReserve != want {
+			t.Errorf("%s: DiskReserve = %d, want %d", id, b.DiskReserve, want)
+		}
+	}
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse(data, "m.toml"); err != nil || !reflect.DeepEqual(back, n) {
+		t.Fatalf("round trip: %v\n%s", err, data)
+	}
+	_, err = Parse([]byte(`[[broker]]
+id = "p1"
+listen = "h:1"
+pubends = ["P1"]
+disk_reserve = "lots"
+
+[[broker]]
+id = "s1"
+listen = "h:3"
+disk_reserve = "1GB"
+`), "net.toml")
+	for _, want := range []string{`disk_reserve "lots" must be a positive size`, `disk_reserve applies to the pubends a broker hosts`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want %q", err, want)
+		}
+	}
+}

@@ -47,6 +47,8 @@ type rawBroker struct {
 	MaxRetain any `toml:"max_retain"`
 	// MaxRetainBytes is max_retain_bytes (Broker.MaxRetainBytes).
 	MaxRetainBytes any `toml:"max_retain_bytes"`
+	// DiskReserve is disk_reserve (Broker.DiskReserve).
+	DiskReserve any `toml:"disk_reserve"`
 	// CatchupWindow and CatchupWindowBytes are catchup_window and
 	// catchup_window_bytes (Broker.CatchupWindow, CatchupWindowBytes).
 	CatchupWindow      any `toml:"catchup_window"`
@@ -182,6 +184,17 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 				bad[fieldRef{"broker", i, "max_retain_bytes"}] = true
 			} else {
 				b.MaxRetainBytes = v
+			}
+		}
+		if rb.DiskReserve != nil {
+			switch v, err := retainBytes(rb.DiskReserve); {
+			case rb.DiskReserve == "0" || rb.DiskReserve == int64(0):
+				b.DiskReserve = -1
+			case err != nil:
+				p.field("broker", i, "disk_reserve", "%s: disk_reserve %v, or \"0\" for none", p.who(b, i), err)
+				bad[fieldRef{"broker", i, "disk_reserve"}] = true
+			default:
+				b.DiskReserve = v
 			}
 		}
 		if rb.CatchupWindow != nil {

@@ -66,6 +66,12 @@ func (n *Network) Marshal() ([]byte, error) {
 		if br.MaxRetainBytes > 0 {
 			kv(&b, "max_retain_bytes", FormatSize(br.MaxRetainBytes))
 		}
+		switch {
+		case br.DiskReserve > 0:
+			kv(&b, "disk_reserve", FormatSize(br.DiskReserve))
+		case br.DiskReserve < 0:
+			kv(&b, "disk_reserve", "0")
+		}
 		if br.CatchupWindow > 0 {
 			fmt.Fprintf(&b, "%-7s = %d\n", "catchup_window", br.CatchupWindow)
 		}

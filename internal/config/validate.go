@@ -179,6 +179,9 @@ func (n *Network) checkBrokers(p *problems, bad map[fieldRef]bool) map[string]bo
 			// elsewhere the key would silently do nothing.
 			p.field("broker", i, "max_retain", "%s: max_retain applies to the pubends a broker hosts, and this one hosts none", who)
 		}
+		if b.DiskReserve != 0 && len(b.Pubends) == 0 {
+			p.field("broker", i, "disk_reserve", "%s: disk_reserve applies to the pubends a broker hosts, and this one hosts none", who)
+		}
 		if b.MaxRetainBytes > 0 && len(b.Pubends) == 0 {
 			p.field("broker", i, "max_retain_bytes", "%s: max_retain_bytes applies to the pubends a broker hosts, and this one hosts none", who)
 		}

@@ -92,8 +92,8 @@ func TestDiskFullRefusesAndResumes(t *testing.T) {
 	if acks := pubAcks(f.clients[1]); len(acks) != 0 || len(f.appends) != 0 {
 		t.Fatalf("after failed appends: acks %v, appends %v", acks, f.appends)
 	}
-	if why, _, n := b.DiskFullState(); why != "no space left on device" || n != 1 {
-		t.Fatalf("DiskFullState = %q, %d", why, n)
+	if d := b.Disk(); d.Full != "no space left on device" || d.FullTimes != 1 {
+		t.Fatalf("Disk() = %+v", d)
 	}
 	b.ClientRequest(1, publish(4))
 	b.Drain()
@@ -140,8 +140,8 @@ func TestDiskFullRefusesAndResumes(t *testing.T) {
 	}
 	var next uint64 = 10
 	persistAll(t, b, f.fake, &next)
-	if why, _, _ := b.DiskFullState(); why != "" {
-		t.Fatalf("still full after the batches persisted: %q", why)
+	if d := b.Disk(); d.Full != "" || d.Refused != 2 {
+		t.Fatalf("after the batches persisted: %+v, want not full, 2 refused", d)
 	}
 	b.ClientRequest(1, publish(4))
 	b.Drain()

@@ -196,6 +196,7 @@ func (b *Broker) publish(c ClientID, m msg.Publish, req msg.Msg) {
 	if why := b.diskFull(m.Pubend); why != "" {
 		// Nothing acknowledged is lost: this publish was not; the
 		// publisher learns why, and may send it again later.
+		b.refusedDisk++
 		b.net.ToClient(c, msg.PubReject{Publisher: m.Publisher, Seq: m.Seq, Reason: why})
 		return
 	}

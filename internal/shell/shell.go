@@ -185,6 +185,8 @@ type Broker struct {
 	backoff    time.Duration
 	fullSince  tick.Time
 	fullEvents uint64 // times the disk was found full, for metrics
+	// refusedDisk counts publishes refused for want of room.
+	refusedDisk uint64
 }
 
 // armedTrim is a trim taken under load: its snapshot describes the state
@@ -408,11 +410,29 @@ func (b *Broker) LogReopened(err error) {
 	}
 }
 
-// DiskFullState reports, for status and metrics, the cause for which
-// publishes are refused for a full disk ("" when they are not), since
-// when, and how many times the disk was found full.
-func (b *Broker) DiskFullState() (why string, since tick.Time, times uint64) {
-	return b.full, b.fullSince, b.fullEvents
+// DiskState is what status and metrics show of the event log's disk.
+type DiskState struct {
+	// Full is why publishes are refused for want of room now: the error
+	// of the append that failed ("no space left on device"), or the
+	// reserve's reason; "" when they are not refused.
+	Full string
+	// FullSince is when the failed append that Full names was seen (0
+	// for the reserve).
+	FullSince tick.Time
+	// FullTimes counts the times an append failed on a full disk;
+	// Refused the publishes refused for want of room (either way).
+	FullTimes, Refused uint64
+}
+
+// Disk reports the event log's disk state.
+func (b *Broker) Disk() DiskState {
+	st := DiskState{Full: b.full, FullTimes: b.fullEvents, Refused: b.refusedDisk}
+	if b.full != "" {
+		st.FullSince = b.fullSince
+	} else if len(b.hosted) > 0 {
+		st.Full = b.diskFull(b.hosted[0])
+	}
+	return st
 }
 
 // Fetched completes a Fetch.
