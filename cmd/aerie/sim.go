@@ -294,6 +294,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	damaged, summarised, read := 0, 0, 0
 	changed, forwarded, giveUps, noAckAsked, noAckLogged, relayed, relayGiveUps := 0, 0, 0, 0, 0, 0, 0
 	gone, resyncs := 0, 0
+	diskFulls, diskReopens, pubRefused := 0, 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
@@ -304,6 +305,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			noAckAsked, noAckLogged = noAckAsked+o.res.NoAckAsked, noAckLogged+o.res.NoAckLogged
 			relayed, relayGiveUps = relayed+o.res.Relayed, relayGiveUps+o.res.RelayGiveUps
 			gone, resyncs = gone+int(o.res.DownstreamsGone), resyncs+int(o.res.Resyncs)
+			diskFulls, diskReopens, pubRefused = diskFulls+o.res.DiskFulls, diskReopens+o.res.DiskReopens, pubRefused+o.res.PubRefused
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -368,6 +370,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if gone > 0 || resyncs > 0 {
 		fmt.Fprintf(stdout, "sim: release past gone downstreams: %d downstreams judged gone, %d resyncs asked of a pubend\n", gone, resyncs)
+	}
+	if diskFulls > 0 {
+		fmt.Fprintf(stdout, "sim: PHB disks full %d times: %d publishes refused, %d event logs reopened once room returned\n", diskFulls, pubRefused, diskReopens)
 	}
 	if noAckAsked > 0 {
 		fmt.Fprintf(stdout, "sim: %d publishes asked for no ack, %d of them logged (the rest lost, as at most once allows)\n", noAckAsked, noAckLogged)

@@ -162,7 +162,4 @@ type reopened struct{ err error }
 
 func (reopenJob) run(st *storage.Store) completion { return reopened{st.Reopen()} }
 
-func (c reopened) report(sh *shell.Broker) error {
-	sh.LogReopened(c.err)
-	return nil
-}
+func (c reopened) report(sh *shell.Broker) error { return sh.LogReopened(c.err) }

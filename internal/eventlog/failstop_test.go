@@ -40,8 +40,20 @@ func TestSyncFailureIsFailStop(t *testing.T) {
 			if err := l.Sync(); !errors.Is(err, ErrFailed) {
 				t.Fatalf("second Sync: %v", err)
 			}
-			if err := l.Replay(0, func(uint64, []byte) error { return nil }); !errors.Is(err, ErrFailed) {
-				t.Fatalf("Replay: %v", err)
+			// What the last successful Sync made durable is read back,
+			// nothing after it.
+			var n uint64
+			if err := l.Replay(0, func(i uint64, p []byte) error {
+				if i != n || string(p) != string(record(int(i))) {
+					t.Fatalf("Replay gave %d %q, want %d", i, p, n)
+				}
+				n++
+				return nil
+			}); err != nil || n != 3 {
+				t.Fatalf("Replay of a failed log: %d records, %v; want the 3 durable ones", n, err)
+			}
+			if err := l.Replay(4, func(uint64, []byte) error { return nil }); !errors.Is(err, ErrOutOfRange) || !errors.Is(err, ErrFailed) {
+				t.Fatalf("Replay past the durable records of a failed log: %v", err)
 			}
 			if err := l.Close(); err != nil {
 				t.Fatalf("Close of failed log: %v", err)

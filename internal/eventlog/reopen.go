@@ -31,19 +31,22 @@ import (
 // anew. The records below the cut were fsynced successfully before the
 // failure. On success NextIndex == DurableIndex as it was in l.
 //
-// If it fails (the disk is still full), l stays closed and Reopen may be
-// called on it again later: each step is idempotent.
+// If it fails (the disk is still full), l stays failed, its durable
+// records still readable (Replay), and Reopen may be called on it again
+// later: each step is idempotent. l is closed only once the new log is
+// open. A log that has not failed is failed first: what it appended since
+// its last Sync is cut too.
 func (l *Log) Reopen() (*Log, Recovery, error) {
-	if !l.closed {
-		l.closed = true
-		if l.marker != nil {
-			l.marker.close()
-			l.marker = nil
-		}
-		if l.active != nil {
-			_ = l.active.Close() // the bytes past the cut are cut below
-			l.active = nil
-		}
+	if l.closed {
+		return nil, Recovery{}, ErrClosed
+	}
+	if l.err == nil {
+		l.fail(errors.New("reopened"))
+	}
+	if l.marker != nil {
+		// Its marks are all of durable bytes; the new log marks its own.
+		l.marker.close()
+		l.marker = nil
 	}
 	keep := l.synced
 	for i := len(l.segs) - 1; i >= 0 && l.segs[i].base > keep.base; i-- {
@@ -53,7 +56,6 @@ func (l *Log) Reopen() (*Log, Recovery, error) {
 		if err := l.fs.SyncDir(l.dir); err != nil {
 			return nil, Recovery{}, fmt.Errorf("eventlog: reopen: sync dir %s: %w", l.dir, err)
 		}
-		l.segs = l.segs[:i]
 	}
 	path := newSegment(l.dir, keep.base).path
 	f, err := l.fs.Open(path)
@@ -79,6 +81,7 @@ func (l *Log) Reopen() (*Log, Recovery, error) {
 		return nil, Recovery{}, fmt.Errorf("eventlog: reopen: log holds records [%d, %d), want [%d, %d)",
 			nl.FirstIndex(), nl.NextIndex(), l.FirstIndex(), l.written)
 	}
+	l.Close() // failed: nothing to sync
 	return nl, rec, nil
 }
 

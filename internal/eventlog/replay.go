@@ -18,9 +18,17 @@ import (
 // wrapping ErrTruncated or ErrOutOfRange. Records are read back from disk
 // and their checksums verified again; damage found now is reported with
 // ErrCorrupt.
+//
+// On a failed log (ErrFailed) Replay reads only the records the last
+// successful Sync made durable, [FirstIndex, DurableIndex): those are on
+// disk whatever the failure left after them, so the events a full disk
+// stopped nothing from acknowledging can still be read back meanwhile.
 func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) error {
-	if err := l.usable(); err != nil {
-		return err
+	if l.closed {
+		return ErrClosed
+	}
+	if l.err != nil {
+		return l.replayDurable(from, fn)
 	}
 	if first := l.FirstIndex(); from < first {
 		return fmt.Errorf("%w: index %d, first retained index is %d", ErrTruncated, from, first)
@@ -49,6 +57,25 @@ func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) e
 	return nil
 }
 
+// replayDurable is Replay on a failed log: the records below
+// DurableIndex, from the segments up to the one the last successful Sync
+// covered, that one read only as far as that Sync made it durable.
+func (l *Log) replayDurable(from uint64, fn func(uint64, []byte) error) error {
+	if first := l.FirstIndex(); from < first {
+		return fmt.Errorf("%w: index %d, first retained index is %d", ErrTruncated, from, first)
+	}
+	if from > l.written {
+		return fmt.Errorf("%w: index %d, the failed log's durable records end at index %d: %w", ErrOutOfRange, from, l.written, l.err)
+	}
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > from }) - 1
+	for ; i < len(l.segs) && l.segs[i].base <= l.synced.base; i++ {
+		if err := l.replaySegment(i, from, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) error {
 	s := &l.segs[i]
 	last := i == len(l.segs)-1
@@ -57,8 +84,11 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		size int64
 		want uint64 // index the segment must end at
 	)
-	if last {
+	synced := l.err != nil && s.base == l.synced.base // a failed log's last durable segment
+	if last && !synced {
 		f, size, want = l.active, l.activeSize, l.flushed
+	} else if synced && last && l.active != nil {
+		f, size, want = l.active, l.synced.size, l.written
 	} else {
 		var err error
 		if f, err = l.fs.Open(s.path); err != nil {
@@ -68,7 +98,11 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		if size, err = f.Size(); err != nil {
 			return fmt.Errorf("eventlog: size of %s: %w", s.path, err)
 		}
-		want = l.segs[i+1].base
+		if synced {
+			size, want = min(size, l.synced.size), l.written
+		} else {
+			want = l.segs[i+1].base
+		}
 	}
 	// Start at the last mark at or before from instead of the segment's
 	// first frame. The marks of the active segment may run past what is
@@ -98,7 +132,7 @@ func (l *Log) replaySegment(i int, from uint64, fn func(uint64, []byte) error) e
 		if err != nil {
 			return fmt.Errorf("eventlog: read %s at offset %d: %w", s.path, r.off, err)
 		}
-		if !last {
+		if !last && !synced {
 			// A sealed segment Open did not scan (Options.LazySealed)
 			// gets its marks as it is read.
 			s.note(index, at)

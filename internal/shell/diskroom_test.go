@@ -119,7 +119,9 @@ func TestDiskFullRefusesAndResumes(t *testing.T) {
 	if f.reopens != 1 {
 		t.Fatal("a second reopen while one is out")
 	}
-	b.LogReopened(fmt.Errorf("still full: %w", syscall.ENOSPC))
+	if err := b.LogReopened(fmt.Errorf("still full: %w", syscall.ENOSPC)); err != nil {
+		t.Fatal(err)
+	}
 	tickAt(900 * time.Millisecond)
 	if f.reopens != 1 {
 		t.Fatal("reopened again before the doubled backoff")
@@ -128,7 +130,9 @@ func TestDiskFullRefusesAndResumes(t *testing.T) {
 	if f.reopens != 2 {
 		t.Fatalf("%d reopens after the doubled backoff, want 2", f.reopens)
 	}
-	b.LogReopened(nil)
+	if err := b.LogReopened(nil); err != nil {
+		t.Fatal(err)
+	}
 	b.Drain()
 	if !reflect.DeepEqual(f.appends, failed) {
 		t.Fatalf("appended again %v, want the failed batches %v", f.appends, failed)

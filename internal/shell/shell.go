@@ -96,7 +96,7 @@ func DiskFull(err error) bool {
 // after this, doubling to at most reopenMax.
 const (
 	reopenFirst = 500 * time.Millisecond
-	reopenMax   = 30 * time.Second
+	reopenMax   = 5 * time.Second
 )
 
 // Config is what a Broker needs besides its engine.
@@ -390,24 +390,30 @@ func (b *Broker) retryLog() {
 // appended again, in order, at the indexes they were first given (the
 // reopened log ends where the last successful fsync left it); publishes
 // are taken again once the first of them is durable. On failure the
-// reopen is tried again after a longer backoff.
-func (b *Broker) LogReopened(err error) {
+// reopen is tried again after a longer backoff, unless it failed for
+// another reason than room (an I/O error): then it returns the error, and
+// the broker must stop (crash-only), as for a failed append.
+func (b *Broker) LogReopened(err error) error {
 	b.reopening = false
+	if err != nil && !DiskFull(err) {
+		return fmt.Errorf("broker %s: event log reopen failed: %w", b.id, err)
+	}
 	if err != nil {
 		b.backoff = min(2*b.backoff, reopenMax)
 		b.reopenAt = b.clock.Now().Add(b.backoff)
 		b.log.Warn("could not reopen the event log; trying again", "in", b.backoff.String(), "err", err)
-		return
+		return nil
 	}
 	redo := slices.Clone(b.inflight)
 	b.failed = 0
 	if len(redo) == 0 {
 		b.full, b.backoff = "", 0
-		return
+		return nil
 	}
 	for _, bt := range redo {
 		b.dur.Append(bt.all)
 	}
+	return nil
 }
 
 // DiskState is what status and metrics show of the event log's disk.

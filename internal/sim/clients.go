@@ -403,6 +403,18 @@ func (w *world) toClient(n *node, m msg.Msg) {
 				s.lost(w)
 			}
 		}
+	case msg.PubReject:
+		// A pubend whose disk is full (FaultDiskFull) refuses the publish:
+		// the client gives it up, as an application told the error would,
+		// so nothing is owed for it (it was not logged); one whose first
+		// send is still in the pubend's batch may be acked yet.
+		w.watchf("refused %v", m)
+		w.pubRefused++
+		for _, p := range w.pubs {
+			if p.id == m.Publisher {
+				delete(p.outstanding, m.Seq)
+			}
+		}
 	case msg.PubAck:
 		for _, p := range w.pubs {
 			if p.id == m.Publisher {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"syscall"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
@@ -29,6 +30,46 @@ func (w *world) scheduleFaults() {
 		w.after(gap, next)
 	}
 	w.after(time.Duration(w.rng.Int64N(int64(w.plan.faultEvery))), next)
+}
+
+// scheduleDiskFull fills a PHB's disk now and then during the fault phase
+// (FaultDiskFull), on a schedule drawn from its own generator so that
+// every other fault of a seed replays as before it existed.
+func (w *world) scheduleDiskFull() {
+	if !w.plan.faults[FaultDiskFull] {
+		return
+	}
+	var next func()
+	next = func() {
+		if w.healed {
+			return
+		}
+		var phbs []*node
+		for _, id := range w.order {
+			if n := w.nodes[id]; n.disk != nil && n.broker.Role == PHB && !n.diskFull {
+				phbs = append(phbs, n)
+			}
+		}
+		if len(phbs) > 0 {
+			n := phbs[w.fullRng.IntN(len(phbs))]
+			n.diskFull = true
+			w.diskFulls++
+			w.watchf("disk full at %s", n.id)
+			n.disk.fs.SetFull(syscall.ENOSPC)
+			w.after(time.Duration(200+w.fullRng.IntN(4800))*time.Millisecond, func() { w.diskRoom(n) })
+		}
+		w.after(time.Duration(1000+w.fullRng.Int64N(int64(4*w.plan.faultEvery))), next)
+	}
+	w.after(time.Duration(w.fullRng.Int64N(int64(2*w.plan.faultEvery))), next)
+}
+
+// diskRoom gives n's disk room again.
+func (w *world) diskRoom(n *node) {
+	if n.diskFull {
+		n.diskFull = false
+		n.disk.fs.SetFull(nil)
+		w.watchf("disk room at %s", n.id)
+	}
 }
 
 func (w *world) inject(kind string) {
@@ -120,6 +161,9 @@ func (w *world) leaderToCrash() *node {
 // stops losing messages, publishers stop starting new publishes.
 func (w *world) healAll() {
 	w.healed = true
+	for _, id := range w.order {
+		w.diskRoom(w.nodes[id])
+	}
 	w.unhangAll()
 	w.addBackAll()
 	for _, id := range w.order {

@@ -75,10 +75,16 @@ const (
 	// an fsync); a restart must ignore a summary that does not hold and
 	// read its segment instead (checkRestored).
 	FaultSummary = "summary"
+	// FaultDiskFull fills a PHB's disk for 0.2–5 s (vfs.MemFS.SetFull):
+	// its writes and fsyncs fail with ENOSPC. The PHB refuses publishes
+	// meanwhile and reopens its log once room returns (shell.Reopener);
+	// nothing acknowledged may be lost. PHBs with a disk of their own, not
+	// replicated cells' members (their Raft log still stops them).
+	FaultDiskFull = "diskfull"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers, FaultSummary}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers, FaultSummary, FaultDiskFull}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
 // every kind. Overload (congestion control under capped links) joined them
@@ -278,6 +284,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	membRng := rand.New(rand.NewPCG(o.Seed, 0x6d656d62))    // "memb"
 	failRng := rand.New(rand.NewPCG(o.Seed, 0x6661696c))    // "fail"
 	sumRng := rand.New(rand.NewPCG(o.Seed, 0x73756d73))     // "sums"
+	fullRng := rand.New(rand.NewPCG(o.Seed, 0x6469736b))    // "disk"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -304,6 +311,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = failRng
 		case FaultSummary:
 			r = sumRng
+		case FaultDiskFull:
+			r = fullRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

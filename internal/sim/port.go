@@ -127,7 +127,18 @@ func (p *port) synced(first uint64, recs []msg.Record) {
 	if !p.live() {
 		return
 	}
-	if err := n.disk.sync(); err != nil {
+	if err := n.disk.sync(); shell.DiskFull(err) {
+		// A full disk (FaultDiskFull) stops nothing: the shell keeps the
+		// batch unacked, refuses publishes, and reopens the log later
+		// (ReopenLog) to append it again.
+		w.watchf("disk full at %s: %v", n.id, err)
+		w.input(n, func(b *shell.Broker) {
+			if err := b.Persisted(first, err); err != nil {
+				panic(fmt.Sprintf("sim: %s: %v", n.id, err))
+			}
+		})
+		return
+	} else if err != nil {
 		// A failed fsync cannot be retried safely: the broker stops without
 		// acking the batch (crash-only) and is restarted, like a supervisor
 		// would, after a moment.
@@ -146,6 +157,35 @@ func (p *port) synced(first uint64, recs []msg.Record) {
 		if err := b.Persisted(first, nil); err != nil {
 			panic(fmt.Sprintf("sim: %s: %v", n.id, err))
 		}
+	})
+}
+
+// ReopenLog reopens the log one disk latency after the shell asked (its
+// disk was full), keeping what was durable before the failure.
+func (p *port) ReopenLog() {
+	p.w.after(p.w.plan.diskLatency, func() {
+		if !p.live() {
+			return
+		}
+		w, n := p.w, p.n
+		err := n.disk.store.Reopen()
+		w.watchf("reopen log at %s: %v", n.id, err)
+		if err != nil && !shell.DiskFull(err) {
+			// An I/O error (FaultIOError) stops the broker, as a failed
+			// fsync does (synced).
+			w.fsyncFailures++
+			w.crash(n)
+			w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, func() { w.restart(n) })
+			return
+		}
+		if err == nil {
+			w.diskReopens++
+		}
+		w.input(n, func(b *shell.Broker) {
+			if err := b.LogReopened(err); err != nil {
+				panic(fmt.Sprintf("sim: %s: %v", n.id, err))
+			}
+		})
 	})
 }
 

@@ -34,6 +34,9 @@ type Result struct {
 	Trimmed    uint64 // log records dropped by retention
 	// FsyncFailures: injected fsync failures that stopped a PHB mid-batch.
 	FsyncFailures int
+	// DiskFulls: times a PHB's disk was full for a while (FaultDiskFull);
+	// DiskReopens: its log reopened after; PubRefused: publishes refused.
+	DiskFulls, DiskReopens, PubRefused int
 	// Fetches: payloads read back from a PHB's log to answer nacks.
 	Fetches int
 	// Refetches: payloads asked upstream by brokers whose bounded cache
@@ -179,6 +182,7 @@ func Run(o Options) (Result, error) {
 		rrng:    rand.New(rand.NewPCG(o.Seed, 0x72616674)),     // "raft"
 		wrng:    rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
 		srng:    rand.New(rand.NewPCG(o.Seed, 0x73756d6d)),     // "summ"
+		fullRng: rand.New(rand.NewPCG(o.Seed, 0x66756c6c)),     // "full"
 		crng:    rand.New(rand.NewPCG(o.Seed, 0x6d656d6273)),   // "membs"
 		cellOut: map[msg.NodeID]msg.NodeID{},
 		fdGen:   map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
@@ -259,7 +263,7 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: w.plan.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
-		FsyncFailures: w.fsyncFailures, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
+		FsyncFailures: w.fsyncFailures, DiskFulls: w.diskFulls, DiskReopens: w.diskReopens, PubRefused: w.pubRefused, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
 		Leaves: w.leaves, LeftInViews: w.leftInViews, LeaderServes: w.leaderServes}
 	for _, n := range w.nodes {
@@ -504,6 +508,7 @@ func (w *world) schedule() {
 		}
 	}
 	w.scheduleFaults()
+	w.scheduleDiskFull()
 }
 
 // decided returns, per pubend, the prefix its PHB has decided: after healing

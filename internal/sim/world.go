@@ -47,6 +47,12 @@ type world struct {
 	frame  []byte // one encoded message, reused (viaWire)
 	// fsyncFailures counts injected fsync failures that stopped a PHB.
 	fsyncFailures int
+	// diskFulls counts the times a PHB's disk was made full
+	// (FaultDiskFull), diskReopens the logs reopened after, pubRefused
+	// the publishes refused meanwhile (msg.PubReject).
+	diskFulls, diskReopens, pubRefused int
+	// fullRng draws FaultDiskFull's schedule, apart from every other fault's.
+	fullRng *rand.Rand
 	// fetches counts payload reads from a PHB's log (gd.Fetch).
 	fetches int
 	// refetches and linkStatuses count msg.Refetch (bounded caches away
@@ -133,7 +139,9 @@ type node struct {
 	up      bool
 	inc     int
 	disk    *disk
-	raft    *raftMember // a member of a replicated PHB cell (raft.go), else nil
+	// diskFull: its disk is full for now (FaultDiskFull).
+	diskFull bool
+	raft     *raftMember // a member of a replicated PHB cell (raft.go), else nil
 	// relay relays its clients' publishes to pubends hosted elsewhere,
 	// made for incarnation relayInc (relay.go).
 	relay    *forward.Relay

@@ -51,6 +51,12 @@ func TestReopenAfterDiskFull(t *testing.T) {
 		if !errors.Is(err, syscall.ENOSPC) || !errors.Is(s.Failed(), eventlog.ErrFailed) {
 			t.Fatalf("batch on a full disk: %v", err)
 		}
+		// Nacks are still answered meanwhile: the durable events read
+		// back, and none of the failed batch.
+		evs, err := s.Fetch("P1", []tick.Range{{Lo: 0, Hi: tick.Tick(1 << 40)}}, []uint64{0})
+		if err != nil || len(evs) != len(want) {
+			t.Fatalf("fetch from a failed store: %d events, %v; want %d", len(evs), err, len(want))
+		}
 		if round%2 == 1 {
 			if err := s.Reopen(); err == nil {
 				if _, _, err := batch(i, 1); !errors.Is(err, syscall.ENOSPC) {
