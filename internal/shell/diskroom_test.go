@@ -158,3 +158,33 @@ func TestDiskFullRefusesAndResumes(t *testing.T) {
 		t.Fatalf("acks %v, want 1 2 3 4, each once", seqs)
 	}
 }
+
+// TestDiskFullReopenIOError: a reopen that fails for another reason than
+// room (an I/O error) is reported to the caller, which must stop the
+// broker (crash-only), as for a failed append; nothing was acked.
+func TestDiskFullReopenIOError(t *testing.T) {
+	eng, err := gd.New("p1", gd.DefaultConfig(), []gd.Route{{Pubend: "P1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &reopenable{fake: &fake{now: 1767225600 * 1e9, clients: map[shell.ClientID][]msg.Msg{}, closed: map[shell.ClientID]string{}}}
+	b := shell.New(shell.Config{ID: "p1", Engine: eng, Clock: f, Net: f, Durability: f, Hosted: []msg.PubendID{"P1"}, Strict: true})
+	b.ClientUp(1)
+	b.ClientRequest(1, publish(1))
+	b.Drain()
+	if err := b.Persisted(0, fmt.Errorf("write: %w", syscall.EDQUOT)); err != nil {
+		t.Fatalf("a quota reached stopped the broker: %v", err)
+	}
+	f.now = f.now.Add(time.Second)
+	b.Tick()
+	if f.reopens != 1 {
+		t.Fatalf("%d reopens, want 1", f.reopens)
+	}
+	err = b.LogReopened(fmt.Errorf("fsync: %w", syscall.EIO))
+	if err == nil || !strings.Contains(err.Error(), "event log reopen failed") {
+		t.Fatalf("a reopen failed with EIO: %v, want the error", err)
+	}
+	if acks := pubAcks(f.clients[1]); len(acks) != 0 {
+		t.Fatalf("acked: %v", acks)
+	}
+}
