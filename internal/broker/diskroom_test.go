@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/client"
+	"github.com/aerie-mq/aerie/internal/broker"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
@@ -71,6 +73,56 @@ func TestDiskFullRefusesPublishes(t *testing.T) {
 	}
 	for {
 		_, err := c.Publish(ctx, client.Message{Topic: "a"})
+		if err == nil {
+			return // taken again
+		}
+		if !errors.Is(err, client.ErrRejected) {
+			t.Fatalf("publish after room returned: %v", err)
+		}
+	}
+}
+
+// TestRaftDiskReserve: the serving member of a replicated PHB cell whose
+// data directory has less room than its reserve refuses publishes with
+// the reason, and takes them again once an operator makes room. (The
+// three members share one small filesystem here.)
+func TestRaftDiskReserve(t *testing.T) {
+	disk := smallDisk(t, "40m")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	i := 0
+	c := startRaftCellWith(t, ctx, 3, broker.RaftClientsForward, func(o *broker.Options) {
+		i++
+		o.FS, o.DataDir = vfs.OS(), filepath.Join(disk, fmt.Sprintf("p%d", i))
+		o.DiskReserve, o.TrimInterval = 16<<20, 50*time.Millisecond
+	})
+	pub := dialPub(t, ctx, c.nodes[c.leader])
+	defer pub.Close()
+	if _, err := pub.Publish(ctx, client.Message{Topic: "t"}); err != nil {
+		t.Fatalf("publish with room: %v", err)
+	}
+	filler := filepath.Join(disk, "filler")
+	if err := os.WriteFile(filler, make([]byte, 30<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var refused error
+	for i := 0; refused == nil; i++ { // until the next trim tick measures the room
+		_, err := pub.Publish(ctx, client.Message{Topic: "t"})
+		switch {
+		case errors.Is(err, client.ErrRejected):
+			refused = err
+		case err != nil:
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	if !strings.Contains(refused.Error(), "below its 16 MiB reserve: publishes are refused until space returns") {
+		t.Fatalf("refusal without its reason: %v", refused)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := pub.Publish(ctx, client.Message{Topic: "t"})
 		if err == nil {
 			return // taken again
 		}

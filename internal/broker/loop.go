@@ -348,9 +348,9 @@ func (n *Node) loop(ctx context.Context) error {
 				return fmt.Errorf("%w, stopping (crash-only)", err)
 			}
 		case <-trim.C:
-			if n.store != nil {
+			if n.store != nil || n.raft != nil {
 				// Room an operator made while no job ran (the persister
-				// measures after each).
+				// measures after each; a replicated member only here).
 				n.sh.DiskRoom(diskRoom(n.opts.DataDir))
 			}
 			n.sh.Trim()

@@ -201,9 +201,16 @@ func (n *Node) newRaftShell(serving bool) (*shell.Broker, *gd.Engine, error) {
 	}
 	sc := shell.Config{ID: n.opts.ID, Engine: eng, Clock: n, Net: n, Logger: n.log}
 	if serving {
-		sc.Hosted, sc.Durability = n.hosted, r.rn
+		// The serving member refuses publishes while its own disk is
+		// short of room (its reserve, measured at every trim tick), as a
+		// plain PHB does; its Raft log still stops it if an append fails.
+		sc.Hosted, sc.Durability, sc.DiskReserve = n.hosted, r.rn, max(n.opts.DiskReserve, 0)
 	}
-	return shell.New(sc), eng, nil
+	sh := shell.New(sc)
+	if serving {
+		sh.DiskRoom(diskRoom(n.opts.DataDir))
+	}
+	return sh, eng, nil
 }
 
 // openRaft opens the member's disks (recovering its Raft log) at start.
