@@ -35,7 +35,7 @@ func TestDiskReserve(t *testing.T) {
 	b.ClientRequest(1, publish(2))
 	b.Drain()
 	rej := ofType[msg.PubReject](f.clients[1])
-	if len(rej) != 1 || rej[0].Seq != 2 || !strings.Contains(rej[0].Reason, "8 MiB free, below its 32 MiB reserve") || len(f.appends) != 0 {
+	if len(rej) != 1 || rej[0].Seq != 2 || !strings.Contains(rej[0].Reason, "pubend P1 at broker p1: disk nearly full: the event log's disk has 8 MiB free, below its 32 MiB reserve") || len(f.appends) != 0 {
 		t.Fatalf("publish below the reserve: rejects %v, appends %v", rej, f.appends)
 	}
 	b.DiskRoom(64 << 20)

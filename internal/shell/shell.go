@@ -261,7 +261,7 @@ func (b *Broker) diskFull(p msg.PubendID) string {
 	if b.reserve <= 0 || b.room < 0 || b.room >= b.reserve || len(b.hosted) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("broker %s: the event log's disk has %d MiB free, below its %d MiB reserve: publishes are refused until space returns", b.id, b.room>>20, b.reserve>>20)
+	return fmt.Sprintf("pubend %s at broker %s: disk nearly full: the event log's disk has %d MiB free, below its %d MiB reserve: publishes are refused until space returns", p, b.id, b.room>>20, b.reserve>>20)
 }
 
 // Idle reports whether no durable work is outstanding.
