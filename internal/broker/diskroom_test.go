@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,5 +130,81 @@ func TestRaftDiskReserve(t *testing.T) {
 		if !errors.Is(err, client.ErrRejected) {
 			t.Fatalf("publish after room returned: %v", err)
 		}
+	}
+}
+
+// TestDiskFullShutdown: a PHB whose append failed on a full disk keeps
+// running and refuses publishes with the reason; asked to stop, it stops
+// (the failed batch, never acked, waits for nothing), and a restart with
+// room takes publishes again, the acked event still in the log.
+func TestDiskFullShutdown(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := phbOptions(t)
+	opts.FS, opts.DiskReserve = mem, -1
+	node, stop := runNode(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, opts.Clients, client.Options{ID: "pub", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Publish(ctx, client.Message{Topic: "a", Payload: []byte("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	mem.SetFull(syscall.ENOSPC)
+	pending, err := c.PublishAsync(client.Message{Topic: "a", Payload: []byte("failed")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := node.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.DiskFull != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the broker never found its disk full")
+		case r := <-pending:
+			t.Fatalf("publish on a full disk answered %+v", r)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := c.Publish(ctx, client.Message{Topic: "a"}); !errors.Is(err, client.ErrRejected) || !strings.Contains(err.Error(), "pubend P1 at broker p1: disk full (no space left on device)") {
+		t.Fatalf("publish on a full disk: %v", err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a broker whose disk is full never stopped")
+	}
+	select {
+	case r := <-pending:
+		if r.Err == nil {
+			t.Fatalf("the publish of the failed batch was acked: %+v", r)
+		}
+	default:
+	}
+	mem.SetFull(nil)
+	node, stop = runNode(t, opts)
+	t.Cleanup(func() { stop() })
+	if st, err := node.Status(ctx); err != nil || st.LogNext == 0 {
+		t.Fatalf("restarted: %+v, %v; want the acked event in the log", st, err)
+	}
+	c2, err := client.Dial(ctx, opts.Clients, client.Options{ID: "pub2", Pubend: "P1", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Publish(ctx, client.Message{Topic: "a"}); err != nil {
+		t.Fatalf("publish after a restart with room: %v", err)
 	}
 }

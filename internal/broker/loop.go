@@ -408,7 +408,9 @@ func (n *Node) finish() {
 		}
 		return
 	}
-	for !n.sh.Idle() {
+	// A log down for a full disk waits for a reopen that a stopping
+	// broker does not make: nothing of it was acked, nothing to wait for.
+	for !n.sh.Idle() && !n.sh.Stalled() {
 		if err := (<-n.done).report(n.sh); err != nil {
 			return // a failed fsync: nothing to ack
 		}

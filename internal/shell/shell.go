@@ -264,6 +264,14 @@ func (b *Broker) diskFull(p msg.PubendID) string {
 	return fmt.Sprintf("pubend %s at broker %s: disk nearly full: the event log's disk has %d MiB free, below its %d MiB reserve: publishes are refused until space returns", p, b.id, b.room>>20, b.reserve>>20)
 }
 
+// Stalled reports whether the log is down for a full disk with nothing
+// out at Durability: what waits (the failed batches, the records behind
+// them) waits for a reopen, which a broker that is stopping does not
+// make; none of it was acknowledged.
+func (b *Broker) Stalled() bool {
+	return b.full != "" && b.failed == len(b.inflight) && !b.reopening && b.fetching == 0 && !b.trimming
+}
+
 // Idle reports whether no durable work is outstanding.
 func (b *Broker) Idle() bool {
 	return len(b.inflight) == 0 && len(b.waiting) == 0 && len(b.ownRecs) == 0 && b.fetching == 0 && !b.trimming
