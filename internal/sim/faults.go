@@ -46,7 +46,7 @@ func (w *world) scheduleDiskFull() {
 		}
 		var phbs []*node
 		for _, id := range w.order {
-			if n := w.nodes[id]; n.disk != nil && n.broker.Role == PHB && !n.diskFull {
+			if n := w.nodes[id]; n.diskFS() != nil && n.broker.Role == PHB && !n.diskFull {
 				phbs = append(phbs, n)
 			}
 		}
@@ -55,7 +55,7 @@ func (w *world) scheduleDiskFull() {
 			n.diskFull = true
 			w.diskFulls++
 			w.watchf("disk full at %s", n.id)
-			n.disk.fs.SetFull(syscall.ENOSPC)
+			n.diskFS().SetFull(syscall.ENOSPC)
 			w.after(time.Duration(200+w.fullRng.IntN(4800))*time.Millisecond, func() { w.diskRoom(n) })
 		}
 		w.after(time.Duration(1000+w.fullRng.Int64N(int64(4*w.plan.faultEvery))), next)
@@ -63,11 +63,23 @@ func (w *world) scheduleDiskFull() {
 	w.after(time.Duration(w.fullRng.Int64N(int64(2*w.plan.faultEvery))), next)
 }
 
+// diskFS is the filesystem of n's logs: a plain PHB's disk, or a
+// replicated member's (its Raft log and pubend store); nil for others.
+func (n *node) diskFS() *vfs.MemFS {
+	switch {
+	case n.disk != nil:
+		return n.disk.fs
+	case n.raft != nil:
+		return n.raft.fs
+	}
+	return nil
+}
+
 // diskRoom gives n's disk room again.
 func (w *world) diskRoom(n *node) {
 	if n.diskFull {
 		n.diskFull = false
-		n.disk.fs.SetFull(nil)
+		n.diskFS().SetFull(nil)
 		w.watchf("disk room at %s", n.id)
 	}
 }

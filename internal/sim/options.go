@@ -76,10 +76,11 @@ const (
 	// read its segment instead (checkRestored).
 	FaultSummary = "summary"
 	// FaultDiskFull fills a PHB's disk for 0.2–5 s (vfs.MemFS.SetFull):
-	// its writes and fsyncs fail with ENOSPC. The PHB refuses publishes
-	// meanwhile and reopens its log once room returns (shell.Reopener);
-	// nothing acknowledged may be lost. PHBs with a disk of their own, not
-	// replicated cells' members (their Raft log still stops them).
+	// its writes and fsyncs fail with ENOSPC. A plain PHB refuses
+	// publishes meanwhile and reopens its log once room returns
+	// (shell.Reopener); a replicated cell's member stops (crash-only) and
+	// is restarted, its cell going on without it. Nothing acknowledged
+	// may be lost.
 	FaultDiskFull = "diskfull"
 )
 
