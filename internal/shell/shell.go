@@ -307,9 +307,13 @@ func (b *Broker) PeerMsg(peer msg.NodeID, m msg.Msg) error {
 
 // Persisted completes the oldest outstanding Append: the batch is durable
 // from log index first on (err nil), so its publishers get their acks and
-// the engine learns. A failed append or fsync cannot be retried safely
-// (the log's state is unknown): the error is returned, and the broker must
-// stop without acking the batch, or any later one (crash-only).
+// the engine learns. A failed append or fsync cannot be retried as it
+// is (the log's state is unknown): for want of room (DiskFull), with a
+// Durability that can reopen its log (Reopener), the batch waits unacked
+// for the log to be reopened and takes it again (diskFilled, retryLog,
+// LogReopened; docs/RELIABILITY.md "Disk full"); otherwise the error is
+// returned, and the broker must stop without acking the batch, or any
+// later one (crash-only).
 func (b *Broker) Persisted(first uint64, err error) error {
 	if len(b.inflight) <= b.failed {
 		return fmt.Errorf("shell: broker %s: persist completion with no batch outstanding", b.id)
