@@ -52,7 +52,9 @@ var (
 	ErrClosed = errors.New("aerie: client closed")
 	// ErrRejected: the broker refused a publish or a subscription, or
 	// the client did before sending it, for a reason the broker gives
-	// too (a bad topic, pattern or selector, an event above the limit).
+	// too (a bad topic, pattern or selector, an event above the limit),
+	// or a publish its pubend could not log (its disk full: the error
+	// names the pubend and says so; the publish may be sent again later).
 	ErrRejected     = errors.New("aerie: rejected by broker")
 	ErrDisconnected = errors.New("aerie: subscription ended by disconnection")
 	// ErrRefused: the broker refused the connection for a reason retrying
