@@ -25,3 +25,28 @@ func TestDiskFullSwarm(t *testing.T) {
 	}
 	t.Logf("%d disks full, %d logs reopened, %d publishes refused", fulls, reopens, refused)
 }
+
+// TestDiskFullOracleBites: a PHB that reports a batch durable although
+// its fsync failed on a full disk is caught: the events it announced are
+// not what its log holds (I7, I9), or are lost (I11).
+func TestDiskFullOracleBites(t *testing.T) {
+	for seed := uint64(1); seed <= 30; seed++ {
+		o := DefaultOptions(seed)
+		o.Faults, o.AckFullSync = []string{FaultDiskFull, FaultCrash}, true
+		res, err := Run(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range res.Violations {
+			switch v.Invariant {
+			case "I7", "I9", "I11":
+				t.Logf("caught after %d seeds: %v", seed, v)
+				return
+			}
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("seed %d: %v, want I7, I9 or I11", seed, res.Violations[0])
+		}
+	}
+	t.Fatal("acking a batch whose fsync failed on a full disk was never caught")
+}

@@ -111,6 +111,10 @@ type Options struct {
 	// FDSilent (tests only) breaks the simulated failure detector: it never
 	// reports anything, so no member learns of another.
 	FDSilent bool
+	// AckFullSync (tests only): a plain PHB whose fsync failed on a full
+	// disk (FaultDiskFull) reopens its log and reports the batch durable
+	// anyway, as a broker that ignored the error would.
+	AckFullSync bool
 	// RaftAckEarly (tests only): a replicated PHB's leader acks a batch
 	// once its own Raft log holds it, before a majority does.
 	RaftAckEarly bool

@@ -127,7 +127,13 @@ func (p *port) synced(first uint64, recs []msg.Record) {
 	if !p.live() {
 		return
 	}
-	if err := n.disk.sync(); shell.DiskFull(err) {
+	err := n.disk.sync()
+	if shell.DiskFull(err) && w.opts.AckFullSync && n.disk.store.Reopen() == nil {
+		// The mutation: the runtime reopens the log, the batch cut off,
+		// and reports the batch durable, as if its fsync had succeeded.
+		err = nil
+	}
+	if shell.DiskFull(err) {
 		// A full disk (FaultDiskFull) stops nothing: the shell keeps the
 		// batch unacked, refuses publishes, and reopens the log later
 		// (ReopenLog) to append it again.
@@ -138,7 +144,8 @@ func (p *port) synced(first uint64, recs []msg.Record) {
 			}
 		})
 		return
-	} else if err != nil {
+	}
+	if err != nil {
 		// A failed fsync cannot be retried safely: the broker stops without
 		// acking the batch (crash-only) and is restarted, like a supervisor
 		// would, after a moment.
