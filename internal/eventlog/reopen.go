@@ -8,7 +8,7 @@ import (
 
 // Reopen recovers a log that failed (ErrFailed: a write or fsync failed,
 // a full disk typically) without a restart of the process, and returns
-// the log to use from now on; l is closed. It keeps exactly what the last
+// the log to use from now on, closing l. It keeps exactly what the last
 // successful Sync (or Open) made durable, DurableIndex, and nothing after
 // it:
 //

@@ -21,8 +21,8 @@ import (
 //
 // On a failed log (ErrFailed) Replay reads only the records the last
 // successful Sync made durable, [FirstIndex, DurableIndex): those are on
-// disk whatever the failure left after them, so the events a full disk
-// stopped nothing from acknowledging can still be read back meanwhile.
+// disk whatever the failure left after them, so the nacks of events
+// acknowledged before a full disk are still answered while it lasts.
 func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) error {
 	if l.closed {
 		return ErrClosed
