@@ -147,3 +147,25 @@ func TestRelayCacheOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskReserveOptions: disk_reserve reaches the broker: a size as
+// given, "0" as none (negative: broker.Options.DiskReserve checks
+// nothing), absent as the default (0: the broker's four segments).
+func TestDiskReserveOptions(t *testing.T) {
+	const net = "[[broker]]\nid = \"p1\"\nlisten = \"127.0.0.1:1\"\npubends = [\"P1\"]\ndisk_reserve = \"1GiB\"\n" +
+		"[[broker]]\nid = \"p2\"\nlisten = \"127.0.0.1:2\"\npubends = [\"P2\"]\ndisk_reserve = \"0\"\n" +
+		"[[broker]]\nid = \"p3\"\nlisten = \"127.0.0.1:3\"\npubends = [\"P3\"]\n"
+	n, err := config.Parse([]byte(net), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int64{"p1": 1 << 30, "p2": -1, "p3": 0} {
+		opts, err := brokerOptions(n, id, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.DiskReserve != want {
+			t.Errorf("%s: DiskReserve %d, want %d", id, opts.DiskReserve, want)
+		}
+	}
+}
