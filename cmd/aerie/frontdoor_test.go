@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -351,5 +352,27 @@ func TestPubReportsAnInterrupt(t *testing.T) {
 	}
 	if errOut.Len() != 0 {
 		t.Errorf("the interrupt's own closing was reported: %q", errOut.String())
+	}
+}
+
+// TestPubReportsRefusalsOnce: a run of the same refusal (a pubend whose
+// disk is full refuses every publish) is one line with its count; other
+// errors keep their own lines, in order.
+func TestPubReportsRefusalsOnce(t *testing.T) {
+	o := pubOptions{count: 5}
+	a := newAckReader(o.count, 0)
+	a.sent.Store(5)
+	full := fmt.Errorf("%w: pubend P1 at broker p1: disk full (no space left on device)", client.ErrRejected)
+	other := fmt.Errorf("%w: topic too long", client.ErrRejected)
+	a.errs = []error{full, full, full, other, full}
+	var out, errOut bytes.Buffer
+	if code := o.report(a, false, time.Now(), &out, &errOut); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	want := "aerie pub: " + full.Error() + " (3 publishes)\n" +
+		"aerie pub: " + other.Error() + "\n" +
+		"aerie pub: " + full.Error() + "\n"
+	if errOut.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errOut.String(), want)
 	}
 }

@@ -251,10 +251,21 @@ func (o *pubOptions) publishAll(ctx context.Context, c *client.Client, payload [
 // why it stopped short when it did.
 func (o *pubOptions) report(acks *ackReader, interrupted bool, began time.Time, stdout, stderr io.Writer) int {
 	sent, acked, dups, last := int(acks.sent.Load()), int(acks.acked.Load()), acks.dups, acks.last
-	for _, err := range acks.errs {
-		if !(interrupted && errors.Is(err, client.ErrClosed)) { // closed by the interrupt
+	// A run of the same refusal (a pubend whose disk is full refuses
+	// every publish until room returns) is one line, with its count.
+	for i, errs := 0, acks.errs; i < len(errs); {
+		err, j := errs[i], i+1
+		for j < len(errs) && errs[j].Error() == err.Error() {
+			j++
+		}
+		switch {
+		case interrupted && errors.Is(err, client.ErrClosed): // closed by the interrupt
+		case j-i > 1:
+			fmt.Fprintf(stderr, "aerie pub: %v (%d publishes)\n", err, j-i)
+		default:
 			fmt.Fprintf(stderr, "aerie pub: %v\n", err)
 		}
+		i = j
 	}
 	switch {
 	case interrupted:
