@@ -229,12 +229,11 @@ func (e *Engine) render(ps *pstream, o *stream.Ostream, r tick.Range, retrans bo
 		}
 		if f := e.finalFor(o, k.Final); f < k.Final {
 			// Never L to a downstream that was gone (resync.go), nor the
-			// silence a render gives the final ticks made so without it:
-			// they may hold events.
-			skip := o.Skipped
-			if o.Gone {
-				skip = max(skip, k.Final)
-			}
+			// silence a render gives final ticks (a range inside L, which
+			// says nothing under its L): under the lower L it would read as
+			// silence, and they may hold events (swarm seeds 617, 1062 with
+			// --release-gone). What it skips goes as a Resync.
+			skip := max(o.Skipped, k.Final)
 			if k.Start <= skip {
 				k.Start = skip + 1
 			}
