@@ -154,6 +154,9 @@ func (p persisterSeam) Trim(cut uint64, snap []msg.Record) { p.n.jobs <- trimJob
 // once no append is out (shell.Reopener).
 func (p persisterSeam) ReopenLog() { p.n.jobs <- reopenJob{} }
 
+// NoRoom classifies a failed append (shell.Reopener).
+func (p persisterSeam) NoRoom(err error) (string, bool) { return storage.NoRoom(err) }
+
 // reopenJob reopens the event log after a failed append (the disk was
 // full): storage.Store.Reopen keeps what was durable before the failure.
 type reopenJob struct{}

@@ -1,6 +1,7 @@
 package shell_test
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"reflect"
@@ -55,6 +56,14 @@ type reopenable struct {
 }
 
 func (r *reopenable) ReopenLog() { r.reopens++ }
+
+func (r *reopenable) NoRoom(err error) (string, bool) {
+	var errno syscall.Errno
+	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && errors.As(err, &errno) {
+		return errno.Error(), true
+	}
+	return "", false
+}
 
 // TestDiskFullRefusesAndResumes: appends that fail for want of room stop
 // nothing. The failed batches are not acked; new publishes are refused

@@ -18,13 +18,11 @@
 package shell
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/gd"
@@ -83,13 +81,20 @@ type Durability interface {
 // without it stops the broker on any failed append (crash-only).
 type Reopener interface {
 	ReopenLog()
+	// NoRoom reports whether err, a failed append or fsync, is for want
+	// of room (storage.NoRoom), and its reason for the log: the I/O side
+	// classifies its own errors, the shell only acts on the answer.
+	NoRoom(err error) (reason string, ok bool)
 }
 
-// DiskFull reports whether err, a failed append or fsync, is for want of
-// room (a full filesystem, a quota): then the log is reopened once room
-// returns rather than the broker stopped.
-func DiskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+// noRoom reports whether err is a failed append for want of room, at a
+// Durability that can reopen its log (Reopener).
+func (b *Broker) noRoom(err error) (string, bool) {
+	r, ok := b.dur.(Reopener)
+	if !ok || err == nil {
+		return "", false
+	}
+	return r.NoRoom(err)
 }
 
 // Backoff of the log's reopen attempts while its disk is full: the first
@@ -318,8 +323,8 @@ func (b *Broker) Persisted(first uint64, err error) error {
 	if len(b.inflight) <= b.failed {
 		return fmt.Errorf("shell: broker %s: persist completion with no batch outstanding", b.id)
 	}
-	if _, ok := b.dur.(Reopener); err != nil && ok && DiskFull(err) {
-		b.diskFilled(err)
+	if reason, full := b.noRoom(err); full {
+		b.diskFilled(err, reason)
 		return nil
 	}
 	if err == nil && b.failed > 0 {
@@ -357,17 +362,13 @@ func (b *Broker) Persisted(first uint64, err error) error {
 // successful Persisted), to be appended again once the log is reopened;
 // the batches after it fail in turn (the log stays failed). New
 // publishes are refused meanwhile (diskFull).
-func (b *Broker) diskFilled(err error) {
+func (b *Broker) diskFilled(err error, reason string) {
 	b.failed++
 	now := b.clock.Now()
 	if b.full == "" {
 		b.fullEvents++
 		b.fullSince = now
-		b.full = "the event log could not be written"
-		var errno syscall.Errno
-		if errors.As(err, &errno) {
-			b.full = errno.Error()
-		}
+		b.full = reason
 		b.log.Error("event log disk full: refusing publishes until space returns; nothing acknowledged is lost",
 			"pubends", b.hostedNames(), "err", err)
 	}
@@ -407,7 +408,7 @@ func (b *Broker) retryLog() {
 // the broker must stop (crash-only), as for a failed append.
 func (b *Broker) LogReopened(err error) error {
 	b.reopening = false
-	if err != nil && !DiskFull(err) {
+	if _, full := b.noRoom(err); err != nil && !full {
 		return fmt.Errorf("broker %s: event log reopen failed: %w", b.id, err)
 	}
 	if err != nil {

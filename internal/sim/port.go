@@ -10,6 +10,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/match"
 	"github.com/aerie-mq/aerie/internal/msg"
 	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/storage"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/wire"
 )
@@ -128,12 +129,12 @@ func (p *port) synced(first uint64, recs []msg.Record) {
 		return
 	}
 	err := n.disk.sync()
-	if shell.DiskFull(err) && w.opts.AckFullSync && n.disk.store.Reopen() == nil {
+	if noRoom(err) && w.opts.AckFullSync && n.disk.store.Reopen() == nil {
 		// The mutation: the runtime reopens the log, the batch cut off,
 		// and reports the batch durable, as if its fsync had succeeded.
 		err = nil
 	}
-	if shell.DiskFull(err) {
+	if noRoom(err) {
 		// A full disk (FaultDiskFull) stops nothing: the shell keeps the
 		// batch unacked, refuses publishes, and reopens the log later
 		// (ReopenLog) to append it again.
@@ -169,6 +170,15 @@ func (p *port) synced(first uint64, recs []msg.Record) {
 
 // ReopenLog reopens the log one disk latency after the shell asked (its
 // disk was full), keeping what was durable before the failure.
+// NoRoom classifies a failed append (shell.Reopener).
+func (p *port) NoRoom(err error) (string, bool) { return storage.NoRoom(err) }
+
+// noRoom reports whether err is for want of room (storage.NoRoom).
+func noRoom(err error) bool {
+	_, ok := storage.NoRoom(err)
+	return ok
+}
+
 func (p *port) ReopenLog() {
 	p.w.after(p.w.plan.diskLatency, func() {
 		if !p.live() {
@@ -177,7 +187,7 @@ func (p *port) ReopenLog() {
 		w, n := p.w, p.n
 		err := n.disk.store.Reopen()
 		w.watchf("reopen log at %s: %v", n.id, err)
-		if err != nil && !shell.DiskFull(err) {
+		if err != nil && !noRoom(err) {
 			// An I/O error (FaultIOError) stops the broker, as a failed
 			// fsync does (synced).
 			w.fsyncFailures++
