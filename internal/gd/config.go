@@ -128,9 +128,9 @@ type Config struct {
 	// the pubend when it returns (gone.go, resync.go, vouch.go;
 	// docs/RELIABILITY.md "Running for weeks"); max_retain = "0s" never
 	// judges a downstream gone. Off by default until the simulator's swarm
-	// runs clean with it (seeds 617 and 1062 of `aerie sim --release-gone`
-	// still fail); off, a downstream that dies for good holds every broker
-	// above it until it is removed from the config.
+	// runs clean with it (seed 1078 of `aerie sim --release-gone` still
+	// fails, I11; docs/RELIABILITY.md); off, a downstream that dies for
+	// good holds every broker above it until it is removed from the config.
 	ReleaseGone bool
 
 	// SummaryDeltaMin: a summary of more clauses than this is sent upstream
