@@ -156,7 +156,7 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 		if o.Gone {
 			// What was made final while it was gone stays skipped for it,
 			// however far that went since the last Final move.
-			e.noteSkipped(ps)
+			noteSkipped(ps)
 		}
 		o.AckPrefix = m.T
 		heardFrom(o, e.now)
@@ -196,7 +196,7 @@ func (e *Engine) updateAck(ps *pstream) {
 	}
 	if t > ps.in.AckPrefix {
 		ps.in.AckPrefix = t
-		defer e.noteSkipped(ps) // after the release moved a pubend's L
+		defer noteSkipped(ps) // after the release moved a pubend's L
 		if ps.pub == nil && ps.in.K.SetFinal(t) {
 			ps.in.C.RemoveBelow(t)
 			ps.delivered = max(ps.delivered, t)

@@ -136,7 +136,7 @@ func (e *Engine) setFloor(ps *pstream, floor tick.Tick) {
 // finalMoved answers C ticks that became L with the final prefix alone.
 func (e *Engine) finalMoved(ps *pstream, f tick.Tick) {
 	ps.cache.release(f)
-	e.noteSkipped(ps)
+	noteSkipped(ps)
 	for _, o := range ps.outs {
 		if lo, ok := o.C.Min(); ok && lo <= f {
 			o.C.RemoveBelow(f)

@@ -197,7 +197,7 @@ func (e *Engine) releasePubend(ps *pstream) {
 		e.vouchAll(ps)
 	}
 	if ps.in.K.SetFinal(l) {
-		e.noteSkipped(ps)
+		noteSkipped(ps)
 		ps.in.C.RemoveBelow(l)
 		ps.delivered = max(ps.delivered, l)
 		ps.cache.release(ps.in.K.Final())

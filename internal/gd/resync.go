@@ -108,7 +108,7 @@ func (e *Engine) finalFor(o *stream.Ostream, f tick.Tick) tick.Tick {
 // went without it: its ack prefix, which its final prefix (at a pubend,
 // by early release) may reach later without waiting for the downstream
 // again.
-func (e *Engine) noteSkipped(ps *pstream) {
+func noteSkipped(ps *pstream) {
 	f := max(ps.in.K.Final(), ps.in.AckPrefix)
 	for _, o := range ps.outs {
 		if o.Gone && f > o.AckPrefix {
@@ -121,7 +121,7 @@ func (e *Engine) noteSkipped(ps *pstream) {
 // made final without it, to resync: at most every NackRepetitionMin, to
 // every live member of its cell.
 func (e *Engine) resyncDown(ps *pstream, o *stream.Ostream) {
-	e.noteSkipped(ps)
+	noteSkipped(ps)
 	if !e.capped(o) || o.Skipped <= o.AckPrefix || (o.ResyncAt != 0 && e.now.Sub(o.ResyncAt) < e.cfg.NackRepetitionMin) {
 		return
 	}
