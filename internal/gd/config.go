@@ -128,10 +128,17 @@ type Config struct {
 	// the pubend when it returns (gone.go, resync.go, vouch.go;
 	// docs/RELIABILITY.md "Running for weeks"); max_retain = "0s" never
 	// judges a downstream gone. Off by default until the simulator's swarm
-	// runs clean with it (seed 1078 of `aerie sim --release-gone` still
-	// fails, I11; docs/RELIABILITY.md); off, a downstream that dies for
-	// good holds every broker above it until it is removed from the config.
+	// runs clean with it (docs/RELIABILITY.md); off, a downstream that dies
+	// for good holds every broker above it until it is removed from the
+	// config.
 	ReleaseGone bool
+	// GoneMin: no downstream is judged gone sooner than this, whatever the
+	// pubend's max_retain: the links' heartbeat timeout
+	// (transport.DefaultDeadAfter, 5s), below which a brokers' config
+	// refuses max_retain. A shorter bound judges downstreams that are
+	// merely slow gone, and one whose resync takes longer than the bound is
+	// judged gone again before it catches up, for ever (gone.go).
+	GoneMin time.Duration
 
 	// SummaryDeltaMin: a summary of more clauses than this is sent upstream
 	// as what changed (msg.SummaryDelta) when that is shorter, and a
@@ -206,6 +213,7 @@ func DefaultConfig() Config {
 		RelayCacheBytes:         64 << 20,
 		TotalOrderHoldBytes:     64 << 20,
 		MaxRetain:               168 * time.Hour,
+		GoneMin:                 5 * time.Second,
 		Congestion:              congestion.DefaultConfig(),
 		SummaryDeltaMin:         16,
 	}

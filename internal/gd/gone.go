@@ -43,11 +43,20 @@ import (
 // downstream that is merely slow loses what it had not acked. Tests only.
 const MutGoneEarly Mutation = 1 << 24
 
-// goneAfter is how long a downstream of ps may acknowledge nothing before
+// goneBound is how long a downstream of ps may acknowledge nothing before
 // it no longer holds ps: the early-release bound of the pubend's host
-// (Route.Retain).
+// (Route.Retain), and never less than Config.GoneMin; zero when the pubend
+// never releases early.
+func (e *Engine) goneBound(ps *pstream) time.Duration {
+	if ps.retain <= 0 {
+		return 0
+	}
+	return max(ps.retain, e.cfg.GoneMin)
+}
+
+// goneAfter is goneBound as this engine applies it (MutGoneEarly).
 func (e *Engine) goneAfter(ps *pstream) time.Duration {
-	d := ps.retain
+	d := e.goneBound(ps)
 	if e.mut&MutGoneEarly != 0 {
 		d /= 8
 	}

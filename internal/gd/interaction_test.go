@@ -23,7 +23,7 @@ package gd_test
 //
 // Commands:
 //
-//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= pubendcache= maxretain= deltamin= totalhold= window= windowbytes= cc=on dcq=]
+//	network [tick= gct= nrt= nrtmax= forget= dct= aet= silence= ack= chunk= hwm= relaycache= pubendcache= maxretain= gonemin= deltamin= totalhold= window= windowbytes= cc=on dcq=]
 //	    input lines "a -> b -> c" (a is b's upstream, b is c's) and
 //	    "pubends p1=P1 ...": builds the engines (config overrides are durations; window is CatchupWindowEvents, windowbytes CatchupWindowBytes.
 //	    forget defaults to nrt; relaycache is RelayCacheBytes, pubendcache PubendCacheBytes, deltamin SummaryDeltaMin, totalhold TotalOrderHoldBytes). A line "cell c = b1 b2" makes c a redundant
@@ -516,6 +516,7 @@ func (h *harness) network(args map[string]string, input string) {
 		"nrtmax": &h.cfg.NackRepetitionMax, "forget": &h.cfg.ForgettingInterval, "dct": &h.cfg.DelayCuriosityThreshold,
 		"aet": &h.cfg.AckExpectedThreshold, "silence": &h.cfg.SilenceInterval, "ack": &h.cfg.AckInterval,
 		"chunk": &h.cfg.NackChunk, "hwm": &h.cfg.HWMLead, "maxretain": &h.cfg.MaxRetain,
+		"gonemin": &h.cfg.GoneMin,
 	}
 	for k, v := range args {
 		if k == "cc" { // congestion control on

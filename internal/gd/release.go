@@ -241,8 +241,8 @@ type ReleaseState struct {
 	// clock) and MaxRetain its early release bound (hosted pubends only).
 	Now       tick.Tick
 	MaxRetain time.Duration
-	// GoneAfter is the pubend host's max_retain, which judges this
-	// broker's downstreams gone (gone.go; 0: never).
+	// GoneAfter is the pubend host's max_retain, at least GoneMin, which
+	// judges this broker's downstreams gone (gone.go; 0: never).
 	GoneAfter time.Duration
 	// MaxRetainBytes is its size bound (hosted pubends only; 0: none).
 	MaxRetainBytes int64
@@ -283,7 +283,7 @@ func (e *Engine) ReleaseStatesInto(buf []ReleaseState) []ReleaseState {
 		st := ReleaseState{
 			Pubend: ps.id, Hosted: ps.pub != nil, Final: ps.in.K.Final(), AckPrefix: ps.in.AckPrefix,
 			Released: ps.rel.released, Delivered: ps.rel.delivered, Floor: ps.rel.floor, FloorSet: ps.rel.floorSet,
-			Now: tick.FromMillis(e.now.Millis()), GoneAfter: ps.retain,
+			Now: tick.FromMillis(e.now.Millis()), GoneAfter: e.goneBound(ps),
 		}
 		if ps.pub != nil {
 			st.MaxRetain, st.MaxRetainBytes = e.cfg.MaxRetain, e.cfg.MaxRetainBytes

@@ -40,6 +40,9 @@ func TestOracleBites(t *testing.T) {
 		// prefix it sends a gone downstream goes with its unvouched top,
 		// and the downstream resyncs all the same.)
 		{"vouch for every final prefix", gd.MutVouchAll, []string{"I5"}, "swarm", nil, true},
+		// A downstream judged gone after an eighth of the bound is merely
+		// slow: released past while it still acked.
+		{"judge a slow downstream gone", gd.MutGoneEarly, []string{"I10"}, "swarm", nil, true},
 	}
 	const maxSeeds = 150
 	for _, c := range cases {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"time"
 
@@ -240,7 +241,7 @@ func Run(o Options) (Result, error) {
 	}
 	end := epoch.Add(o.FaultPhase + o.ConvergePhase)
 	var targets map[msg.PubendID]tick.Tick
-	var nacksAtQuiet uint64
+	var nacksAtQuiet map[msg.NodeID]uint64
 	w.at(epoch.Add(o.FaultPhase), w.healAll)
 	w.at(epoch.Add(o.FaultPhase+2*time.Second), func() { targets = w.decided() })
 	quiet := end.Add(-10 * time.Second)
@@ -525,16 +526,17 @@ func (w *world) decided() map[msg.PubendID]tick.Tick {
 	return out
 }
 
-func (w *world) nacksSent() uint64 {
-	var n uint64
+// nacksSent is each broker's count of nacks sent so far.
+func (w *world) nacksSent() map[msg.NodeID]uint64 {
+	n := make(map[msg.NodeID]uint64, len(w.order))
 	for _, id := range w.order {
-		n += w.nodes[id].eng.Stats().NacksSent
+		n[id] = w.nodes[id].eng.Stats().NacksSent
 	}
 	return n
 }
 
 // finalChecks: liveness after healing (docs/CONCEPTS.md I11).
-func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uint64) {
+func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet map[msg.NodeID]uint64) {
 	for _, id := range w.order {
 		n := w.nodes[id]
 		if n.broker.Role == SHB {
@@ -553,8 +555,18 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet uin
 			w.orc.Violate("I11", "publisher %s still has %d unacked publishes after healing", p.id, len(p.outstanding))
 		}
 	}
-	if now := w.nacksSent(); now > nacksAtQuiet {
-		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s", now-nacksAtQuiet)
+	var total uint64
+	var who []string
+	for id, now := range w.nacksSent() {
+		if at := nacksAtQuiet[id]; now > at {
+			d := now - at
+			total += d
+			who = append(who, fmt.Sprintf("%s %d", id, d))
+		}
+	}
+	if total > 0 {
+		sort.Strings(who)
+		w.orc.Violate("I11", "nack traffic has not stopped: %d nacks in the last 10s (%s)", total, strings.Join(who, ", "))
 	}
 	if w.scale != nil {
 		w.orc.ConvergedCompact(w.deliveryPoints())
