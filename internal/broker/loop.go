@@ -85,6 +85,9 @@ func (c peerUp) apply(n *Node, src source) {
 		// for are gone, and with them what this member refused of theirs.
 		n.raft.lead.PeerRestarted(src.peer)
 	}
+	if n.raft != nil {
+		n.raft.lead.PeerUp(src.peer)
+	}
 	n.peers[src.peer] = src.conn
 	n.peerInc[src.peer] = c.inc
 	n.log.Info("link up", "peer", string(src.peer), "addr", src.conn.RemoteAddr())
@@ -339,6 +342,7 @@ func (n *Node) loop(ctx context.Context) error {
 			n.relayCheck(true)
 		case <-raftTick:
 			n.raft.rn.Tick()
+			n.raft.lead.Tick()
 			n.joinWatch()
 			n.awaitWatch()
 			n.forwardCheck(true)

@@ -313,8 +313,11 @@ func (n *Node) initRaft() error {
 	if r.ForwardTimeout <= 0 {
 		r.ForwardTimeout = 5 * time.Duration(r.ElectionTicks) * r.TickInterval
 	}
+	// A member of protocol version 13 runs the same timeout: its refusals
+	// here outlive its link by twice it (forward.Leader.Tick).
+	linger := int(2*r.ForwardTimeout/r.TickInterval) + 1
 	n.raft = &raftState{opts: r, synced: make(chan error, 1), fwdPerms: map[shell.ClientID]*auth.Perms{},
-		lead: forward.NewLeader()}
+		lead: forward.NewLeader(linger)}
 	n.raft.fwd = forward.NewForwarder(fwdNet{n}, r.ForwardTimeout)
 	if n.raft.raftID(n.opts.ID) == 0 {
 		return fmt.Errorf("broker %s is not among the members %v of its replicated PHB cell", n.opts.ID, r.Members)

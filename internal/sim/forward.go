@@ -35,6 +35,12 @@ import (
 // the broker's default.
 const fwdTimeout = 5 * raftElectionTicks * raftTick
 
+// fwdLinger is how many Raft ticks a leader keeps the refusals of a
+// member of protocol version 13 after its link went, as the broker's
+// (forward.Leader.Tick). The simulated members all speak the current
+// version, so none is kept by it; the leader ticks all the same.
+const fwdLinger = int(2*fwdTimeout/raftTick) + 1
+
 // fwdMember is the forwarding state of one incarnation of a cell member:
 // its Forwarder, the ordered publishers connected to it, and, as the
 // serving leader, the streams it takes (sessions of its shell) and those
@@ -47,7 +53,7 @@ type fwdMember struct {
 
 func (w *world) newFwdMember(n *node) *fwdMember {
 	return &fwdMember{f: forward.NewForwarder(&fwdNet{w: w, n: n, inc: n.inc}, fwdTimeout),
-		clients: map[shell.ClientID]*publisher{}, lead: forward.NewLeader()}
+		clients: map[shell.ClientID]*publisher{}, lead: forward.NewLeader(fwdLinger)}
 }
 
 // fwdNet is a Forwarder's way out: the cell's links, and its clients.

@@ -247,6 +247,9 @@ func (w *world) raftTickLoop(n *node, inc int) {
 		return
 	}
 	n.raft.rn.Tick()
+	if n.raft.fwd != nil {
+		n.raft.fwd.lead.Tick()
+	}
 	w.raftStats.sample(n.raft.rn)
 	w.raftWork(n)
 	w.follow(n, true)

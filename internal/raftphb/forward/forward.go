@@ -65,8 +65,8 @@ type client struct {
 	pending map[pubKey]held
 	next    uint64
 	// stream names its publishes at the leader, opened towards member
-	// to; streams are every one it had (answers on a superseded one
-	// still count).
+	// to; streams are the last keepStreams it had (answers on a
+	// superseded one still count).
 	stream  uint64
 	to      msg.NodeID
 	streams []uint64
@@ -128,15 +128,31 @@ func (f *Forwarder) ClientDown(c shell.ClientID) {
 	}
 }
 
+// keepStreams is how many of a client's latest streams a Forwarder reads
+// answers on. A client gets a new stream at every change of leader or
+// link and at every retry a leader refused, without end while one is
+// elected but does not serve; each opens with every unanswered publish,
+// so an answer on an older stream only comes sooner, and one dropped is
+// given again on a later stream (the pubend deduplicates).
+const keepStreams = 4
+
 // open gives fc a new stream towards the current target, and ends the one
 // before at the member it went to.
 func (f *Forwarder) open(c shell.ClientID, fc *client) {
 	f.end(fc)
 	f.last++
 	fc.stream, fc.to = f.last, f.target
+	if len(fc.streams) == keepStreams {
+		delete(f.streams, fc.streams[0])
+		fc.streams = append(fc.streams[:0], fc.streams[1:]...)
+	}
 	fc.streams = append(fc.streams, fc.stream)
 	f.streams[fc.stream] = c
 }
+
+// Streams is how many streams it reads answers on: at most keepStreams
+// for each client it forwards for.
+func (f *Forwarder) Streams() int { return len(f.streams) }
 
 // end tells the member fc's stream went to that it ends: its session and
 // refusal there are freed. What was sent of it on the same link arrives

@@ -111,7 +111,7 @@ func newWorld(seed uint64) *world {
 	w := &world{rng: rand.New(rand.NewPCG(seed, 0)), leaders: map[msg.NodeID]*leader{},
 		epoch: map[msg.NodeID]int{"a": 1, "b": 1}, queues: map[[2]msg.NodeID][]packet{}, acked: map[uint64]bool{}}
 	for _, id := range []msg.NodeID{"a", "b"} {
-		w.leaders[id] = &leader{id: id, lead: NewLeader(), by: map[uint64]shell.ClientID{}}
+		w.leaders[id] = &leader{id: id, lead: NewLeader(0), by: map[uint64]shell.ClientID{}}
 	}
 	w.f = NewForwarder(w, time.Hour)
 	w.f.ClientUp(1, true)
@@ -377,4 +377,43 @@ func (w *world) lose(l *leader) {
 		w.back(l.id, k, msg.Goodbye{Reason: "no longer leads"})
 	}
 	l.serving, l.cids, l.pending, l.by = false, nil, nil, map[uint64]shell.ClientID{}
+}
+
+// A client whose resends are refused on every retry (a leader elected
+// that does not serve yet, for as long as it takes) gets a new stream each
+// time; the Forwarder reads answers on its last keepStreams only, however
+// many retries, and the client is still answered on its latest stream.
+func TestForwarderStreamsBounded(t *testing.T) {
+	w := newWorld(0)
+	f := NewForwarder(w, time.Hour)
+	f.ClientUp(7, true)
+	f.ClientUp(8, true)
+	f.Follow(time.Time{}, "a", 1, 1, false)
+	f.Publish(7, msg.Publish{Publisher: "c", Seq: 1})
+	for retry := range 10_000 {
+		for _, c := range []shell.ClientID{7, 8} {
+			f.FromLeader(time.Time{}, "a", msg.Forward{Client: f.clients[c].stream, Msg: msg.Goodbye{Reason: "not serving yet"}})
+		}
+		f.Follow(time.Time{}, "a", 1, 1, true)
+		if got := f.Streams(); got > 2*keepStreams {
+			t.Fatalf("retry %d: answers read on %d streams, want at most %d", retry, got, 2*keepStreams)
+		}
+	}
+	if got := len(f.clients[7].streams); got != keepStreams {
+		t.Fatalf("client 7 keeps %d streams, want %d", got, keepStreams)
+	}
+	old := f.clients[7].streams[0] - 1 // superseded keepStreams ago: forgotten
+	f.FromLeader(time.Time{}, "a", msg.Forward{Client: old, Msg: msg.PubAck{Publisher: "c", Seq: 1}})
+	if len(w.toClient) != 0 {
+		t.Fatalf("an answer on a forgotten stream reached the client: %v", w.toClient)
+	}
+	f.FromLeader(time.Time{}, "a", msg.Forward{Client: f.clients[7].stream, Msg: msg.PubAck{Publisher: "c", Seq: 1}})
+	if len(w.toClient) != 1 || len(f.clients[7].pending) != 0 {
+		t.Fatalf("the answer on the latest stream: relayed %v, %d unanswered", w.toClient, len(f.clients[7].pending))
+	}
+	f.ClientDown(7)
+	f.ClientDown(8)
+	if got := f.Streams(); got != 0 {
+		t.Fatalf("no client left: answers read on %d streams", got)
+	}
 }

@@ -24,11 +24,20 @@ type Leader struct {
 	// bySeq are the members of protocol version 13, whose streams are
 	// their clients' connections and so outlive a link (Refusals).
 	bySeq map[msg.NodeID]bool
+	// unlinked counts, for each member of version 13 whose link is gone
+	// while it has refusals here, the ticks since (Tick); at linger its
+	// refusals go.
+	unlinked map[msg.NodeID]int
+	linger   int
 }
 
-// NewLeader returns a Leader with no streams.
-func NewLeader() *Leader {
-	return &Leader{refused: Refusals{}, in: map[Key]shell.ClientID{}, out: map[shell.ClientID]Key{}, bySeq: map[msg.NodeID]bool{}}
+// NewLeader returns a Leader with no streams. The refusals of a member of
+// protocol version 13 outlive its link by linger ticks (Tick; 0: until
+// its next incarnation): set it above that member's forward timeout, after
+// which the member has given up every client it could not forward for.
+func NewLeader(linger int) *Leader {
+	return &Leader{refused: Refusals{}, in: map[Key]shell.ClientID{}, out: map[shell.ClientID]Key{},
+		bySeq: map[msg.NodeID]bool{}, unlinked: map[msg.NodeID]int{}, linger: linger}
 }
 
 // Publish takes a publish forwarded on stream k, from the member's
@@ -39,6 +48,7 @@ func NewLeader() *Leader {
 // the stream's session, which the caller opens first when open is set,
 // under the id newClient gives.
 func (l *Leader) Publish(k Key, publisher string, seq uint64, serving, bySeq bool, newClient func() shell.ClientID) (cid shell.ClientID, open, ok bool) {
+	delete(l.unlinked, k.Peer) // it came on a link that is up
 	if bySeq {
 		l.bySeq[k.Peer] = true
 	} else {
@@ -89,10 +99,13 @@ func (l *Leader) Stream(c shell.ClientID) (k Key, ok bool) {
 // on the link it opened it on only (Forwarder), so nothing more of those
 // streams can come, and their ends (ClientGone), sent on whichever link
 // is up, may have been lost with it. A member of protocol version 13
-// keeps its refusals: its streams outlive a link (Refusals).
+// keeps its refusals: its streams outlive a link (Refusals); they go once
+// its link has stayed down for linger ticks (Tick).
 func (l *Leader) PeerDown(peer msg.NodeID) []shell.ClientID {
 	if !l.bySeq[peer] {
 		l.refused.ForgetPeer(peer)
+	} else if _, counting := l.unlinked[peer]; !counting && l.linger > 0 && l.refused.Has(peer) {
+		l.unlinked[peer] = 0
 	}
 	var gone []shell.ClientID
 	for k, cid := range l.in {
@@ -112,6 +125,35 @@ func (l *Leader) PeerDown(peer msg.NodeID) []shell.ClientID {
 func (l *Leader) PeerRestarted(peer msg.NodeID) {
 	l.refused.ForgetPeer(peer)
 	delete(l.bySeq, peer)
+	delete(l.unlinked, peer)
+}
+
+// PeerUp: a link to cell member peer is up; the refusals of its streams
+// stay while it lasts.
+func (l *Leader) PeerUp(peer msg.NodeID) { delete(l.unlinked, peer) }
+
+// Tick is one tick of the caller's timer (the broker's and the
+// simulator's Raft tick). The refusals of a member of protocol version 13
+// whose link has been down for linger ticks go: its streams are its
+// clients' connections, and a client whose publishes found no serving
+// leader linked for its member's forward timeout was given up there, its
+// end (ClientGone) lost with no link to carry it; a client still
+// connected there resends its unanswered publishes from the oldest when
+// the member next forwards to this one (Refusals), which takes them in
+// order. So what a Leader keeps per stream is freed by the stream's end,
+// its link's loss (protocol version 14 on), this timer (version 13), or
+// the member's next incarnation: none of it outlives its owner
+// (docs/RELIABILITY.md "Running for weeks").
+func (l *Leader) Tick() {
+	for peer, n := range l.unlinked {
+		if n+1 < l.linger {
+			l.unlinked[peer] = n + 1
+			continue
+		}
+		l.refused.ForgetPeer(peer)
+		delete(l.bySeq, peer)
+		delete(l.unlinked, peer)
+	}
 }
 
 // Serve: the member starts to serve, with a new shell: no session of an

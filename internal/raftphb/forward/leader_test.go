@@ -12,7 +12,7 @@ import (
 // and, when it loses its shell, refuses the rest of every stream it took
 // and names them; a stream refused once stays refused.
 func TestLeaderStreams(t *testing.T) {
-	l := NewLeader()
+	l := NewLeader(0)
 	next := shell.ClientID(0)
 	newID := func() shell.ClientID { next++; return next }
 	a1, a2, b1 := Key{Peer: "a", Stream: 1}, Key{Peer: "a", Stream: 2}, Key{Peer: "b", Stream: 1}
@@ -58,7 +58,7 @@ func TestLeaderStreams(t *testing.T) {
 // many it had; the streams of another member keep theirs, and so do the
 // streams of a member of protocol version 13, which outlive a link.
 func TestLeaderRefusalsFreedWithTheirLink(t *testing.T) {
-	l := NewLeader()
+	l := NewLeader(0)
 	next := shell.ClientID(0)
 	newID := func() shell.ClientID { next++; return next }
 	const links, streams = 50, 40
@@ -96,5 +96,82 @@ func TestLeaderRefusalsFreedWithTheirLink(t *testing.T) {
 	l.PeerDown("b")
 	if got := l.Refused(); got != 0 {
 		t.Fatalf("%d refusals left after every member's link went or it restarted, want none", got)
+	}
+}
+
+// The refusals of a member of protocol version 13 outlive its link, as
+// its streams do, but not by more than the Leader's linger: counted in
+// ticks while the link stays down, restarted by a link up or a publish
+// from it, they go at linger ticks; however many links come and go with
+// streams refused on each, the count left stays at those of the last.
+func TestLeaderVersion13RefusalsLinger(t *testing.T) {
+	const linger = 10
+	l := NewLeader(linger)
+	newID := func() shell.ClientID { return 1 }
+	refuse := func(stream uint64) {
+		if _, _, ok := l.Publish(Key{Peer: "v13", Stream: stream}, "c", 1, false, true, newID); ok {
+			t.Fatal("took a publish while not serving")
+		}
+	}
+	tick := func(n int) {
+		for range n {
+			l.Tick()
+		}
+	}
+	refuse(1)
+	l.PeerDown("v13")
+	tick(linger - 1)
+	if got := l.Refused(); got != 1 {
+		t.Fatalf("%d ticks after the link went: %d refusals, want 1 (it lingers %d)", linger-1, got, linger)
+	}
+	l.PeerUp("v13") // back before linger: kept, and the count starts again
+	tick(5 * linger)
+	if got := l.Refused(); got != 1 {
+		t.Fatalf("while its link is up: %d refusals, want 1", got)
+	}
+	l.PeerDown("v13")
+	tick(linger / 2)
+	refuse(2) // a publish came: a link is up
+	tick(linger)
+	if got := l.Refused(); got != 2 {
+		t.Fatalf("after a publish on a new link: %d refusals, want 2", got)
+	}
+	l.PeerDown("v13")
+	tick(linger)
+	if got := l.Refused(); got != 0 {
+		t.Fatalf("%d ticks after the link went: %d refusals left, want none", linger, got)
+	}
+
+	// Links that each carry streams refused and lose their ends: at most
+	// one link's worth is kept, and none once the last is down for linger.
+	const links, streams = 200, 30
+	for link := range links {
+		for s := range streams {
+			refuse(uint64(1000 + link*streams + s))
+		}
+		if got := l.Refused(); got > 2*streams {
+			t.Fatalf("link %d: %d refusals kept, want at most %d", link, got, 2*streams)
+		}
+		l.PeerDown("v13")
+		tick(linger)
+	}
+	if got := l.Refused(); got != 0 {
+		t.Fatalf("after %d links: %d refusals left, want none", links, got)
+	}
+	if len(l.bySeq) != 0 || len(l.unlinked) != 0 {
+		t.Fatalf("per-member state left: bySeq %v, unlinked %v", l.bySeq, l.unlinked)
+	}
+
+	// Linger 0 keeps them until the member's next incarnation.
+	l = NewLeader(0)
+	refuse(1)
+	l.PeerDown("v13")
+	tick(1000)
+	if got := l.Refused(); got != 1 {
+		t.Fatalf("linger 0: %d refusals after 1000 ticks, want 1", got)
+	}
+	l.PeerRestarted("v13")
+	if got := l.Refused(); got != 0 {
+		t.Fatalf("after a restart: %d refusals, want none", got)
 	}
 }

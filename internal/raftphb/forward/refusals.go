@@ -66,6 +66,16 @@ func RefuseAll[V any](r Refusals, keys map[Key]V) {
 // stream supersedes it), and nothing more of it comes on that link.
 func (r Refusals) End(k Key) { delete(r, k) }
 
+// Has says whether any stream of peer is refused.
+func (r Refusals) Has(peer msg.NodeID) bool {
+	for k := range r {
+		if k.Peer == peer {
+			return true
+		}
+	}
+	return false
+}
+
 // ForgetPeer drops the refusals of every stream of peer: a new
 // incarnation of it is linked, whose clients and streams are all new; or
 // the link to it is gone, with every stream it carried (Leader.PeerDown).

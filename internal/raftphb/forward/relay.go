@@ -95,7 +95,7 @@ func NewRelay(self msg.NodeID, hosted []msg.PubendID, up map[msg.PubendID]msg.No
 	net RelayNet, timeout time.Duration) *Relay {
 	r := &Relay{self: self, net: net, timeout: timeout, hosted: slices.Sorted(slices.Values(hosted)),
 		up: maps.Clone(up), members: map[msg.NodeID][]msg.NodeID{}, cellOf: map[msg.NodeID]msg.NodeID{},
-		fwd: map[msg.NodeID]*Forwarder{}, skip: map[msg.NodeID]int{}, clients: map[shell.ClientID]relayClient{}, in: NewLeader()}
+		fwd: map[msg.NodeID]*Forwarder{}, skip: map[msg.NodeID]int{}, clients: map[shell.ClientID]relayClient{}, in: NewLeader(0)}
 	for p, cell := range up {
 		r.reach = append(r.reach, p)
 		if _, ok := r.members[cell]; !ok {
