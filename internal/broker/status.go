@@ -142,6 +142,10 @@ type RaftStatus struct {
 	Clients    string `json:"clients"`
 	Forwarding int    `json:"forwarding,omitempty"`
 	Forwarded  int    `json:"forwarded,omitempty"`
+	// Refused counts the streams forwarded to it of which it refused a
+	// publish, kept until their end, their link's loss or their member's
+	// restart (forward.Leader; docs/RELIABILITY.md "Running for weeks").
+	Refused int `json:"refused,omitempty"`
 }
 
 // Status asks the loop for a snapshot.
@@ -196,7 +200,7 @@ func (n *Node) snapshot() Status {
 			TrimsProposed: ns.TrimsProposed, TrimsApplied: ns.TrimsApplied,
 			TransfersSent: ns.Transfers.Sent, TransfersReceived: ns.Transfers.Received,
 			TransfersAbandoned: ns.Transfers.Abandoned, ChunksDropped: ns.Transfers.ChunksDropped,
-			Clients: string(r.opts.Clients), Forwarding: r.fwd.Len(), Forwarded: r.lead.Len()}
+			Clients: string(r.opts.Clients), Forwarding: r.fwd.Len(), Forwarded: r.lead.Len(), Refused: r.lead.Refused()}
 		s.Raft.StoreFirst, s.Raft.StoreNext = r.rn.StoreBounds()
 		if missing, ok := r.rn.Replica().Awaiting(); ok {
 			s.Raft.Awaiting, s.Raft.AwaitingFrom = true, r.memberNames(missing)

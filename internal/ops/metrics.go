@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aerie-mq/aerie/internal/broker"
+	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -99,6 +100,11 @@ var (
 	retEvDesc    = desc("retained_events", "A hosted pubend's logged events that are not released yet.", "pubend")
 	ackLagDesc   = desc("downstream_ack_lag_seconds", "How far a downstream cell's acknowledgements of a pubend's stream are behind this broker's clock: the cell with the largest lag is the one that holds the release here.", "pubend", "cell")
 	heldLagDesc  = desc("downstream_released_lag_seconds", "How far the release point a downstream cell reported (what its durable subscribers have acknowledged) is behind this broker's clock.", "pubend", "cell")
+	holderDesc   = desc("release_holder", "1 for the downstream cell (or this broker, for durable subscribers it hosts) whose acknowledgements hold a pubend's release here, 0 for every other: the one with the lowest ack prefix or reported released or delivered value, not gone. How long it has held it: aerie_release_lag_seconds at the pubend, its aerie_downstream_ack_lag_seconds and aerie_downstream_released_lag_seconds.", "pubend", "cell")
+	cacheDesc    = desc("payload_cache_bytes", "Payload bytes a broker keeps in memory for a pubend's events (encoded sizes): what relay_cache_bytes bounds at an IB or SHB, pubend_cache_bytes at the pubend's PHB.", "pubend")
+	fwdCliDesc   = desc("forward_clients", "Clients this replicated PHB member forwards for to its serving leader.")
+	fwdStrDesc   = desc("forward_streams", "Streams other members of its cell forward to this serving member, each a client session of its shell.")
+	fwdRefDesc   = desc("forward_refused_streams", "Streams forwarded to this member of which it refused a publish, kept until their end, their link's loss or their member's restart (a member of protocol version 13: its link down for twice the forward timeout).")
 	delivDesc    = desc("congestion_delivered_rate", "How fast a hosted pubend's tree acknowledged its events over the last two seconds, in events per second (what a rate decrease is bounded by).", "pubend")
 )
 
@@ -106,7 +112,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, diskFullDesc, relLagDesc, retBytesDesc, retEvDesc, ackLagDesc, heldLagDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, diskFullDesc, relLagDesc, retBytesDesc, retEvDesc, ackLagDesc, heldLagDesc, holderDesc, cacheDesc, fwdCliDesc, fwdStrDesc, fwdRefDesc} {
 		ch <- d
 	}
 }
@@ -129,6 +135,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(diskFullDesc, prometheus.GaugeValue, full, s.ID)
 		collectRelease(ch, s, time.Now().UnixMilli())
 		if r := s.Raft; r != nil {
+			collectForward(ch, s)
 			ch <- prometheus.MustNewConstMetric(raftEntDesc, prometheus.GaugeValue, float64(r.LogEntries), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftByDesc, prometheus.GaugeValue, float64(r.LogBytes), s.ID)
 			ch <- prometheus.MustNewConstMetric(raftCmpDesc, prometheus.CounterValue, float64(r.Compactions), s.ID)
@@ -147,6 +154,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(dhDesc, prometheus.GaugeValue, float64(ps.DoubtHorizon), s.ID, p)
 			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(ps.KnownHi-min(ps.KnownHi, ps.DoubtHorizon)), s.ID, p)
 			ch <- prometheus.MustNewConstMetric(gapsDesc, prometheus.GaugeValue, float64(ps.Gaps), s.ID, p)
+			ch <- prometheus.MustNewConstMetric(cacheDesc, prometheus.GaugeValue, float64(ps.Cached), s.ID, p)
 			if ps.Hosted {
 				ch <- prometheus.MustNewConstMetric(pubDesc, prometheus.CounterValue, float64(ps.Published), s.ID, p)
 			}
@@ -213,5 +221,48 @@ func collectRelease(ch chan<- prometheus.Metric, s *broker.Status, nowMs int64) 
 			ch <- prometheus.MustNewConstMetric(ackLagDesc, prometheus.GaugeValue, lag(d.AckPrefix), s.ID, p, string(d.Cell))
 			ch <- prometheus.MustNewConstMetric(heldLagDesc, prometheus.GaugeValue, lag(d.Released), s.ID, p, string(d.Cell))
 		}
+		holder, holds := releaseHolder(s.ID, r)
+		for _, cell := range slices.Sorted(maps.Keys(holds)) {
+			v := 0.0
+			if cell == holder {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(holderDesc, prometheus.GaugeValue, v, s.ID, p, cell)
+		}
 	}
+}
+
+// releaseHolder names what holds a pubend's release at broker self: of
+// its downstream cells not gone and, when durable subscribers here set a
+// floor, self, the one whose hold is lowest (ties: the first by name). A
+// downstream holds at the lowest of its ack prefix, its reported released
+// and delivered values (gd updateRelease); one not heard from since this
+// broker started holds everything. holds lists every candidate; none: no
+// downstream and no floor.
+func releaseHolder(self string, r gd.ReleaseState) (holder string, holds map[string]tick.Tick) {
+	holds = map[string]tick.Tick{}
+	if r.FloorSet {
+		holds[self] = r.Floor
+	}
+	for _, d := range r.Downstream {
+		if !d.Gone {
+			holds[string(d.Cell)] = min(d.AckPrefix, d.Released, d.Delivered)
+		}
+	}
+	for _, cell := range slices.Sorted(maps.Keys(holds)) {
+		if holder == "" || holds[cell] < holds[holder] {
+			holder = cell
+		}
+	}
+	return holder, holds
+}
+
+// collectForward reports a replicated PHB member's forwarding: what it
+// keeps per client it forwards for and per stream forwarded to it
+// (forward.Forwarder, forward.Leader).
+func collectForward(ch chan<- prometheus.Metric, s *broker.Status) {
+	r := s.Raft
+	ch <- prometheus.MustNewConstMetric(fwdCliDesc, prometheus.GaugeValue, float64(r.Forwarding), s.ID)
+	ch <- prometheus.MustNewConstMetric(fwdStrDesc, prometheus.GaugeValue, float64(r.Forwarded), s.ID)
+	ch <- prometheus.MustNewConstMetric(fwdRefDesc, prometheus.GaugeValue, float64(r.Refused), s.ID)
 }

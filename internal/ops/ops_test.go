@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +29,14 @@ import (
 // run starts a broker and stops it at the end of the test.
 func run(t *testing.T, o broker.Options) *broker.Node {
 	t.Helper()
+	n, _ := start(t, o)
+	return n
+}
+
+// start starts a broker; stop stops it (at the end of the test at the
+// latest).
+func start(t *testing.T, o broker.Options) (n *broker.Node, stop func()) {
+	t.Helper()
 	o.GD = gd.DefaultConfig()
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	n, err := broker.New(o)
@@ -35,13 +46,14 @@ func run(t *testing.T, o broker.Options) *broker.Node {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
 	select {
 	case <-n.Listening():
 	case err := <-done:
 		t.Fatal(err)
 	}
-	return n
+	return n, stop
 }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -113,12 +125,12 @@ func TestEndpoints(t *testing.T) {
 
 // TestReleaseMetrics: the release point's lag and every downstream cell's
 // ack and released lags, in seconds behind the clock; a cell not heard
-// from has none.
+// from has none, and holds the release.
 func TestReleaseMetrics(t *testing.T) {
 	const now = 1_800_000_000_000
 	at := func(msAgo int64) tick.Tick { return tick.FromMillis(now - msAgo) }
 	s := &broker.Status{ID: "p1", Release: []gd.ReleaseState{{Pubend: "P1", Hosted: true, Final: at(3000), RetainedBytes: 4096, RetainedEvents: 32, Downstream: []gd.DownRelease{
-		{Cell: "b1", AckPrefix: at(1000), Released: at(5000)},
+		{Cell: "b1", AckPrefix: at(1000), Released: at(5000), Delivered: at(1000)},
 		{Cell: "b2"},
 	}}}}
 	ch := make(chan prometheus.Metric, 16)
@@ -143,6 +155,9 @@ func TestReleaseMetrics(t *testing.T) {
 		"aerie_retained_events{broker=p1,pubend=P1}":                         32,
 		"aerie_downstream_ack_lag_seconds{broker=p1,cell=b1,pubend=P1}":      1,
 		"aerie_downstream_released_lag_seconds{broker=p1,cell=b1,pubend=P1}": 5,
+		// b2, not heard from since p1 started, holds everything.
+		"aerie_release_holder{broker=p1,cell=b1,pubend=P1}": 0,
+		"aerie_release_holder{broker=p1,cell=b2,pubend=P1}": 1,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("metrics %v, want %v", got, want)
@@ -244,5 +259,158 @@ func TestOperatorCounters(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("found %d of the %d counters", seen, len(want))
+	}
+}
+
+// TestReleaseHolder: the holder is the lowest hold of the downstream
+// cells not gone and of this broker's own durable subscribers' floor; a
+// downstream holds at the lowest of its ack prefix, released and
+// delivered values.
+func TestReleaseHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    gd.ReleaseState
+		want string
+	}{
+		{"none", gd.ReleaseState{}, ""},
+		{"slowest ack", gd.ReleaseState{Downstream: []gd.DownRelease{{Cell: "b1", AckPrefix: 90, Released: 90, Delivered: 90}, {Cell: "b2", AckPrefix: 80, Released: 80, Delivered: 80}}}, "b2"},
+		{"durable below", gd.ReleaseState{Downstream: []gd.DownRelease{{Cell: "b1", AckPrefix: 90, Released: 50, Delivered: 90}, {Cell: "b2", AckPrefix: 80, Released: 80, Delivered: 80}}}, "b1"},
+		{"gone holds nothing", gd.ReleaseState{Downstream: []gd.DownRelease{{Cell: "b1", AckPrefix: 10, Released: 10, Delivered: 10, Gone: true}, {Cell: "b2", AckPrefix: 80, Released: 80, Delivered: 80}}}, "b2"},
+		{"own floor", gd.ReleaseState{FloorSet: true, Floor: 40, Downstream: []gd.DownRelease{{Cell: "b2", AckPrefix: 80, Released: 80, Delivered: 80}}}, "p1"},
+		{"tie: first by name", gd.ReleaseState{Downstream: []gd.DownRelease{{Cell: "b2", AckPrefix: 80, Released: 80, Delivered: 80}, {Cell: "b1", AckPrefix: 80, Released: 80, Delivered: 80}}}, "b1"},
+	} {
+		if got, _ := releaseHolder("p1", tc.r); got != tc.want {
+			t.Errorf("%s: holder %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestForwardMetrics: a replicated member's forwarding gauges read its
+// status, each its own.
+func TestForwardMetrics(t *testing.T) {
+	s := &broker.Status{ID: "p1", Raft: &broker.RaftStatus{Forwarding: 3, Forwarded: 5, Refused: 7}}
+	ch := make(chan prometheus.Metric, 4)
+	collectForward(ch, s)
+	close(ch)
+	got := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		got[regexp.MustCompile(`fqName: "(\w+)"`).FindStringSubmatch(m.Desc().String())[1]] = d.GetGauge().GetValue()
+	}
+	want := map[string]float64{"aerie_forward_clients": 3, "aerie_forward_streams": 5, "aerie_forward_refused_streams": 7}
+	if !maps.Equal(got, want) {
+		t.Errorf("forward gauges %v, want %v", got, want)
+	}
+}
+
+// metric reads one sample of /metrics, named with its labels as the text
+// format writes them (sorted); ok false: not exported.
+func metric(t *testing.T, h http.Handler, sample string) (v float64, ok bool) {
+	t.Helper()
+	_, body := get(t, h, "/metrics")
+	for line := range strings.Lines(body) {
+		if rest, found := strings.CutPrefix(line, sample+" "); found {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// await polls /metrics until sample is exported and cond holds of it.
+func await(t *testing.T, h http.Handler, sample string, cond func(float64) bool) float64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, ok := metric(t, h, sample)
+		if ok && cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v (exported %v) after 30 s", sample, v, ok)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRetentionMetricsLive: what an operator watches for retention
+// (docs/RELIABILITY.md "What to watch"), scraped from running brokers. A
+// PHB with one SHB below: once the SHB acknowledged, the PHB retains
+// nothing, the SHB holds its release and reports its payload cache. With
+// the SHB down, every event published since is retained, counted in
+// events and bytes, the release lag lies between the oldest retained
+// event's age and the SHB's ack lag and does not go back, and the SHB
+// still holds the release.
+func TestRetentionMetricsLive(t *testing.T) {
+	p1 := run(t, broker.Options{ID: "p1", Routes: []gd.Route{{Pubend: "P1", Down: []msg.NodeID{"s1"}}}, Listen: "127.0.0.1:0",
+		Clients: "127.0.0.1:0", DataDir: t.TempDir()})
+	s1, stopS1 := start(t, broker.Options{ID: "s1", Routes: []gd.Route{{Pubend: "P1", Up: "p1"}}, Listen: "127.0.0.1:0",
+		Upstreams: map[msg.NodeID]string{"p1": p1.BrokerAddr()}})
+	hp, hs := Handler([]*broker.Node{p1}), Handler([]*broker.Node{s1})
+	const (
+		retained = `aerie_retained_events{broker="p1",pubend="P1"}`
+		bytes    = `aerie_retained_bytes{broker="p1",pubend="P1"}`
+		relLag   = `aerie_release_lag_seconds{broker="p1",pubend="P1"}`
+		ackLag   = `aerie_downstream_ack_lag_seconds{broker="p1",cell="s1",pubend="P1"}`
+		relsLag  = `aerie_downstream_released_lag_seconds{broker="p1",cell="s1",pubend="P1"}`
+		holder   = `aerie_release_holder{broker="p1",cell="s1",pubend="P1"}`
+		cache    = `aerie_payload_cache_bytes{broker="s1",pubend="P1"}`
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, p1.ClientAddr(), client.Options{ID: "pub", Pubend: "P1", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	payload := make([]byte, 1000)
+	if _, err := c.Publish(ctx, client.Message{Topic: "a", Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	await(t, hp, retained, func(v float64) bool { return v == 0 }) // released once s1 acked it
+	await(t, hp, bytes, func(v float64) bool { return v == 0 })
+	await(t, hp, holder, func(v float64) bool { return v == 1 })
+	for _, m := range []string{relLag, ackLag, relsLag} {
+		await(t, hp, m, func(v float64) bool { return v >= 0 && v < 60 })
+	}
+	await(t, hs, cache, func(v float64) bool { return v >= 0 && v <= float64(gd.DefaultConfig().RelayCacheBytes) })
+
+	stopS1()
+	const n = 20
+	var firstTick tick.Tick // of the oldest event retained
+	for i := range n {
+		a, err := c.Publish(ctx, client.Message{Topic: "a", Payload: payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			firstTick = tick.Tick(a.Tick)
+		}
+	}
+	if v, _ := metric(t, hp, retained); v != n {
+		t.Errorf("%s = %v with s1 down, want %d", retained, v, n)
+	}
+	if v, _ := metric(t, hp, bytes); v < n*1000 || v > n*(1000+256) {
+		t.Errorf("%s = %v with s1 down, want %d events' of 1000-byte payloads", bytes, v, n)
+	}
+	if v, _ := metric(t, hp, holder); v != 1 {
+		t.Errorf("%s = %v with s1 down, want 1", holder, v)
+	}
+	// The release point lies below the oldest event retained, and at or
+	// above what s1 acknowledged (no durable subscriber holds it lower).
+	oldest := float64(time.Now().UnixMilli()-firstTick.Millis()) / 1000
+	first, _ := metric(t, hp, relLag)
+	ack, _ := metric(t, hp, ackLag)
+	if first < oldest-0.001 || first > ack+0.001 {
+		t.Errorf("release lag %v: want between the oldest retained event's age %v and s1's ack lag %v", first, oldest, ack)
+	}
+	if again, _ := metric(t, hp, relLag); again < first {
+		t.Errorf("release lag went back with s1 down: %v, then %v", first, again)
 	}
 }
