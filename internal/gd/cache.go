@@ -227,10 +227,6 @@ func (e *Engine) evictAboveDelivery(ps *pstream, budget int64) {
 	e.keptTail = kept[:0]
 }
 
-// MutHoldAboveDelivery keeps every payload above a broker's delivery point
-// (no evictAboveDelivery): an SHB behind a gap holds rate × recovery time.
-const MutHoldAboveDelivery Mutation = 1 << 28
-
 // needed reports whether the payload of t must stay for a nack parked until
 // a request returns (evict). A round that local delivery asked for is not
 // protected: delivery takes what comes back before the cache is trimmed

@@ -28,11 +28,6 @@ import (
 // per subscriber. An answer that does not match the request out (a late
 // answer to an earlier request, a duplicate) is ignored.
 
-// MutCatchupUnasked: an answer is applied to every catch-up of the group,
-// also those that joined after the request left (whose clause and range it
-// may not cover). Tests only.
-const MutCatchupUnasked Mutation = 1 << 19
-
 // replayGroup is the catch-ups of one pubend at this broker.
 type replayGroup struct {
 	ps      *pstream

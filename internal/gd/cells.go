@@ -206,10 +206,6 @@ func (e *Engine) sendUp(ps *pstream, m msg.Msg) {
 	e.send(to, m)
 }
 
-// MutAskSameMember: a request unanswered by one member of an upstream cell
-// is repeated to the same member forever (askUp switched off).
-const MutAskSameMember Mutation = 1 << 20
-
 // askUp notes a request (SubReq, Replay, Refetch) about to go to member to
 // of ps's upstream cell, and returns the member to send it to. A member
 // that left an earlier request unanswered for NackRepetitionMin, while the

@@ -261,12 +261,6 @@ func (e *Engine) scanGaps(ps *pstream) {
 	}
 }
 
-// MutExactNackAnswers answers a nack with the range asked for and no
-// further silence, as before silentRunEnd: not a fault but the older rule,
-// for mutation tests whose seeds were found with it (the longer answers hide
-// their scenario).
-const MutExactNackAnswers Mutation = 1 << 22
-
 // silentRunEnd returns the last tick of the silence known here that runs on
 // from t, when t itself is silent (S or L); else t. A nack answered up to
 // the end of that run costs one message more of silence and no event, and

@@ -86,19 +86,6 @@ const (
 	maxReplayClauses = 4096
 )
 
-// MutGapNotFinal: the pubend answers a Replay with a gap over the whole
-// range asked, though its ticks are not released (L). MutNoHold: live
-// deliveries of a subscription in catch-up are not held back until the
-// replay reaches them. Tests only.
-const (
-	MutGapNotFinal Mutation = 1 << 17
-	MutNoHold      Mutation = 1 << 18
-)
-
-// MutPastWindow: catch-ups ignore their subscriber's window (they ask and
-// deliver as if it were empty). Tests only.
-const MutPastWindow Mutation = 1 << 26
-
 // durableState is what a durable subscription (or one with a start token)
 // holds beyond a plain one.
 type durableState struct {

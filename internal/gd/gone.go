@@ -39,10 +39,6 @@ import (
 // IB passes the L on, and the SHBs below it do the same. A downstream that
 // acks again holds again.
 
-// MutGoneEarly judges a downstream gone after an eighth of max_retain: a
-// downstream that is merely slow loses what it had not acked. Tests only.
-const MutGoneEarly Mutation = 1 << 24
-
 // goneBound is how long a downstream of ps may acknowledge nothing before
 // it no longer holds ps: the early-release bound of the pubend's host
 // (Route.Retain), and never less than Config.GoneMin; zero when the pubend

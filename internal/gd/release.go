@@ -51,11 +51,6 @@ type ReleaseFloor struct {
 
 func (ReleaseFloor) isInput() {}
 
-// MutReleaseEarly: the pubend's early release ignores T_d and discards
-// everything older than maxRetain, even ticks some downstream has not
-// acked. Numbered far above the iota list in stats.go so that both can grow.
-const MutReleaseEarly Mutation = 1 << 16
-
 // release is one pubend stream's release-protocol state.
 type release struct {
 	released  tick.Tick // T_r of the subtree, this broker included

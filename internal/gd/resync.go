@@ -24,11 +24,6 @@ import (
 // Chunks follow one another like a catch-up's; a lost request is asked
 // again with backoff, like a nack (docs/CONCEPTS.md P7).
 
-// MutSkipResync: an upstream sends a downstream that was gone its final
-// prefix, and the downstream skips what it had not delivered, silently.
-// Tests only.
-const MutSkipResync Mutation = 1 << 25
-
 // resync is the Replay a subend has out for ticks its upstream made final.
 type resync struct {
 	next, to tick.Tick // the request covers (next, to]; everything up to next is settled

@@ -13,10 +13,6 @@ import (
 // PHB-controlled early release): never a tick some downstream SHB has not
 // delivered (T_d), and the durable subscriber that needed it gets a gap.
 
-// MutReleaseOneMore: past the size bound the pubend releases one event
-// more than the bound needs. Numbered above the other release mutations.
-const MutReleaseOneMore Mutation = 1 << 23
-
 // retainedBytes accounts, at a pubend, for the events logged and not yet
 // released (L), oldest first. The oldest are cold in the pubend's
 // knowledge (tick.Knowledge.Freeze): their sizes are the weights there, a

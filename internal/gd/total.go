@@ -28,10 +28,6 @@ import (
 // comes later): a held event lives in the SHB's memory, which a
 // non-durable subscription does not outlive.
 
-// MutTotalUnmerged: a total-order subscription gets each event as soon as
-// its own pubend's doubt horizon passes it, as a per-pubend one does.
-const MutTotalUnmerged Mutation = 1 << 21
-
 // totalOrder is one subscription's held events, per pubend in tick order.
 type totalOrder struct {
 	held  map[msg.PubendID][]*msg.Event

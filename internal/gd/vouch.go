@@ -36,11 +36,6 @@ import (
 // Without a downstream ever gone every ack is clean and every final prefix
 // vouched, and nothing changes: the same messages, the same timing.
 
-// MutVouchAll: every final prefix is vouched for every downstream and every
-// ack is clean, as if the decision to go on without a gone downstream were
-// known everywhere. Tests only.
-const MutVouchAll Mutation = 1 << 27
-
 // vouched is how far a final prefix of ps may go to o as silence.
 func (e *Engine) vouched(ps *pstream, o *stream.Ostream) tick.Tick {
 	if e.mut&MutVouchAll != 0 {
