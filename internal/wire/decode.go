@@ -34,173 +34,24 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 	t := Type(frame[0])
 	d := decoder{b: frame, off: 1, typ: t, view: view}
 	var m msg.Msg
+	// The message families of docs/PROTOCOL.md §4.
 	switch t {
-	case TypeHello:
-		v := d.uvarint()
-		if v > math.MaxUint16 {
-			d.failf("version %d does not fit 16 bits", v)
+	case TypeHello, TypeHeartbeat, TypeGoodbye, TypeAuth, TypeAuthOK:
+		m = d.link()
+	case TypeKnowledge, TypeKnowledgeRun, TypeNack, TypeAck, TypeAckExpected, TypeResync:
+		m = d.gd()
+	case TypeSummary, TypeSummaryDelta, TypeSubReq, TypeSubReply, TypeRelay, TypeLinkStatus, TypeRefetch, TypePayloads,
+		TypeReplay, TypeReplayData, TypeRaft, TypeRaftChunk, TypeRaftChunkAck, TypeForward:
+		var err error
+		if m, err = d.subControl(); err != nil {
+			return nil, err
 		}
-		m = msg.Hello{Version: uint16(v), Role: msg.Role(d.byte()), ID: d.string(), Incarnation: d.uvarint()}
-	case TypeHeartbeat:
-		m = msg.Heartbeat{}
-	case TypeGoodbye:
-		m = msg.Goodbye{Reason: d.string()}
-	case TypeAuth:
-		m = msg.Auth{User: d.string(), Password: d.string()}
-	case TypeAuthOK:
-		m = msg.AuthOK{User: d.string()}
-
-	case TypeRelay:
-		to := msg.NodeID(d.string())
-		if d.err == nil {
-			inner := d.b[d.off:]
-			if len(inner) == 0 || Type(inner[0]) < TypeKnowledge || Type(inner[0]) > TypeSubReply {
-				d.failf("relayed message must be a broker-to-broker GD message (0x10–0x16)")
-				break
-			}
-			im, err := decode(inner, d.view)
-			if err != nil {
-				return nil, fmt.Errorf("%w (inside Relay to %s, from offset %d)", err, to, d.off)
-			}
-			d.off = len(d.b)
-			m = msg.Relay{To: to, Msg: im}
-		}
-
-	case TypeForward:
-		client := d.uvarint()
-		if d.err == nil {
-			inner := d.b[d.off:]
-			if len(inner) == 0 {
-				d.failf("forwarded message missing")
-				break
-			}
-			switch Type(inner[0]) {
-			case TypePublish, TypePubAck, TypePubAckRange, TypePubReject, TypeGoodbye:
-			default:
-				d.failf("forwarded message must be a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %v", Type(inner[0]))
-			}
-			if d.err != nil {
-				break
-			}
-			im, err := decode(inner, d.view)
-			if err != nil {
-				return nil, fmt.Errorf("%w (inside Forward for client %d, from offset %d)", err, client, d.off)
-			}
-			d.off = len(d.b)
-			m = msg.Forward{Client: client, Msg: im}
-		}
-
-	case TypeKnowledge:
-		m = d.knowledge()
-	case TypeKnowledgeRun:
-		m = d.knowledgeRun()
-	case TypeNack:
-		m = msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
-	case TypeAck:
-		m = d.ack()
-	case TypeDCQ:
-		m = msg.DCQ{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), Position: d.tick()}
-	case TypeUCA:
-		m = msg.UCA{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), MinRec: d.rate(), MinNonRec: d.rate()}
-	case TypeAckExpected:
-		m = msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
-	case TypeResync:
-		m = msg.Resync{Pubend: msg.PubendID(d.string()), Upto: d.tick()}
-	case TypeSummary:
-		s := msg.Summary{All: d.bool()}
-		if n := d.count(2, "clauses"); n > 0 {
-			s.Patterns = make([]string, n)
-			s.Selectors = make([]string, n)
-			any := false
-			for i := range s.Patterns {
-				s.Patterns[i] = d.string()
-				s.Selectors[i] = d.string()
-				any = any || s.Selectors[i] != ""
-			}
-			if !any {
-				s.Selectors = nil // the pattern-only form, as most summaries are
-			}
-		}
-		m = s
-	case TypeSummaryDelta:
-		m = msg.SummaryDelta{Seq: d.uvarint(), All: d.bool(), Add: d.clauses(), Remove: d.clauses()}
-	case TypeSubReq:
-		m = msg.SubReq{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Path: d.path()}
-	case TypeSubReply:
-		m = msg.SubReply{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Start: d.tick(), Path: d.path()}
-	case TypeLinkStatus:
-		m = msg.LinkStatus{Unreachable: d.path()}
-	case TypeRaft:
-		// A copy: the member keeps entries it is handed, the frame is
-		// reused by the reader.
-		m = msg.Raft{Data: slices.Clone(d.raw())}
-	case TypeRaftChunk:
-		m = d.raftChunk()
-	case TypeRaftChunkAck:
-		m = msg.RaftChunkAck{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Next: d.uvarint()}
-	case TypeRefetch:
-		m = msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}
-	case TypePayloads:
-		p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Final: d.tick()}
-		if n := d.count(8, "events"); n > 0 {
-			p.Events = make([]*msg.Event, n)
-			for i := range p.Events {
-				if p.Events[i] = d.event(); p.Events[i] == nil {
-					break
-				}
-			}
-		}
-		p.Path = d.path()
-		m = p
-
-	case TypePublish, TypePublishNoAck:
-		read := msg.ReadPublish
-		if d.view {
-			read = msg.ViewPublish
-		}
-		p, n, err := read(d.b[d.off:])
-		if err != nil {
-			d.inner(err)
-			break
-		}
-		d.off += n
-		p.NoAck = t == TypePublishNoAck
-		m = p
-	case TypePublishRun, TypePublishRunNoAck:
-		m = d.publishRun(t == TypePublishRunNoAck)
-	case TypeSubscribe:
-		m = d.subscribe()
-	case TypeSubAck:
-		m = msg.SubAck{Sub: msg.SubID(d.string()), Token: d.token()}
-	case TypeSubConsumed:
-		m = msg.SubConsumed{Sub: msg.SubID(d.string()), Token: d.token()}
-	case TypeGap:
-		m = msg.Gap{Sub: msg.SubID(d.string()), Pubend: msg.PubendID(d.string()), From: d.tick(), To: d.tick()}
-	case TypeProgress:
-		m = msg.Progress{Sub: msg.SubID(d.string()), Token: d.token()}
-	case TypeReplay:
-		m = msg.Replay{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), From: d.tick(), To: d.tick(),
-			Clauses: d.clauses(), Path: d.path()}
-	case TypeReplayData:
-		m = d.replayData()
-	case TypeUnsubscribe:
-		m = msg.Unsubscribe{Sub: msg.SubID(d.string())}
-
-	case TypePubAck:
-		m = msg.PubAck{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Tick: d.tick(), Duplicate: d.bool()}
-	case TypePubAckRange:
-		m = d.pubAckRange()
-	case TypePubReject:
-		m = msg.PubReject{Publisher: d.string(), Seq: d.uvarint(), Reason: d.string()}
-	case TypeSubStarted:
-		m = msg.SubStarted{Sub: msg.SubID(d.string()), Token: d.token()}
-	case TypeSubRejected:
-		m = msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
-	case TypeDelivery:
-		m = d.delivery()
-	case TypeDeliveryRun:
-		m = d.deliveryRun()
-
+	case TypeDCQ, TypeUCA:
+		m = d.congestion()
+	case TypePublish, TypePublishNoAck, TypePublishRun, TypePublishRunNoAck, TypeSubscribe, TypeUnsubscribe, TypeSubAck, TypeSubConsumed:
+		m = d.clientToBroker()
+	case TypePubAck, TypePubAckRange, TypePubReject, TypeSubStarted, TypeSubRejected, TypeDelivery, TypeDeliveryRun, TypeGap, TypeProgress:
+		m = d.brokerToClient()
 	default:
 		return nil, fmt.Errorf("%w: 0x%02x at offset 0", ErrUnknownType, uint8(t))
 	}
@@ -211,6 +62,248 @@ func decode(frame []byte, view bool) (msg.Msg, error) {
 		return nil, d.err
 	}
 	return m, nil
+}
+
+// notIn fails a frame whose type the family's reader does not know (decode
+// dispatches no such frame to it).
+func (d *decoder) notIn(family string) msg.Msg {
+	d.failf("not a %s message", family)
+	return nil
+}
+
+// link reads a link-management message (docs/PROTOCOL.md §4 "Link
+// management").
+func (d *decoder) link() msg.Msg {
+	switch d.typ {
+	case TypeHello:
+		v := d.uvarint()
+		if v > math.MaxUint16 {
+			d.failf("version %d does not fit 16 bits", v)
+		}
+		return msg.Hello{Version: uint16(v), Role: msg.Role(d.byte()), ID: d.string(), Incarnation: d.uvarint()}
+	case TypeHeartbeat:
+		return msg.Heartbeat{}
+	case TypeGoodbye:
+		return msg.Goodbye{Reason: d.string()}
+	case TypeAuth:
+		return msg.Auth{User: d.string(), Password: d.string()}
+	case TypeAuthOK:
+		return msg.AuthOK{User: d.string()}
+	}
+	return d.notIn("link-management")
+}
+
+// gd reads a guaranteed-delivery message (docs/PROTOCOL.md §4 "Broker ↔
+// broker: guaranteed delivery").
+func (d *decoder) gd() msg.Msg {
+	switch d.typ {
+	case TypeKnowledge:
+		return d.knowledge()
+	case TypeKnowledgeRun:
+		return d.knowledgeRun()
+	case TypeNack:
+		return msg.Nack{Pubend: msg.PubendID(d.string()), Start: d.tick(), End: d.tick()}
+	case TypeAck:
+		return d.ack()
+	case TypeAckExpected:
+		return msg.AckExpected{Pubend: msg.PubendID(d.string()), T: d.tick()}
+	case TypeResync:
+		return msg.Resync{Pubend: msg.PubendID(d.string()), Upto: d.tick()}
+	}
+	return d.notIn("guaranteed-delivery")
+}
+
+// subControl reads a subscription-control message, or one of the cell's
+// messages and the payload and replay requests that §4 "Broker ↔ broker:
+// subscription control" lists with them (docs/PROTOCOL.md). The error is
+// that of a relayed or forwarded message.
+func (d *decoder) subControl() (msg.Msg, error) {
+	switch d.typ {
+	case TypeSummary:
+		return d.summary(), nil
+	case TypeSummaryDelta:
+		return msg.SummaryDelta{Seq: d.uvarint(), All: d.bool(), Add: d.clauses(), Remove: d.clauses()}, nil
+	case TypeSubReq:
+		return msg.SubReq{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Path: d.path()}, nil
+	case TypeSubReply:
+		return msg.SubReply{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), Start: d.tick(), Path: d.path()}, nil
+	case TypeRelay:
+		return d.relay()
+	case TypeLinkStatus:
+		return msg.LinkStatus{Unreachable: d.path()}, nil
+	case TypeRefetch:
+		return msg.Refetch{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Path: d.path()}, nil
+	case TypePayloads:
+		return d.payloads(), nil
+	case TypeReplay:
+		return msg.Replay{Pubend: msg.PubendID(d.string()), Sub: msg.SubID(d.string()), From: d.tick(), To: d.tick(),
+			Clauses: d.clauses(), Path: d.path()}, nil
+	case TypeReplayData:
+		return d.replayData(), nil
+	case TypeRaft:
+		// A copy: the member keeps entries it is handed, the frame is
+		// reused by the reader.
+		return msg.Raft{Data: slices.Clone(d.raw())}, nil
+	case TypeRaftChunk:
+		return d.raftChunk(), nil
+	case TypeRaftChunkAck:
+		return msg.RaftChunkAck{From: d.uvarint(), To: d.uvarint(), Seq: d.uvarint(), Next: d.uvarint()}, nil
+	case TypeForward:
+		return d.forward()
+	}
+	return d.notIn("subscription-control"), nil
+}
+
+func (d *decoder) summary() msg.Summary {
+	s := msg.Summary{All: d.bool()}
+	if n := d.count(2, "clauses"); n > 0 {
+		s.Patterns = make([]string, n)
+		s.Selectors = make([]string, n)
+		any := false
+		for i := range s.Patterns {
+			s.Patterns[i] = d.string()
+			s.Selectors[i] = d.string()
+			any = any || s.Selectors[i] != ""
+		}
+		if !any {
+			s.Selectors = nil // the pattern-only form, as most summaries are
+		}
+	}
+	return s
+}
+
+// relay reads a Relay and the GD message it carries; the error is the
+// carried message's.
+func (d *decoder) relay() (msg.Msg, error) {
+	to := msg.NodeID(d.string())
+	if d.err != nil {
+		return nil, nil
+	}
+	inner := d.b[d.off:]
+	if len(inner) == 0 || Type(inner[0]) < TypeKnowledge || Type(inner[0]) > TypeSubReply {
+		d.failf("relayed message must be a broker-to-broker GD message (0x10–0x16)")
+		return nil, nil
+	}
+	im, err := decode(inner, d.view)
+	if err != nil {
+		return nil, fmt.Errorf("%w (inside Relay to %s, from offset %d)", err, to, d.off)
+	}
+	d.off = len(d.b)
+	return msg.Relay{To: to, Msg: im}, nil
+}
+
+// forward reads a Forward and the message it carries; the error is the
+// carried message's.
+func (d *decoder) forward() (msg.Msg, error) {
+	client := d.uvarint()
+	if d.err != nil {
+		return nil, nil
+	}
+	inner := d.b[d.off:]
+	if len(inner) == 0 {
+		d.failf("forwarded message missing")
+		return nil, nil
+	}
+	switch Type(inner[0]) {
+	case TypePublish, TypePubAck, TypePubAckRange, TypePubReject, TypeGoodbye:
+	default:
+		d.failf("forwarded message must be a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %v", Type(inner[0]))
+		return nil, nil
+	}
+	im, err := decode(inner, d.view)
+	if err != nil {
+		return nil, fmt.Errorf("%w (inside Forward for client %d, from offset %d)", err, client, d.off)
+	}
+	d.off = len(d.b)
+	return msg.Forward{Client: client, Msg: im}, nil
+}
+
+func (d *decoder) payloads() msg.Payloads {
+	p := msg.Payloads{Pubend: msg.PubendID(d.string()), Ranges: d.ranges(), Final: d.tick()}
+	if n := d.count(8, "events"); n > 0 {
+		p.Events = make([]*msg.Event, n)
+		for i := range p.Events {
+			if p.Events[i] = d.event(); p.Events[i] == nil {
+				break
+			}
+		}
+	}
+	p.Path = d.path()
+	return p
+}
+
+// congestion reads a congestion-control message (docs/PROTOCOL.md §4
+// "Broker ↔ broker: congestion control").
+func (d *decoder) congestion() msg.Msg {
+	switch d.typ {
+	case TypeDCQ:
+		return msg.DCQ{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), Position: d.tick()}
+	case TypeUCA:
+		return msg.UCA{Pubend: msg.PubendID(d.string()), Seq: d.uvarint(), MinRec: d.rate(), MinNonRec: d.rate()}
+	}
+	return d.notIn("congestion-control")
+}
+
+// clientToBroker reads a message of a client to its broker
+// (docs/PROTOCOL.md §4 "Client → broker").
+func (d *decoder) clientToBroker() msg.Msg {
+	switch d.typ {
+	case TypePublish, TypePublishNoAck:
+		return d.publish()
+	case TypePublishRun, TypePublishRunNoAck:
+		return d.publishRun(d.typ == TypePublishRunNoAck)
+	case TypeSubscribe:
+		return d.subscribe()
+	case TypeUnsubscribe:
+		return msg.Unsubscribe{Sub: msg.SubID(d.string())}
+	case TypeSubAck:
+		return msg.SubAck{Sub: msg.SubID(d.string()), Token: d.token()}
+	case TypeSubConsumed:
+		return msg.SubConsumed{Sub: msg.SubID(d.string()), Token: d.token()}
+	}
+	return d.notIn("client-to-broker")
+}
+
+// publish reads a Publish or PublishNoAck body.
+func (d *decoder) publish() msg.Msg {
+	read := msg.ReadPublish
+	if d.view {
+		read = msg.ViewPublish
+	}
+	p, n, err := read(d.b[d.off:])
+	if err != nil {
+		d.inner(err)
+		return nil
+	}
+	d.off += n
+	p.NoAck = d.typ == TypePublishNoAck
+	return p
+}
+
+// brokerToClient reads a message of a broker to its client
+// (docs/PROTOCOL.md §4 "Broker → client").
+func (d *decoder) brokerToClient() msg.Msg {
+	switch d.typ {
+	case TypePubAck:
+		return msg.PubAck{Pubend: msg.PubendID(d.string()), Publisher: d.string(), Seq: d.uvarint(), Tick: d.tick(), Duplicate: d.bool()}
+	case TypePubAckRange:
+		return d.pubAckRange()
+	case TypePubReject:
+		return msg.PubReject{Publisher: d.string(), Seq: d.uvarint(), Reason: d.string()}
+	case TypeSubStarted:
+		return msg.SubStarted{Sub: msg.SubID(d.string()), Token: d.token()}
+	case TypeSubRejected:
+		return msg.SubRejected{Sub: msg.SubID(d.string()), Reason: d.string()}
+	case TypeDelivery:
+		return d.delivery()
+	case TypeDeliveryRun:
+		return d.deliveryRun()
+	case TypeGap:
+		return msg.Gap{Sub: msg.SubID(d.string()), Pubend: msg.PubendID(d.string()), From: d.tick(), To: d.tick()}
+	case TypeProgress:
+		return msg.Progress{Sub: msg.SubID(d.string()), Token: d.token()}
+	}
+	return d.notIn("broker-to-client")
 }
 
 // decoder reads fields from b at off. After the first failure it records

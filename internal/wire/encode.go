@@ -39,8 +39,35 @@ func typeOfName(m msg.Msg) string {
 	return fmt.Sprintf("%T", m)
 }
 
-// appendBody appends m's type byte and body.
+// appendBody appends m's type byte and body. It dispatches on the message
+// family, as docs/PROTOCOL.md §4 groups them.
 func appendBody(b []byte, m msg.Msg) ([]byte, error) {
+	switch m.(type) {
+	case msg.Hello, msg.Heartbeat, msg.Goodbye, msg.Auth, msg.AuthOK:
+		return appendLink(b, m)
+	case msg.Knowledge, *msg.Knowledge, msg.KnowledgeRun, *msg.KnowledgeRun, msg.Nack, msg.Ack, msg.AckExpected, msg.Resync:
+		return appendGD(b, m)
+	case msg.Summary, msg.SummaryDelta, msg.SubReq, msg.SubReply, msg.Relay, msg.LinkStatus, msg.Refetch, msg.Payloads,
+		msg.Replay, msg.ReplayData, msg.Raft, msg.RaftChunk, msg.RaftChunkAck, msg.Forward:
+		return appendSubControl(b, m)
+	case msg.DCQ, msg.UCA:
+		return appendCongestion(b, m)
+	case msg.Publish, *msg.Publish, msg.PublishRun, *msg.PublishRun, msg.Subscribe, msg.Unsubscribe, msg.SubAck, msg.SubConsumed:
+		return appendClientToBroker(b, m)
+	case msg.PubAck, *msg.PubAck, msg.PubAckRange, *msg.PubAckRange, msg.PubReject, msg.SubStarted, msg.SubRejected,
+		msg.Delivery, *msg.Delivery, msg.DeliveryRun, *msg.DeliveryRun, msg.Gap, msg.Progress:
+		return appendBrokerToClient(b, m)
+	}
+	return nil, errCannotEncode(m)
+}
+
+func errCannotEncode(m msg.Msg) error {
+	return fmt.Errorf("%w: cannot encode %s", ErrUnknownType, typeOfName(m))
+}
+
+// appendLink appends a link-management message (docs/PROTOCOL.md §4 "Link
+// management").
+func appendLink(b []byte, m msg.Msg) ([]byte, error) {
 	switch v := m.(type) {
 	case msg.Hello:
 		b = append(b, byte(TypeHello))
@@ -60,27 +87,14 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 	case msg.AuthOK:
 		b = append(b, byte(TypeAuthOK))
 		return appendString(b, v.User), nil
+	}
+	return nil, errCannotEncode(m)
+}
 
-	case msg.Relay:
-		switch v.Msg.(type) {
-		case msg.Knowledge, *msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
-		default:
-			return nil, fmt.Errorf("wire: Relay may carry only a broker-to-broker GD message, not %T", v.Msg)
-		}
-		b = append(b, byte(TypeRelay))
-		b = appendString(b, string(v.To))
-		return appendBody(b, v.Msg)
-
-	case msg.Forward:
-		switch v.Msg.(type) {
-		case msg.Publish, msg.PubAck, msg.PubAckRange, msg.PubReject, msg.Goodbye:
-		default:
-			return nil, fmt.Errorf("wire: Forward may carry only a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %T", v.Msg)
-		}
-		b = append(b, byte(TypeForward))
-		b = binary.AppendUvarint(b, v.Client)
-		return appendBody(b, v.Msg)
-
+// appendGD appends a guaranteed-delivery message (docs/PROTOCOL.md §4
+// "Broker ↔ broker: guaranteed delivery").
+func appendGD(b []byte, m msg.Msg) ([]byte, error) {
+	switch v := m.(type) {
 	case msg.Knowledge:
 		return appendKnowledge(b, &v), nil
 	case *msg.Knowledge: // the engine's and Decode's form; nil is refused below
@@ -99,35 +113,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendTick(b, v.Start)
 		return appendTick(b, v.End), nil
 	case msg.Ack:
-		if v.Released > v.Delivered || v.Delivered > v.T || v.Unvouched > v.T {
-			return nil, fmt.Errorf("%w: Ack{%s} needs released %d <= delivered %d <= t %d and unvouched %d <= t", ErrMalformed, v.Pubend, v.Released, v.Delivered, v.T, v.Unvouched)
-		}
-		b = append(b, byte(TypeAck))
-		b = appendString(b, string(v.Pubend))
-		b = appendTick(b, v.T)
-		if v.Released == v.T && v.Delivered == v.T && v.Unvouched == 0 {
-			return b, nil // the short form (see decoder.ack)
-		}
-		b = appendTick(b, v.T-v.Delivered)
-		b = appendTick(b, v.Delivered-v.Released)
-		if v.Unvouched == 0 {
-			return b, nil
-		}
-		return appendTick(b, v.Unvouched), nil
-	case msg.DCQ:
-		b = append(b, byte(TypeDCQ))
-		b = appendString(b, string(v.Pubend))
-		b = binary.AppendUvarint(b, v.Seq)
-		return appendTick(b, v.Position), nil
-	case msg.UCA:
-		b = append(b, byte(TypeUCA))
-		b = appendString(b, string(v.Pubend))
-		b = binary.AppendUvarint(b, v.Seq)
-		var err error
-		if b, err = appendRate(b, v.MinRec); err != nil {
-			return nil, err
-		}
-		return appendRate(b, v.MinNonRec)
+		return appendAck(b, v)
 	case msg.AckExpected:
 		b = append(b, byte(TypeAckExpected))
 		b = appendString(b, string(v.Pubend))
@@ -136,22 +122,35 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = append(b, byte(TypeResync))
 		b = appendString(b, string(v.Pubend))
 		return appendTick(b, v.Upto), nil
-	case msg.Summary:
-		b = append(b, byte(TypeSummary))
-		b = appendBool(b, v.All)
-		if len(v.Selectors) != 0 && len(v.Selectors) != len(v.Patterns) {
-			return nil, fmt.Errorf("wire: Summary with %d patterns and %d selectors", len(v.Patterns), len(v.Selectors))
-		}
-		b = binary.AppendUvarint(b, uint64(len(v.Patterns)))
-		for i, p := range v.Patterns {
-			b = appendString(b, p)
-			sel := ""
-			if len(v.Selectors) > 0 {
-				sel = v.Selectors[i]
-			}
-			b = appendString(b, sel)
-		}
+	}
+	return nil, errCannotEncode(m)
+}
+
+func appendAck(b []byte, v msg.Ack) ([]byte, error) {
+	if v.Released > v.Delivered || v.Delivered > v.T || v.Unvouched > v.T {
+		return nil, fmt.Errorf("%w: Ack{%s} needs released %d <= delivered %d <= t %d and unvouched %d <= t", ErrMalformed, v.Pubend, v.Released, v.Delivered, v.T, v.Unvouched)
+	}
+	b = append(b, byte(TypeAck))
+	b = appendString(b, string(v.Pubend))
+	b = appendTick(b, v.T)
+	if v.Released == v.T && v.Delivered == v.T && v.Unvouched == 0 {
+		return b, nil // the short form (see decoder.ack)
+	}
+	b = appendTick(b, v.T-v.Delivered)
+	b = appendTick(b, v.Delivered-v.Released)
+	if v.Unvouched == 0 {
 		return b, nil
+	}
+	return appendTick(b, v.Unvouched), nil
+}
+
+// appendSubControl appends a subscription-control message, with the cell's
+// messages and the payload and replay requests that §4 "Broker ↔ broker:
+// subscription control" lists with them (docs/PROTOCOL.md).
+func appendSubControl(b []byte, m msg.Msg) ([]byte, error) {
+	switch v := m.(type) {
+	case msg.Summary:
+		return appendSummary(b, v)
 	case msg.SummaryDelta:
 		b = append(b, byte(TypeSummaryDelta))
 		b = binary.AppendUvarint(b, v.Seq)
@@ -169,26 +168,8 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendString(b, string(v.Sub))
 		b = appendTick(b, v.Start)
 		return appendPath(b, v.Path), nil
-	case msg.Raft:
-		b = append(b, byte(TypeRaft))
-		return appendBytes(b, v.Data), nil
-	case msg.RaftChunk:
-		if len(v.Data) == 0 {
-			return nil, fmt.Errorf("%w: empty RaftChunk at %d", ErrMalformed, v.Offset)
-		}
-		b = append(b, byte(TypeRaftChunk))
-		for _, x := range []uint64{v.From, v.To, v.Seq, v.Term, v.Index, v.Offset} {
-			b = binary.AppendUvarint(b, x)
-		}
-		b = appendBool(b, v.Last)
-		b = binary.LittleEndian.AppendUint32(b, v.CRC)
-		return appendBytes(b, v.Data), nil
-	case msg.RaftChunkAck:
-		b = append(b, byte(TypeRaftChunkAck))
-		for _, x := range []uint64{v.From, v.To, v.Seq, v.Next} {
-			b = binary.AppendUvarint(b, x)
-		}
-		return b, nil
+	case msg.Relay:
+		return appendRelay(b, v)
 	case msg.LinkStatus:
 		b = append(b, byte(TypeLinkStatus))
 		return appendPath(b, v.Unreachable), nil
@@ -198,18 +179,7 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendRanges(b, v.Ranges)
 		return appendPath(b, v.Path), nil
 	case msg.Payloads:
-		b = append(b, byte(TypePayloads))
-		b = appendString(b, string(v.Pubend))
-		b = appendRanges(b, v.Ranges)
-		b = appendTick(b, v.Final)
-		b = binary.AppendUvarint(b, uint64(len(v.Events)))
-		for _, ev := range v.Events {
-			if ev == nil {
-				return nil, fmt.Errorf("wire: Payloads with a nil event")
-			}
-			b = msg.AppendEvent(b, ev)
-		}
-		return appendPath(b, v.Path), nil
+		return appendPayloads(b, v)
 	case msg.Replay:
 		b = append(b, byte(TypeReplay))
 		b = appendString(b, string(v.Pubend))
@@ -219,46 +189,142 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		b = appendClauses(b, v.Clauses)
 		return appendPath(b, v.Path), nil
 	case msg.ReplayData:
-		if v.Gap != (tick.Range{}) && v.Gap.Lo > v.Gap.Hi {
-			return nil, fmt.Errorf("%w: ReplayData{%s %s} with an empty gap %d..%d", ErrMalformed, v.Pubend, v.Sub, v.Gap.Lo, v.Gap.Hi)
+		return appendReplayData(b, v)
+	case msg.Raft:
+		b = append(b, byte(TypeRaft))
+		return appendBytes(b, v.Data), nil
+	case msg.RaftChunk:
+		return appendRaftChunk(b, v)
+	case msg.RaftChunkAck:
+		b = append(b, byte(TypeRaftChunkAck))
+		for _, x := range []uint64{v.From, v.To, v.Seq, v.Next} {
+			b = binary.AppendUvarint(b, x)
 		}
-		b = append(b, byte(TypeReplayData))
-		b = appendString(b, string(v.Pubend))
-		b = appendString(b, string(v.Sub))
-		b = appendTick(b, v.From)
-		b = appendTick(b, v.To)
-		b = binary.AppendUvarint(b, uint64(len(v.Events)))
-		for _, ev := range v.Events {
-			if ev == nil {
-				return nil, fmt.Errorf("wire: ReplayData with a nil event")
-			}
-			b = msg.AppendEvent(b, ev)
-		}
-		b = appendBool(b, v.Gap != (tick.Range{}))
-		if v.Gap != (tick.Range{}) {
-			b = appendTick(b, v.Gap.Lo)
-			b = appendTick(b, v.Gap.Hi)
-		}
-		return appendPath(b, v.Path), nil
-	case msg.SubAck:
-		b = append(b, byte(TypeSubAck))
-		b = appendString(b, string(v.Sub))
-		return appendToken(b, v.Token), nil
-	case msg.SubConsumed:
-		b = append(b, byte(TypeSubConsumed))
-		b = appendString(b, string(v.Sub))
-		return appendToken(b, v.Token), nil
-	case msg.Gap:
-		b = append(b, byte(TypeGap))
-		b = appendString(b, string(v.Sub))
-		b = appendString(b, string(v.Pubend))
-		b = appendTick(b, v.From)
-		return appendTick(b, v.To), nil
-	case msg.Progress:
-		b = append(b, byte(TypeProgress))
-		b = appendString(b, string(v.Sub))
-		return appendToken(b, v.Token), nil
+		return b, nil
+	case msg.Forward:
+		return appendForward(b, v)
+	}
+	return nil, errCannotEncode(m)
+}
 
+func appendSummary(b []byte, v msg.Summary) ([]byte, error) {
+	b = append(b, byte(TypeSummary))
+	b = appendBool(b, v.All)
+	if len(v.Selectors) != 0 && len(v.Selectors) != len(v.Patterns) {
+		return nil, fmt.Errorf("wire: Summary with %d patterns and %d selectors", len(v.Patterns), len(v.Selectors))
+	}
+	b = binary.AppendUvarint(b, uint64(len(v.Patterns)))
+	for i, p := range v.Patterns {
+		b = appendString(b, p)
+		sel := ""
+		if len(v.Selectors) > 0 {
+			sel = v.Selectors[i]
+		}
+		b = appendString(b, sel)
+	}
+	return b, nil
+}
+
+func appendRelay(b []byte, v msg.Relay) ([]byte, error) {
+	switch v.Msg.(type) {
+	case msg.Knowledge, *msg.Knowledge, msg.Nack, msg.Ack, msg.AckExpected, msg.Summary, msg.SubReq, msg.SubReply:
+	default:
+		return nil, fmt.Errorf("wire: Relay may carry only a broker-to-broker GD message, not %T", v.Msg)
+	}
+	b = append(b, byte(TypeRelay))
+	b = appendString(b, string(v.To))
+	return appendBody(b, v.Msg)
+}
+
+func appendForward(b []byte, v msg.Forward) ([]byte, error) {
+	switch v.Msg.(type) {
+	case msg.Publish, msg.PubAck, msg.PubAckRange, msg.PubReject, msg.Goodbye:
+	default:
+		return nil, fmt.Errorf("wire: Forward may carry only a Publish, PubAck, PubAckRange, PubReject or Goodbye, not %T", v.Msg)
+	}
+	b = append(b, byte(TypeForward))
+	b = binary.AppendUvarint(b, v.Client)
+	return appendBody(b, v.Msg)
+}
+
+func appendPayloads(b []byte, v msg.Payloads) ([]byte, error) {
+	b = append(b, byte(TypePayloads))
+	b = appendString(b, string(v.Pubend))
+	b = appendRanges(b, v.Ranges)
+	b = appendTick(b, v.Final)
+	b = binary.AppendUvarint(b, uint64(len(v.Events)))
+	for _, ev := range v.Events {
+		if ev == nil {
+			return nil, fmt.Errorf("wire: Payloads with a nil event")
+		}
+		b = msg.AppendEvent(b, ev)
+	}
+	return appendPath(b, v.Path), nil
+}
+
+func appendReplayData(b []byte, v msg.ReplayData) ([]byte, error) {
+	if v.Gap != (tick.Range{}) && v.Gap.Lo > v.Gap.Hi {
+		return nil, fmt.Errorf("%w: ReplayData{%s %s} with an empty gap %d..%d", ErrMalformed, v.Pubend, v.Sub, v.Gap.Lo, v.Gap.Hi)
+	}
+	b = append(b, byte(TypeReplayData))
+	b = appendString(b, string(v.Pubend))
+	b = appendString(b, string(v.Sub))
+	b = appendTick(b, v.From)
+	b = appendTick(b, v.To)
+	b = binary.AppendUvarint(b, uint64(len(v.Events)))
+	for _, ev := range v.Events {
+		if ev == nil {
+			return nil, fmt.Errorf("wire: ReplayData with a nil event")
+		}
+		b = msg.AppendEvent(b, ev)
+	}
+	b = appendBool(b, v.Gap != (tick.Range{}))
+	if v.Gap != (tick.Range{}) {
+		b = appendTick(b, v.Gap.Lo)
+		b = appendTick(b, v.Gap.Hi)
+	}
+	return appendPath(b, v.Path), nil
+}
+
+func appendRaftChunk(b []byte, v msg.RaftChunk) ([]byte, error) {
+	if len(v.Data) == 0 {
+		return nil, fmt.Errorf("%w: empty RaftChunk at %d", ErrMalformed, v.Offset)
+	}
+	b = append(b, byte(TypeRaftChunk))
+	for _, x := range []uint64{v.From, v.To, v.Seq, v.Term, v.Index, v.Offset} {
+		b = binary.AppendUvarint(b, x)
+	}
+	b = appendBool(b, v.Last)
+	b = binary.LittleEndian.AppendUint32(b, v.CRC)
+	return appendBytes(b, v.Data), nil
+}
+
+// appendCongestion appends a congestion-control message (docs/PROTOCOL.md
+// §4 "Broker ↔ broker: congestion control").
+func appendCongestion(b []byte, m msg.Msg) ([]byte, error) {
+	switch v := m.(type) {
+	case msg.DCQ:
+		b = append(b, byte(TypeDCQ))
+		b = appendString(b, string(v.Pubend))
+		b = binary.AppendUvarint(b, v.Seq)
+		return appendTick(b, v.Position), nil
+	case msg.UCA:
+		b = append(b, byte(TypeUCA))
+		b = appendString(b, string(v.Pubend))
+		b = binary.AppendUvarint(b, v.Seq)
+		var err error
+		if b, err = appendRate(b, v.MinRec); err != nil {
+			return nil, err
+		}
+		return appendRate(b, v.MinNonRec)
+	}
+	return nil, errCannotEncode(m)
+}
+
+// appendClientToBroker appends a message of a client to its broker
+// (docs/PROTOCOL.md §4 "Client → broker").
+func appendClientToBroker(b []byte, m msg.Msg) ([]byte, error) {
+	switch v := m.(type) {
 	case msg.Publish:
 		return msg.AppendPublish(append(b, byte(publishType(&v))), &v), nil
 	case *msg.Publish: // the client's form (not boxed per publish); nil is refused below
@@ -272,23 +338,42 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 			return appendPublishRun(b, v)
 		}
 	case msg.Subscribe:
-		b = append(b, byte(TypeSubscribe))
-		b = appendString(b, string(v.Sub))
-		b = appendString(b, v.Pattern)
-		b = appendString(b, v.Selector)
-		if !v.Durable && len(v.From) == 0 && !v.TotalOrder {
-			return b, nil // the short form (see decoder.subscribe)
-		}
-		b = appendBool(b, v.Durable)
-		b = appendToken(b, v.From)
-		if v.TotalOrder {
-			b = append(b, orderTotal) // version 9: absent means per pubend
-		}
-		return b, nil
+		return appendSubscribe(b, v), nil
 	case msg.Unsubscribe:
 		b = append(b, byte(TypeUnsubscribe))
 		return appendString(b, string(v.Sub)), nil
+	case msg.SubAck:
+		b = append(b, byte(TypeSubAck))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
+	case msg.SubConsumed:
+		b = append(b, byte(TypeSubConsumed))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
+	}
+	return nil, errCannotEncode(m)
+}
 
+func appendSubscribe(b []byte, v msg.Subscribe) []byte {
+	b = append(b, byte(TypeSubscribe))
+	b = appendString(b, string(v.Sub))
+	b = appendString(b, v.Pattern)
+	b = appendString(b, v.Selector)
+	if !v.Durable && len(v.From) == 0 && !v.TotalOrder {
+		return b // the short form (see decoder.subscribe)
+	}
+	b = appendBool(b, v.Durable)
+	b = appendToken(b, v.From)
+	if v.TotalOrder {
+		b = append(b, orderTotal) // version 9: absent means per pubend
+	}
+	return b
+}
+
+// appendBrokerToClient appends a message of a broker to its client
+// (docs/PROTOCOL.md §4 "Broker → client").
+func appendBrokerToClient(b []byte, m msg.Msg) ([]byte, error) {
+	switch v := m.(type) {
 	case msg.PubAck:
 		return appendPubAck(b, &v), nil
 	case *msg.PubAck: // the engine's form; nil is refused below
@@ -330,8 +415,18 @@ func appendBody(b []byte, m msg.Msg) ([]byte, error) {
 		if v != nil {
 			return appendDeliveryRun(b, v)
 		}
+	case msg.Gap:
+		b = append(b, byte(TypeGap))
+		b = appendString(b, string(v.Sub))
+		b = appendString(b, string(v.Pubend))
+		b = appendTick(b, v.From)
+		return appendTick(b, v.To), nil
+	case msg.Progress:
+		b = append(b, byte(TypeProgress))
+		b = appendString(b, string(v.Sub))
+		return appendToken(b, v.Token), nil
 	}
-	return nil, fmt.Errorf("%w: cannot encode %s", ErrUnknownType, typeOfName(m))
+	return nil, errCannotEncode(m)
 }
 
 func appendPubAck(b []byte, v *msg.PubAck) []byte {
