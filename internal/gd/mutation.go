@@ -44,8 +44,6 @@ const (
 	MutReleaseOneMore
 	// MutGoneEarly: a downstream is judged gone after an eighth of its bound, so a slow one loses unacked ticks. Caught by sim TestOracleBites (I10).
 	MutGoneEarly
-	// MutSkipResync: a gone downstream skips, silently, what it had not delivered below its final prefix. No test catches it (see sim TestOracleBites).
-	MutSkipResync
 	// MutPastWindow: catch-ups ignore their subscriber's window. Caught by gd TestPacedWindowBites.
 	MutPastWindow
 	// MutVouchAll: every final prefix is vouched and every ack clean, as if going on without a gone downstream were known everywhere. Caught by sim TestOracleBites (I5).

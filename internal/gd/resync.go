@@ -88,7 +88,7 @@ func (e *Engine) startResync(ps *pstream, upto tick.Tick) {
 // it is gone, or was and has not acked past what was made final without
 // it.
 func (e *Engine) capped(o *stream.Ostream) bool {
-	return e.cfg.ReleaseGone && e.mut&MutSkipResync == 0 && (o.Gone || o.Skipped > o.AckPrefix)
+	return e.cfg.ReleaseGone && (o.Gone || o.Skipped > o.AckPrefix)
 }
 
 // finalFor is the final prefix f as it may be sent to o.

@@ -36,9 +36,6 @@ func TestOracleBites(t *testing.T) {
 		// Release past gone downstreams: a final prefix passed on by a
 		// broker that did not decide to go on without the downstream
 		// (a cell peer, a restarted IB) lets it skip what it never got.
-		// (gd.MutSkipResync alone is not caught in 150 seeds: the final
-		// prefix it sends a gone downstream goes with its unvouched top,
-		// and the downstream resyncs all the same.)
 		{"vouch for every final prefix", gd.MutVouchAll, []string{"I5"}, "swarm", nil, true},
 		// A downstream judged gone after an eighth of the bound is merely
 		// slow: released past while it still acked.
