@@ -1,7 +1,10 @@
 package mqtt
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -21,6 +24,22 @@ import (
 // is never logged twice. The publisher and the kept packet ids belong to
 // the client id's session (clientState), not to one connection, so a
 // client that reconnects and resends is deduplicated too.
+//
+// A client may also send a PUBLISH again after its PUBREL, when the
+// connection ended before the PUBCOMP reached it: paho.mqtt.golang keeps
+// the PUBLISH, not the PUBREL, until PUBCOMP and resends it (DUP set) on
+// its next connection, which [MQTT-4.3.3-1] forbids (docs/MQTT.md,
+// Quality of service). The broker has released the packet id and, by
+// [MQTT-4.3.3-2], would take that PUBLISH as a new message. So a released
+// packet id is kept (clientState.released, the latest releasedKept) with
+// its sequence number and its message's digest (publishSum) until a new
+// PUBLISH takes it: a PUBLISH with DUP set, under a released packet id,
+// with the same digest, is that message again, sent to aerie under its
+// sequence number (the pubend answers with the original's ack). A client
+// that follows the standard sends DUP only on a PUBLISH it sent before,
+// so what this takes for a repeat is one unless a client sends, under the
+// packet id it just had released, a new message identical to the
+// released one whose first copy its connection lost.
 //
 // Outbound, a QoS 2 delivery is PUBLISH, PUBREC, PUBREL, PUBCOMP, and a
 // persistent session's checkpoint passes it only at the PUBCOMP. When the
@@ -80,8 +99,66 @@ type sessionDeliveries struct {
 // inbound is a QoS 2 PUBLISH received and not yet released.
 type inbound struct {
 	seq     uint64
-	acked   bool // aerie acknowledged it: PUBREC written (or due)
-	durable bool // in the session's file (sessionfile.go), or it has none
+	sum     uint64 // publishSum, 0 if not known (a session file of version 1)
+	acked   bool   // aerie acknowledged it: PUBREC written (or due)
+	durable bool   // in the session's file (sessionfile.go), or it has none
+}
+
+// releasedKept is how many released packet ids a session keeps: a
+// client has at most receiveMaximum QoS 1 and 2 publishes
+// unacknowledged, so at most that many PUBCOMPs in flight when its
+// connection ends.
+const releasedKept = receiveMaximum
+
+// releasedID is a QoS 2 packet id released by a PUBREL: the sequence
+// number its message went to aerie with, and the message's digest.
+type releasedID struct {
+	pid uint16
+	seq uint64
+	sum uint64
+}
+
+// publishSum is the digest of what a PUBLISH gives aerie: topic,
+// payload, retain flag and user properties (never 0).
+func publishSum(pk packets.Packet) uint64 {
+	var b []byte
+	b = appendString(b, pk.TopicName)
+	b = binary.AppendUvarint(b, uint64(len(pk.Payload)))
+	b = append(b, pk.Payload...)
+	if pk.FixedHeader.Retain {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(len(pk.Properties.User)))
+	for _, u := range pk.Properties.User {
+		b = appendString(b, u.Key)
+		b = appendString(b, u.Val)
+	}
+	h := sha256.Sum256(b)
+	return max(binary.BigEndian.Uint64(h[:8]), 1)
+}
+
+// takeReleasedLocked removes packet id pid from the released ones and
+// returns it (st.mu held).
+func (st *clientState) takeReleasedLocked(pid uint16) (releasedID, bool) {
+	for i, r := range st.released {
+		if r.pid == pid {
+			st.released = slices.Delete(st.released, i, i+1)
+			return r, true
+		}
+	}
+	return releasedID{}, false
+}
+
+// addReleasedLocked keeps r as the latest released packet id, forgetting
+// the oldest beyond releasedKept (st.mu held).
+func (st *clientState) addReleasedLocked(r releasedID) {
+	st.takeReleasedLocked(r.pid)
+	if len(st.released) >= releasedKept {
+		st.released = slices.Delete(st.released, 0, len(st.released)-releasedKept+1)
+	}
+	st.released = append(st.released, r)
 }
 
 // flight is a delivery awaiting the client: PUBACK at QoS 1, PUBREC then
@@ -135,17 +212,23 @@ func (c *Conn) errNotWritten(err error) refusal {
 
 // publish2 takes a QoS 2 PUBLISH already mapped to p (the read goroutine):
 // a new packet id is a new publish; one still kept is the same message
-// again. In a session with a file, a packet id is written there before
-// its publish goes to aerie (so before its PUBREC): resent after the
-// broker's crash, it is still the same message.
+// again, and so is a released one's message sent again with DUP. In a
+// session with a file, a packet id is written there before its publish
+// goes to aerie (so before its PUBREC): resent after the broker's crash,
+// it is still the same message.
 func (c *Conn) publish2(pk packets.Packet, p msg.Publish, keep *retainedMsg) error {
 	st := c.st
+	sum := publishSum(pk)
 	st.fileMu.Lock()
 	st.mu.Lock()
 	in := st.in[pk.PacketID]
 	if in == nil {
-		st.seq++
-		in = &inbound{seq: st.seq}
+		if r, ok := st.takeReleasedLocked(pk.PacketID); ok && pk.FixedHeader.Dup && r.sum == sum {
+			in = &inbound{seq: r.seq, sum: sum} // sent again after its PUBREL
+		} else {
+			st.seq++
+			in = &inbound{seq: st.seq, sum: sum}
+		}
 		st.in[pk.PacketID] = in
 	}
 	seq, acked, write := in.seq, in.acked, st.persist && !in.durable
@@ -188,6 +271,9 @@ func (c *Conn) release(pid uint16) error {
 	st.mu.Lock()
 	in, ok := st.in[pid]
 	delete(st.in, pid)
+	if ok && in.sum != 0 && st.persist { // a session that does not persist starts afresh at its next connection
+		st.addReleasedLocked(releasedID{pid: pid, seq: in.seq, sum: in.sum})
+	}
 	write := ok && st.persist && in.durable
 	st.mu.Unlock()
 	var err error
@@ -196,6 +282,7 @@ func (c *Conn) release(pid uint16) error {
 		if err != nil {
 			st.mu.Lock()
 			if st.in[pid] == nil {
+				st.takeReleasedLocked(pid)
 				st.in[pid] = in // still in the file: released when the PUBREL comes again
 			}
 			st.mu.Unlock()

@@ -192,6 +192,18 @@ func (d *decoder) string(what string) string {
 	return s
 }
 
+func (d *decoder) uint64(what string) uint64 {
+	if d.err == nil && len(d.b) < 8 {
+		d.fail("no " + what)
+	}
+	if d.err != nil {
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
 func (d *decoder) byte(what string) byte {
 	if d.err == nil && len(d.b) == 0 {
 		d.fail("no " + what)

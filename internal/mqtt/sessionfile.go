@@ -37,6 +37,14 @@ import (
 //     past it is used: a restarted broker goes on above it, so no number
 //     is used twice (the pubend would drop the second as a duplicate).
 //
+// A released packet id stays in the file, with its sequence number and
+// a digest of its message (publishSum), among the session's latest
+// releasedKept releases, until a new PUBLISH takes the packet id: a
+// client that sent PUBREL and lost the PUBCOMP with its connection may
+// send the PUBLISH again (DUP set) instead of the PUBREL (paho.mqtt.golang
+// does, docs/MQTT.md, Quality of service), and that PUBLISH, the same
+// message under the same packet id, is the same aerie publish again.
+//
 // The file also holds the session's QoS 2 deliveries on its durable
 // subscriptions (qos2.go) that their checkpoints, as the broker's log has
 // them, have not passed: each one's packet id and how far it went.
@@ -56,10 +64,15 @@ import (
 //
 // The file's form, like the retained store's (retainfile.go):
 //
-//	magic "AERIESES", version byte 1
+//	magic "AERIESES", version byte 2
 //	string client id, string publisher, uvarint sequence bound
-//	uvarint n, then n × (uvarint packet id, uvarint sequence number),
-//	                packet ids ascending, 1 to 65535, numbers ≤ the bound
+//	uvarint n, then n × (uvarint packet id, uvarint sequence number,
+//	                8 bytes digest, 0 if not known), packet ids
+//	                ascending, 1 to 65535, numbers 1 to the bound
+//	uvarint r ≤ releasedKept, then r × (uvarint packet id, uvarint
+//	                sequence number, 8 bytes digest, not 0), oldest
+//	                release first, packet ids 1 to 65535, none twice
+//	                nor among the n, numbers 1 to the bound
 //	uvarint m, then m × (string subscription, string pubend, uvarint tick,
 //	                uvarint packet id, byte state 0 sent, 1 received,
 //	                2 done), ascending by (subscription, pubend, tick),
@@ -68,7 +81,10 @@ import (
 
 const (
 	sessionMagic   = "AERIESES"
-	sessionVersion = 1
+	sessionVersion = 2
+	// sessionVersion1 is the form before released packet ids (its packet
+	// ids have no digest): still read.
+	sessionVersion1 = 1
 	// seqBlock: how many sequence numbers one write of the bound covers
 	// (QoS 0 and 1 publishes write the file once per seqBlock).
 	seqBlock = 1024
@@ -82,6 +98,8 @@ type sessionFile struct {
 	publisher string
 	limit     uint64            // every sequence number used is at most this
 	in        map[uint16]uint64 // QoS 2 packet id → sequence number
+	sums      map[uint16]uint64 // QoS 2 packet id → its message's digest, if known
+	released  []releasedID      // oldest first
 	out       map[deliveryKey]outRec
 }
 
@@ -126,6 +144,13 @@ func encodeSession(f sessionFile) []byte {
 	for _, pid := range pids {
 		b = binary.AppendUvarint(b, uint64(pid))
 		b = binary.AppendUvarint(b, f.in[pid])
+		b = binary.BigEndian.AppendUint64(b, f.sums[pid])
+	}
+	b = binary.AppendUvarint(b, uint64(len(f.released)))
+	for _, r := range f.released {
+		b = binary.AppendUvarint(b, uint64(r.pid))
+		b = binary.AppendUvarint(b, r.seq)
+		b = binary.BigEndian.AppendUint64(b, r.sum)
 	}
 	keys := outKeys(f.out)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
@@ -148,8 +173,9 @@ func decodeSession(b []byte) (sessionFile, error) {
 	if len(b) < len(sessionMagic)+1+4 || string(b[:len(sessionMagic)]) != sessionMagic {
 		return sessionFile{}, fmt.Errorf("%w: no %q header", errSessionFile, sessionMagic)
 	}
-	if v := b[len(sessionMagic)]; v != sessionVersion {
-		return sessionFile{}, fmt.Errorf("%w: version %d, this broker reads version %d", errSessionFile, v, sessionVersion)
+	v := b[len(sessionMagic)]
+	if v != sessionVersion && v != sessionVersion1 {
+		return sessionFile{}, fmt.Errorf("%w: version %d, this broker reads versions %d and %d", errSessionFile, v, sessionVersion1, sessionVersion)
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
@@ -157,14 +183,22 @@ func decodeSession(b []byte) (sessionFile, error) {
 	}
 	d := &decoder{b: body[len(sessionMagic)+1:], cause: errSessionFile}
 	f := sessionFile{clientID: d.string("client id"), publisher: d.string("publisher"), limit: d.uvarint("sequence bound"),
-		in: map[uint16]uint64{}, out: map[deliveryKey]outRec{}}
+		in: map[uint16]uint64{}, sums: map[uint16]uint64{}, out: map[deliveryKey]outRec{}}
 	if d.err == nil && f.publisher == "" {
 		d.fail("no publisher")
 	}
-	n := d.count(2)
+	least := 2
+	if v != sessionVersion1 {
+		least = 10
+	}
+	n := d.count(least)
 	last := uint64(0)
 	for i := 0; i < n && d.err == nil; i++ {
 		pid, seq := d.uvarint("packet id"), d.uvarint("sequence number")
+		var sum uint64
+		if v != sessionVersion1 {
+			sum = d.uint64("digest")
+		}
 		switch {
 		case d.err != nil:
 		case pid <= last || pid > 0xFFFF:
@@ -173,6 +207,32 @@ func decodeSession(b []byte) (sessionFile, error) {
 			d.fail(fmt.Sprintf("packet id %d has sequence number %d, the bound is %d", pid, seq, f.limit))
 		}
 		f.in[uint16(pid)], last = seq, pid
+		if sum != 0 {
+			f.sums[uint16(pid)] = sum
+		}
+	}
+	if v != sessionVersion1 {
+		r := d.count(10)
+		if d.err == nil && r > releasedKept {
+			d.fail(fmt.Sprintf("%d released packet ids, more than %d", r, releasedKept))
+		}
+		seen := map[uint16]bool{}
+		for i := 0; i < r && d.err == nil; i++ {
+			pid, seq, sum := d.uvarint("packet id"), d.uvarint("sequence number"), d.uint64("digest")
+			switch {
+			case d.err != nil:
+			case pid == 0 || pid > 0xFFFF:
+				d.fail(fmt.Sprintf("released packet id %d out of range", pid))
+			case seen[uint16(pid)] || f.in[uint16(pid)] != 0:
+				d.fail(fmt.Sprintf("released packet id %d twice, or not released", pid))
+			case seq == 0 || seq > f.limit:
+				d.fail(fmt.Sprintf("released packet id %d has sequence number %d, the bound is %d", pid, seq, f.limit))
+			case sum == 0:
+				d.fail(fmt.Sprintf("released packet id %d without a digest", pid))
+			}
+			seen[uint16(pid)] = true
+			f.released = append(f.released, releasedID{pid: uint16(pid), seq: seq, sum: sum})
+		}
 	}
 	n = d.count(5)
 	var prev deliveryKey
@@ -240,9 +300,12 @@ func (s *Server) saveSessionLocked(clientID string, st *clientState, limit uint6
 		st.mu.Lock()
 	}
 	f := sessionFile{clientID: clientID, publisher: st.publisher, limit: max(st.limit, limit, st.seq),
-		in: make(map[uint16]uint64, len(st.in))}
+		in: make(map[uint16]uint64, len(st.in)), sums: make(map[uint16]uint64, len(st.in)), released: slices.Clone(st.released)}
 	for pid, in := range st.in {
 		f.in[pid] = in.seq
+		if in.sum != 0 {
+			f.sums[pid] = in.sum
+		}
 	}
 	f.out = maps.Clone(st.out)
 	st.mu.Unlock()
@@ -403,9 +466,9 @@ func (s *Server) loadSessions() {
 			continue
 		}
 		st := &clientState{publisher: f.publisher, seq: f.limit, limit: f.limit, persist: true, in: map[uint16]*inbound{},
-			out: f.out, restored: len(f.out) > 0}
+			released: f.released, out: f.out, restored: len(f.out) > 0}
 		for pid, seq := range f.in {
-			st.in[pid] = &inbound{seq: seq, durable: true}
+			st.in[pid] = &inbound{seq: seq, sum: f.sums[pid], durable: true}
 		}
 		s.states.states[f.clientID] = st
 	}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,12 +17,15 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/mqtt/mqtttest"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
 func sampleSession() sessionFile {
 	return sessionFile{clientID: "dev/1", publisher: "mqtt:dev/1@b.1.1", limit: 2048,
-		in: map[uint16]uint64{1: 7, 300: 2048, 65535: 1},
+		in:       map[uint16]uint64{1: 7, 300: 2048, 65535: 1},
+		sums:     map[uint16]uint64{1: 0xfeed, 65535: 1},
+		released: []releasedID{{pid: 9, seq: 6, sum: 0xabc}, {pid: 2, seq: 8, sum: 1}},
 		out: map[deliveryKey]outRec{
 			{"mqtt:dev%2F1:2:0:a", "P1", 10}: {pid: 4, state: outReceived},
 			{"mqtt:dev%2F1:2:0:a", "P1", 20}: {pid: 4, state: outDone},
@@ -31,23 +35,34 @@ func sampleSession() sessionFile {
 }
 
 func sameSession(a, b sessionFile) bool {
-	return a.clientID == b.clientID && a.publisher == b.publisher && a.limit == b.limit && maps.Equal(a.in, b.in) && maps.Equal(a.out, b.out)
+	return a.clientID == b.clientID && a.publisher == b.publisher && a.limit == b.limit && maps.Equal(a.in, b.in) &&
+		maps.Equal(a.sums, b.sums) && slices.Equal(a.released, b.released) && maps.Equal(a.out, b.out)
 }
 
-// sessionBody builds a session file body from fields: strings are
-// length-prefixed, ints uvarints.
+// sessionBody builds a version 1 session file body from fields: strings
+// are length-prefixed, ints uvarints.
 func sessionBody(fields ...any) []byte {
-	b := []byte(sessionMagic + "\x01")
+	return sessionBodyV(sessionVersion1, fields...)
+}
+
+// sessionBodyV is sessionBody for version v; a digest field is 8 bytes.
+func sessionBodyV(v byte, fields ...any) []byte {
+	b := append([]byte(sessionMagic), v)
 	for _, f := range fields {
 		switch v := f.(type) {
 		case string:
 			b = appendString(b, v)
 		case int:
 			b = binary.AppendUvarint(b, uint64(v))
+		case digest:
+			b = binary.BigEndian.AppendUint64(b, uint64(v))
 		}
 	}
 	return b
 }
+
+// digest is an 8-byte field of sessionBodyV.
+type digest uint64
 
 // TestSessionFileRoundTrip: a session encodes and decodes back to itself;
 // every damaged or inconsistent file is refused with errSessionFile.
@@ -64,7 +79,7 @@ func TestSessionFileRoundTrip(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"retained file":  encodeRetained(sampleRetained()),
-		"version 2":      append([]byte(sessionMagic+"\x02"), good[len(sessionMagic)+1:]...),
+		"version 3":      append([]byte(sessionMagic+"\x03"), good[len(sessionMagic)+1:]...),
 		"flipped bit":    flipped,
 		"truncated":      good[:len(good)-5],
 		"no publisher":   seal(sessionBody("c", "", 10, 0)),
@@ -79,6 +94,13 @@ func TestSessionFileRoundTrip(t *testing.T) {
 		"ticks unsorted": seal(append(append(sessionBody("c", "p", 10, 0, 2, "s", "P1", 3, 1), 0), append(sessionBody("s", "P1", 3, 2)[len(sessionMagic)+1:], 0)...)),
 		"delivery pid 0": seal(append(sessionBody("c", "p", 10, 0, 1, "s", "P1", 3, 0), 0)),
 		"state 3":        seal(append(sessionBody("c", "p", 10, 0, 1, "s", "P1", 3, 1), 3)),
+		"v2 no released": seal(sessionBodyV(2, "c", "p", 10, 1, 5, 3, digest(1))),
+		"v2 digest cut":  seal(sessionBodyV(2, "c", "p", 10, 1, 5, 3, 0, 0, 0, 0, 0)),
+		"released 0":     seal(append(sessionBodyV(2, "c", "p", 10, 0, 1, 0, 3, digest(1)), 0)),
+		"released twice": seal(append(sessionBodyV(2, "c", "p", 10, 0, 2, 4, 3, digest(1), 4, 2, digest(1)), 0)),
+		"released held":  seal(append(sessionBodyV(2, "c", "p", 10, 1, 4, 3, digest(1), 1, 4, 2, digest(1)), 0)),
+		"released seq":   seal(append(sessionBodyV(2, "c", "p", 10, 0, 1, 4, 11, digest(1)), 0)),
+		"released sum 0": seal(append(sessionBodyV(2, "c", "p", 10, 0, 1, 4, 3, digest(0)), 0)),
 		"pid held twice": seal(append(append(sessionBody("c", "p", 10, 0, 2, "s", "P1", 3, 1), 1), append(sessionBody("s", "P1", 4, 1)[len(sessionMagic)+1:], 0)...)),
 	} {
 		if _, err := decodeSession(b); !errors.Is(err, errSessionFile) {
@@ -90,6 +112,7 @@ func TestSessionFileRoundTrip(t *testing.T) {
 func FuzzSessionFile(f *testing.F) {
 	f.Add(encodeSession(sampleSession()))
 	f.Add(seal(sessionBody("c", "p", 10, 1, 5, 3, 0)))
+	f.Add(seal(append(sessionBodyV(2, "c", "p", 10, 1, 5, 3, digest(7), 1, 4, 2, digest(1)), 0)))
 	f.Add(seal(append(sessionBody("c", "p", 10, 0, 1, "s", "P1", 3, 1), 1)))
 	f.Add([]byte(sessionMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -439,5 +462,89 @@ func BenchmarkSessionFileWrite(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQoS2ReleasedResent: a client that lost the PUBCOMP with its
+// connection sends the released PUBLISH again with DUP on its next one
+// (paho.mqtt.golang, docs/MQTT.md): after a reconnection, and after the
+// broker's restart from its session directory, that PUBLISH is the same
+// aerie publish (publisher and sequence number), so its pubend drops it.
+// A PUBLISH under a released packet id without DUP, or with another
+// message, is a new publish.
+func TestQoS2ReleasedResent(t *testing.T) {
+	dir := t.TempDir()
+	s, h, _ := sessionServer(t, dir, 1)
+	c, err := mqtttest.Dial(s.Addr(), "dev/1", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// complete publishes payload under pid (DUP as given) through its
+	// PUBCOMP on conn, aerie answering from host's connection id.
+	complete := func(c *mqtttest.Client, h *fakeHost, id shell.ClientID, pid uint16, dup bool, payload string) msg.Publish {
+		t.Helper()
+		publishQoS(t, c, 2, pid, dup, payload)
+		p := h.request(t).m.(msg.Publish)
+		h.conn(id).Send(msg.PubAck{Publisher: p.Publisher, Seq: p.Seq})
+		expect(t, c, packets.Pubrec, pid, 0)
+		if err := c.Send(packets.Pubrel, pid); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, c, packets.Pubcomp, pid, 0)
+		return p
+	}
+	p7 := complete(c, h, 1, 7, false, "m")
+	p8 := complete(c, h, 1, 8, false, "m")
+	sum := publishSum(packets.Packet{TopicName: "q/2", Payload: []byte("m")})
+	if f := readSession(t, dir, "dev/1"); len(f.in) != 0 || !slices.Equal(f.released, []releasedID{{7, p7.Seq, sum}, {8, p8.Seq, sum}}) {
+		t.Fatalf("after PUBCOMP 7 and 8 the file holds %v, released %v", f.in, f.released)
+	}
+
+	// The same run, the next connection: 7 comes again.
+	c.Close()
+	down(t, h)
+	c2, err := mqtttest.Dial(s.Addr(), "dev/1", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if p := complete(c2, h, 2, 7, true, "m"); p.Publisher != p7.Publisher || p.Seq != p7.Seq {
+		t.Fatalf("PUBLISH 7 sent again after its PUBCOMP is %s #%d, want %s #%d", p.Publisher, p.Seq, p7.Publisher, p7.Seq)
+	}
+
+	// The broker's next run, from the same directory: 8 comes again.
+	c2.Close()
+	s2, h2, _ := sessionServer(t, dir, 2)
+	c3, err := mqtttest.Dial(s2.Addr(), "dev/1", 5, persistentV5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if p := complete(c3, h2, 1, 8, true, "m"); p.Publisher != p8.Publisher || p.Seq != p8.Seq {
+		t.Fatalf("PUBLISH 8 sent again after its PUBCOMP and the restart is %s #%d, want %s #%d", p.Publisher, p.Seq, p8.Publisher, p8.Seq)
+	}
+	// New messages under released packet ids: without DUP, or another
+	// message.
+	seen := map[uint64]bool{p7.Seq: true, p8.Seq: true}
+	for _, m := range []struct {
+		pid     uint16
+		dup     bool
+		payload string
+	}{{7, false, "m"}, {8, true, "other"}} {
+		p := complete(c3, h2, 1, m.pid, m.dup, m.payload)
+		if seen[p.Seq] {
+			t.Fatalf("PUBLISH %d (DUP %v, %q) after PUBCOMP %d is #%d again: not a new publish", m.pid, m.dup, m.payload, m.pid, p.Seq)
+		}
+		seen[p.Seq] = true
+	}
+}
+
+// TestSessionFileVersion1: a file of version 1 (packet ids without a
+// digest, no released ones) is read.
+func TestSessionFileVersion1(t *testing.T) {
+	f, err := decodeSession(seal(append(sessionBody("c", "p", 10, 2, 4, 3, 5, 9, 1, "s", "P1", 3, 1), 1)))
+	if err != nil || f.in[4] != 3 || f.in[5] != 9 || len(f.sums) != 0 || len(f.released) != 0 || f.out[deliveryKey{"s", "P1", 3}] != (outRec{1, outReceived}) {
+		t.Fatalf("version 1 file: %+v, %v", f, err)
 	}
 }

@@ -27,6 +27,10 @@ type clientState struct {
 	limit     uint64 // the sequence bound in the file
 	persist   bool   // the session has a file
 	in        map[uint16]*inbound
+	// released: the latest QoS 2 packet ids released (PUBREL), oldest
+	// first, at most releasedKept, each until a new PUBLISH takes it
+	// (qos2.go).
+	released []releasedID
 	// out: the QoS 2 deliveries of durable subscriptions that a durable
 	// checkpoint has not yet passed, as in the file (sessionfile.go);
 	// restored: read from the file, for the session's first connection
