@@ -20,24 +20,18 @@ import (
 // TestMQTTQoS2Kill9Publisher: a paho QoS 2 publisher with a persistent
 // session at the PHB p1 keeps up to 32 publishes in flight; once 150 are
 // complete, and again once 300 are, p1 is killed with kill -9 and
-// started again. paho reconnects
-// and resends what it had in flight: PUBLISH with DUP for those without
-// PUBREC, PUBREL for the others. The persistent session's file under
-// p1's data (docs/MQTT.md, Quality of service) makes each resent PUBLISH
-// the same aerie publish, so a QoS 2 subscriber at the SHB s1 gets every
-// one of the 400 messages exactly once. The last message, published once
+// started again. paho reconnects and resends every PUBLISH it had in
+// flight with DUP, those whose PUBCOMP the kill took included (it keeps
+// the PUBLISH, not the PUBREL). The persistent session's file under p1's
+// data (docs/MQTT.md, Quality of service) makes each resent PUBLISH the
+// same aerie publish, whether its packet id was held or released, so a
+// QoS 2 subscriber at the SHB s1 gets every one of the 400 messages
+// exactly once. The last message, published once
 // every other is complete, comes after any repeat could (one client's
 // publishes go to one pubend, delivered in its order).
 func TestMQTTQoS2Kill9Publisher(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs processes")
-	}
-	if os.Getenv("AERIE_KNOWN_ISSUES") == "" {
-		// Under load, about one run in two delivers one message in flight
-		// at the kill twice (two events at the pubend, neither a DUP):
-		// docs/known-issues/mqtt-qos2-publisher-kill9.md. Run it with
-		// AERIE_KNOWN_ISSUES=1.
-		t.Skip("known issue: a QoS 2 publish in flight at the kill -9 of its broker is sometimes logged twice (docs/known-issues/mqtt-qos2-publisher-kill9.md)")
 	}
 	_, procs, mq, _ := mqttNet(t)
 	const n, window = 400, 32

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -441,15 +440,25 @@ func TestQoS2DeliverSessionFile(t *testing.T) {
 // BenchmarkSessionFileWrite: one write of a session's file (encode,
 // write, fsync, rename, directory fsync), as a QoS 2 PUBLISH, PUBREL,
 // delivery or PUBREC costs, for a session with 32 QoS 2 packet ids held
-// and n deliveries in the file (pruneSlack bounds n between prunes).
+// and 0, 256 or 1 024 deliveries in the file (pruneSlack bounds them
+// between prunes), or releasedKept released packet ids.
 func BenchmarkSessionFileWrite(b *testing.B) {
-	for _, n := range []int{0, pruneSlack, 4 * pruneSlack} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+	for _, c := range []struct {
+		name          string
+		out, released int
+	}{
+		{"0", 0, 0}, {"256", pruneSlack, 0}, {"1024", 4 * pruneSlack, 0}, {"released", 0, releasedKept},
+	} {
+		n := c.out
+		b.Run(c.name, func(b *testing.B) {
 			s := &Server{opts: Options{SessionDir: b.TempDir(), Host: &fakeHost{}}}
 			st := &clientState{persist: true, publisher: "mqtt:dev-1@b.1.1", seq: 1 << 20, limit: 1 << 20,
 				in: map[uint16]*inbound{}, out: map[deliveryKey]outRec{}, pruneAt: 1 << 30}
 			for i := range 32 {
-				st.in[uint16(i+1)] = &inbound{seq: uint64(1<<20 - i)}
+				st.in[uint16(i+1)] = &inbound{seq: uint64(1<<20 - i), sum: 1<<63 + uint64(i)}
+			}
+			for i := range c.released {
+				st.addReleasedLocked(releasedID{pid: uint16(i + 100), seq: uint64(1<<19 + i), sum: 1<<63 + uint64(i)})
 			}
 			for i := range n {
 				st.out[deliveryKey{"mqtt:dev-1:2:0:site%2F%23", "P1", tick.Tick(1<<40 + i)}] = outRec{pid: uint16(i + 1), state: outReceived}
