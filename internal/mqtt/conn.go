@@ -272,7 +272,13 @@ func (c *Conn) publish(pk packets.Packet) error {
 		// it refuses an aerie client.
 		return c.refusePublish(pk, refuse(packets.ErrNotAuthorized, "not authorized to publish to "+topic, 0))
 	}
-	props, err := publishProps(pk.Properties.User, qos, pk.FixedHeader.Retain)
+	if r, fatal := checkPublishProps(&pk.Properties, pk.Payload); r != nil {
+		if fatal {
+			return *r
+		}
+		return c.refusePublish(pk, *r)
+	}
+	props, err := publishProps(&pk.Properties, qos, pk.FixedHeader.Retain)
 	if err != nil {
 		return c.refusePublish(pk, refuse(packets.ErrImplementationSpecificError, err.Error(), 0))
 	}
@@ -286,7 +292,7 @@ func (c *Conn) publish(pk packets.Packet) error {
 		NoAck: qos == 0} // QoS 0 waits for no PUBACK
 	var keep *retainedMsg
 	if pk.FixedHeader.Retain {
-		keep = &retainedMsg{topic: pk.TopicName, payload: pk.Payload, user: pk.Properties.User, qos: qos}
+		keep = &retainedMsg{topic: pk.TopicName, payload: pk.Payload, props: props, qos: qos, published: time.Now().UnixMilli()}
 		if qos == 0 && c.perms.MayPublish(topic) {
 			c.s.retained.set(*keep) // nothing waits for aerie's answer
 		}
@@ -306,25 +312,6 @@ func (c *Conn) publish(pk packets.Packet) error {
 	}
 	c.s.opts.Host.Request(c.id, p)
 	return nil
-}
-
-// publishProps are the aerie properties of a PUBLISH at qos: its user
-// properties, the QoS below 2 (qosProperty) and whether it is retained
-// (retainProperty).
-func publishProps(user []packets.UserProperty, qos byte, retain bool) (msg.Props, error) {
-	m := make(map[string]any, len(user)+2)
-	for _, u := range user {
-		m[u.Key] = u.Val
-	}
-	delete(m, qosProperty)
-	delete(m, retainProperty)
-	if qos < 2 {
-		m[qosProperty] = int64(qos)
-	}
-	if retain {
-		m[retainProperty] = true
-	}
-	return msg.PropsOf(m)
 }
 
 // refusePublish answers a publish aerie does not take: a PUBACK with the
@@ -772,11 +759,18 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		c.passed(sub, name, ev)
 		return true
 	}
+	interval, published := eventExpiry(ev.Props), ev.Tick.Millis()
+	if _, ok := sendExpiry(interval, published, time.Now().UnixMilli()); !ok && !pending {
+		// Its Message Expiry Interval has passed: not delivered
+		// [MQTT-3.3.2-5], and done for the checkpoint.
+		c.passed(sub, name, ev)
+		return true
+	}
 	qos := min(sub.qos, eventQoS(ev))
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: sub.rap && retainedEvent(ev)},
 		TopicName: topic, Payload: ev.Payload}
 	if c.v5 {
-		pk.Properties.User = UserProps(ev.Props)
+		pk.Properties = mqttProps(ev.Props, ev.Payload)
 		if sub.id > 0 {
 			pk.Properties.SubscriptionIdentifier = []int{sub.id}
 		}
@@ -785,8 +779,22 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		if c.retake(&pk, sub, name, ev, old) {
 			return true // the client has it (PUBREC): PUBREL went again
 		}
+		// Its delivery had begun: it goes again, expired or not, with
+		// what is left of its interval, at least 1 s.
+		if c.v5 && interval > 0 {
+			left, _ := sendExpiry(interval, published, time.Now().UnixMilli())
+			pk.Properties.MessageExpiryInterval = max(left, 1)
+		}
 	} else if qos > 0 && !c.awaitRoom(&pk, sub, name, ev, window) {
 		return false
+	} else if !c.setExpiry(&pk, interval, published) {
+		// It expired while waiting for room in the window.
+		if qos > 0 {
+			c.delivered(pk.PacketID)
+		} else {
+			c.passed(sub, name, ev)
+		}
+		return true
 	} else if qos == 2 && sub.durable {
 		// Durable before the PUBLISH: after a crash it goes again with
 		// this packet id (sessionfile.go).
@@ -811,6 +819,18 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		c.passed(sub, name, ev)
 	}
 	return true
+}
+
+// setExpiry puts into pk the Message Expiry Interval left of a message
+// published at publishedMs with interval, as its PUBLISH goes out
+// [MQTT-3.3.2-6]; false: it has passed, and the message is not delivered
+// [MQTT-3.3.2-5].
+func (c *Conn) setExpiry(pk *packets.Packet, interval uint32, publishedMs int64) bool {
+	left, ok := sendExpiry(interval, publishedMs, time.Now().UnixMilli())
+	if ok && c.v5 {
+		pk.Properties.MessageExpiryInterval = left
+	}
+	return ok
 }
 
 // passed: ev needs no acknowledgement from the client.

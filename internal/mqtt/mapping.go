@@ -18,8 +18,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mochi-mqtt/server/v2/packets"
-
 	"github.com/aerie-mq/aerie/internal/msg"
 )
 
@@ -210,47 +208,9 @@ func MatchesDollar(filter, topic string) bool {
 	return !(WildFirst(filter) && strings.HasPrefix(topic, "$"))
 }
 
-// Props maps MQTT 5 user properties to aerie properties. Every value stays
-// a string, also one that looks like a number (a selector compares it as
-// a string: "temp = '21'", not "temp > 20"). A name given more than once
-// keeps its last value.
-func Props(user []packets.UserProperty) (msg.Props, error) {
-	if len(user) == 0 {
-		return msg.Props{}, nil
-	}
-	m := make(map[string]any, len(user))
-	for _, u := range user {
-		m[u.Key] = u.Val
-	}
-	return msg.PropsOf(m)
-}
-
-// UserProps maps aerie properties to MQTT 5 user properties, in name
-// order, all but qosProperty and retainProperty: strings as they are, integers in decimal,
-// floats in the shortest form that reads back the same, booleans as
-// "true" and "false".
-func UserProps(p msg.Props) []packets.UserProperty {
-	if p.Len() == 0 {
-		return nil
-	}
-	out := make([]packets.UserProperty, 0, p.Len())
-	it := p.Iter()
-	for {
-		name, v, ok := it.Next()
-		if !ok {
-			break
-		}
-		if name == qosProperty || name == retainProperty {
-			continue // aerie's own, not the publisher's
-		}
-		out = append(out, packets.UserProperty{Key: name, Val: valueString(v)})
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
+// valueString is an aerie property value as an MQTT 5 user property's:
+// strings as they are, integers in decimal, floats in the shortest form
+// that reads back the same, booleans as "true" and "false".
 func valueString(v msg.Value) string {
 	switch v.Kind {
 	case msg.PropInt:

@@ -150,13 +150,13 @@ func TestProps(t *testing.T) {
 		t.Errorf("Props(nil) = %v, %v", p, err)
 	}
 
-	back := UserProps(msg.MustProps(map[string]any{"seq": int64(7), "r": 1.5, "ok": true, "s": "x"}))
+	back := mqttProps(msg.MustProps(map[string]any{"seq": int64(7), "r": 1.5, "ok": true, "s": "x"}), nil).User
 	want := []packets.UserProperty{{Key: "ok", Val: "true"}, {Key: "r", Val: "1.5"}, {Key: "s", Val: "x"}, {Key: "seq", Val: "7"}}
 	if !slices.Equal(back, want) {
-		t.Errorf("UserProps = %v, want %v", back, want)
+		t.Errorf("user properties = %v, want %v", back, want)
 	}
-	if UserProps(msg.Props{}) != nil {
-		t.Errorf("UserProps of no properties is not nil")
+	if mqttProps(msg.Props{}, nil).User != nil {
+		t.Errorf("user properties of no properties are not nil")
 	}
 }
 

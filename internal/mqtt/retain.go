@@ -49,8 +49,19 @@ import (
 type retainedMsg struct {
 	topic   string // MQTT form
 	payload []byte
-	user    []packets.UserProperty
+	props   msg.Props // as the event carries them (props.go)
 	qos     byte
+	// published is when it was published, in Unix milliseconds: its
+	// event's tick at the pubend, or, at the broker that took it, when
+	// the PUBLISH was read; its Message Expiry Interval counts from there
+	// (sendExpiry).
+	published int64
+}
+
+// expired reports whether r's Message Expiry Interval has passed at nowMs.
+func (r *retainedMsg) expired(nowMs int64) bool {
+	_, ok := sendExpiry(eventExpiry(r.props), r.published, nowMs)
+	return !ok
 }
 
 // retainStore is the broker's retained messages by MQTT topic.
@@ -105,7 +116,8 @@ func (rs *retainStore) learn(ev *msg.Event) {
 	defer rs.mu.Unlock()
 	if ev.Tick > rs.skip[ev.Pubend] {
 		if topic, ok := TopicOf(ev.Topic); ok {
-			rs.setLocked(retainedMsg{topic: topic, payload: slices.Clone(ev.Payload), user: UserProps(ev.Props), qos: eventQoS(ev)})
+			rs.setLocked(retainedMsg{topic: topic, payload: slices.Clone(ev.Payload), props: ev.Props, qos: eventQoS(ev),
+				published: ev.Tick.Millis()})
 		}
 	}
 	rs.coverLocked(msg.Token{ev.Pubend: ev.Tick})
@@ -358,15 +370,24 @@ func (s *Server) loadRetained() {
 	s.log.Info("MQTT retained store read", "path", path, "messages", len(f.msgs))
 }
 
-// matching returns the retained messages filter matches, by topic.
-func (rs *retainStore) matching(filter string) []retainedMsg {
+// matching returns the retained messages filter matches at nowMs, by
+// topic. One whose Message Expiry Interval has passed is discarded
+// (MQTT 5 §3.3.2.3.3): its topic has no retained message any more.
+func (rs *retainStore) matching(filter string, nowMs int64) []retainedMsg {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	var out []retainedMsg
 	for t, r := range rs.m {
-		if MatchFilter(filter, t) {
-			out = append(out, r)
+		if !MatchFilter(filter, t) {
+			continue
 		}
+		if r.expired(nowMs) {
+			delete(rs.m, t)
+			rs.dirty = true
+			rs.wake()
+			continue
+		}
+		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b retainedMsg) int { return strings.Compare(a.topic, b.topic) })
 	return out
@@ -415,8 +436,9 @@ func (c *Conn) subackSent(pid uint16) {
 	grants := c.retainDue[pid]
 	delete(c.retainDue, pid)
 	var items []queued
+	now := time.Now().UnixMilli()
 	for _, g := range grants {
-		for _, r := range c.s.retained.matching(g.filter) {
+		for _, r := range c.s.retained.matching(g.filter, now) {
 			items = append(items, queued{retained: &r, sub: msgSubID(g.name)})
 		}
 	}
@@ -444,13 +466,23 @@ func (c *Conn) deliverRetained(r *retainedMsg, name string, window int) bool {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: qos, Retain: true},
 		TopicName: r.topic, Payload: r.payload}
 	if c.v5 {
-		pk.Properties.User = r.user
+		pk.Properties = mqttProps(r.props, r.payload)
 		if sub.id > 0 {
 			pk.Properties.SubscriptionIdentifier = []int{sub.id}
 		}
 	}
+	interval := eventExpiry(r.props)
+	if _, ok := sendExpiry(interval, r.published, time.Now().UnixMilli()); !ok {
+		return true // expired since the SUBACK
+	}
 	if qos > 0 && !c.awaitRoom(&pk, sub, msgSubID(name), nil, window) {
 		return false
+	}
+	if !c.setExpiry(&pk, interval, r.published) {
+		if qos > 0 {
+			c.delivered(pk.PacketID)
+		}
+		return true
 	}
 	if err := c.cl.WritePacket(pk); err != nil {
 		if err == packets.ErrPacketTooLarge {

@@ -23,18 +23,23 @@ import (
 // file renamed into place), so it is always one complete store, never a
 // torn one; a checksum catches what the disk changed since.
 //
-//	magic "AERIERET", version byte 1
+//	magic "AERIERET", version byte 2
 //	uvarint n, then n × (string pubend, uvarint tick), pubends ascending
 //	uvarint m, then m × (string topic, bytes payload, byte QoS,
-//	                     uvarint u, then u × (string key, string value)),
+//	                     properties, uvarint published),
 //	                     topics ascending, payloads non-empty
 //	CRC-32C of everything before it, 4 bytes big-endian
 //
-// A string or bytes is a uvarint length and the bytes.
+// A string or bytes is a uvarint length and the bytes. The properties are
+// the event's, in aerie's own encoding (msg.AppendProps, checked by
+// msg.ReadProps: the MQTT 5 properties under their reserved names,
+// props.go); published is in Unix milliseconds (retainedMsg). Version 1
+// (read, never written) had in their place the MQTT 5 user properties,
+// uvarint u, then u × (string key, string value), and no publish time.
 
 const (
 	retainedMagic   = "AERIERET"
-	retainedVersion = 1
+	retainedVersion = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -63,11 +68,8 @@ func encodeRetained(f retainedFile) []byte {
 		b = appendString(b, r.topic)
 		b = appendString(b, string(r.payload))
 		b = append(b, r.qos)
-		b = binary.AppendUvarint(b, uint64(len(r.user)))
-		for _, u := range r.user {
-			b = appendString(b, u.Key)
-			b = appendString(b, u.Val)
-		}
+		b = msg.AppendProps(b, r.props)
+		b = binary.AppendUvarint(b, uint64(r.published))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -86,8 +88,9 @@ func decodeRetained(b []byte) (retainedFile, error) {
 	if len(b) < len(retainedMagic)+1+4 || string(b[:len(retainedMagic)]) != retainedMagic {
 		return retainedFile{}, fmt.Errorf("%w: no %q header", errRetainedFile, retainedMagic)
 	}
-	if v := b[len(retainedMagic)]; v != retainedVersion {
-		return retainedFile{}, fmt.Errorf("%w: version %d, this broker reads version %d", errRetainedFile, v, retainedVersion)
+	v := b[len(retainedMagic)]
+	if v != retainedVersion && v != 1 {
+		return retainedFile{}, fmt.Errorf("%w: version %d, this broker reads versions 1 and %d", errRetainedFile, v, retainedVersion)
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
 	if got := crc32.Checksum(body, castagnoli); got != sum {
@@ -110,11 +113,15 @@ func decodeRetained(b []byte) (retainedFile, error) {
 		r := retainedMsg{topic: d.string("topic")}
 		r.payload = []byte(d.string("payload"))
 		r.qos = d.byte("QoS")
-		u := d.count(2)
-		for j := 0; j < u && d.err == nil; j++ {
-			r.user = append(r.user, packets.UserProperty{Key: d.string("property name"), Val: d.string("property value")})
+		if v == 1 {
+			r.props = d.userProps()
+		} else {
+			r.props = d.props()
+			r.published = int64(d.uvarint("publish time"))
 		}
 		switch {
+		case d.err == nil && r.published < 0:
+			d.fail(fmt.Sprintf("topic %q has publish time %d", r.topic, r.published))
 		case d.err != nil:
 		case i > 0 && r.topic <= last:
 			d.fail(fmt.Sprintf("topic %q not after %q", r.topic, last))
@@ -204,6 +211,38 @@ func (d *decoder) uint64(what string) uint64 {
 	return v
 }
 
+// props reads properties in aerie's encoding (msg.ReadProps checks them).
+func (d *decoder) props() msg.Props {
+	if d.err != nil {
+		return msg.Props{}
+	}
+	p, n, err := msg.ReadProps(d.b)
+	if err != nil {
+		d.fail(fmt.Sprintf("properties: %v", err))
+		return msg.Props{}
+	}
+	d.b = d.b[n:]
+	return p
+}
+
+// userProps reads version 1's MQTT 5 user properties, as aerie
+// properties (Props).
+func (d *decoder) userProps() msg.Props {
+	u := d.count(2)
+	var user []packets.UserProperty
+	for j := 0; j < u && d.err == nil; j++ {
+		user = append(user, packets.UserProperty{Key: d.string("property name"), Val: d.string("property value")})
+	}
+	if d.err != nil {
+		return msg.Props{}
+	}
+	p, err := Props(user)
+	if err != nil {
+		d.fail(fmt.Sprintf("properties: %v", err))
+	}
+	return p
+}
+
 func (d *decoder) byte(what string) byte {
 	if d.err == nil && len(d.b) == 0 {
 		d.fail("no " + what)
@@ -224,7 +263,8 @@ func sameRetained(a, b retainedFile) bool {
 	}
 	for i := range a.msgs {
 		x, y := a.msgs[i], b.msgs[i]
-		if x.topic != y.topic || x.qos != y.qos || !bytes.Equal(x.payload, y.payload) || !slices.Equal(x.user, y.user) {
+		if x.topic != y.topic || x.qos != y.qos || !bytes.Equal(x.payload, y.payload) || x.props.Encoded() != y.props.Encoded() ||
+			x.published != y.published {
 			return false
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,8 @@ func sampleRetained() retainedFile {
 	return retainedFile{
 		token: msg.Token{"P1": 42, "P2": 1 << 40},
 		msgs: []retainedMsg{
-			{topic: "a/b", payload: []byte("on"), qos: 1, user: []packets.UserProperty{{Key: "k", Val: "v"}, {Key: "k2", Val: ""}}},
+			{topic: "a/b", payload: []byte("on"), qos: 1, published: 1_767_225_600_123, props: msg.MustProps(map[string]any{
+				"k": "v", "k2": "", expiryProperty: int64(60), correlationProperty: "\x00\xff", retainProperty: true})},
 			{topic: "$dev/x", payload: []byte{0, 1, 2}, qos: 0},
 			{topic: "/", payload: []byte("root"), qos: 2},
 		},
@@ -86,6 +88,34 @@ func body(fields ...any) []byte {
 	return b
 }
 
+// body2 is body in version 2.
+func body2(fields ...any) []byte {
+	b := body(fields...)
+	b[len(retainedMagic)] = 2
+	return b
+}
+
+// TestRetainedFileVersion1: a store written by the previous version
+// reads with its user properties as aerie properties, escaped as a
+// PUBLISH's are (props.go), and no publish time; it is written back in
+// version 2.
+func TestRetainedFileVersion1(t *testing.T) {
+	f, err := decodeRetained(seal(body(1, "P1", 9, 1, "a", "x", byte(1), 2, "k", "v", "mqtt_qos", "7")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := msg.MustProps(map[string]any{"k": "v", "mqtt__qos": "7"})
+	if len(f.msgs) != 1 || f.msgs[0].props.Encoded() != want.Encoded() || f.msgs[0].published != 0 || f.token["P1"] != 9 {
+		t.Fatalf("version 1 file read as %+v, want properties %v", f, want)
+	}
+	if b := encodeRetained(f); b[len(retainedMagic)] != retainedVersion {
+		t.Fatalf("written in version %d", b[len(retainedMagic)])
+	}
+	if user := mqttProps(f.msgs[0].props, nil).User; !slices.Equal(user, []packets.UserProperty{{Key: "k", Val: "v"}, {Key: "mqtt_qos", Val: "7"}}) {
+		t.Fatalf("delivered with user properties %v", user)
+	}
+}
+
 // TestRetainedFileRefusals: a damaged or malformed file is refused, with
 // an error that says what is wrong; nothing is half-read.
 func TestRetainedFileRefusals(t *testing.T) {
@@ -99,7 +129,11 @@ func TestRetainedFileRefusals(t *testing.T) {
 	}{
 		{"empty", nil, "header"},
 		{"not ours", []byte("{\"topic\":\"a\"}\n....."), "header"},
-		{"version", seal([]byte(retainedMagic + "\x02\x00\x00")), "version 2"},
+		{"version", seal([]byte(retainedMagic + "\x03\x00\x00")), "version 3"},
+		{"v2 properties", seal(body2(0, 1, "a", "x", byte(0), 2, "b", byte(4), "x", "a", byte(4), "y", 0)), "not after"},
+		{"v2 property type", seal(body2(0, 1, "a", "x", byte(0), 1, "b", byte(9), 0)), "unknown type"},
+		{"v2 publish time", seal(append(body2(0, 1, "a", "x", byte(0), 0), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)), "publish time"},
+		{"v2 no publish time", seal(body2(0, 1, "a", "x", byte(0), 0)), "publish time"},
 		{"bit flip", flipped, "checksum"},
 		{"truncated", good[:len(good)-7], "checksum"},
 		{"count too large", seal(body(0, 1000)), "1000 items"},
@@ -130,6 +164,7 @@ func FuzzRetainedFile(f *testing.F) {
 	f.Add(encodeRetained(sampleRetained()))
 	f.Add(encodeRetained(retainedFile{}))
 	f.Add(seal(body(1, "P1", 9, 1, "a", "x", byte(1), 1, "k", "v")))
+	f.Add(seal(body2(1, "P1", 9, 1, "a", "x", byte(1), 1, "k", byte(4), "v", 1_767_225_600_123)))
 	f.Add([]byte(retainedMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		inputs := [][]byte{b}
@@ -266,10 +301,10 @@ func readRetained(t *testing.T, path string) retainedFile {
 
 func storeOf(s *Server) map[string]string {
 	out := map[string]string{}
-	for _, r := range s.retained.matching("#") {
+	for _, r := range s.retained.matching("#", time.Now().UnixMilli()) {
 		out[r.topic] = string(r.payload)
 	}
-	for _, r := range s.retained.matching("$dev/#") {
+	for _, r := range s.retained.matching("$dev/#", time.Now().UnixMilli()) {
 		out[r.topic] = string(r.payload)
 	}
 	return out

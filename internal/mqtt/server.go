@@ -117,16 +117,20 @@ type Server struct {
 	// resumed holds, from CONNECT to the session's start, the durable
 	// subscriptions a persistent session resumes (*mochi.Client →
 	// []msg.DurableSub).
-	resumed  sync.Map
-	perms    sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
-	states   clientStates
-	wills    pendingWills
-	retained retainStore
-	watchID  shell.ClientID // the retained watch's client, once watching
-	watching bool
-	closing  chan struct{} // closed by Close: wills stop waiting, the store is written a last time
-	closeMu  sync.Once
-	bg       sync.WaitGroup // keepRetained, and the retained watch's start
+	resumed sync.Map
+	perms   sync.Map // *mochi.Client → *auth.Perms, from authentication to the session
+	// willProps holds, from CONNECT to the session's start, the will's
+	// MQTT 5 properties (*mochi.Client → packets.Properties): the
+	// library's Will keeps only its user properties.
+	willProps sync.Map
+	states    clientStates
+	wills     pendingWills
+	retained  retainStore
+	watchID   shell.ClientID // the retained watch's client, once watching
+	watching  bool
+	closing   chan struct{} // closed by Close: wills stop waiting, the store is written a last time
+	closeMu   sync.Once
+	bg        sync.WaitGroup // keepRetained, and the retained watch's start
 }
 
 // Start serves MQTT on opts.Listener until Close.
@@ -319,7 +323,10 @@ func (h *hook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 			"broker %s keeps no data, so it cannot keep persistent sessions (clean session 0): connect to a broker with a data directory", h.s.opts.Broker), 0x03)
 		r = &x
 	default:
-		r = checkWill(cl, perms)
+		r = checkWill(cl, perms, &pk.Connect.WillProperties)
+	}
+	if r == nil && pk.Connect.WillFlag {
+		h.s.willProps.Store(cl, pk.Connect.WillProperties) // takeWill's
 	}
 	if r == nil {
 		if !h.s.opts.Sessions {
@@ -418,6 +425,7 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 func (h *hook) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 	h.s.perms.Delete(cl) // authenticated, but no session was established
 	h.s.resumed.Delete(cl)
+	h.s.willProps.Delete(cl)
 	c := h.s.conn(cl)
 	if c == nil {
 		return

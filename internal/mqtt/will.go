@@ -45,29 +45,39 @@ func (s *Server) takeWill(cl *mochi.Client, perms *auth.Perms) (*will, error) {
 	if err != nil {
 		return nil, err
 	}
-	props, err := publishProps(w.User, w.Qos, w.Retain)
+	var wp packets.Properties // the library keeps only the user properties
+	if x, ok := s.willProps.LoadAndDelete(cl); ok {
+		wp = x.(packets.Properties)
+	}
+	wp.User = w.User
+	props, err := publishProps(&wp, w.Qos, w.Retain)
 	if err != nil {
 		return nil, err
 	}
 	cl.Properties.Will = mochi.Will{}
 	out := &will{topic: topic, props: props, payload: w.Payload, delay: time.Duration(w.WillDelayInterval) * time.Second,
 		perms: perms}
-	if out.file, err = s.saveWill(cl.ID, storedOf(cl.ID, w.TopicName, w.Payload, w.User, w.Qos, w.Retain)); err != nil {
+	if out.file, err = s.saveWill(cl.ID, storedOf(cl.ID, w.TopicName, w.Payload, &wp, w.Qos, w.Retain)); err != nil {
 		s.log.Warn("MQTT will kept in memory only", "client", cl.ID, "err", err)
 	}
 	if w.Retain {
-		out.retain = &retainedMsg{topic: w.TopicName, payload: w.Payload, user: w.User, qos: w.Qos}
+		out.retain = &retainedMsg{topic: w.TopicName, payload: w.Payload, props: props, qos: w.Qos}
 	}
 	return out, nil
 }
 
 // checkWill is the CONNECT's refusal for a will aerie cannot publish, nil
 // if there is none: a topic with no aerie form, or one the user may not
-// publish to.
-func checkWill(cl *mochi.Client, perms *auth.Perms) *refusal {
+// publish to, or properties it does not take (checkPublishProps: CONNACK
+// 0x82 or 0x99, as MQTT 5 §3.1.3.2 lets a server).
+func checkWill(cl *mochi.Client, perms *auth.Perms, wp *packets.Properties) *refusal {
 	w := cl.Properties.Will
 	if w.Flag == 0 {
 		return nil
+	}
+	if r, _ := checkPublishProps(wp, w.Payload); r != nil {
+		x := refuse(r.code, "will: "+r.code.Reason, 0)
+		return &x
 	}
 	topic, err := Topic(w.TopicName)
 	if err != nil {
@@ -197,6 +207,9 @@ func (s *Server) publishWill(cl *mochi.Client, st *clientState, w *will) {
 		return
 	}
 	wc.mu.Lock()
+	if w.retain != nil {
+		w.retain.published = time.Now().UnixMilli() // its expiry counts from here
+	}
 	wc.acks = []pendingAck{{seq: seq, typ: packets.Puback, retain: w.retain}}
 	wc.mu.Unlock()
 	s.opts.Host.Request(wc.id, msg.Publish{Pubend: wc.pubend, Publisher: wc.publisher, Seq: seq,

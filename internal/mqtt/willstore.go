@@ -26,6 +26,25 @@ type storedWill struct {
 	User     [][2]string
 	QoS      byte
 	Retain   bool
+	// The will's MQTT 5 properties (props.go), absent when not given.
+	PayloadFormat *byte  `json:",omitempty"`
+	Expiry        uint32 `json:",omitempty"`
+	ContentType   string `json:",omitempty"`
+	ResponseTopic string `json:",omitempty"`
+	Correlation   []byte `json:",omitempty"`
+}
+
+// properties are the will's MQTT 5 properties.
+func (sw *storedWill) properties() packets.Properties {
+	p := packets.Properties{MessageExpiryInterval: sw.Expiry, ContentType: sw.ContentType,
+		ResponseTopic: sw.ResponseTopic, CorrelationData: sw.Correlation}
+	if sw.PayloadFormat != nil {
+		p.PayloadFormat, p.PayloadFormatFlag = *sw.PayloadFormat, true
+	}
+	for _, u := range sw.User {
+		p.User = append(p.User, packets.UserProperty{Key: u[0], Val: u[1]})
+	}
+	return p
 }
 
 var willSeq atomic.Uint64
@@ -92,9 +111,13 @@ func (s *Server) dropWill(path string) {
 }
 
 // storedOf is the file form of a CONNECT's will.
-func storedOf(clientID string, topic string, payload []byte, user []packets.UserProperty, qos byte, retain bool) storedWill {
-	w := storedWill{ClientID: clientID, Topic: topic, Payload: payload, QoS: qos, Retain: retain}
-	for _, u := range user {
+func storedOf(clientID string, topic string, payload []byte, p *packets.Properties, qos byte, retain bool) storedWill {
+	w := storedWill{ClientID: clientID, Topic: topic, Payload: payload, QoS: qos, Retain: retain,
+		Expiry: p.MessageExpiryInterval, ContentType: p.ContentType, ResponseTopic: p.ResponseTopic, Correlation: p.CorrelationData}
+	if p.PayloadFormatFlag {
+		w.PayloadFormat = &p.PayloadFormat
+	}
+	for _, u := range p.User {
 		w.User = append(w.User, [2]string{u.Key, u.Val})
 	}
 	return w
@@ -129,18 +152,15 @@ func (s *Server) publishStoredWills() {
 			s.dropWill(path)
 			continue
 		}
-		var user []packets.UserProperty
-		for _, u := range sw.User {
-			user = append(user, packets.UserProperty{Key: u[0], Val: u[1]})
-		}
+		wp := sw.properties()
 		topic, err := Topic(sw.Topic)
 		var w *will
 		if err == nil {
-			props, perr := publishProps(user, sw.QoS, sw.Retain)
+			props, perr := publishProps(&wp, sw.QoS, sw.Retain)
 			err = perr
 			w = &will{topic: topic, props: props, payload: sw.Payload, file: path}
 			if sw.Retain {
-				w.retain = &retainedMsg{topic: sw.Topic, payload: sw.Payload, user: user, qos: sw.QoS}
+				w.retain = &retainedMsg{topic: sw.Topic, payload: sw.Payload, props: props, qos: sw.QoS}
 			}
 		}
 		if err != nil {
