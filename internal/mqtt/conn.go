@@ -760,7 +760,7 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		return true
 	}
 	interval, published := eventExpiry(ev.Props), ev.Tick.Millis()
-	if _, ok := sendExpiry(interval, published, time.Now().UnixMilli()); !ok && !pending {
+	if interval > 0 && !pending && c.expired(interval, published) {
 		// Its Message Expiry Interval has passed: not delivered
 		// [MQTT-3.3.2-5], and done for the checkpoint.
 		c.passed(sub, name, ev)
@@ -826,11 +826,21 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 // [MQTT-3.3.2-6]; false: it has passed, and the message is not delivered
 // [MQTT-3.3.2-5].
 func (c *Conn) setExpiry(pk *packets.Packet, interval uint32, publishedMs int64) bool {
+	if interval == 0 {
+		return true // no clock read for the common case
+	}
 	left, ok := sendExpiry(interval, publishedMs, time.Now().UnixMilli())
 	if ok && c.v5 {
 		pk.Properties.MessageExpiryInterval = left
 	}
 	return ok
+}
+
+// expired reports whether a message published at publishedMs with
+// interval has expired now [MQTT-3.3.2-5].
+func (c *Conn) expired(interval uint32, publishedMs int64) bool {
+	_, ok := sendExpiry(interval, publishedMs, time.Now().UnixMilli())
+	return !ok
 }
 
 // passed: ev needs no acknowledgement from the client.

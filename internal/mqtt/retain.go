@@ -472,7 +472,7 @@ func (c *Conn) deliverRetained(r *retainedMsg, name string, window int) bool {
 		}
 	}
 	interval := eventExpiry(r.props)
-	if _, ok := sendExpiry(interval, r.published, time.Now().UnixMilli()); !ok {
+	if interval > 0 && c.expired(interval, r.published) {
 		return true // expired since the SUBACK
 	}
 	if qos > 0 && !c.awaitRoom(&pk, sub, msgSubID(name), nil, window) {
