@@ -424,3 +424,34 @@ func FuzzProps(f *testing.F) {
 		}
 	})
 }
+
+// TestExpiredCheckpoint: on a persistent session's durable subscription,
+// an event whose Message Expiry Interval has passed is not delivered and
+// counts as done: the checkpoint passes it.
+func TestExpiredCheckpoint(t *testing.T) {
+	s, h := startFake(t, "P1")
+	c := dial(t, s, "exp-ckpt", 5)
+	c.Close()
+	c, err := mqtttest.Dial(s.Addr(), "exp-ckpt", 5, func(pk *packets.Packet) {
+		pk.Connect.Clean = false
+		pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 300, true
+	})
+	if err != nil || c.Connack.ReasonCode != 0 {
+		t.Fatalf("CONNACK %#x, %v", c.Connack.ReasonCode, err)
+	}
+	t.Cleanup(c.Close)
+	sub, conn := subscribeFake(t, c, h, "a", 1)
+	old := tick.FromMillis(time.Now().UnixMilli() - 5_000)
+	props := msg.MustProps(map[string]any{expiryProperty: int64(2), qosProperty: int64(1)})
+	conn.Send(msg.Delivery{Sub: sub, Event: msg.NewEvent("P1", old, "p", 1, "a", props, []byte("old"))})
+	for {
+		r := h.request(t)
+		if a, ok := r.m.(msg.SubAck); ok {
+			if a.Sub != sub || a.Token["P1"] != old {
+				t.Fatalf("checkpoint told %+v, want %s at P1:%d", a, sub, old)
+			}
+			break
+		}
+	}
+	nothing(t, c, "for an expired event")
+}
