@@ -9,7 +9,8 @@
 // fsync at its pubend (Gryphon GD).
 //
 // This file is the mapping between the two namespaces, pure and table
-// tested: topics, filters and properties. docs/MQTT.md states it for users.
+// tested: topics and filters (props.go maps the properties). docs/MQTT.md
+// states it for users.
 package mqtt
 
 import (
