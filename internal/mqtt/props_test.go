@@ -455,3 +455,31 @@ func TestExpiredCheckpoint(t *testing.T) {
 	}
 	nothing(t, c, "for an expired event")
 }
+
+// TestPublishSumProps: two QoS 2 PUBLISHes that differ only in a property
+// that crosses the network are different messages to the released-id
+// check (qos2.go); one sent again with its expiry interval counted down
+// is the same.
+func TestPublishSumProps(t *testing.T) {
+	base := packets.Packet{TopicName: "q", Payload: []byte("m"), Properties: allProps()}
+	sum := publishSum(base)
+	same := base
+	same.Properties.MessageExpiryInterval = 59
+	if publishSum(same) != sum {
+		t.Error("a PUBLISH sent again with its expiry counted down is another message")
+	}
+	for name, change := range map[string]func(*packets.Properties){
+		"correlation data": func(p *packets.Properties) { p.CorrelationData = []byte{9} },
+		"response topic":   func(p *packets.Properties) { p.ResponseTopic = "other" },
+		"content type":     func(p *packets.Properties) { p.ContentType = "" },
+		"payload format":   func(p *packets.Properties) { p.PayloadFormat = 0 },
+		"no format":        func(p *packets.Properties) { p.PayloadFormatFlag = false },
+	} {
+		other := base
+		other.Properties = allProps()
+		change(&other.Properties)
+		if publishSum(other) == sum {
+			t.Errorf("%s: a different message has the same digest", name)
+		}
+	}
+}

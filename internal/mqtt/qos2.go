@@ -119,7 +119,10 @@ type releasedID struct {
 }
 
 // publishSum is the digest of what a PUBLISH gives aerie: topic,
-// payload, retain flag and user properties (never 0).
+// payload, retain flag, user properties, and, when it has any, its
+// payload format indicator, content type, response topic and
+// correlation data (props.go); not its message expiry interval, which a
+// client may count down when it sends the PUBLISH again (never 0).
 func publishSum(pk packets.Packet) uint64 {
 	var b []byte
 	b = appendString(b, pk.TopicName)
@@ -134,6 +137,17 @@ func publishSum(pk packets.Packet) uint64 {
 	for _, u := range pk.Properties.User {
 		b = appendString(b, u.Key)
 		b = appendString(b, u.Val)
+	}
+	if p := &pk.Properties; p.PayloadFormatFlag || p.ContentType != "" || p.ResponseTopic != "" || len(p.CorrelationData) > 0 {
+		// Only then: the digest of a PUBLISH without them is as it was
+		// before they crossed the network (session files keep digests).
+		b = append(b, 1, p.PayloadFormat)
+		if !p.PayloadFormatFlag {
+			b[len(b)-2] = 2
+		}
+		b = appendString(b, p.ContentType)
+		b = appendString(b, p.ResponseTopic)
+		b = appendString(b, string(p.CorrelationData))
 	}
 	h := sha256.Sum256(b)
 	return max(binary.BigEndian.Uint64(h[:8]), 1)
