@@ -422,10 +422,18 @@ func (w *world) raftWork(n *node) {
 }
 
 // raftDiskFailed: a failed write or fsync cannot be retried safely: the
-// member stops (crash-only) and a supervisor restarts it.
+// member stops (crash-only) and a supervisor restarts it. Its process
+// closes the member on the way out, as the broker's Run does, which cuts
+// a failed log back to its synced records (raftlog.Log.Close,
+// storage.Store.Close).
 func (w *world) raftDiskFailed(n *node, err error) {
 	w.watchf("disk failed at %s: %v", n.id, err)
 	w.fsyncFailures++
+	if n.up && n.raft.rn != nil {
+		if err := n.raft.rn.Close(); err != nil {
+			w.watchf("close of %s: %v", n.id, err)
+		}
+	}
 	w.crash(n)
 	w.after(time.Duration(100+w.rng.IntN(900))*time.Millisecond, func() { w.restart(n) })
 }

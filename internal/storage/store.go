@@ -222,10 +222,22 @@ func (s *Store) Size() int64 { return s.log.Size() }
 // Bounds returns the log's first and next index.
 func (s *Store) Bounds() (first, next uint64) { return s.log.FirstIndex(), s.log.NextIndex() }
 
-// Close closes the log.
+// Close syncs what was appended and closes the log. A log whose write or
+// fsync failed (now or before) is first cut back to what its last
+// successful Sync made durable, as Reopen does: the broker stops,
+// crash-only, and its restart without a power loss would otherwise read
+// bytes that the page cache holds but a failed fsync may never have
+// written, count them as durable, and lose them at a later power loss
+// (docs/RELIABILITY.md "Disk full").
 func (s *Store) Close() error {
-	err := s.log.Flush()
+	err := s.log.Sync()
 	s.summarise()
+	if failed := s.log.Failed(); failed != nil {
+		err = failed
+		if rerr := s.Reopen(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("storage: cut a failed log back to its synced records: %w", rerr))
+		}
+	}
 	if cerr := s.log.Close(); err == nil {
 		err = cerr
 	}

@@ -327,5 +327,26 @@ func (l *Log) Stats() Stats {
 // Ready). A failure is sticky (eventlog's fail-stop): the member must stop.
 func (l *Log) Sync() error { return l.l.Sync() }
 
-// Close closes the log.
-func (l *Log) Close() error { return l.l.Close() }
+// Close syncs what was appended and closes the log. A log whose write or
+// fsync failed (now or before) is first cut back to what its last
+// successful Sync made durable (eventlog.Log.Reopen): the member stops,
+// crash-only, and its restart without a power loss would otherwise read
+// bytes that the page cache holds but a failed fsync may never have
+// written, count them as durable, and lose them at a later power loss
+// (docs/RELIABILITY.md "Disk full"). What the cut drops was never
+// reported durable: the Raft log keeps its synced Readies.
+func (l *Log) Close() error {
+	if l.l.Failed() == nil {
+		if err := l.l.Sync(); err == nil {
+			return l.l.Close()
+		}
+	}
+	failed := l.l.Failed()
+	nl, _, err := l.l.Reopen()
+	if err != nil {
+		l.l.Close()
+		return errors.Join(failed, fmt.Errorf("raftlog: cut a failed log back to its synced records: %w", err))
+	}
+	nl.Close()
+	return failed
+}
