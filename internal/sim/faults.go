@@ -46,7 +46,8 @@ func (w *world) scheduleDiskFull() {
 		}
 		var phbs []*node
 		for _, id := range w.order {
-			if n := w.nodes[id]; n.diskFS() != nil && n.broker.Role == PHB && !n.diskFull {
+			// Not a member of a cell that has not formed yet: see cellFormed.
+			if n := w.nodes[id]; n.diskFS() != nil && n.broker.Role == PHB && !n.diskFull && (n.raft == nil || w.cellFormed(n)) {
 				phbs = append(phbs, n)
 			}
 		}
@@ -132,6 +133,11 @@ func (w *world) inject(kind string) {
 		}
 		if len(phbs) > 0 {
 			n := phbs[w.rng.IntN(len(phbs))]
+			if n.raft != nil && !w.cellFormed(n) {
+				// A member whose first fsync fails stops with nothing
+				// durable, as after a power loss: see cellFormed.
+				return
+			}
 			if n.raft != nil {
 				n.raft.fs.InjectError(vfs.OpSync, "", errors.New("sim: injected fsync failure"))
 			} else {

@@ -394,31 +394,81 @@ func (w *world) raftWork(n *node) {
 		if !n.up || n.inc != inc || r.rn != rn {
 			return
 		}
-		r.busy = false
-		if err := rn.Sync(); err != nil {
-			w.raftDiskFailed(n, err)
-			return
-		}
-		for _, ev := range rn.Events() {
-			switch ev.Kind {
-			case raftnode.EventServe:
-				w.serve(n, ev)
-			case raftnode.EventLost:
-				w.watchf("%s lost the leadership of term %d", n.id, ev.Lost.Term)
-				w.standby(n)
-			case raftnode.EventRejoin:
-				w.watchf("%s rejoins its cell as Raft member %d: %s", n.id,
-					raftphb.MemberID(raftphb.Slot(ev.Rejoin.ID), ev.Rejoin.Gen), ev.Rejoin.Reason)
-				w.raftStats.rejoins++
+		if err := rn.SyncLog(); err != nil {
+			if noRoom(err) {
+				w.raftLogFull(n, rn, inc, err, raftResumeFirst)
+				return
 			}
-		}
-		if err := rn.RunJobs(); err != nil {
 			w.raftDiskFailed(n, err)
 			return
 		}
-		w.follow(n, false)
-		w.raftWork(n)
+		w.raftSynced(n, rn)
 	})
+}
+
+// raftResumeFirst and raftResumeMax bound the waits of a member whose Raft
+// log had no room before it tries again, as the broker does
+// (internal/broker raftLogFull).
+const (
+	raftResumeFirst = 500 * time.Millisecond
+	raftResumeMax   = 5 * time.Second
+)
+
+// raftLogFull: the fsync of n's written Ready failed for want of room
+// (FaultDiskFull). The member keeps its state and its place in the cell:
+// it reopens its Raft log after wait, the Ready appended again
+// (raftnode.Node.ResumeLog), and fsyncs it once that succeeds, waiting
+// twice as long each time the disk is still full.
+func (w *world) raftLogFull(n *node, rn *raftnode.Node, inc int, err error, wait time.Duration) {
+	w.watchf("raft log full at %s: %v", n.id, err)
+	w.after(wait, func() {
+		if !n.up || n.inc != inc || n.raft.rn != rn {
+			return
+		}
+		err := rn.ResumeLog()
+		if err == nil {
+			err = rn.SyncLog()
+		}
+		switch {
+		case err == nil:
+			w.watchf("raft log resumed at %s", n.id)
+			w.raftSynced(n, rn)
+		case noRoom(err):
+			w.raftLogFull(n, rn, inc, err, min(2*wait, raftResumeMax))
+		default:
+			w.raftDiskFailed(n, err)
+		}
+	})
+}
+
+// raftSynced completes n's written Ready once its fsync succeeded: send,
+// apply, leadership changes, then the next Ready.
+func (w *world) raftSynced(n *node, rn *raftnode.Node) {
+	r := n.raft
+	r.busy = false
+	if err := rn.Complete(); err != nil {
+		w.raftDiskFailed(n, err)
+		return
+	}
+	for _, ev := range rn.Events() {
+		switch ev.Kind {
+		case raftnode.EventServe:
+			w.serve(n, ev)
+		case raftnode.EventLost:
+			w.watchf("%s lost the leadership of term %d", n.id, ev.Lost.Term)
+			w.standby(n)
+		case raftnode.EventRejoin:
+			w.watchf("%s rejoins its cell as Raft member %d: %s", n.id,
+				raftphb.MemberID(raftphb.Slot(ev.Rejoin.ID), ev.Rejoin.Gen), ev.Rejoin.Reason)
+			w.raftStats.rejoins++
+		}
+	}
+	if err := rn.RunJobs(); err != nil {
+		w.raftDiskFailed(n, err)
+		return
+	}
+	w.follow(n, false)
+	w.raftWork(n)
 }
 
 // raftDiskFailed: a failed write or fsync cannot be retried safely: the

@@ -102,3 +102,62 @@ func TestReopenAfterDiskFull(t *testing.T) {
 	}
 	checkLoaded(t, ld, nil, recs)
 }
+
+// TestCloseCutsFailedStore: a broker that stops after its store's fsync
+// failed on a full disk closes the store, which cuts the records that
+// fsync did not make durable (and the summaries of segments sealed on
+// the way). A restart without a power loss must not find them: the page
+// cache holds them, but a later power loss would take them back
+// (vfs.MemFS.SetFull).
+func TestCloseCutsFailedStore(t *testing.T) {
+	opts := eventlog.Options{SegmentBytes: 1 << 10}
+	fsys := vfs.NewMem()
+	s, _, _, err := Open(fsys, "/d/log", "/d/snap", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(i int) msg.Record {
+		return msg.Record{Pubend: "P1", Event: &msg.Event{Pubend: "P1", Tick: tick.Tick(10 + i), Topic: "t", Payload: make([]byte, 40)}}
+	}
+	var recs []msg.Record
+	for i := range 30 {
+		recs = append(recs, ev(i))
+	}
+	if _, err := s.Append(recs[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Written whole, rolling segments, before the disk filled: the fsync
+	// fails, not the writes.
+	if _, err := s.Append(recs[10:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fsys.SetFull(syscall.ENOSPC)
+	if err := s.Sync(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("sync on a full disk: %v", err)
+	}
+	if err := s.Close(); !errors.Is(err, eventlog.ErrFailed) {
+		t.Fatalf("close of a failed store: %v, want its failure", err)
+	}
+	fsys.Kill()
+	fsys.SetFull(nil)
+	check := func(when string) {
+		t.Helper()
+		s, ld, _, err := Open(fsys, "/d/log", "/d/snap", opts)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if ld.Next != 10 {
+			t.Fatalf("%s: the store ends at %d, want 10 (the last synced)", when, ld.Next)
+		}
+		s.Close()
+	}
+	check("restart")
+	fsys.CrashWith(func(string) *rand.Rand { return rand.New(rand.NewPCG(5, 6)) })
+	check("power loss")
+}

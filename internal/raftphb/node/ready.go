@@ -173,6 +173,30 @@ func (n *Node) SyncLog() error {
 	return nil
 }
 
+// ResumeLog retries the written Ready after SyncLog failed for want of
+// room (storage.NoRoom): it reopens the Raft log, cut back to what its
+// last successful fsync made durable (raftlog.Log.Reopen), and appends the
+// Ready's entries and hard state again, for the next SyncLog. Nothing of
+// the Ready has left the member that waits for its fsync, and the replica
+// has not advanced past it, so the member goes on as if that fsync had
+// only been slow: it keeps its Raft state and its place in the cell
+// instead of restarting (docs/RELIABILITY.md "Disk full"). If it fails
+// for want of room, ResumeLog may be called again later; any other error
+// means the member must stop (crash-only).
+func (n *Node) ResumeLog() error {
+	rd := n.written
+	if rd == nil {
+		return nil
+	}
+	if err := n.rlog.Reopen(); err != nil {
+		return fmt.Errorf("raft log: %w", err)
+	}
+	if err := n.rlog.Append(rd.Entries, rd.HardState); err != nil {
+		return fmt.Errorf("raft log: %w", err)
+	}
+	return nil
+}
+
 // Complete carries out the written Ready once SyncLog succeeded (Sync's
 // second half): Raft log first, so nothing leaves the member (votes,
 // append acks) and nothing is applied before what Raft asked to persist

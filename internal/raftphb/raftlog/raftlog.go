@@ -73,9 +73,10 @@ var ErrCorrupt = errors.New("raftlog: corrupt raft log")
 
 // Log is an open Raft log. Not safe for concurrent use.
 type Log struct {
-	fs  vfs.FS
-	dir string
-	l   *eventlog.Log
+	fs   vfs.FS
+	dir  string
+	opts eventlog.Options
+	l    *eventlog.Log
 	buf []byte
 
 	// snap is the last snapshot (nil: none; the log starts at index 1);
@@ -106,7 +107,7 @@ func Open(fsys vfs.FS, dir string, opts eventlog.Options) (*Log, raftphb.Restore
 	if err != nil {
 		return nil, st, rec, fmt.Errorf("raftlog: %w", err)
 	}
-	lg := &Log{fs: fsys, dir: dir, l: l}
+	lg := &Log{fs: fsys, dir: dir, opts: opts, l: l}
 	start, err := lg.readSnapshot()
 	if err != nil {
 		l.Close()
@@ -336,17 +337,39 @@ func (l *Log) Sync() error { return l.l.Sync() }
 // (docs/RELIABILITY.md "Disk full"). What the cut drops was never
 // reported durable: the Raft log keeps its synced Readies.
 func (l *Log) Close() error {
+	var err error
 	if l.l.Failed() == nil {
-		if err := l.l.Sync(); err == nil {
+		if err = l.l.Sync(); err == nil {
 			return l.l.Close()
 		}
 	}
-	failed := l.l.Failed()
+	nl, _, rerr := l.l.Reopen()
+	if rerr != nil {
+		l.l.Close()
+		return errors.Join(err, fmt.Errorf("raftlog: cut a failed log back to its synced records: %w", rerr))
+	}
+	return errors.Join(err, nl.Close())
+}
+
+// Reopen recovers a log whose write or fsync failed (a full disk) without
+// a restart: it keeps what the last successful Sync made durable and
+// nothing after it (eventlog.Log.Reopen says why that is the safe cut),
+// and reads it again as Open does. What was appended since that Sync must
+// be appended again. If it fails (the disk is still full), the log stays
+// failed and Reopen may be tried again later; an error that is not for
+// want of room may leave it closed.
+func (l *Log) Reopen() error {
 	nl, _, err := l.l.Reopen()
 	if err != nil {
-		l.l.Close()
-		return errors.Join(failed, fmt.Errorf("raftlog: cut a failed log back to its synced records: %w", err))
+		return fmt.Errorf("raftlog: %w", err)
 	}
-	nl.Close()
-	return failed
+	if err := nl.Close(); err != nil {
+		return fmt.Errorf("raftlog: %w", err)
+	}
+	fresh, _, _, err := Open(l.fs, l.dir, l.opts)
+	if err != nil {
+		return err
+	}
+	*l = *fresh
+	return nil
 }
