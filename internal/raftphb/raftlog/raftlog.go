@@ -77,7 +77,7 @@ type Log struct {
 	dir  string
 	opts eventlog.Options
 	l    *eventlog.Log
-	buf []byte
+	buf  []byte
 
 	// snap is the last snapshot (nil: none; the log starts at index 1);
 	// pos[k] is the eventlog index of the current record of entry
