@@ -25,7 +25,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 100, "number of seeds to run")
 	start := fs.Uint64("start", 1, "first seed")
 	seed := fs.Int64("seed", -1, "run this one seed only, printing its plan first")
-	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all but diskfull, \"none\" for none")
+	faults := fs.String("faults", "", "comma-separated fault kinds allowed ("+strings.Join(sim.FaultNames(), ",")+"); default all, \"none\" for none")
 	topology := fs.String("topology", "swarm", "topology: "+strings.Join(sim.TopologyNames(), ", ")+" (fig6 also runs the b1–s1 failure script of Gryphon GD §4.2; cc the link failure under a bandwidth cap of Gryphon CC §5 E1, cc-e2 its alternating bandwidth limit, E2; cc-e3 the five-SHB network of E3 with limits and a failure in several places; cc-e4 E1's failure for each Δt_rec of --dt-rec, E4; cc-collapse-ib and cc-collapse-pb the two collapses of Gryphon CC §2 without congestion control, Figs. 2–4: IB–SB1 throttled below the publication rate, and PB–IB limited while IB–SB2 is down 120 s)")
 	trace := fs.Bool("trace", false, "write per-broker time series (latency, nacks sent, nack range) as CSV to sim-trace-<seed>.csv")
 	traceFile := fs.String("trace-file", "", "write the trace CSV to this file instead (implies --trace)")

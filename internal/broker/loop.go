@@ -351,6 +351,11 @@ func (n *Node) loop(ctx context.Context) error {
 				n.closeAll("broker storage failed")
 				return fmt.Errorf("%w, stopping (crash-only)", err)
 			}
+		case <-n.raftResumeC():
+			if err := n.raftResume(); err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("%w, stopping (crash-only)", err)
+			}
 		case <-trim.C:
 			if n.store != nil || n.raft != nil {
 				// Room an operator made while no job ran (the persister

@@ -19,6 +19,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/raftphb/forward"
 	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
 	"github.com/aerie-mq/aerie/internal/shell"
+	"github.com/aerie-mq/aerie/internal/storage"
 )
 
 // A member of a replicated PHB cell (docs/CONFIG.md; docs/REPLICATION.md)
@@ -77,6 +78,12 @@ type raftState struct {
 	// syncing: a goroutine fsyncs the Raft log and reports on synced.
 	syncing bool
 	synced  chan error
+	// full: the Raft log's fsync failed for want of room; the member
+	// waits resumeWait (resume fires) and tries again (raftLogFull).
+	full       error
+	fullSince  time.Time
+	resume     <-chan time.Time
+	resumeWait time.Duration
 	// One-hop forwarding of clients (forward.go): the clients this member
 	// forwards for while it does not serve, with their permissions; the
 	// forwarded streams it serves, each a session of its shell.
@@ -349,6 +356,11 @@ func (n *Node) stepRaft(from msg.NodeID, m msg.Raft) error {
 // fatal (a disk failed).
 func (n *Node) runRaft() error {
 	r := n.raft
+	if r.full != nil {
+		// The written Ready waits for room (raftLogFull): nothing
+		// else is written, applied or read meanwhile.
+		return r.fatal
+	}
 	for !r.syncing {
 		ok, err := r.rn.Write()
 		if err != nil {
@@ -388,14 +400,66 @@ func (n *Node) runRaft() error {
 
 // raftSynced: the Raft log's fsync returned.
 func (n *Node) raftSynced(err error) error {
-	n.raft.syncing = false
+	r := n.raft
+	r.syncing = false
+	if _, ok := storage.NoRoom(err); ok {
+		n.raftLogFull(err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	if r.full != nil {
+		n.log.Warn("Raft log writable again: the member goes on", "err", r.full, "after", time.Since(r.fullSince).Round(time.Millisecond))
+		r.full, r.resumeWait = nil, 0
 	}
 	if err := n.completeRaft(); err != nil {
 		return err
 	}
 	return n.runRaft()
+}
+
+// Waits of a member whose Raft log had no room before it tries again, as
+// a plain PHB's log (shell.Reopener).
+const (
+	raftResumeFirst = 500 * time.Millisecond
+	raftResumeMax   = 5 * time.Second
+)
+
+// raftLogFull: the fsync of the written Ready failed for want of room. The
+// member keeps running, its Raft state and its place in the cell: after
+// a wait (0.5 s, doubling to at most 5 s) raftResume reopens the Raft log,
+// cut to its synced records, and writes the Ready again. Meanwhile it
+// writes nothing else, as if that fsync were slow; the cell elects
+// another leader if it led (docs/RELIABILITY.md "Disk full").
+func (n *Node) raftLogFull(err error) {
+	r := n.raft
+	if r.full == nil {
+		n.log.Error("Raft log disk full: the member waits for room, keeping its place in the cell; nothing acknowledged is lost", "err", err)
+		r.fullSince = time.Now()
+	}
+	r.full = err
+	r.resumeWait = min(max(2*r.resumeWait, raftResumeFirst), raftResumeMax)
+	r.resume = time.After(r.resumeWait)
+}
+
+// raftResume: the wait after a full Raft log is over: write the Ready
+// again and fsync it on the goroutine, as runRaft does.
+func (n *Node) raftResume() error {
+	r := n.raft
+	r.resume = nil
+	err := r.rn.ResumeLog()
+	if _, ok := storage.NoRoom(err); ok {
+		n.raftLogFull(err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("broker %s: %w", n.opts.ID, err)
+	}
+	r.syncing = true
+	rn, done := r.rn, r.synced
+	go func() { done <- rn.SyncLog() }()
+	return nil
 }
 
 // completeRaft sends, applies (acks reach the serving shell) and acts on
@@ -571,3 +635,12 @@ func (r raftReport) Persisted(first uint64, err error) error {
 func (r raftReport) Fetched(f gd.Fetched) { r.n.sh.Fetched(f) }
 
 func (r raftReport) Trimmed(first, dropped uint64, err error) { r.n.sh.Trimmed(first, dropped, err) }
+
+// raftResumeC fires when a member whose Raft log had no room tries again
+// (raftLogFull); nil otherwise.
+func (n *Node) raftResumeC() <-chan time.Time {
+	if n.raft == nil {
+		return nil
+	}
+	return n.raft.resume
+}

@@ -78,8 +78,12 @@ const (
 	// FaultDiskFull fills a PHB's disk for 0.2–5 s (vfs.MemFS.SetFull):
 	// its writes and fsyncs fail with ENOSPC. A plain PHB refuses
 	// publishes meanwhile and reopens its log once room returns
-	// (shell.Reopener); a replicated cell's member stops (crash-only) and
-	// is restarted, its cell going on without it. Nothing acknowledged
+	// (shell.Reopener); a replicated cell's member whose Raft log fsync
+	// fails waits for room and writes its Ready again (raftnode
+	// Node.ResumeLog), and one whose pubend store fails stops
+	// (crash-only), cuts its failed logs back to their synced records,
+	// and is restarted, its cell going on without it. Members of a cell
+	// that has not formed are spared (cellFormed). Nothing acknowledged
 	// may be lost.
 	FaultDiskFull = "diskfull"
 )
@@ -88,13 +92,11 @@ const (
 var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers, FaultSummary, FaultDiskFull}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
-// every kind but diskfull. Overload (congestion control under capped links)
-// joined them once the swarm passed with it
-// (docs/known-issues/congestion-swarm.md); it decides from its own
-// sub-seed, so every other fault of a seed replays as before. Diskfull
-// joins them once seeds 529, 849, 932, 1027, 1181 and 1475 pass with it
-// (docs/known-issues/diskfull-swarm.md); `aerie sim --faults` names it.
-var defaultFaults = slices.DeleteFunc(slices.Clone(allFaults), func(f string) bool { return f == FaultDiskFull })
+// every kind. Overload (congestion control under capped links) and
+// diskfull joined them once the swarm passed with them
+// (docs/known-issues/congestion-swarm.md); each decides from its own
+// sub-seed, so every other fault of a seed replays as before.
+var defaultFaults = slices.Clone(allFaults)
 
 // FaultNames returns every fault kind, for flag help.
 func FaultNames() []string { return slices.Clone(allFaults) }

@@ -96,7 +96,11 @@ type raftMember struct {
 // term without entries beside empty ones — indistinguishable from a wiped
 // majority beside a lagging member, so the cell stays stopped until an
 // operator re-creates it. That is the price of never forming a new cell
-// over lost acknowledged events, and not what the swarm is for.
+// over lost acknowledged events, and not what the swarm is for. For the
+// same reason FaultDiskFull and FaultIOError spare the members of a cell
+// that has not formed: a member that cannot write its first vote, or
+// that cuts it on the way out after a failed fsync, is as blank as
+// after a power loss.
 func (w *world) cellFormed(n *node) bool {
 	if n.raft.formed {
 		return true
