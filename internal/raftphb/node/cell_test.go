@@ -96,6 +96,9 @@ type cell struct {
 	quiet  bool // no new batches: let the last ones reach every member
 	// statistics
 	crashes, lost, fsyncFails int
+	// logFulls counts the fsyncs of a Raft log that failed for want of
+	// room and were tried again (resumeLog).
+	logFulls int
 	maxOutstanding            int // most batches a leader had outstanding
 	mutAckEarly               bool
 	// compaction configures every member's (zero: the defaults, which
@@ -263,12 +266,13 @@ func (c *cell) work(m *member) {
 	nd, inc := m.node, m.inc
 	ok, err := nd.Write()
 	if err != nil {
-		if errors.Is(err, eventlog.ErrCorrupt) || !c.f.fsyncFail {
+		if _, full := storage.NoRoom(err); errors.Is(err, eventlog.ErrCorrupt) || !c.f.fsyncFail && !full {
 			c.failf("member %d: write: %v", m.id, err)
 			return
 		}
 		// An injected fsync failure (installing a snapshot syncs the
-		// store): crash-only, as for Sync.
+		// store), or a write of the store on a full disk: crash-only, as
+		// for Sync.
 		c.crash(m)
 		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
 		return
@@ -292,16 +296,59 @@ func (c *cell) work(m *member) {
 			c.fsyncFails++
 			m.fs.InjectError(vfs.OpSync, "", errors.New("injected fsync failure"))
 		}
-		m.busy = false
-		if err := nd.Sync(); err != nil {
+		if err := nd.SyncLog(); err != nil {
+			if _, ok := storage.NoRoom(err); ok {
+				c.resumeLog(m, nd, inc, 50)
+				return
+			}
 			// Crash-only: a failed fsync stops the member, which a
 			// supervisor restarts.
+			m.busy = false
 			c.crash(m)
 			c.at(50+c.rng.IntN(200), func() { c.restart(m) })
 			return
 		}
-		c.handle(m)
-		c.work(m)
+		c.complete(m, nd)
+	})
+}
+
+// complete carries out m's written Ready once its fsync succeeded.
+func (c *cell) complete(m *member, nd *Node) {
+	m.busy = false
+	if err := nd.Complete(); err != nil {
+		// Crash-only, as for the Raft log's fsync.
+		c.crash(m)
+		c.at(50+c.rng.IntN(200), func() { c.restart(m) })
+		return
+	}
+	c.handle(m)
+	c.work(m)
+}
+
+// resumeLog: m's Raft log had no room for its written Ready; after wait
+// it writes the Ready again (ResumeLog) and fsyncs it, as the broker does
+// (internal/broker raftLogFull), waiting twice as long while still full.
+func (c *cell) resumeLog(m *member, nd *Node, inc, wait int) {
+	c.logFulls++
+	c.at(wait, func() {
+		if m.inc != inc {
+			return
+		}
+		err := nd.ResumeLog()
+		if err == nil {
+			err = nd.SyncLog()
+		}
+		if _, ok := storage.NoRoom(err); ok {
+			c.resumeLog(m, nd, inc, min(2*wait, 500))
+			return
+		}
+		if err != nil {
+			m.busy = false
+			c.crash(m)
+			c.at(50+c.rng.IntN(200), func() { c.restart(m) })
+			return
+		}
+		c.complete(m, nd)
 	})
 }
 
