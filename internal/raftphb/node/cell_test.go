@@ -98,9 +98,9 @@ type cell struct {
 	crashes, lost, fsyncFails int
 	// logFulls counts the fsyncs of a Raft log that failed for want of
 	// room and were tried again (resumeLog).
-	logFulls int
-	maxOutstanding            int // most batches a leader had outstanding
-	mutAckEarly               bool
+	logFulls       int
+	maxOutstanding int // most batches a leader had outstanding
+	mutAckEarly    bool
 	// compaction configures every member's (zero: the defaults, which
 	// these short runs never reach); mutCompactUnsynced is the mutation.
 	compaction         Compaction
