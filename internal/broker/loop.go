@@ -342,6 +342,10 @@ func (n *Node) loop(ctx context.Context) error {
 			n.relayCheck(true)
 		case <-raftTick:
 			n.raft.rn.Tick()
+			if err := n.raftHeldEvents(); err != nil {
+				n.closeAll("broker storage failed")
+				return fmt.Errorf("%w, stopping (crash-only)", err)
+			}
 			n.raft.lead.Tick()
 			n.joinWatch()
 			n.awaitWatch()

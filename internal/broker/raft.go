@@ -462,6 +462,22 @@ func (n *Node) raftResume() error {
 	return nil
 }
 
+// raftHeldEvents: while a Ready waits for its fsync (slow, or for room:
+// raftLogFull), a leadership the member lost is reported on the tick
+// (raftnode.Node.Tick), so that its shell gives up serving now.
+func (n *Node) raftHeldEvents() error {
+	r := n.raft
+	if !r.syncing && r.full == nil {
+		return nil
+	}
+	for _, ev := range r.rn.Events() {
+		if err := n.raftEvent(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // completeRaft sends, applies (acks reach the serving shell) and acts on
 // leadership changes; the shell's next batch is proposed as it drains.
 func (n *Node) completeRaft() error {

@@ -691,6 +691,25 @@ func (r *Replica) Ready() Ready {
 	return out
 }
 
+// CheckLost reports, between Readies, that the replica's leadership has
+// ended, as the next Ready's Lost would, and then that Ready does not
+// report it again. For a member whose written Ready waits for its fsync
+// (a slow disk, or a full one): its shell must not go on serving as
+// leader after the cell elected another.
+func (r *Replica) CheckLost() *Lost {
+	if r.leaderTerm == 0 {
+		return nil
+	}
+	st := r.rn.BasicStatus()
+	if st.RaftState == raft.StateLeader && st.GetTerm() == r.leaderTerm {
+		return nil
+	}
+	l := &Lost{Term: r.leaderTerm, Pending: r.pending}
+	r.leaderTerm, r.serving, r.pending = 0, false, nil
+	r.joins, r.ccPending, r.catchUp = nil, false, nil
+	return l
+}
+
 // apply takes one committed entry into the replica's view of the pubend
 // log and returns the batch it carries, if any.
 func (r *Replica) apply(e *raftpb.Entry) (Batch, bool) {

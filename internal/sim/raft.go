@@ -255,6 +255,11 @@ func (w *world) raftTickLoop(n *node, inc int) {
 		n.raft.fwd.lead.Tick()
 	}
 	w.raftStats.sample(n.raft.rn)
+	if n.raft.busy {
+		// A Ready waits for its fsync: a leadership lost meanwhile is
+		// reported now (raftnode.Node.Tick).
+		w.raftEvents(n, n.raft.rn)
+	}
 	w.raftWork(n)
 	w.follow(n, true)
 	w.after(raftTick, func() { w.raftTickLoop(n, inc) })
@@ -454,6 +459,17 @@ func (w *world) raftSynced(n *node, rn *raftnode.Node) {
 		w.raftDiskFailed(n, err)
 		return
 	}
+	w.raftEvents(n, rn)
+	if err := rn.RunJobs(); err != nil {
+		w.raftDiskFailed(n, err)
+		return
+	}
+	w.follow(n, false)
+	w.raftWork(n)
+}
+
+// raftEvents acts on n's leadership changes.
+func (w *world) raftEvents(n *node, rn *raftnode.Node) {
 	for _, ev := range rn.Events() {
 		switch ev.Kind {
 		case raftnode.EventServe:
@@ -467,12 +483,6 @@ func (w *world) raftSynced(n *node, rn *raftnode.Node) {
 			w.raftStats.rejoins++
 		}
 	}
-	if err := rn.RunJobs(); err != nil {
-		w.raftDiskFailed(n, err)
-		return
-	}
-	w.follow(n, false)
-	w.raftWork(n)
 }
 
 // raftDiskFailed: a failed write or fsync cannot be retried safely: the

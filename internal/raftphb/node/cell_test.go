@@ -508,6 +508,12 @@ func (c *cell) tickAll(until int) {
 			for _, m := range c.ms {
 				if m.node != nil {
 					m.node.Tick()
+					if m.busy {
+						// A leadership lost while a Ready waits for
+						// its fsync is reported now, as the broker
+						// does on its Raft tick.
+						c.handle(m)
+					}
 					c.work(m)
 				}
 			}

@@ -15,6 +15,21 @@ func (n *Node) Tick() {
 	if n.rejoining == nil {
 		n.rep.Tick()
 		n.tickTransfers()
+		n.heldLost()
+	}
+}
+
+// heldLost: while a written Ready waits for its fsync (slow, or for room:
+// ResumeLog), a serving member whose replica is no longer leader (a
+// higher term stepped, or CheckQuorum on a tick) gives up serving at once
+// (EventLost) instead of when that Ready completes: its shell would go on
+// answering as the pubend beside the cell's new leader.
+func (n *Node) heldLost() {
+	if n.written == nil || !n.serving {
+		return
+	}
+	if l := n.rep.CheckLost(); l != nil {
+		n.lost(*l)
 	}
 }
 
@@ -35,6 +50,7 @@ func (n *Node) Step(m *raftpb.Message) error {
 		return nil
 	}
 	err := n.rep.Step(m)
+	n.heldLost()
 	var lost *raftphb.LostState
 	switch {
 	case errors.As(err, &lost):
