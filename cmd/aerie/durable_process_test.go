@@ -269,3 +269,46 @@ func TestDurableSubscriberAwayPastMaxRetain(t *testing.T) {
 	}
 	expectRange(t, "after the gap", got, 31, 5)
 }
+
+// TestDurableSubscriberPipeClosed: `aerie sub --durable … | true`: the
+// reader is gone before the first line, so the subscriber dies on its
+// first write (SIGPIPE). Its checkpoint must cover only what reached
+// stdout (here: nothing but the subscription's start, saved at once), so
+// a resume from the file gets every event from the first; a checkpoint
+// saved before its line was written would skip it.
+func TestDurableSubscriberPipeClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	f := newProcFixture(t)
+	addrs := durableNet(t, f, "168h")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	pub := f.dial(ctx, addrs["p1"], "orders-publisher")
+	cp := filepath.Join(f.dir, "audit.checkpoint")
+	cmd := exec.CommandContext(ctx, f.bin, "sub", "--connect", addrs["s1"], "--wait-for-broker", "60s", "--durable", "audit",
+		"--topic", "orders.>", "--checkpoint", cp, "--json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "subscribed ") {
+	}
+	stdout.Close() // the reader goes away before the first event
+	publishN(t, ctx, pub, 1, 100)
+	for sc.Scan() {
+	}
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("aerie sub went on writing to a closed pipe")
+	}
+	ls, _ := durableSub(t, f, ctx, addrs["s1"], cp, 100, nil)
+	expectRange(t, "resumed after the pipe closed", payloads(t, ls), 1, 100)
+}

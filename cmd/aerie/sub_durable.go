@@ -97,6 +97,11 @@ func runDurableSub(a durableArgs, stdout, stderr io.Writer) int {
 		saved = cp
 		return true
 	}
+	if from == "" && !save(sub.TokenString()) {
+		// A new subscription's start is saved at once: a subscriber that
+		// dies before its first line resumes from there.
+		return 1
+	}
 	acked := ""
 	ack := func() {
 		if saved != "" && saved != acked && sub.Ack(saved) == nil {
