@@ -32,7 +32,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "seeds run in parallel (each run is single-threaded and deterministic)")
 	faultPhase := fs.Duration("fault-phase", 0, "simulated time of publishing and faults (default 30s)")
 	converge := fs.Duration("converge", 0, "simulated time allowed to converge after healing (default 60s)")
-	gone := fs.Bool("release-gone", false, "a downstream silent for longer than max_retain no longer holds the brokers above it, and resyncs from the pubend when it returns (off in brokers until the swarm runs clean with it)")
+	gone := fs.Bool("release-gone", true, "a downstream silent for longer than max_retain (at least 5s) no longer holds the brokers above it, and resyncs from the pubend when it returns, as in brokers; false holds every broker above a dead downstream for ever")
 	cc := fs.Bool("congestion-control", true, "run congestion control where the run calls for it (the swarm, as real brokers do; --topology cc, cc-e2, cc-e3, cc-e4, cc-collapse-ib, cc-collapse-pb); false shows the collapse of Gryphon CC §2")
 	linkQueue := fs.Int("link-queue", 0, "bytes one direction of a capped link queues before the connection resets (default 256 KiB)")
 	dtRec := fs.String("dt-rec", "", "--topology cc-e4: comma-separated values of Δt_rec (tick-s/s) to run (default the paper's -0.2 … 2.0 in steps of 0.2); with one value, that run alone (with --trace for its series)")
@@ -177,8 +177,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		if !*cc {
 			b.WriteString(" --congestion-control=false")
 		}
-		if *gone {
-			b.WriteString(" --release-gone")
+		if !*gone {
+			b.WriteString(" --release-gone=false")
 		}
 		if *dtRec != "" {
 			fmt.Fprintf(&b, " --dt-rec %s", *dtRec)

@@ -127,10 +127,9 @@ type Config struct {
 	// its pubend's max_retain no longer holds this broker, and resyncs from
 	// the pubend when it returns (gone.go, resync.go, vouch.go;
 	// docs/RELIABILITY.md "Running for weeks"); max_retain = "0s" never
-	// judges a downstream gone. Off by default until the simulator's swarm
-	// runs clean with it (docs/RELIABILITY.md); off, a downstream that dies
-	// for good holds every broker above it until it is removed from the
-	// config.
+	// judges a downstream gone. On by default; off (tests and `aerie sim
+	// --release-gone=false` only), a downstream that dies for good holds
+	// every broker above it until it is removed from the config.
 	ReleaseGone bool
 	// GoneMin: no downstream is judged gone sooner than this, whatever the
 	// pubend's max_retain: the links' heartbeat timeout
@@ -214,6 +213,7 @@ func DefaultConfig() Config {
 		TotalOrderHoldBytes:     64 << 20,
 		MaxRetain:               168 * time.Hour,
 		GoneMin:                 5 * time.Second,
+		ReleaseGone:             true,
 		Congestion:              congestion.DefaultConfig(),
 		SummaryDeltaMin:         16,
 	}

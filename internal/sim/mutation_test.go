@@ -18,28 +18,27 @@ func TestOracleBites(t *testing.T) {
 		want     []string // any of these invariants
 		topology string
 		faults   []string
-		gone     bool // with release past gone downstreams (gd.Config.ReleaseGone)
 	}{
-		{"forget to forward nacks upstream", gd.MutDropNackForward, []string{"I11"}, "swarm", []string{FaultCut, FaultStall}, false},
-		{"ack before delivering", gd.MutAckBeforeDeliver, []string{"I5", "I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}, false},
-		{"skip the forgetting interval", gd.MutNoForgetting, []string{"I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}, false},
+		{"forget to forward nacks upstream", gd.MutDropNackForward, []string{"I11"}, "swarm", []string{FaultCut, FaultStall}},
+		{"ack before delivering", gd.MutAckBeforeDeliver, []string{"I5", "I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}},
+		{"skip the forgetting interval", gd.MutNoForgetting, []string{"I11"}, "swarm", []string{FaultCut, FaultStall, FaultLoss}},
 		// Ticks reused after a restart were announced before, as silence or
 		// as another event: I9 sees the reuse, I7 the silence contradicted.
-		{"reuse ticks after restart", gd.MutReuseTicks, []string{"I9", "I7"}, "swarm", []string{FaultCrash, FaultDrift}, false},
-		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}, false},
-		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}, false},
-		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}, false},
-		{"keep every payload above a gap at an SHB", gd.MutHoldAboveDelivery, []string{"I14"}, "swarm", []string{FaultCut, FaultStall}, false},
+		{"reuse ticks after restart", gd.MutReuseTicks, []string{"I9", "I7"}, "swarm", []string{FaultCrash, FaultDrift}},
+		{"deliver past gaps", gd.MutDeliverPastGaps, []string{"I5"}, "swarm", []string{FaultCut, FaultLoss}},
+		{"ignore selectors", gd.MutIgnoreSelector, []string{"I1"}, "swarm", []string{FaultCrash}},
+		{"answer nacks without reading evicted payloads back", gd.MutSkipFetch, []string{"I5", "I7", "I11"}, "swarm", []string{FaultCut, FaultStall}},
+		{"keep every payload above a gap at an SHB", gd.MutHoldAboveDelivery, []string{"I14"}, "swarm", []string{FaultCut, FaultStall}},
 		// nil faults: the default set.
-		{"hand total-order events over per pubend, unmerged", gd.MutTotalUnmerged, []string{"I4"}, "swarm", nil, false},
-		{"ack publishes that asked for none", gd.MutAckNoAck, []string{"I9"}, "swarm", nil, false},
+		{"hand total-order events over per pubend, unmerged", gd.MutTotalUnmerged, []string{"I4"}, "swarm", nil},
+		{"ack publishes that asked for none", gd.MutAckNoAck, []string{"I9"}, "swarm", nil},
 		// Release past gone downstreams: a final prefix passed on by a
 		// broker that did not decide to go on without the downstream
 		// (a cell peer, a restarted IB) lets it skip what it never got.
-		{"vouch for every final prefix", gd.MutVouchAll, []string{"I5"}, "swarm", nil, true},
+		{"vouch for every final prefix", gd.MutVouchAll, []string{"I5"}, "swarm", nil},
 		// A downstream judged gone after an eighth of the bound is merely
 		// slow: released past while it still acked.
-		{"judge a slow downstream gone", gd.MutGoneEarly, []string{"I10"}, "swarm", nil, true},
+		{"judge a slow downstream gone", gd.MutGoneEarly, []string{"I10"}, "swarm", nil},
 	}
 	const maxSeeds = 150
 	for _, c := range cases {
@@ -48,7 +47,6 @@ func TestOracleBites(t *testing.T) {
 			for s := uint64(1); s <= maxSeeds; s++ {
 				o := DefaultOptions(s)
 				o.Mutation, o.Topology, o.Faults = c.mut, c.topology, c.faults
-				o.Config.ReleaseGone = c.gone
 				if c.mut == gd.MutAckNoAck {
 					o.NoAckPublishes = "on" // what the rule is about
 				}

@@ -63,8 +63,8 @@ func replayCmd(o Options) string {
 	if o.Anywhere != "" {
 		cmd += " --anywhere " + o.Anywhere
 	}
-	if o.Config.ReleaseGone {
-		cmd += " --release-gone"
+	if !o.Config.ReleaseGone {
+		cmd += " --release-gone=false"
 	}
 	return cmd
 }
