@@ -74,7 +74,8 @@ durable() { # the durable subscriber at s2, appending to durable.out
 if [ -n "${KILL_S2_AFTER:-}" ]; then durable; fi
 # The subscriber at s1 keeps "pubend tick" of every event when s2 is killed
 # (the reference for what s2's durable subscriber must have).
-ticks() { awk 'match($0, /"pubend":"[^"]*","tick":[0-9]+/) { split(substr($0, RSTART, RLENGTH), a, /"/); print a[4], substr(a[7], 2) + 0 }'; }
+# Ticks stay strings: they pass 2^31, where some awks print numbers as 1.8e+15.
+ticks() { awk 'match($0, /"pubend":"[^"]*","tick":[0-9]+/) { split(substr($0, RSTART, RLENGTH), a, /"/); print a[4], substr(a[7], 2) }'; }
 if [ -n "${KILL_S2_AFTER:-}" ]; then
   "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json 2>"$dir/sub.err" | ticks >"$dir/s1.ticks" &
 else
@@ -83,7 +84,7 @@ fi
 pid[sub]=$!
 "$bin" pub --connect 127.0.0.1:17201 --topic orders.eu --size 100 --rate "$rate" --count $((rate * secs)) >"$dir/pub.out" 2>"$dir/pub.err" &
 pub=$!
-rss() { echo $(( $(awk '/VmRSS/{print $2}' /proc/$1/status) / 1024 )); }
+rss() { if [ -r /proc/$1/status ]; then echo $(( $(awk '/VmRSS/{print $2}' /proc/$1/status) / 1024 )); else echo -; fi; }
 start=$(date +%s)
 echo "t_s p1_data_MB p1_rss_MB b1_rss_MB load1"
 while kill -0 $pub 2>/dev/null; do

@@ -371,6 +371,12 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 		p.maxRetain = 0 // Gryphon DS §5 "disabled early-release in these experiments"
 		p.maxRetainBytes = 0
 	}
+	if o.Scenario != "" {
+		// The papers' scripted experiments judge no downstream gone: a
+		// link throttled or down for most of the run, and the recovery
+		// that follows, are what they measure (gd/gone.go).
+		p.maxRetain = 0
+	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	// Congestion control runs where real brokers run it: everywhere, by
 	// default (config.Network.CongestionOn). The scripted reproductions of
