@@ -96,6 +96,10 @@ func (e *Engine) acceptKnowledge(ps *pstream, from msg.NodeID, m msg.Knowledge, 
 		e.finalMoved(ps, f)
 	}
 	if !m.Retrans && m.Start <= m.End {
+		// First-time knowledge left the pubend's side when its last tick
+		// was about the present there: a sample of the pubend's clock for
+		// the delay curiosity threshold (stream.PubClock).
+		ps.sub.Clock.Sample(e.now, m.End)
 		for _, o := range ps.outs {
 			if o.Fresh {
 				o.Fresh = false

@@ -26,14 +26,24 @@ type Subend struct {
 	// needing ticks (docs/CONCEPTS.md P6: a new SHB stream does not nack history).
 	FloorSet bool
 	gaps     []gap
-	// expectTo extends the gap window up to an AckExpected or DCT horizon;
+	// expectTo extends the gap window up to an AckExpected horizon;
 	// expectNow makes every gap at or below it due at the next Scan, once.
 	expectTo  tick.Tick
 	expectNow bool
-	srtt      time.Duration
-	rttvar    time.Duration
-	sampled   bool
-	samples   uint64 // round-trip samples taken, for SRTT's readers
+	// Clock estimates the pubend's present (the delay curiosity threshold).
+	Clock PubClock
+	// delayTo extends the gap window up to the delay curiosity horizon
+	// (DelayCurious); delayNext is when it may move again, delayTries how
+	// many times it moved while the stream kept trailing, delayLast when
+	// the stream last trailed.
+	delayTo    tick.Tick
+	delayNext  tick.Time
+	delayLast  tick.Time
+	delayTries int
+	srtt       time.Duration
+	rttvar     time.Duration
+	sampled    bool
+	samples    uint64 // round-trip samples taken, for SRTT's readers
 	// heard is when knowledge last arrived from upstream, revived when it
 	// arrived after a quiet spell (Heard).
 	heard, revived tick.Time
@@ -64,6 +74,11 @@ type gap struct {
 	last     tick.Time // when last nacked
 	answered tick.Time // when knowledge last arrived inside it
 	tries    int
+	// delay: a gap above everything known when the delay curiosity
+	// threshold made it (DelayCurious). What fills it may be the first-time
+	// knowledge that was on its way rather than the nack's answer, so only a
+	// retransmission counts as its answer for the round trip (Answered).
+	delay bool
 }
 
 // NRT returns the current nack repetition threshold estimate.
@@ -89,10 +104,46 @@ func (s *Subend) sample(r time.Duration) {
 }
 
 // Expect makes every Q tick up to t a gap that is nacked at the next Scan
-// (AckExpected, seed 000 §3.2; or the delay curiosity threshold).
+// (AckExpected, seed 000 §3.2).
 func (s *Subend) Expect(t tick.Tick) {
 	s.expectTo = max(s.expectTo, t)
 	s.expectNow = true
+}
+
+// DelayCurious applies the delay curiosity threshold (Gryphon GD §3.2: "the
+// subend initiates a nack if its doubt horizon trails real time by more
+// than the DCT"). target is the pubend's estimated present less DCT
+// (PubClock.Present), dh and knownHi the stream's doubt horizon and
+// highest known tick. When dh is below target, the Q ticks in (dh,
+// target] are to be nacked: those up to knownHi are gaps already, nacked
+// after GCT and repeated every NRT; the ones above knownHi, which no gap
+// covers since nothing later has arrived, become a gap nacked at the next
+// Scan (and repeated every NRT, backed off, like any gap). It reports
+// whether it extended the gaps so.
+//
+// The horizon moves again only after the NRT, doubled each time it moved
+// while the stream kept trailing (up to NRTMax): a stream that trails for
+// a reason nacks cannot cure (a queue on its path) asks for the newest
+// ticks ever more rarely, instead of for every tick as real time passes
+// DCT after it. The doubling restarts once dh has kept within DCT for as
+// long as the backoff: coalesced silence makes a trailing horizon jump
+// within DCT for a moment.
+func (s *Subend) DelayCurious(target, dh, knownHi tick.Tick, now tick.Time, l Liveness) bool {
+	backoff := min(s.NRT(l)<<min(s.delayTries, 16), l.NRTMax)
+	if target <= dh {
+		if s.delayTries > 0 && now.Sub(s.delayLast) > backoff {
+			s.delayTries = 0
+		}
+		return false
+	}
+	s.delayLast = now
+	if target <= max(knownHi, s.delayTo) || now < s.delayNext {
+		return false
+	}
+	s.delayTo = target
+	s.delayNext = now.Add(backoff)
+	s.delayTries++
+	return true
 }
 
 // Heard records that knowledge arrived from upstream at now. After a quiet
@@ -128,10 +179,13 @@ func (s *Subend) Gaps() int { return len(s.gaps) }
 // Scan refreshes the gap list from the stream and returns the ranges to nack
 // now, in ascending order.
 func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) (nack []tick.Range) {
-	dh := k.DoubtHorizon()
-	hi := max(k.KnownHi(), s.expectTo)
+	dh, known := k.DoubtHorizon(), k.KnownHi()
+	hi := max(known, s.expectTo, s.delayTo)
 	if s.expectTo <= dh {
 		s.expectTo = 0
+	}
+	if s.delayTo <= dh {
+		s.delayTo = 0
 	}
 	old := s.gaps
 	touched := make([]bool, len(old))
@@ -146,7 +200,7 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 			for i := j; i < len(old) && old[i].r.Lo <= q.Hi; i++ {
 				part := old[i].r.Intersect(q)
 				if part.Lo > cur {
-					next = append(next, s.fresh(tick.Range{Lo: cur, Hi: part.Lo - 1}, now, l))
+					next = append(next, s.fresh(tick.Range{Lo: cur, Hi: part.Lo - 1}, known, now, l))
 				}
 				g := old[i]
 				g.r = part
@@ -155,7 +209,15 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 				cur = part.Hi + 1
 			}
 			if cur <= q.Hi && cur != 0 {
-				next = append(next, s.fresh(tick.Range{Lo: cur, Hi: q.Hi}, now, l))
+				g := s.fresh(tick.Range{Lo: cur, Hi: q.Hi}, known, now, l)
+				if n := len(next) - 1; g.delay && n >= 0 && next[n].delay && next[n].r.Hi+1 == cur {
+					// The delay curiosity horizon moved on: the gap it made
+					// grows, and its new ticks are nacked at its next
+					// repetition, backed off (DelayCurious).
+					next[n].r.Hi = q.Hi
+					return
+				}
+				next = append(next, g)
 			}
 		})
 	}
@@ -225,7 +287,13 @@ func splitAt(gaps []gap, t tick.Tick) []gap {
 	return gaps
 }
 
-func (s *Subend) fresh(r tick.Range, now tick.Time, l Liveness) gap {
+// fresh is a new gap, nacked after GCT; one above everything known that
+// only the delay curiosity horizon makes a gap is nacked at once: it has
+// waited DCT already.
+func (s *Subend) fresh(r tick.Range, known tick.Tick, now tick.Time, l Liveness) gap {
+	if r.Lo > known && r.Hi <= s.delayTo && r.Lo > s.expectTo {
+		return gap{r: r, due: now, delay: true}
+	}
 	return gap{r: r, due: now.Add(l.GCT)}
 }
 
@@ -250,7 +318,9 @@ func (s *Subend) Answered(r tick.Range, now tick.Time, retrans bool) {
 			break
 		}
 		if s.gaps[i].r.Hi >= r.Lo && s.gaps[i].tries > 0 {
-			s.gaps[i].answered = now
+			if retrans || !s.gaps[i].delay {
+				s.gaps[i].answered = now
+			}
 			if retrans {
 				s.answering = now
 			}
