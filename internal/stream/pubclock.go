@@ -9,9 +9,9 @@ import (
 // PubClockWindow is how long a sample of PubClock counts: the estimate is
 // the smallest offset seen over about this long (docs/ARCHITECTURE.md
 // "Decisions the sources leave open", 14). A path whose delay grows within
-// it is measured against the delay before it grew; a clock that steps or
-// drifts skews the estimate for at most this long.
-const PubClockWindow = time.Minute
+// it is measured against the delay before it grew; a pubend clock that
+// steps back or drifts skews the estimate for at most this long.
+const PubClockWindow = 30 * time.Second
 
 // PubClock estimates, at a subend, the present of a pubend on the subend's
 // own clock, without synchronised clocks (docs/CONCEPTS.md P8), for the
@@ -76,6 +76,19 @@ func (c *PubClock) Sample(now tick.Time, t tick.Tick) {
 	case c.s[2].at == c.s[1].at && dt > win/2:
 		c.s[2] = v
 	}
+}
+
+// Rebase restarts the estimate from one sample (Sample's arguments): the
+// delay curiosity threshold nacked ticks that then arrived first-time
+// (Subend.DelayFilled), so the path's delay now, or the pubend's clock now,
+// is not what the window's minimum says. A smaller sample later lowers the
+// estimate again at once.
+func (c *PubClock) Rebase(now tick.Time, t tick.Tick) {
+	if t == 0 || t == tick.Max {
+		return
+	}
+	v := offset{at: now, ms: now.Millis() - t.Millis()}
+	c.s, c.known = [3]offset{v, v, v}, true
 }
 
 // Offset returns the estimated offset in milliseconds (local clock minus

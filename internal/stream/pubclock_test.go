@@ -40,7 +40,7 @@ func TestPubClockWindowedMinimum(t *testing.T) {
 	if now, _ := c.Present(msAt(19_000), 5*time.Second); now != tick.FromMillis(19_000-pub-5-5000) {
 		t.Fatalf("present less 5 s %v", now)
 	}
-	// A minute and more after the 5 ms sample, the later ones decide.
+	// A window and more after the 5 ms sample, the later ones decide.
 	for i := int64(0); i <= 70; i++ {
 		sample(20_000+i*1000, 3000)
 	}
@@ -54,6 +54,16 @@ func TestPubClockWindowedMinimum(t *testing.T) {
 	c.Sample(msAt(92_000), tick.Max) // never a tick of the pubend's time
 	if off() != pub+2000 {
 		t.Fatalf("tick.Max taken as a sample: offset %d", off())
+	}
+	// A DCT nack filled first-time: the estimate restarts from that
+	// message, and a better sample lowers it again at once.
+	c.Rebase(msAt(93_000), tick.FromMillis(93_000-pub-6000))
+	if off() != pub+6000 {
+		t.Fatalf("offset %d after Rebase, want %d", off(), pub+6000)
+	}
+	sample(94_000, 5500)
+	if off() != pub+5500 {
+		t.Fatalf("offset %d, want %d", off(), pub+5500)
 	}
 }
 
@@ -103,7 +113,9 @@ func TestDelayCuriousBackedOff(t *testing.T) {
 		t.Fatal("the horizon did not move at once after the stream kept up")
 	}
 	// A gap nacked once and filled: by what was on its way, no round-trip
-	// sample; by the nack's answer, one.
+	// sample; by the nack's answer, one. DelayFilled tells the filling once
+	// (the caller restarts the pubend clock's estimate if it came
+	// first-time).
 	for _, retrans := range []bool{false, true} {
 		var k tick.Knowledge[*msg.Event]
 		k.AddSilence(tick.Range{Lo: 1, Hi: 100}, nil)
@@ -113,8 +125,15 @@ func TestDelayCuriousBackedOff(t *testing.T) {
 		if got := s.Scan(&k, msAt(0), l); len(got) != 1 {
 			t.Fatalf("nacked %v", got)
 		}
-		k.AddSilence(tick.Range{Lo: 101, Hi: 250}, nil)
+		k.AddSilence(tick.Range{Lo: 101, Hi: 150}, nil)
+		if s.DelayFilled(&k) {
+			t.Fatal("a nacked gap half known counted as filled")
+		}
+		k.AddSilence(tick.Range{Lo: 151, Hi: 250}, nil)
 		s.Answered(tick.Range{Lo: 101, Hi: 250}, msAt(300), retrans)
+		if !s.DelayFilled(&k) || s.DelayFilled(&k) {
+			t.Fatal("a filled gap DCT nacked counts once")
+		}
 		s.Scan(&k, msAt(300), l)
 		if _, n := s.SRTT(); (n == 1) != retrans {
 			t.Fatalf("retransmission %v: %d round-trip samples", retrans, n)

@@ -328,6 +328,30 @@ func (s *Subend) Answered(r tick.Range, now tick.Time, retrans bool) {
 	}
 }
 
+// DelayFilled reports whether knowledge that just arrived left no Q tick
+// in a gap the delay curiosity threshold nacked (each such gap counts
+// once). Called after each message: if a first-time message filled it,
+// what the nack asked for was on its way, late, not lost, and the pubend's
+// present was estimated too far ahead (a queue on the path, coalesced
+// silence, a pubend whose clock stepped back): the caller restarts the
+// estimate from that message (PubClock.Rebase). Knowledge that makes ticks
+// final counts as well as knowledge that names them.
+func (s *Subend) DelayFilled(k *tick.Knowledge[*msg.Event]) bool {
+	filled := false
+	for i := range s.gaps {
+		g := &s.gaps[i]
+		if !g.delay || g.tries == 0 {
+			continue
+		}
+		q := false
+		k.VisitQ(g.r, func(tick.Range) { q = true })
+		if !q {
+			g.delay, filled = false, true
+		}
+	}
+	return filled
+}
+
 // Describe renders the gap list, e.g. " gaps [5,9]x2".
 func (s *Subend) Describe() string {
 	if len(s.gaps) == 0 {
