@@ -59,6 +59,10 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	gctune.Start(int64(*gcHeadroom) << 20)
+	if err := servePprof(); err != nil {
+		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
+		return 2
+	}
 	// SIGHUP reloads the links' bandwidths (reload.go). Caught from here
 	// on, so that one sent while the broker opens its log does not kill it
 	// (the default action); it is acted on once the broker runs.

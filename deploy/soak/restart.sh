@@ -3,19 +3,28 @@
 # "Running for weeks"): p1 → s1 as two broker processes, a durable
 # subscription at s1 whose subscriber leaves at once, so p1 releases nothing
 # and retains every event. One publisher sends N events of SIZE bytes at
-# RATE events/s (default 50000; 0: as fast as acks allow). Then: p1's RSS
+# RATE events/s (default 50000; 0: as fast as acks allow), split over PUBS
+# publishers (default 1) each with its own id, so that 10 M events fill in
+# minutes. max_retain is "0s" (never released early). Then: p1's RSS
 # above its idle RSS, per retained event, 5 s and 155 s after the last ack
 # (Go collects at least every 2 minutes); kill -9 of p1 and a restart, timed
 # from the exec to the client port accepting and to the first
 # acknowledgement of a new publish; p1's RSS after it.
 #
-#   deploy/soak/restart.sh [N] [SIZE] [RATE] [DIR]
+#   deploy/soak/restart.sh [N] [SIZE] [RATE] [DIR] [PUBS]
+#
+# 10 M events: deploy/soak/restart.sh 10000000 20 0 "" 4 (about 400 MB of
+# log; 20-byte payloads save disk and change nothing restored: a cold
+# event keeps its tick and size only).
 #
 # With DIR holding a previous run (its network.toml and data), the
 # publishing is skipped and only the restart is measured. Ports 17111–17212
 # on 127.0.0.1; data in a fresh temporary directory unless DIR is given.
+# SETTLE (seconds, default 150) is the wait before the second reading.
+# P1_PPROF=host:port has p1 serve Go's profiles there (AERIE_PPROF) and
+# saves its heap beside the readings (held.heap, after.heap).
 set -euo pipefail
-n=${1:-1000000}; size=${2:-100}; rate=${3:-50000}; dir=${4:-}
+n=${1:-1000000}; size=${2:-100}; rate=${3:-50000}; dir=${4:-}; pubs=${5:-1}
 cd "$(dirname "$0")/../.."
 fresh=1
 if [ -n "$dir" ] && [ -f "$dir/network.toml" ]; then fresh=0; fi
@@ -31,6 +40,7 @@ listen = "127.0.0.1:17111"
 clients = "127.0.0.1:17211"
 data = "$dir/p1"
 pubends = ["P1"]
+max_retain = "0s"
 
 [[broker]]
 id = "s1"
@@ -63,16 +73,24 @@ if [ $fresh = 1 ]; then
   for _ in $(seq 500); do grep -q subscribed "$dir/sub.err" && break; sleep 0.02; done
   kill -9 $sp; wait $sp 2>/dev/null || true
   t0=$(now)
-  "$bin" pub --connect 127.0.0.1:17211 --topic orders.eu --size "$size" --rate "$rate" --count "$n" >"$dir/pub.out" 2>"$dir/pub.err"
+  # PUBS publishers with N/PUBS events each (the first takes the rest).
+  per=$((n / pubs)); pp=()
+  for i in $(seq "$pubs"); do
+    c=$per; [ "$i" = 1 ] && c=$((n - per * (pubs - 1)))
+    r=$(echo "$rate / $pubs" | bc -l)
+    "$bin" pub --connect 127.0.0.1:17211 --topic orders.eu --size "$size" --rate "$r" --count "$c" --id "fill-$i" --timeout 10m >"$dir/pub$i.out" 2>"$dir/pub$i.err" &
+    pp+=($!)
+  done
+  for p in "${pp[@]}"; do wait "$p"; done
   t1=$(now)
-  tail -1 "$dir/pub.out"
+  tail -q -n1 "$dir"/pub*.out
   echo "# published $n in $(echo "$t1 - $t0" | bc) s"
   sleep 5
   held=$(rss ${pid[p1]})
   echo "# p1 RSS holding $n events, 5 s after the last ack: ${held} MiB, $(echo "($held - $idle) * 1048576 / $n" | bc) B per event above idle; log $(du -sm "$dir/p1" | cut -f1) MB; load $(cut -d' ' -f1-3 /proc/loadavg)"
-  sleep 150
+  sleep "${SETTLE:-150}"
   held=$(rss ${pid[p1]})
-  echo "# p1 RSS holding $n events, 155 s after: ${held} MiB, $(echo "($held - $idle) * 1048576 / $n" | bc) B per event above idle"
+  echo "# p1 RSS holding $n events, $((5 + ${SETTLE:-150})) s after: ${held} MiB, $(echo "($held - $idle) * 1048576 / $n" | bc) B per event above idle"
   if [ -n "${P1_PPROF:-}" ]; then curl -s "http://$P1_PPROF/debug/pprof/heap?gc=1" >"$dir/held.heap"; fi
   kill -9 ${pid[p1]}; wait ${pid[p1]} 2>/dev/null || true
 fi
