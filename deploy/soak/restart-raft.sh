@@ -25,7 +25,8 @@
 # directory unless DIR is given. SETTLE (seconds, default 150) is the wait
 # before the second reading (Go collects at least every 2 minutes). With
 # PPROF=1 member pI serves Go's profiles on 127.0.0.1:176I0 (AERIE_PPROF),
-# and each member's heap is saved beside each reading.
+# and each member's heap is saved beside each reading. Congestion control
+# is off unless CC=true, as in restart.sh.
 set -euo pipefail
 n=${1:-1000000}; size=${2:-100}; pubs=${3:-4}; dir=${4:-}
 cd "$(dirname "$0")/../.."
@@ -39,7 +40,8 @@ members=(p1 p2 p3)
 declare -A client http
 for i in 1 2 3; do client[p$i]=127.0.0.1:1741$i; http[p$i]=127.0.0.1:1751$i; done
 if [ $fresh = 1 ]; then
-  : > "$dir/network.toml"
+  echo "congestion_control = ${CC:-false}" > "$dir/network.toml"
+  echo >> "$dir/network.toml"
   for i in 1 2 3; do cat >> "$dir/network.toml" <<TOML
 [[broker]]
 id = "p$i"

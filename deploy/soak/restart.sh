@@ -21,6 +21,10 @@
 # publishing is skipped and only the restart is measured. Ports 17111–17212
 # on 127.0.0.1; data in a fresh temporary directory unless DIR is given.
 # SETTLE (seconds, default 150) is the wait before the second reading.
+# Congestion control is off unless CC=true: on a machine shared with other
+# work the SHB falls behind now and then, and the pubend's rate limit
+# (docs/CONCEPTS.md "Congestion control") then slows the fill to a trickle;
+# nothing measured here depends on it.
 # P1_PPROF=host:port has p1 serve Go's profiles there (AERIE_PPROF) and
 # saves its heap beside the readings (held.heap, after.heap).
 set -euo pipefail
@@ -34,6 +38,8 @@ bin=$dir/aerie
 go build -o "$bin" ./cmd/aerie
 if [ $fresh = 1 ]; then
 cat > "$dir/network.toml" <<TOML
+congestion_control = ${CC:-false}
+
 [[broker]]
 id = "p1"
 listen = "127.0.0.1:17111"
