@@ -90,10 +90,8 @@ func (c *payloadCache) release(final tick.Tick) {
 	}
 	if c.head == len(c.fifo) {
 		c.fifo, c.head = c.fifo[:0], 0
-	} else if c.head > len(c.fifo)/2 {
-		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)
-		c.head = 0
 	}
+	c.compact()
 }
 
 // pubendCacheOverhead is the memory a pubend's cached payload takes
@@ -135,10 +133,11 @@ func (e *Engine) evict(ps *pstream) {
 	for _, o := range ps.outs {
 		limit = min(limit, o.SentHi)
 	}
+	acked := ackedByAll(ps, limit)
 	final := ps.in.K.Final()
 	for c.head < len(c.fifo) {
 		x := c.fifo[c.head]
-		if x.t > final && (c.bytes <= budget || x.t > limit) {
+		if x.t > final && x.t > acked && (c.bytes <= budget || x.t > limit) {
 			break
 		}
 		c.head++
@@ -152,9 +151,41 @@ func (e *Engine) evict(ps *pstream) {
 	} else if ps.pub != nil {
 		e.freeze(ps, limit)
 	}
+	c.compact()
+}
+
+// ackedByAll is the tick up to which a pubend's payloads go whatever the
+// budget (evict): every downstream cell acknowledged it, so none nacks it,
+// and local delivery and every ostream passed it (limit). What still asks
+// for such a payload (a durable subscriber's catch-up, a member of a
+// redundant cell that lags the one that acked, a refetch) has it read back
+// from the log as after any eviction. A pubend holding events for a durable
+// subscriber that is away thus keeps none of their payloads however large
+// its budget, only their ticks and sizes, cold (freeze): its memory does not
+// grow with what it retains (docs/RELIABILITY.md "Running for weeks"). 0
+// elsewhere, and at a pubend with no downstream.
+func ackedByAll(ps *pstream, limit tick.Tick) tick.Tick {
+	if ps.pub == nil || len(ps.outs) == 0 {
+		return 0
+	}
+	acked := limit
+	for _, o := range ps.outs {
+		acked = min(acked, o.AckPrefix)
+	}
+	return acked
+}
+
+// compact drops the evicted and released entries from the queue's front
+// and, once it holds a quarter of its room or less, the room: a queue that
+// grew to the budget while the downstreams lagged does not keep that much
+// memory once they caught up.
+func (c *payloadCache) compact() {
 	if c.head > len(c.fifo)/2 {
 		c.fifo = append(c.fifo[:0], c.fifo[c.head:]...)
 		c.head = 0
+	}
+	if cap(c.fifo) > 1024 && len(c.fifo) < cap(c.fifo)/4 {
+		c.fifo = append(make([]cached, 0, 2*len(c.fifo)), c.fifo...)
 	}
 }
 

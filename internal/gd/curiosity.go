@@ -178,6 +178,9 @@ func (e *Engine) onAck(from msg.NodeID, m msg.Ack) {
 	if moved {
 		e.updateAck(ps)
 		e.ackIfNowHeld(ps) // a subtree that now holds tells upstream at once
+		if ps.pub != nil {
+			e.evict(ps) // what every downstream acked needs no payload here (ackedByAll)
+		}
 	}
 	e.resyncDown(ps, o)
 }

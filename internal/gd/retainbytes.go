@@ -59,6 +59,9 @@ func (r *retainedBytes) compact() {
 		r.fifo = append(r.fifo[:0], r.fifo[r.head:]...)
 		r.head = 0
 	}
+	if cap(r.fifo) > 1024 && len(r.fifo) < cap(r.fifo)/4 {
+		r.fifo = append(make([]sizedTick, 0, 2*len(r.fifo)), r.fifo...)
+	}
 }
 
 // take removes the oldest event's entry when it is at t (freezing it) and
