@@ -198,8 +198,11 @@ func checkSummary(b []byte, id summaryID) error {
 }
 
 // decodeSummary calls event or record for each entry of the summary b of
-// segment id, in log order.
-func decodeSummary(b []byte, id summaryID, event func(index uint64, p msg.PubendID, t tick.Tick, size int64, publisher string, seq uint64) error, record func(index uint64, raw []byte) error) error {
+// segment id, in log order. An event's pair numbers its pubend and
+// publisher among those of the summary (from 0, fewer than the product of
+// their counts), so that the caller can find what it keeps for them
+// without hashing their names.
+func decodeSummary(b []byte, id summaryID, event func(index uint64, p msg.PubendID, t tick.Tick, size int64, publisher string, seq uint64, pair int) error, record func(index uint64, raw []byte) error) error {
 	if err := checkSummary(b, id); err != nil {
 		return err
 	}
@@ -245,7 +248,7 @@ func decodeSummary(b []byte, id summaryID, event func(index uint64, p msg.Pubend
 		if d.bad {
 			break
 		}
-		if err := event(index, pubList[k-1], t, size, pubrList[w], seq); err != nil {
+		if err := event(index, pubList[k-1], t, size, pubrList[w], seq, int(k-1)*len(pubrList)+int(w)); err != nil {
 			return err
 		}
 	}
