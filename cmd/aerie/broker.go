@@ -36,7 +36,7 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 	gct := fs.Duration("gct", def.GapCuriosityThreshold, "gap curiosity threshold: nack a gap after this long (Gryphon GD, DSN 2002 §4.2)")
 	nrt := fs.Duration("nrt", def.NackRepetitionMin, "nack repetition threshold, the floor of the RTO estimate")
 	aet := fs.Duration("aet", def.AckExpectedThreshold, "ack expected threshold (pubends only)")
-	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold: a subend nacks when its doubt horizon trails the pubend's estimated present by more than this; 0 turns it off (Gryphon GD's experiments used infinity)")
+	dct := fs.Duration("dct", def.DelayCuriosityThreshold, "delay curiosity threshold; 0 turns it off (the seed's experiments used infinity)")
 	gcHeadroom := fs.Int("gc-headroom-mb", gctune.DefaultHeadroom>>20, "garbage collection: the heap may grow this many MiB past the live heap (or by the live heap, if that is more) before the next collection; 0, the default: Go's own (GOGC=100); a GOGC in the environment overrides it (internal/gctune)")
 	lf := addLogFlags(fs, slog.LevelInfo)
 	if code, ok := parseFlags(fs, args); !ok {

@@ -64,12 +64,6 @@ func ms(hi, lo tick.Tick) time.Duration {
 	return time.Duration(max(0, hi.Millis()-lo.Millis())) * time.Millisecond
 }
 
-// Heard says whether a DCQ arrived within the last two DCQ intervals: the
-// path from the pubend works (Observe's cut off is the opposite).
-func (m *Monitor) Heard(now tick.Time) bool {
-	return m.known && now.Sub(m.positionAt) <= 2*m.cfg.DCQInterval
-}
-
 // Observe takes a sample of the doubt horizon dh at now, at most every
 // SampleInterval (eq. 5, 11), and updates whether the SHB is recovering.
 // knownHi is the highest tick the SHB has heard of: it is recovering when

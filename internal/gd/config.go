@@ -38,13 +38,10 @@ type Config struct {
 	// exceed it.
 	ForgettingInterval time.Duration
 
-	// DelayCuriosityThreshold (DCT): a subend whose doubt horizon trails
-	// the pubend's estimated present by more than this nacks the ticks up to
-	// that present less DCT, guarding against loss of the latest message
-	// [000 §3.2]. The present is estimated without synchronised clocks
-	// (stream.PubClock, docs/CONCEPTS.md P8, docs/ARCHITECTURE.md decision
-	// 14); under congestion control it waits while DCQs arrive. Default 5s
-	// (the seed's experiments used infinity). Zero disables it.
+	// DelayCuriosityThreshold (DCT): a subend whose doubt horizon has not
+	// moved for this long nacks towards the pubend's present, guarding
+	// against loss of the latest message. Default 5s (docs/CONCEPTS.md P8; the
+	// seed's experiments used infinity). Zero disables it.
 	DelayCuriosityThreshold time.Duration
 
 	// AckExpectedThreshold (AET): the pubend expects every tick older than

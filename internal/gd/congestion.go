@@ -181,9 +181,6 @@ func (e *Engine) onDCQ(from msg.NodeID, q msg.DCQ) {
 	for _, o := range ps.outs {
 		e.sendControlDown(ps.id, o.Down, q)
 	}
-	// A DCQ carries the pubend's latest tick past every queue: the best
-	// sample of its clock (stream.PubClock).
-	ps.sub.Clock.Sample(e.now, q.Position)
 	if !ps.isSubend() || !ps.sub.FloorSet {
 		return
 	}

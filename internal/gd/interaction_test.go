@@ -54,13 +54,6 @@ package gd_test
 //	stabilize               deliver until every queue is empty.
 //	drop a->b [n=N]         discard queued messages (loss).
 //	cut a->b / heal a->b    while cut, a link loses everything sent on it.
-//	slow a->b D [ramp=R]    what a->b carries from now on is delivered only D
-//	                        after it was sent (0s: at once again), in order,
-//	                        but for DCQ and UCA, which jump what is held (the
-//	                        urgent lane); with ramp, the delay grows (or
-//	                        shrinks) linearly to D over R.
-//	nackstats [nodes...]    nacks sent, and how often the delay curiosity
-//	                        threshold made the node curious (gd.Stats).
 //	restart node            fresh engine (a PHB restores its log); in-flight
 //	                        messages to and from it are lost.
 //	failover a b            replicated PHB cell: a (serving) becomes a standby
@@ -155,19 +148,7 @@ func (n *node) Send(to msg.NodeID, m msg.Msg) {
 		return
 	}
 	h.printf(n.indent, "%v", env)
-	due := h.now.Add(h.slow[l].at(h.now))
-	i := len(h.queue[l])
-	switch m.(type) {
-	case msg.DCQ, msg.UCA:
-		// The urgent lane (docs/ARCHITECTURE.md "The runtime",
-		// Connections): ahead of everything not due yet.
-		due = h.now
-		for i > 0 && h.due[l][i-1] > h.now {
-			i--
-		}
-	}
-	h.queue[l] = slices.Insert(h.queue[l], i, m)
-	h.due[l] = slices.Insert(h.due[l], i, due)
+	h.queue[l] = append(h.queue[l], m)
 }
 
 func (n *node) ToClient(_ shell.ClientID, m msg.Msg) { n.h.printf(n.indent, "%s: client %v", n.id, m) }
@@ -247,28 +228,11 @@ type harness struct {
 	ids   []msg.NodeID // sorted
 	cells gd.Cells
 	queue map[link][]msg.Msg
-	due   map[link][]tick.Time // when each queued message may be delivered
-	slow  map[link]slowLink
 	cut   map[link]bool
 	seqs  map[string]uint64
 	out   strings.Builder
 	quiet bool
 	head  string // printed before the next output line (tick rounds)
-}
-
-// slowLink is a link's delay (the slow command): from, changing linearly
-// to to over ramp from start.
-type slowLink struct {
-	from, to, ramp time.Duration
-	start          tick.Time
-}
-
-func (s slowLink) at(now tick.Time) time.Duration {
-	el := now.Sub(s.start)
-	if s.ramp <= 0 || el >= s.ramp {
-		return s.to
-	}
-	return s.from + time.Duration(float64(s.to-s.from)*float64(el)/float64(s.ramp))
 }
 
 func (h *harness) fatalf(format string, args ...any) { h.td.Fatalf(h.t, format, args...) }
@@ -305,8 +269,8 @@ func (h *harness) input(id msg.NodeID, indent int, fn func(b *shell.Broker)) {
 // links returns the links with queued messages, sorted.
 func (h *harness) links() []link {
 	var ls []link
-	for l := range h.queue {
-		if h.ready(l) > 0 {
+	for l, q := range h.queue {
+		if len(q) > 0 {
 			ls = append(ls, l)
 		}
 	}
@@ -314,24 +278,13 @@ func (h *harness) links() []link {
 	return ls
 }
 
-// ready returns how many messages at the head of l's queue may be
-// delivered now (see slow).
-func (h *harness) ready(l link) int {
-	n := 0
-	for n < len(h.due[l]) && h.due[l][n] <= h.now {
-		n++
-	}
-	return n
-}
-
-// deliver delivers the first n messages queued on l (all when n < 0) that
-// may be delivered now.
+// deliver delivers the first n messages queued on l (all when n < 0).
 func (h *harness) deliver(l link, n int) {
 	q := h.queue[l]
-	if r := h.ready(l); n < 0 || n > r {
-		n = r
+	if n < 0 || n > len(q) {
+		n = len(q)
 	}
-	h.queue[l], h.due[l] = q[n:], h.due[l][n:]
+	h.queue[l] = q[n:]
 	for _, m := range q[:n] {
 		h.printf(0, "%v ⇒", msg.Envelope{From: l.from, To: l.to, Msg: m})
 		h.input(l.to, 1, func(b *shell.Broker) {
@@ -347,7 +300,7 @@ func (h *harness) deliverAll() {
 	counts := map[link]int{}
 	ls := h.links()
 	for _, l := range ls {
-		counts[l] = h.ready(l)
+		counts[l] = len(h.queue[l])
 	}
 	for _, l := range ls {
 		h.deliver(l, counts[l])
@@ -495,24 +448,7 @@ func (h *harness) run(td *datadriven.TestData) {
 		for _, m := range q[:n] {
 			h.printf(0, "%v   (dropped)", msg.Envelope{From: l.from, To: l.to, Msg: m})
 		}
-		h.queue[l], h.due[l] = q[n:], h.due[l][n:]
-	case "slow":
-		d, err := time.ParseDuration(arg(1))
-		if err != nil {
-			h.fatalf("%v", err)
-		}
-		sl := slowLink{from: h.slow[lnk()].at(h.now), to: d, start: h.now}
-		if r, ok := args["ramp"]; ok {
-			if sl.ramp, err = time.ParseDuration(r); err != nil {
-				h.fatalf("%v", err)
-			}
-		}
-		h.slow[lnk()] = sl
-	case "nackstats":
-		for _, id := range h.pick(pos) {
-			st := h.node(string(id)).eng.Stats()
-			h.printf(0, "%s: nacks sent %d, delay curious %d", id, st.NacksSent, st.DelayCurious)
-		}
+		h.queue[l] = q[n:]
 	case "cut", "heal":
 		h.cut[lnk()] = td.Cmd == "cut"
 	case "fsync":
@@ -692,7 +628,6 @@ func (h *harness) network(args map[string]string, input string) {
 	}
 	h.now, h.nodes, h.ids = epochTime, map[msg.NodeID]*node{}, nil
 	h.queue, h.cut, h.seqs = map[link][]msg.Msg{}, map[link]bool{}, map[string]uint64{}
-	h.due, h.slow = map[link][]tick.Time{}, map[link]slowLink{}
 	for c, ms := range h.cells { // a cell's members take its routes
 		delete(all, c)
 		for _, m := range ms {
@@ -722,7 +657,6 @@ func (h *harness) restart(id msg.NodeID) {
 				h.printf(0, "%v   (lost: %s restarted)", msg.Envelope{From: l.from, To: l.to, Msg: m}, id)
 			}
 			delete(h.queue, l)
-			delete(h.due, l)
 		}
 	}
 	n.inflight = nil // lost with the process: never acked

@@ -89,9 +89,6 @@ func (e *Engine) acceptKnowledge(ps *pstream, from msg.NodeID, m msg.Knowledge, 
 		}
 	}
 	ps.sub.Heard(e.now, 2*e.cfg.SilenceInterval)
-	if m.Retrans {
-		ps.sub.DelayFilled(&ps.in.K) // answered: the nack was needed
-	}
 	for _, r := range delta.Ranges() {
 		ps.sub.Answered(r, e.now, m.Retrans)
 	}
@@ -99,15 +96,6 @@ func (e *Engine) acceptKnowledge(ps *pstream, from msg.NodeID, m msg.Knowledge, 
 		e.finalMoved(ps, f)
 	}
 	if !m.Retrans && m.Start <= m.End {
-		// First-time knowledge left the pubend's side when its last tick
-		// was about the present there: a sample of the pubend's clock for
-		// the delay curiosity threshold (stream.PubClock); the estimate
-		// restarts from it when it filled what DCT had nacked.
-		if ps.sub.DelayFilled(&ps.in.K) {
-			ps.sub.Clock.Rebase(e.now, m.End)
-		} else {
-			ps.sub.Clock.Sample(e.now, m.End)
-		}
 		for _, o := range ps.outs {
 			if o.Fresh {
 				o.Fresh = false

@@ -8,12 +8,9 @@ import (
 
 // Stats counts what the engine did, for metrics and the simulator's traces.
 type Stats struct {
-	NacksSent     uint64
-	NackTicksSent uint64
-	NacksReceived uint64
-	// DelayCurious counts the times the delay curiosity threshold made a
-	// subend curious about ticks above everything it knew (timer.go).
-	DelayCurious       uint64
+	NacksSent          uint64
+	NackTicksSent      uint64
+	NacksReceived      uint64
 	Retransmissions    uint64
 	Delivered          uint64
 	DuplicatePublishes uint64

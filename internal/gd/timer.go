@@ -2,7 +2,6 @@ package gd
 
 import (
 	"github.com/aerie-mq/aerie/internal/msg"
-	"github.com/aerie-mq/aerie/internal/stream"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -69,7 +68,12 @@ func (e *Engine) tickRelay(ps *pstream) {
 		ps.in.Forget(e.now.Add(-e.cfg.ForgettingInterval))
 	}
 	if ps.isSubend() && ps.sub.FloorSet {
-		e.delayCuriosity(ps)
+		if dct := e.cfg.DelayCuriosityThreshold; dct > 0 && e.now.Sub(ps.dhMovedAt) > dct {
+			// The doubt horizon is stuck: ask towards the pubend's present,
+			// which it answers with silence up to now (docs/CONCEPTS.md P8).
+			ps.sub.Expect(max(ps.in.K.KnownHi(), ps.delivered) + ticksOf(dct))
+			ps.dhMovedAt = e.now
+		}
 		e.scanGaps(ps)
 		e.repeatResync(ps)
 	}
@@ -77,44 +81,4 @@ func (e *Engine) tickRelay(ps *pstream) {
 		e.sendAck(ps)
 	}
 	e.refetchTimeouts(ps)
-}
-
-// delayCuriosity applies the delay curiosity threshold at a subend (Gryphon
-// GD §3.2; docs/CONCEPTS.md P8; docs/ARCHITECTURE.md decision 14): when its
-// doubt horizon trails the pubend's estimated present by more than DCT, the
-// ticks up to that present less DCT are nacked, which the pubend answers
-// with what it decided there, silence up to its present included. Without
-// an estimate yet (no first-time knowledge or DCQ heard since the stream
-// started) the horizon must have stood still for DCT, and the nack reaches
-// DCT past the highest known tick.
-//
-// Under congestion control, while DCQs arrive (they jump every queue of
-// the path, Gryphon CC §3.1) the path from the pubend works: what the
-// pubend sent before the last DCQ is on its way in a queue, which PDCC
-// drains, or was lost and shows as a gap when the next first-time message
-// arrives; nacking it would put a second copy into the queue that made the
-// stream late. So DCT then waits; once DCQs stop for two DCQ intervals the
-// monitor counts the subend as cut off, and DCT nacks within the NACK window
-// that recovery sets (SDCC, §3.2).
-func (e *Engine) delayCuriosity(ps *pstream) {
-	dct := e.cfg.DelayCuriosityThreshold
-	if dct <= 0 {
-		return
-	}
-	if ps.cc.mon != nil && ps.cc.mon.Heard(e.now) {
-		return
-	}
-	dh, hi := ps.in.K.DoubtHorizon(), ps.in.K.KnownHi()
-	target, ok := ps.sub.Clock.Present(e.now, dct)
-	if !ok {
-		target = 0
-		if e.now.Sub(ps.dhMovedAt) > dct {
-			target = max(hi, ps.delivered) + ticksOf(dct)
-			ps.dhMovedAt = e.now
-		}
-	}
-	l := stream.Liveness{GCT: e.cfg.GapCuriosityThreshold, NRTMin: e.cfg.NackRepetitionMin, NRTMax: e.cfg.NackRepetitionMax}
-	if ps.sub.DelayCurious(target, dh, hi, e.now, l) {
-		e.stats.DelayCurious++
-	}
 }

@@ -32,7 +32,6 @@ var (
 		{desc("events_delivered_total", "Events handed to local subscribers."), func(s *broker.Status) uint64 { return s.Stats.Delivered }},
 		{desc("nacks_sent_total", "Nacks sent upstream."), func(s *broker.Status) uint64 { return s.Stats.NacksSent }},
 		{desc("nack_ticks_sent_total", "Ticks covered by the nacks sent upstream."), func(s *broker.Status) uint64 { return s.Stats.NackTicksSent }},
-		{desc("delay_curiosity_total", "Times the delay curiosity threshold made a subend curious about ticks above everything it knew: its doubt horizon trailed the pubend's estimated present by more than DCT."), func(s *broker.Status) uint64 { return s.Stats.DelayCurious }},
 		{desc("nacks_received_total", "Nacks received from downstream."), func(s *broker.Status) uint64 { return s.Stats.NacksReceived }},
 		{desc("retransmissions_total", "Knowledge messages sent to answer nacks."), func(s *broker.Status) uint64 { return s.Stats.Retransmissions }},
 		{desc("duplicate_publishes_total", "Publishes recognised as retries and not logged again."), func(s *broker.Status) uint64 { return s.Stats.DuplicatePublishes }},

@@ -26,24 +26,14 @@ type Subend struct {
 	// needing ticks (docs/CONCEPTS.md P6: a new SHB stream does not nack history).
 	FloorSet bool
 	gaps     []gap
-	// expectTo extends the gap window up to an AckExpected horizon;
+	// expectTo extends the gap window up to an AckExpected or DCT horizon;
 	// expectNow makes every gap at or below it due at the next Scan, once.
 	expectTo  tick.Tick
 	expectNow bool
-	// Clock estimates the pubend's present (the delay curiosity threshold).
-	Clock PubClock
-	// delayTo extends the gap window up to the delay curiosity horizon
-	// (DelayCurious); delayNext is when it may move again, delayTries how
-	// many times it moved while the stream kept trailing, delayLast when
-	// the stream last trailed.
-	delayTo    tick.Tick
-	delayNext  tick.Time
-	delayLast  tick.Time
-	delayTries int
-	srtt       time.Duration
-	rttvar     time.Duration
-	sampled    bool
-	samples    uint64 // round-trip samples taken, for SRTT's readers
+	srtt      time.Duration
+	rttvar    time.Duration
+	sampled   bool
+	samples   uint64 // round-trip samples taken, for SRTT's readers
 	// heard is when knowledge last arrived from upstream, revived when it
 	// arrived after a quiet spell (Heard).
 	heard, revived tick.Time
@@ -74,11 +64,6 @@ type gap struct {
 	last     tick.Time // when last nacked
 	answered tick.Time // when knowledge last arrived inside it
 	tries    int
-	// delay: a gap above everything known when the delay curiosity
-	// threshold made it (DelayCurious). What fills it may be the first-time
-	// knowledge that was on its way rather than the nack's answer, so only a
-	// retransmission counts as its answer for the round trip (Answered).
-	delay bool
 }
 
 // NRT returns the current nack repetition threshold estimate.
@@ -104,46 +89,10 @@ func (s *Subend) sample(r time.Duration) {
 }
 
 // Expect makes every Q tick up to t a gap that is nacked at the next Scan
-// (AckExpected, seed 000 §3.2).
+// (AckExpected, seed 000 §3.2; or the delay curiosity threshold).
 func (s *Subend) Expect(t tick.Tick) {
 	s.expectTo = max(s.expectTo, t)
 	s.expectNow = true
-}
-
-// DelayCurious applies the delay curiosity threshold (Gryphon GD §3.2: "the
-// subend initiates a nack if its doubt horizon trails real time by more
-// than the DCT"). target is the pubend's estimated present less DCT
-// (PubClock.Present), dh and knownHi the stream's doubt horizon and
-// highest known tick. When dh is below target, the Q ticks in (dh,
-// target] are to be nacked: those up to knownHi are gaps already, nacked
-// after GCT and repeated every NRT; the ones above knownHi, which no gap
-// covers since nothing later has arrived, become a gap nacked at the next
-// Scan (and repeated every NRT, backed off, like any gap). It reports
-// whether it extended the gaps so.
-//
-// The horizon moves again only after the NRT, doubled each time it moved
-// while the stream kept trailing (up to NRTMax): a stream that trails for
-// a reason nacks cannot cure (a queue on its path) asks for the newest
-// ticks ever more rarely, instead of for every tick as real time passes
-// DCT after it. The doubling restarts once dh has kept within DCT for as
-// long as the backoff: coalesced silence makes a trailing horizon jump
-// within DCT for a moment.
-func (s *Subend) DelayCurious(target, dh, knownHi tick.Tick, now tick.Time, l Liveness) bool {
-	backoff := min(s.NRT(l)<<min(s.delayTries, 16), l.NRTMax)
-	if target <= dh {
-		if s.delayTries > 0 && now.Sub(s.delayLast) > backoff {
-			s.delayTries = 0
-		}
-		return false
-	}
-	s.delayLast = now
-	if target <= max(knownHi, s.delayTo) || now < s.delayNext {
-		return false
-	}
-	s.delayTo = target
-	s.delayNext = now.Add(backoff)
-	s.delayTries++
-	return true
 }
 
 // Heard records that knowledge arrived from upstream at now. After a quiet
@@ -179,13 +128,10 @@ func (s *Subend) Gaps() int { return len(s.gaps) }
 // Scan refreshes the gap list from the stream and returns the ranges to nack
 // now, in ascending order.
 func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) (nack []tick.Range) {
-	dh, known := k.DoubtHorizon(), k.KnownHi()
-	hi := max(known, s.expectTo, s.delayTo)
+	dh := k.DoubtHorizon()
+	hi := max(k.KnownHi(), s.expectTo)
 	if s.expectTo <= dh {
 		s.expectTo = 0
-	}
-	if s.delayTo <= dh {
-		s.delayTo = 0
 	}
 	old := s.gaps
 	touched := make([]bool, len(old))
@@ -200,7 +146,7 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 			for i := j; i < len(old) && old[i].r.Lo <= q.Hi; i++ {
 				part := old[i].r.Intersect(q)
 				if part.Lo > cur {
-					next = append(next, s.fresh(tick.Range{Lo: cur, Hi: part.Lo - 1}, known, now, l))
+					next = append(next, s.fresh(tick.Range{Lo: cur, Hi: part.Lo - 1}, now, l))
 				}
 				g := old[i]
 				g.r = part
@@ -209,15 +155,7 @@ func (s *Subend) Scan(k *tick.Knowledge[*msg.Event], now tick.Time, l Liveness) 
 				cur = part.Hi + 1
 			}
 			if cur <= q.Hi && cur != 0 {
-				g := s.fresh(tick.Range{Lo: cur, Hi: q.Hi}, known, now, l)
-				if n := len(next) - 1; g.delay && n >= 0 && next[n].delay && next[n].r.Hi+1 == cur {
-					// The delay curiosity horizon moved on: the gap it made
-					// grows, and its new ticks are nacked at its next
-					// repetition, backed off (DelayCurious).
-					next[n].r.Hi = q.Hi
-					return
-				}
-				next = append(next, g)
+				next = append(next, s.fresh(tick.Range{Lo: cur, Hi: q.Hi}, now, l))
 			}
 		})
 	}
@@ -287,13 +225,7 @@ func splitAt(gaps []gap, t tick.Tick) []gap {
 	return gaps
 }
 
-// fresh is a new gap, nacked after GCT; one above everything known that
-// only the delay curiosity horizon makes a gap is nacked at once: it has
-// waited DCT already.
-func (s *Subend) fresh(r tick.Range, known tick.Tick, now tick.Time, l Liveness) gap {
-	if r.Lo > known && r.Hi <= s.delayTo && r.Lo > s.expectTo {
-		return gap{r: r, due: now, delay: true}
-	}
+func (s *Subend) fresh(r tick.Range, now tick.Time, l Liveness) gap {
 	return gap{r: r, due: now.Add(l.GCT)}
 }
 
@@ -318,38 +250,12 @@ func (s *Subend) Answered(r tick.Range, now tick.Time, retrans bool) {
 			break
 		}
 		if s.gaps[i].r.Hi >= r.Lo && s.gaps[i].tries > 0 {
-			if retrans || !s.gaps[i].delay {
-				s.gaps[i].answered = now
-			}
+			s.gaps[i].answered = now
 			if retrans {
 				s.answering = now
 			}
 		}
 	}
-}
-
-// DelayFilled reports whether knowledge that just arrived left no Q tick
-// in a gap the delay curiosity threshold nacked (each such gap counts
-// once). Called after each message: if a first-time message filled it,
-// what the nack asked for was on its way, late, not lost, and the pubend's
-// present was estimated too far ahead (a queue on the path, coalesced
-// silence, a pubend whose clock stepped back): the caller restarts the
-// estimate from that message (PubClock.Rebase). Knowledge that makes ticks
-// final counts as well as knowledge that names them.
-func (s *Subend) DelayFilled(k *tick.Knowledge[*msg.Event]) bool {
-	filled := false
-	for i := range s.gaps {
-		g := &s.gaps[i]
-		if !g.delay || g.tries == 0 {
-			continue
-		}
-		q := false
-		k.VisitQ(g.r, func(tick.Range) { q = true })
-		if !q {
-			g.delay, filled = false, true
-		}
-	}
-	return filled
 }
 
 // Describe renders the gap list, e.g. " gaps [5,9]x2".
