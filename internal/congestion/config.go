@@ -120,7 +120,9 @@ type Config struct {
 	// which it was before it had a name of its own). Lower detects an
 	// overloaded link sooner, before the queue holds much: every second
 	// of detection lets the publishers fill the queue with (offered −
-	// capacity) events. It must exceed the path's delay and jitter.
+	// capacity) events. It must exceed the path's delay and jitter. A
+	// horizon that moves in steps (coalesced silence) must lag by QueueLag
+	// plus two of its steps (Monitor.queued).
 	QueueLag time.Duration
 
 	// DenseQueueLag: an SHB whose doubt horizon has moved in every sample

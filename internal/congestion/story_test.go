@@ -13,7 +13,7 @@ package congestion_test
 //	offer t= to= every= n=           publishers offer n events every `every` ms from t
 //	                                 to `to`; prints acks released and the limit
 //	alert t= seq= [rec=] [nonrec=]   a UCA reaches the pubend (rates default ∞)
-//	monitor                          a fresh SHB monitor
+//	monitor [broker]                 a fresh SHB monitor (with BrokerConfig: broker)
 //	dh from= to= every= dh= rate= [step=] [dcq=] [heard=dh]
 //	                                 observe the doubt horizon every `every` ms,
 //	                                 moving at `rate` tick-s/s from dh (in steps
@@ -137,7 +137,11 @@ func (s *story) run(t *testing.T, td *datadriven.TestData) {
 		}
 		s.p("%s: limit %s", d, limit(s.reg.Limit()))
 	case "monitor":
-		s.mon, s.dcqSeq = congestion.NewMonitor(s.cfg), 0
+		cfg := s.cfg
+		if td.HasArg("broker") {
+			cfg = congestion.BrokerConfig()
+		}
+		s.mon, s.dcqSeq = congestion.NewMonitor(cfg), 0
 	case "dh":
 		from, to, every, dcq := num("from", 0), num("to", 0), num("every", 100), num("dcq", 0)
 		dh0 := float64(num("dh", 0))
