@@ -80,7 +80,7 @@ if [ -n "${KILL_S2_AFTER:-}" ]; then durable; fi
 # Ticks stay strings: they pass 2^31, where some awks print numbers as 1.8e+15.
 ticks() { awk 'match($0, /"pubend":"[^"]*","tick":[0-9]+/) { split(substr($0, RSTART, RLENGTH), a, /"/); print a[4], substr(a[7], 2) }'; }
 if [ -n "${KILL_S2_AFTER:-}" ]; then
-  "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json 2>"$dir/sub.err" | ticks >"$dir/s1.ticks" &
+  "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json 2>"$dir/sub.err" > >(ticks >"$dir/s1.ticks") & # $! is the sub
 else
   "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json >/dev/null 2>"$dir/sub.err" &
 fi
