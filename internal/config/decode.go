@@ -207,30 +207,10 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			}
 		}
 		if rb.CatchupWindowBytes != nil {
-			switch v, err := retainBytes(rb.CatchupWindowBytes); {
-			case err != nil:
-				p.field("broker", i, "catchup_window_bytes", "%s: catchup_window_bytes %v", p.who(b, i), err)
-				bad[fieldRef{"broker", i, "catchup_window_bytes"}] = true
-			case v < MinCatchupWindowBytes || v > MaxCatchupWindowBytes:
-				p.field("broker", i, "catchup_window_bytes", "%s: catchup_window_bytes %#v: want from %s to %s",
-					p.who(b, i), rb.CatchupWindowBytes, FormatSize(MinCatchupWindowBytes), FormatSize(MaxCatchupWindowBytes))
-				bad[fieldRef{"broker", i, "catchup_window_bytes"}] = true
-			default:
-				b.CatchupWindowBytes = v
-			}
+			b.CatchupWindowBytes = p.sizeIn(b, i, "catchup_window_bytes", rb.CatchupWindowBytes, MinCatchupWindowBytes, MaxCatchupWindowBytes, bad)
 		}
 		if rb.RelayCacheBytes != nil {
-			switch v, err := retainBytes(rb.RelayCacheBytes); {
-			case err != nil:
-				p.field("broker", i, "relay_cache_bytes", "%s: relay_cache_bytes %v", p.who(b, i), err)
-				bad[fieldRef{"broker", i, "relay_cache_bytes"}] = true
-			case v < MinRelayCacheBytes || v > MaxRelayCacheBytes:
-				p.field("broker", i, "relay_cache_bytes", "%s: relay_cache_bytes %#v: want from %s to %s",
-					p.who(b, i), rb.RelayCacheBytes, FormatSize(MinRelayCacheBytes), FormatSize(MaxRelayCacheBytes))
-				bad[fieldRef{"broker", i, "relay_cache_bytes"}] = true
-			default:
-				b.RelayCacheBytes = v
-			}
+			b.RelayCacheBytes = p.sizeIn(b, i, "relay_cache_bytes", rb.RelayCacheBytes, MinRelayCacheBytes, MaxRelayCacheBytes, bad)
 		}
 		if rb.RaftElection != nil {
 			b.RaftElection = p.raftElection(b, i, rb.RaftElection, bad)
@@ -412,6 +392,22 @@ func coveredBy(k toml.Key, isUndecoded map[string]bool, known map[string][]strin
 
 // raftSlot parses a broker's raft_slot (0, reported, when it is not an
 // integer from 1 to MaxRaftSlot).
+// sizeIn decodes broker i's size key, which must lie in [lo, hi]; a bad
+// one is reported, marked in bad, and decodes as 0 (the default).
+func (p *problems) sizeIn(b Broker, i int, key string, raw any, lo, hi int64, bad map[fieldRef]bool) int64 {
+	v, err := retainBytes(raw)
+	switch {
+	case err != nil:
+		p.field("broker", i, key, "%s: %s %v", p.who(b, i), key, err)
+	case v < lo || v > hi:
+		p.field("broker", i, key, "%s: %s %#v: want from %s to %s", p.who(b, i), key, raw, FormatSize(lo), FormatSize(hi))
+	default:
+		return v
+	}
+	bad[fieldRef{"broker", i, key}] = true
+	return 0
+}
+
 func (p *problems) raftSlot(b Broker, i int, v any, bad map[fieldRef]bool) uint64 {
 	if k, ok := v.(int64); ok && k >= 1 && k <= MaxRaftSlot {
 		return uint64(k)

@@ -367,15 +367,16 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	if bytesRng := rand.New(rand.NewPCG(o.Seed, 0x72657462797465)); bytesRng.IntN(2) == 0 && !o.NoSizeBound { // "retbyte"
 		p.maxRetainBytes = int64(256 << bytesRng.IntN(9)) // 256 B … 64 KiB
 	}
-	if isDSScenario(o.Scenario) {
-		p.maxRetain = 0 // Gryphon DS §5 "disabled early-release in these experiments"
-		p.maxRetainBytes = 0
-	}
 	if o.Scenario != "" {
-		// The papers' scripted experiments judge no downstream gone: a
-		// link throttled or down for most of the run, and the recovery
-		// that follows, are what they measure (gd/gone.go).
+		// The papers' scripted experiments release nothing early by age
+		// (Gryphon DS §5 "disabled early-release in these experiments")
+		// and judge no downstream gone: a link throttled or down for most
+		// of the run, and the recovery that follows, are what they
+		// measure (gd/gone.go).
 		p.maxRetain = 0
+	}
+	if isDSScenario(o.Scenario) {
+		p.maxRetainBytes = 0 // nor by size
 	}
 	p.floors = o.Scenario == "" && relRng.IntN(2) == 0
 	// Congestion control runs where real brokers run it: everywhere, by
