@@ -19,22 +19,25 @@ import (
 
 // runBench implements `aerie bench`: named workloads against an in-process
 // aerie network and, with --peer nats (a binary built with -tags
-// natspeer), the same workloads against an embedded NATS server.
+// natspeer), the same workloads against an embedded NATS server; with
+// --peer mosquitto the mqtt workload against Debian's mosquitto too.
 func runBench(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aerie bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	usageWith(fs, "aerie bench [--workload NAME] [--peer nats] [--duration DUR] [--runs N] [--json] [--plots DIR] [flags]",
+	usageWith(fs, "aerie bench [--workload NAME] [--peer nats,mosquitto] [--duration DUR] [--runs N] [--json] [--plots DIR] [flags]",
 		"Run named workloads against an aerie network in this process (one broker, and PHB → IB → SHB over loopback "+
 			"TCP) and, with --peer nats in a binary built with -tags natspeer, the same workloads against an embedded "+
-			"NATS server, core and JetStream: throughput, latency at fixed rates, fan-out, selective subscriptions, "+
+			"NATS server, core and JetStream (with --peer mosquitto, the mqtt workload against a mosquitto broker "+
+			"started from PATH or /usr/sbin): throughput, latency at fixed rates, fan-out, selective subscriptions, "+
 			"catch-up after an outage, the CPU overhead of guaranteed delivery and MQTT. Each point runs --runs times; "+
 			"tables (or --json, one object per workload and system) give the median and range of msgs/s, latency "+
 			"percentiles and CPU per million events. docs/BENCHMARKS.md holds the current results and the commands "+
 			"that measured them.",
 		"aerie bench --workload throughput,latency --quick",
+		"aerie bench --workload mqtt --peer mosquitto --runs 3",
 		"go run -tags natspeer ./cmd/aerie bench --peer nats --runs 3 --json > results.json")
 	workload := fs.String("workload", "all", "workload: "+strings.Join(bench.Workloads, ", ")+", or all (comma-separated list allowed)")
-	peer := fs.String("peer", "", "also run the workloads against this peer: nats (needs a binary built with -tags natspeer)")
+	peer := fs.String("peer", "", "also run the workloads against these peers, comma-separated: nats (needs a binary built with -tags natspeer), mosquitto (the mqtt workload; Debian's mosquitto package)")
 	duration := fs.Duration("duration", 0, "publishing time per point and run (default 10s; 1.5s with --quick)")
 	runs := fs.Int("runs", 0, "repetitions per point; the median and range are reported (default 3; 1 with --quick)")
 	asJSON := fs.Bool("json", false, "write one JSON object per (workload, system) to stdout instead of tables")

@@ -91,3 +91,50 @@ func TestSystemsKeepsOnlyThoseNamed(t *testing.T) {
 		t.Errorf("a misspelt system: %v, want it refused with the names there are", err)
 	}
 }
+
+// TestMosquittoPeer: --peer mosquitto adds Debian's mosquitto to the mqtt
+// workload at the one-broker points only, its broker child's CPU counted,
+// and aerie at QoS 2 delivers everything once through three hops and on
+// one broker.
+func TestMosquittoPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real brokers")
+	}
+	if _, err := mosquittoPath(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	rep, err := Run(ctx, Options{Quick: true, Duration: 500 * time.Millisecond, Dir: t.TempDir(), Progress: &progress,
+		Workloads: []string{"mqtt"}, Peer: "mosquitto", Systems: []string{SysAerieMQTTQoS2, SysMosquittoQoS2}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	count := map[string]int{}
+	for _, r := range rep.Results {
+		count[r.System]++
+		name := r.Point + "/" + r.System
+		if r.Err != "" || r.Runs == 0 {
+			t.Errorf("%s: failed: %s %s", name, r.Err, r.Note)
+			continue
+		}
+		if r.Delivered != r.Expected || r.Dups != 0 || r.Gaps != 0 {
+			t.Errorf("%s: delivered %d of %d, %d dups, %d gaps", name, r.Delivered, r.Expected, r.Dups, r.Gaps)
+		}
+		if r.System == SysMosquittoQoS2 {
+			if !strings.HasPrefix(r.Point, "1broker") {
+				t.Errorf("mosquitto ran at the three-hop point %s", r.Point)
+			}
+			if r.Extra["broker_cpu_s_per_million"] <= 0 {
+				t.Errorf("%s: the mosquitto child's CPU is not counted: %v", name, r.Extra)
+			}
+		}
+	}
+	if count[SysAerieMQTTQoS2] != 4 || count[SysMosquittoQoS2] != 2 {
+		t.Errorf("results per system %v, want aerie-mqtt-qos2 at the 4 points and mosquitto-qos2 at the 2 one-broker ones", count)
+	}
+	if _, err := Run(ctx, Options{Quick: true, Workloads: []string{"mqtt"}, Peer: "mosquito"}); err == nil || !strings.Contains(err.Error(), `unknown peer "mosquito"`) {
+		t.Errorf("a misspelt peer: %v, want it refused", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,19 +18,32 @@ import (
 	"github.com/aerie-mq/aerie/internal/mqtt"
 )
 
-// The mqtt workload's systems: unmodified MQTT clients (paho, QoS 1) on
-// both ends, so the client costs are the same and only the brokers differ.
+// The mqtt workload's systems: unmodified MQTT clients (paho) on both
+// ends, publishing and subscribing at the same QoS, so the client costs
+// are the same and only the brokers differ.
 const (
-	// SysAerieMQTT: publisher at the PHB, subscriber at the SHB two hops
-	// away, PUBACK after the event's fsync at its PHB.
+	// SysAerieMQTT: QoS 1; through three hops the publisher is at the PHB
+	// and the subscriber at the SHB two hops away; PUBACK after the
+	// event's fsync at its PHB.
 	SysAerieMQTT = "aerie-mqtt"
-	// SysAerieMQTTSession: the same, the subscriber with a persistent
+	// SysAerieMQTTQoS2: the same at QoS 2 (PUBREC after the fsync).
+	SysAerieMQTTQoS2 = "aerie-mqtt-qos2"
+	// SysAerieMQTTSession: QoS 1, the subscriber with a persistent
 	// session (a durable subscription at the SHB, checkpointed at every
 	// PUBACK).
 	SysAerieMQTTSession = "aerie-mqtt-session"
-	// SysMochi: an embedded mochi-mqtt broker alone, one hop, in memory.
+	// SysMochi: an embedded mochi-mqtt broker, one broker only, QoS 1, in
+	// memory.
 	SysMochi = "mochi"
 )
+
+// mqttSystemQoS is the QoS a system's clients use.
+func mqttSystemQoS(sys string) byte {
+	if strings.HasSuffix(sys, "-qos2") {
+		return 2
+	}
+	return 1
+}
 
 // mqttWindow bounds a publisher's unacknowledged QoS 1 publishes: one
 // below aerie's and mochi's Receive Maximum (1024), which a 3.1.1 client
@@ -40,12 +54,18 @@ const mqttWindow = aerieWindow - 1
 func MQTTFactories() []Factory {
 	return []Factory{
 		{System: SysAerieMQTT, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
-			return startAerieMQTT(ctx, topo, dir, false)
+			return startAerieMQTT(ctx, topo, dir, SysAerieMQTT, false)
+		}},
+		{System: SysAerieMQTTQoS2, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
+			return startAerieMQTT(ctx, topo, dir, SysAerieMQTTQoS2, false)
 		}},
 		{System: SysAerieMQTTSession, Durable: true, Start: func(ctx context.Context, topo Topology, dir string) (Target, error) {
-			return startAerieMQTT(ctx, topo, dir, true)
+			return startAerieMQTT(ctx, topo, dir, SysAerieMQTTSession, true)
 		}},
-		{System: SysMochi, Start: func(ctx context.Context, _ Topology, _ string) (Target, error) {
+		{System: SysMochi, OneBroker: true, Start: func(ctx context.Context, topo Topology, _ string) (Target, error) {
+			if topo.Hops3 {
+				return nil, fmt.Errorf("bench: mochi runs as one broker only: %w", errUnsupported)
+			}
 			return startMochi()
 		}},
 	}
@@ -54,6 +74,7 @@ func MQTTFactories() []Factory {
 // mqttTarget drives an MQTT broker (or network) through paho clients.
 type mqttTarget struct {
 	sys        string
+	qos        byte // of every publish and subscription
 	durable    bool
 	persistent bool // subscribers keep a persistent session (clean session 0)
 	pubAddr    string
@@ -65,10 +86,7 @@ type mqttTarget struct {
 	nextSub int
 }
 
-func startAerieMQTT(ctx context.Context, topo Topology, dir string, persistent bool) (Target, error) {
-	if !topo.Hops3 {
-		return nil, fmt.Errorf("bench: the MQTT systems run only through three hops: %w", errUnsupported)
-	}
+func startAerieMQTT(ctx context.Context, topo Topology, dir, sys string, persistent bool) (Target, error) {
 	t, err := startAerie(ctx, topo, dir, false, func(o *broker.Options) {
 		if o.Clients != "" {
 			o.MQTT = "127.0.0.1:0"
@@ -81,12 +99,12 @@ func startAerieMQTT(ctx context.Context, topo Topology, dir string, persistent b
 		return nil, err
 	}
 	a := t.(*aerieNet)
-	sys := SysAerieMQTT
-	if persistent {
-		sys = SysAerieMQTTSession
+	sub := a.nodes[0] // one broker: the PHB serves the subscriber too
+	if a.shb != nil {
+		sub = a.shb
 	}
-	m := &mqttTarget{sys: sys, durable: true, persistent: persistent,
-		pubAddr: a.nodes[0].MQTTAddr(), subAddr: a.shb.MQTTAddr(), stop: a.Close}
+	m := &mqttTarget{sys: sys, qos: mqttSystemQoS(sys), durable: true, persistent: persistent,
+		pubAddr: a.nodes[0].MQTTAddr(), subAddr: sub.MQTTAddr(), stop: a.Close}
 	return m, nil
 }
 
@@ -113,7 +131,7 @@ func startMochi() (Target, error) {
 		return nil, fmt.Errorf("bench: mochi: %w", err)
 	}
 	addr := ln.Addr().String()
-	return &mqttTarget{sys: SysMochi, pubAddr: addr, subAddr: addr, stop: srv.Close}, nil
+	return &mqttTarget{sys: SysMochi, qos: 1, pubAddr: addr, subAddr: addr, stop: srv.Close}, nil
 }
 
 func (m *mqttTarget) System() string    { return m.sys }
@@ -152,7 +170,7 @@ func (m *mqttTarget) Publisher(ctx context.Context, idx int) (Publisher, error) 
 	if err != nil {
 		return nil, err
 	}
-	p := &mqttPub{c: c, idx: uint32(idx), toks: make(chan paho.Token, mqttWindow-1), done: make(chan struct{})}
+	p := &mqttPub{c: c, qos: m.qos, idx: uint32(idx), toks: make(chan paho.Token, mqttWindow-1), done: make(chan struct{})}
 	go p.collectAcks()
 	return p, nil
 }
@@ -171,9 +189,9 @@ func (m *mqttTarget) Subscribe(ctx context.Context, f Filter, fn func(Delivery))
 		return nil, err
 	}
 	s.c = c
-	// paho acknowledges each message after the handler returns, one at a
-	// time in arrival order.
-	tok := c.Subscribe("bench/#", 1, func(_ paho.Client, msg paho.Message) {
+	// paho acknowledges each message (PUBACK, or PUBREC then PUBCOMP at
+	// QoS 2) after the handler returns, one at a time in arrival order.
+	tok := c.Subscribe("bench/#", m.qos, func(_ paho.Client, msg paho.Message) {
 		if d, err := decodePayload(msg.Payload(), time.Now().UnixNano()); err == nil {
 			fn(d)
 		}
@@ -199,10 +217,11 @@ func (m *mqttTarget) Close() error {
 	return m.stop()
 }
 
-// mqttPub publishes at QoS 1; a collector takes the PUBACKs in order, so
-// Finish knows when the last one is in.
+// mqttPub publishes at QoS 1 or 2; a collector takes the PUBACKs (at QoS
+// 2 the PUBCOMPs) in order, so Finish knows when the last one is in.
 type mqttPub struct {
 	c    paho.Client
+	qos  byte
 	idx  uint32
 	toks chan paho.Token
 	done chan struct{}
@@ -220,7 +239,7 @@ func (p *mqttPub) collectAcks() {
 }
 
 func (p *mqttPub) Publish(ctx context.Context, m Msg) error {
-	tok := p.c.Publish("bench/t", 1, false, encodePayload(p.idx, m))
+	tok := p.c.Publish("bench/t", p.qos, false, encodePayload(p.idx, m))
 	select {
 	case p.toks <- tok:
 		return nil
@@ -234,7 +253,7 @@ func (p *mqttPub) Finish(ctx context.Context) error {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return fmt.Errorf("bench: waiting for PUBACKs: %w", ctx.Err())
+		return fmt.Errorf("bench: waiting for the publishes' acknowledgements: %w", ctx.Err())
 	}
 	if p.err != nil {
 		return fmt.Errorf("bench: MQTT publish failed: %w", p.err)

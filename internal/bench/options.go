@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -14,7 +15,7 @@ var Workloads = []string{"throughput", "latency", "fanout", "selective", "catchu
 // Options configure a bench run.
 type Options struct {
 	Workloads []string      // names from Workloads
-	Peer      string        // "" or "nats"
+	Peer      string        // "", "nats", "mosquitto" or both, comma-separated
 	Duration  time.Duration // publishing time per point and run
 	Runs      int           // repetitions per point (median and range reported)
 	Quick     bool          // CI smoke: small sizes, short runs
@@ -75,8 +76,16 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("bench: unknown workload %q (have %v or all)", w, Workloads)
 		}
 	}
-	if o.Peer != "" && o.Peer != "nats" {
-		return o, fmt.Errorf("bench: unknown peer %q (have: nats)", o.Peer)
+	for _, p := range o.peers() {
+		switch p {
+		case "nats":
+		case "mosquitto":
+			if _, err := mosquittoPath(); err != nil {
+				return o, err
+			}
+		default:
+			return o, fmt.Errorf("bench: unknown peer %q (have: nats, mosquitto)", p)
+		}
 	}
 	if o.Size == 0 {
 		o.Size = 256
@@ -139,4 +148,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.Progress = io.Discard
 	}
 	return o, nil
+}
+
+// peers lists the peers named by Peer.
+func (o Options) peers() []string {
+	if o.Peer == "" {
+		return nil
+	}
+	return strings.Split(o.Peer, ",")
 }

@@ -135,12 +135,15 @@ func num(v float64, prec int) string {
 }
 
 // ratios compares aerie with results[i] on the same workload and point
-// (in the mqtt workload, aerie behind its MQTT listener).
+// (in the mqtt workload, aerie behind its MQTT listener at the same QoS).
 func ratios(rs []Result, i int) string {
 	r := rs[i]
 	base := SysAerie
 	if r.Workload == "mqtt" {
 		base = SysAerieMQTT
+		if mqttSystemQoS(r.System) == 2 {
+			base = SysAerieMQTTQoS2
+		}
 	}
 	if r.System == base {
 		return ""

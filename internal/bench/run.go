@@ -25,7 +25,8 @@ type Report struct {
 }
 
 // Run measures the machine's limits, then every selected workload against
-// aerie and, with Peer "nats", the NATS systems, interleaving the systems
+// aerie and, with Peer "nats", the NATS systems (with "mosquitto", the
+// mqtt workload against Debian's mosquitto too), interleaving the systems
 // run by run so drift on a shared machine hits them alike.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o, err := o.withDefaults()
@@ -40,14 +41,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.NoCongestionControl {
 		facts = append(facts, AerieNoCCFactory())
 	}
-	if o.Peer == "nats" {
+	if slices.Contains(o.peers(), "nats") {
 		nf, err := NATSFactories()
 		if err != nil {
 			return nil, err
 		}
 		facts = append(facts, inProcessCap(nf, o.Procs)...)
 	}
-	if err := knownSystems(o.Systems, aerie, facts, overheadSystems(aerie, facts), MQTTFactories()); err != nil {
+	mqttFacts := MQTTFactories()
+	if slices.Contains(o.peers(), "mosquitto") {
+		mqttFacts = append(mqttFacts, MosquittoFactories()...)
+	}
+	if err := knownSystems(o.Systems, aerie, facts, overheadSystems(aerie, facts), mqttFacts); err != nil {
 		return nil, err
 	}
 	if o.Dir == "" {
@@ -89,14 +94,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		case "overhead":
 			wf = overheadSystems(aerie, facts)
 		case "mqtt":
-			wf = MQTTFactories()
+			wf = mqttFacts
 		}
 		if wf = keepSystems(wf, o.Systems); len(wf) == 0 {
 			fmt.Fprintf(o.Progress, "bench: %s: none of the systems %s runs it; skipped\n", w, strings.Join(o.Systems, ","))
 			continue
 		}
 		for _, p := range points(w, o) {
-			rs := runPoint(ctx, o, w, p, wf)
+			pf := wf
+			if p.topo.Hops3 {
+				pf = slices.DeleteFunc(slices.Clone(wf), func(f Factory) bool { return f.OneBroker })
+			}
+			rs := runPoint(ctx, o, w, p, pf)
 			addGDRatios(rs)
 			rep.Results = append(rep.Results, rs...)
 			if err := ctx.Err(); err != nil {

@@ -159,5 +159,8 @@ type Factory struct {
 	// MaxSubs, when set, is the most subscriptions a run may open; larger
 	// points are reported as skipped (see NATSFactories).
 	MaxSubs int
-	Start   func(ctx context.Context, topo Topology, dir string) (Target, error)
+	// OneBroker: the system runs as one broker only; a three-hop point
+	// leaves it out of its table.
+	OneBroker bool
+	Start     func(ctx context.Context, topo Topology, dir string) (Target, error)
 }
