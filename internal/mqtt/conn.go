@@ -60,6 +60,8 @@ type Conn struct {
 	retainDue map[uint16][]retainGrant  // SUBSCRIBEs whose retained messages follow their SUBACK
 	replay    sessionDeliveries         // what the session's previous connection delivered (qos2.go)
 	nextPID   uint16
+
+	aliases outAliases // the write goroutine's alone (alias.go)
 }
 
 // queued is one thing for the writer: an event delivered on subscription
@@ -803,7 +805,7 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 			return false
 		}
 	}
-	if err := c.cl.WritePacket(pk); err != nil {
+	if err := c.writePublish(pk); err != nil {
 		if err == packets.ErrPacketTooLarge {
 			// Larger than the client takes: skipped, as MQTT 5 says.
 			if qos > 0 {
@@ -819,6 +821,18 @@ func (c *Conn) deliver(ev *msg.Event, name msg.SubID, window int) bool {
 		c.passed(sub, name, ev)
 	}
 	return true
+}
+
+// writePublish writes a delivery's PUBLISH (the write goroutine only),
+// with a topic alias where the client takes them.
+func (c *Conn) writePublish(pk packets.Packet) error {
+	topic := pk.TopicName
+	id := c.aliases.apply(&pk)
+	err := c.cl.WritePacket(pk)
+	if err == nil {
+		c.aliases.commit(topic, id)
+	}
+	return err
 }
 
 // setExpiry puts into pk the Message Expiry Interval left of a message

@@ -484,7 +484,7 @@ func (c *Conn) deliverRetained(r *retainedMsg, name string, window int) bool {
 		}
 		return true
 	}
-	if err := c.cl.WritePacket(pk); err != nil {
+	if err := c.writePublish(pk); err != nil {
 		if err == packets.ErrPacketTooLarge {
 			if qos > 0 {
 				c.delivered(pk.PacketID)

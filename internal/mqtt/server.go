@@ -104,6 +104,11 @@ const maxOutstanding = 4096
 // waiting for their PUBACK (announced in CONNACK to MQTT 5 clients).
 const receiveMaximum = 1024
 
+// topicAliasMaximum is how many topic aliases an MQTT 5 client may set
+// on a connection (CONNACK Topic Alias Maximum): each holds a topic of
+// up to 64 KiB, so they cost a connection at most 2 MiB.
+const topicAliasMaximum = 32
+
 // SelectorProperty is the MQTT 5 user property of a SUBSCRIBE that carries
 // a JMS selector for its filters: an aerie extension.
 const SelectorProperty = "aerie-selector"
@@ -151,7 +156,7 @@ func Start(opts Options) (*Server, error) {
 	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
-	caps.TopicAliasMaximum = 0
+	caps.TopicAliasMaximum = topicAliasMaximum
 	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	s := &Server{opts: opts, log: opts.Logger, states: clientStates{states: map[string]*clientState{}},
 		wills: pendingWills{m: map[string]*pendingWill{}}, retained: newRetainStore(),
@@ -419,6 +424,9 @@ func (h *hook) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) {
 	// The session goes on here: a will its previous connection left
 	// waiting for its delay is not published (st.owner is c now).
 	h.s.willReturn(cl.ID, false)
+	if c.v5 {
+		c.aliases.max = cl.Properties.Props.TopicAliasMaximum
+	}
 	go c.writeLoop()
 }
 
@@ -510,6 +518,12 @@ func (h *hook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, e
 	if c == nil {
 		return pk, packets.ErrRejectPacket
 	}
+	if pk.TopicName == "" {
+		// The library put the alias's topic in its place, and there was
+		// none: a Protocol Error [MQTT-3.3.2-7] (MQTT 5 §3.3.2.3.4).
+		c.end(refuse(packets.ErrProtocolViolation, fmt.Sprintf("topic alias %d has no topic on this connection", pk.Properties.TopicAlias), 0))
+		return pk, packets.ErrRejectPacket
+	}
 	if err := c.publish(pk); err != nil {
 		c.end(err.(refusal))
 	}
@@ -543,7 +557,8 @@ func (h *hook) OnUnsubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet
 
 // OnPacketEncode replaces the library's SUBACK and UNSUBACK reason codes
 // by aerie's, and says in the CONNACK whether aerie holds the session the
-// client resumes (the library knows only the sessions of its own run).
+// client resumes (the library knows only the sessions of its own run) and
+// how many topic aliases the client may set.
 func (h *hook) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	if pk.FixedHeader.Type == packets.Connack && pk.ReasonCode == 0 {
 		if ds, ok := h.s.resumed.Load(cl); ok {
@@ -551,6 +566,9 @@ func (h *hook) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packe
 		}
 		if !h.s.opts.Sessions && cl.Properties.ProtocolVersion >= 5 {
 			pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 0, true
+		}
+		if cl.Properties.ProtocolVersion >= 5 {
+			pk.Properties.TopicAliasMaximum = topicAliasMaximum // the library does not say it
 		}
 		return pk
 	}
