@@ -16,6 +16,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
 	"github.com/aerie-mq/aerie/internal/tick"
 )
 
@@ -119,16 +120,9 @@ type Options struct {
 	// disk (FaultDiskFull) reopens its log and reports the batch durable
 	// anyway, as a broker that ignored the error would.
 	AckFullSync bool
-	// RaftAckEarly (tests only): a replicated PHB's leader acks a batch
-	// once its own Raft log holds it, before a majority does.
-	RaftAckEarly bool
-	// RaftCompactUnsynced (tests only): a replicated PHB member compacts
-	// its Raft log past what its pubend store has fsynced.
-	RaftCompactUnsynced bool
-	// RaftLeaderTrimOnly (tests only): a replicated PHB's leader proposes
-	// no trim entries, so its followers keep their whole stores
-	// (raftnode.Config.LeaderTrimOnly).
-	RaftLeaderTrimOnly bool
+	// RaftMutation (tests only): the replicated PHB members' broken rules
+	// (raftphb/node mutation.go), as Mutation is the engines'.
+	RaftMutation raftnode.Mutation
 	// RaftChunkBytes, when set, cuts the snapshots of replicated PHB
 	// members into chunks of this size (raftphb/node.Compaction); the
 	// default (1 MiB) is above any store the simulator builds, so its

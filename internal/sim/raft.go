@@ -211,10 +211,8 @@ func (w *world) openRaft(n *node) error {
 				}
 			}
 		},
-		AckOwnFsync:     w.opts.RaftAckEarly,
-		Compaction:      w.raftCompaction(),
-		CompactUnsynced: w.opts.RaftCompactUnsynced,
-		LeaderTrimOnly:  w.opts.RaftLeaderTrimOnly,
+		Compaction: w.raftCompaction(),
+		Mutation:   w.opts.RaftMutation,
 	})
 	if err != nil {
 		return err

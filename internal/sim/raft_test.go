@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aerie-mq/aerie/internal/gd"
+	raftnode "github.com/aerie-mq/aerie/internal/raftphb/node"
 )
 
 // TestReplicatedCells runs a batch with every PHB drawn as a replicated
@@ -74,21 +75,20 @@ func TestReplicatedCellsFailover(t *testing.T) {
 // leadership, so that no PHB restarts; the compaction rule needs crashes.
 func TestOracleBitesReplicated(t *testing.T) {
 	cases := []struct {
-		name            string
-		ackEarly        bool
-		compactUnsynced bool
-		mut             gd.Mutation
-		faults          []string
+		name    string
+		raftMut raftnode.Mutation
+		mut     gd.Mutation
+		faults  []string
 	}{
-		{"ack before the majority commit", true, false, 0, []string{FaultReplicas}},
-		{"new leader allocates ticks from its clock", false, false, gd.MutReuseTicks, []string{FaultReplicas, FaultPartition, FaultDrift}},
-		{"compact the Raft log past the store's fsync", false, true, 0, []string{FaultReplicas, FaultCrash}},
+		{"ack before the majority commit", raftnode.MutAckOwnFsync, 0, []string{FaultReplicas}},
+		{"new leader allocates ticks from its clock", 0, gd.MutReuseTicks, []string{FaultReplicas, FaultPartition, FaultDrift}},
+		{"compact the Raft log past the store's fsync", raftnode.MutCompactUnsynced, 0, []string{FaultReplicas, FaultCrash}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for s := uint64(1); s <= 40; s++ {
 				o := DefaultOptions(s)
-				o.Faults, o.RaftAckEarly, o.RaftCompactUnsynced, o.Mutation = c.faults, c.ackEarly, c.compactUnsynced, c.mut
+				o.Faults, o.RaftMutation, o.Mutation = c.faults, c.raftMut, c.mut
 				// The cells' own publishers only: publishers at SHBs
 				// (relay.go) publish to plain PHBs, beside the point here.
 				o.Anywhere = "off"
@@ -157,7 +157,7 @@ func TestReplicatedCellsWipes(t *testing.T) {
 // It runs as the swarm did before pubends trimmed under load and had a
 // size bound (TrimOnlyWhenIdle, NoSizeBound: with them no seed of 600 shows
 // the scenario, for the reason below), and with the leader's trim entries
-// off (RaftLeaderTrimOnly): with
+// off (raftnode.MutLeaderTrimOnly): with
 // them, no seed of 2 300 scanned (1–1500 and 7000–7400 with every default
 // fault, 1–800 with replicas, crashes, partitions and cuts) showed the
 // stuck request under the mutation, and seed 439's requests moved on 4
@@ -193,7 +193,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 		o := DefaultOptions(seed)
 		o.Faults, o.NoCongestionControl = faultsBeforeOverload(), true
 		o.RaftClients = r.clients
-		o.Mutation, o.RaftLeaderTrimOnly = gd.MutAskSameMember|gd.MutExactNackAnswers, true
+		o.Mutation, o.RaftMutation = gd.MutAskSameMember|gd.MutExactNackAnswers, raftnode.MutLeaderTrimOnly
 		o.NoSizeBound, o.TrimOnlyWhenIdle = true, true
 		o.Config.ReleaseGone = false // see below
 		res, err := Run(o)
@@ -207,7 +207,7 @@ func TestOracleBitesAskSameMember(t *testing.T) {
 		o = DefaultOptions(seed)
 		o.Faults, o.NoCongestionControl = faultsBeforeOverload(), true
 		o.RaftClients = r.clients
-		o.Mutation, o.RaftLeaderTrimOnly = gd.MutExactNackAnswers, true
+		o.Mutation, o.RaftMutation = gd.MutExactNackAnswers, raftnode.MutLeaderTrimOnly
 		o.NoSizeBound, o.TrimOnlyWhenIdle = true, true
 		o.Config.ReleaseGone = false
 		res, err = Run(o)

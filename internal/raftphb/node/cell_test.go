@@ -100,11 +100,9 @@ type cell struct {
 	// room and were tried again (resumeLog).
 	logFulls       int
 	maxOutstanding int // most batches a leader had outstanding
-	mutAckEarly    bool
 	// compaction configures every member's (zero: the defaults, which
-	// these short runs never reach); mutCompactUnsynced is the mutation.
-	compaction         Compaction
-	mutCompactUnsynced bool
+	// these short runs never reach).
+	compaction Compaction
 	// stats sums the counters of every incarnation (tally); opened the
 	// Raft log's first index at each start, per member.
 	stats  Stats
@@ -125,10 +123,9 @@ type cell struct {
 	// corruptOK: a test corrupts disks, so a member's start may find its
 	// state corrupt (else that fails the run).
 	corruptOK bool
-	// mutCorruptBlank: the mutation Config.corruptBlank;
-	// mutFirstFromPeers: Config.firstFromPeers.
-	mutFirstFromPeers bool
-	mutCorruptBlank   bool
+	// mut: the members' mutations (mutation.go); MutAckOwnFsync and
+	// MutCompactUnsynced take effect once a member has opened.
+	mut Mutation
 	// mutBlankBootstrap: the mutation raftphb.Config.UnsafeBlankBootstrap
 	// (a blank member votes at once, without establishing that its cell
 	// is new).
@@ -179,16 +176,14 @@ func (c *cell) start(m *member) {
 	m.inc++
 	inc := m.inc
 	nd, err := Open(Config{
-		Replica:        raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN, UnsafeBlankBootstrap: c.mutBlankBootstrap},
-		FS:             m.fs,
-		Dir:            "/data",
-		LogOptions:     eventlog.Options{SegmentBytes: 2 << 10},
-		Send:           func(msg *raftpb.Message) { c.send(m, inc, msg) },
-		SendChunk:      func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
-		Compaction:     c.compaction,
-		corruptBlank:   c.mutCorruptBlank,
-		firstFromPeers: c.mutFirstFromPeers,
-		// The mutation is set on the node below, like ackEarly.
+		Replica:    raftphb.Config{ID: m.id, Peers: c.peers(), Jitter: c.rng.IntN, UnsafeBlankBootstrap: c.mutBlankBootstrap},
+		FS:         m.fs,
+		Dir:        "/data",
+		LogOptions: eventlog.Options{SegmentBytes: 2 << 10},
+		Send:       func(msg *raftpb.Message) { c.send(m, inc, msg) },
+		SendChunk:  func(to uint64, msg msg.Msg) { c.sendChunk(m, inc, to, msg) },
+		Compaction: c.compaction,
+		Mutation:   c.mut &^ (MutAckOwnFsync | MutCompactUnsynced), // those below
 	})
 	if err != nil {
 		if errors.Is(err, eventlog.ErrCorrupt) {
@@ -210,8 +205,8 @@ func (c *cell) start(m *member) {
 		c.opened = map[uint64][]uint64{}
 	}
 	c.opened[m.id] = append(c.opened[m.id], nd.Replica().Status().FirstIndex)
-	nd.ackEarly = c.mutAckEarly
-	nd.cfg.CompactUnsynced = c.mutCompactUnsynced
+	nd.ackEarly = c.mut.has(MutAckOwnFsync)
+	nd.cfg.Mutation = c.mut
 	m.node, m.busy, m.sh, m.sh2 = nd, false, nil, nil
 }
 
@@ -730,7 +725,7 @@ func TestAckBeforeCommitIsCaught(t *testing.T) {
 	var first string
 	for seed := uint64(1); seed <= 40; seed++ {
 		c := newCell(t, 3, seed, swarm)
-		c.mutAckEarly = true
+		c.mut |= MutAckOwnFsync
 		c.run(6000, 3000)
 		if len(c.errs) > 0 {
 			caught++

@@ -58,13 +58,13 @@ func (n *Node) maybeCompact() error {
 	if n.written != nil || n.inStore < st.FirstIndex+c.Every+c.Retain {
 		return nil
 	}
-	if !n.cfg.CompactUnsynced {
+	if !n.cfg.Mutation.has(MutCompactUnsynced) {
 		if err := n.syncStore(); err != nil {
 			return err
 		}
 	}
 	bound := n.synced
-	if n.cfg.CompactUnsynced {
+	if n.cfg.Mutation.has(MutCompactUnsynced) {
 		bound = n.inStore
 	}
 	top := min(bound, st.Applied)

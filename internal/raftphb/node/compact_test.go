@@ -140,7 +140,7 @@ func TestCompactUnsyncedIsCaught(t *testing.T) {
 	for seed := uint64(1); seed <= 10; seed++ {
 		c := newCell(t, 3, seed, swarm)
 		c.compaction = smallCompaction
-		c.mutCompactUnsynced = true
+		c.mut |= MutCompactUnsynced
 		c.run(6000, 3000)
 		for _, e := range c.errs {
 			if strings.Contains(e, "the Raft log was compacted to") {

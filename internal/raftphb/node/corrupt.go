@@ -133,7 +133,7 @@ func setAside(cfg Config, slot uint64, found error) (*Corruption, error) {
 	for k := 2; taken[aside]; k++ {
 		aside = fmt.Sprintf("%s%d.%d", corruptPrefix, now().Unix(), k)
 	}
-	if cfg.corruptBlank {
+	if cfg.Mutation.has(MutCorruptBlank) {
 		gen = old
 	}
 	c := &Corruption{Err: found, Aside: aside, From: raftphb.MemberID(slot, old), Gen: gen}

@@ -335,7 +335,10 @@ func majorityCorrupt(t *testing.T, n int, seed uint64, blank bool) (c *cell, bad
 	// with it, blank members also vote at once (UnsafeBlankBootstrap),
 	// else they would await their cell (raftphb/newcell.go), which now
 	// guards that case too (TestWipedMajorityStops).
-	c.corruptOK, c.mutCorruptBlank, c.mutBlankBootstrap = true, blank, blank
+	c.corruptOK, c.mutBlankBootstrap = true, blank
+	if blank {
+		c.mut |= MutCorruptBlank
+	}
 	c.sendHook = func(from *member, m *raftpb.Message) {
 		if slices.Contains(bad, from) && !m.GetReject() &&
 			(m.GetType() == raftpb.MessageType_MsgVoteResp || m.GetType() == raftpb.MessageType_MsgPreVoteResp) {

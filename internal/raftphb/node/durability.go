@@ -71,7 +71,7 @@ func (n *Node) Fetch(f gd.Fetch, from []uint64) {
 func (n *Node) Trim(cut uint64, snap []msg.Record) {
 	n.jobs = append(n.jobs, func() {
 		first, dropped, err := n.store.Trim(cut, snap)
-		if err == nil && dropped > 0 && n.serving && !n.cfg.LeaderTrimOnly {
+		if err == nil && dropped > 0 && n.serving && !n.cfg.Mutation.has(MutLeaderTrimOnly) {
 			if perr := n.rep.ProposeTrim(cut, snap); perr == nil {
 				n.trimsProposed++
 			}

@@ -98,7 +98,9 @@ func membersSeed(t *testing.T, seed uint64) *cell {
 // end is a failure (c.errs) like the checker's.
 func membersRun(seed uint64, mutFirst bool, t testing.TB) *cell {
 	c := newCell(t, 4, seed, swarm)
-	c.mutFirstFromPeers = mutFirst
+	if mutFirst {
+		c.mut |= MutFirstFromPeers
+	}
 	c.ms[3].out = true
 	var removed *member
 	c.at(1500, func() { c.addMember(c.ms[3]) })

@@ -102,36 +102,13 @@ type Config struct {
 	// applies it, before the shell hears of its commit (the simulator's
 	// oracle: committed is what "durable" means for a replicated pubend).
 	Applied func(b raftphb.Batch)
-	// AckOwnFsync is a mutation (tests only): the serving leader
-	// acknowledges a batch once its own Raft log holds it, without
-	// waiting for a majority. The oracles must catch it.
-	AckOwnFsync bool
 	// Compaction says when the Raft log is compacted (zero: defaults).
 	Compaction Compaction
-	// CompactUnsynced is a mutation (tests only): compaction does not wait
-	// for the pubend store's fsync, so a crash can lose records that the
-	// Raft log no longer holds. The oracles must catch it.
-	CompactUnsynced bool
 	// Now names the directory a corrupt Raft state is moved aside to
 	// (raft.corrupt-<unix time>, corrupt.go); nil: time.Now.
 	Now func() time.Time
-	// corruptBlank is a mutation (tests only): a member whose state is
-	// corrupt moves it aside and restarts under its old id with a blank
-	// log, like a wiped disk before it notices, instead of as a new
-	// member. The tests must catch it (a majority corrupt at once elects
-	// a leader without the committed log).
-	corruptBlank bool
-	// firstFromPeers is a mutation (tests only): a member takes the cell's
-	// config of today for its first configuration, as before raft.first
-	// was recorded. The tests must catch it (a member restarted with a log
-	// from index 1 after a member was added believes a configuration that
-	// never existed).
-	firstFromPeers bool
-	// LeaderTrimOnly (tests only): the serving leader trims its own store
-	// and proposes no trim entry, so followers keep everything, as before
-	// trim entries (raftphb/trim.go). The simulator's mutation test of
-	// gd.MutAskSameMember needs it (sim.Options.RaftLeaderTrimOnly).
-	LeaderTrimOnly bool
+	// Mutation switches off rules (tests only: mutation.go).
+	Mutation Mutation
 }
 
 // EventKind says what happened.
@@ -277,7 +254,7 @@ func open(cfg Config, slot uint64) (*Node, error) {
 		return nil, err
 	}
 	cfg.Replica.ID = raftphb.MemberID(slot, gen)
-	if gen == 0 && !cfg.firstFromPeers {
+	if gen == 0 && !cfg.Mutation.has(MutFirstFromPeers) {
 		if cfg.Replica.First, err = firstConf(cfg.FS, cfg.Dir, cfg.Replica.Peers); err != nil {
 			return nil, err
 		}
@@ -286,7 +263,7 @@ func open(cfg Config, slot uint64) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.AckOwnFsync, slot: slot, gen: gen, recovery: rec}
+	nd := &Node{cfg: cfg, rlog: rl, ackEarly: cfg.Mutation.has(MutAckOwnFsync), slot: slot, gen: gen, recovery: rec}
 	if err := removeStaging(nd); err != nil { // a transfer a crash cut short
 		rl.Close()
 		return nil, err
