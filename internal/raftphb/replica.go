@@ -237,6 +237,9 @@ type Replica struct {
 	snapNext uint64
 	marks    []mark
 
+	// bytes: the sizes of the entries ms holds (logbytes.go).
+	bytes logBytes
+
 	// Snapshots sent (MsgSnap) and not yet answered: the tick count when
 	// each was sent, per member. etcd raft waits for ReportSnapshot; a
 	// snapshot lost on the way is reported failed after a while, so the
@@ -400,6 +403,8 @@ func New(cfg Config, st Restored) (*Replica, error) {
 	}
 	r := &Replica{cfg: cfg, rn: rn, ms: ms, applied: snapIndex, next: snapNext, snapNext: snapNext,
 		conf: conf, snapConf: conf, blank: blank, storeHeld: st.StoreNext > 0}
+	r.bytes.reset(snapIndex)
+	r.bytes.append(st.Entries)
 	r.term = r.rn.BasicStatus().GetTerm()
 	r.resetTimer()
 	if blankLog(cfg.ID, st) && !cfg.UnsafeBlankBootstrap {
@@ -772,11 +777,13 @@ func (r *Replica) Advance() {
 		if err := r.ms.ApplySnapshot(snap); err != nil {
 			panic(fmt.Sprintf("raftphb: member %d: %v", r.cfg.ID, err))
 		}
+		r.bytes.reset(snap.GetMetadata().GetIndex())
 	}
 	if len(rd.Entries) > 0 {
 		if err := r.ms.Append(rd.Entries); err != nil {
 			panic(fmt.Sprintf("raftphb: member %d: %v", r.cfg.ID, err))
 		}
+		r.bytes.append(rd.Entries)
 	}
 	if !raft.IsEmptyHardState(rd.HardState) {
 		if err := r.ms.SetHardState(rd.HardState); err != nil {
@@ -789,6 +796,17 @@ func (r *Replica) Advance() {
 	r.noteTerm()
 	r.failoverRefused(rd.Messages)
 }
+
+// LogBytes is about what the entries in the replica's storage take in
+// memory: their data and a fixed overhead each.
+func (r *Replica) LogBytes() int64 { return r.bytes.total }
+
+// LogBytesAbove is LogBytes for the entries above Raft index i.
+func (r *Replica) LogBytesAbove(i uint64) int64 { return r.bytes.above(i) }
+
+// LogWithin returns the lowest Raft index i such that the entries above i
+// take at most limit bytes (LogBytes): compacting to it bounds them.
+func (r *Replica) LogWithin(limit int64) uint64 { return r.bytes.within(limit) }
 
 // Status returns the replica's view.
 func (r *Replica) Status() Status {
@@ -839,6 +857,7 @@ func (r *Replica) Compact(i uint64) (*raftpb.Snapshot, error) {
 	if err := r.ms.Compact(i); err != nil {
 		return nil, fmt.Errorf("raftphb: compact to %d: %w", i, err)
 	}
+	r.bytes.compact(i)
 	r.snapNext, r.marks = next, slices.Clone(r.marks[k:])
 	r.snapConf, r.confs = conf, slices.Clone(r.confs[j:])
 	return snap, nil

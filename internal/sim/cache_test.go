@@ -17,3 +17,19 @@ func TestDeliveryFetchesAboveGaps(t *testing.T) {
 		t.Fatalf("%d runs never fetched payloads back for delivery", runs)
 	}
 }
+
+// TestRaftLogByteBound: with replicated PHBs whose members bound their Raft
+// entries to a few KiB, members compact by size and the runs stay clean.
+func TestRaftLogByteBound(t *testing.T) {
+	byBytes, runs := uint64(0), 0
+	withReplicas := func(p plan) bool { return p.raftMaxBytes > 0 && p.faults[FaultReplicas] }
+	cleanRuns(t, 60, DefaultOptions, withReplicas, func(res Result) bool {
+		runs++
+		byBytes += res.RaftByteCompactions
+		return byBytes > 0 && runs >= 4
+	})
+	t.Logf("%d runs with a small Raft byte bound: %d compactions by size", runs, byBytes)
+	if byBytes == 0 {
+		t.Fatalf("%d runs never compacted a Raft log by size", runs)
+	}
+}

@@ -214,6 +214,11 @@ type plan struct {
 	// 0 in half the runs, else a few events' worth, so that pubends
 	// release by size past floors that stay behind.
 	maxRetainBytes int64
+	// raftMaxBytes bounds replicated members' Raft entries in memory
+	// (raftnode.Compaction.MaxBytes): 0 (the default, 64 MiB, which no run
+	// reaches) in half the runs, else a few KiB, so that members compact
+	// by size as well as by count.
+	raftMaxBytes int64
 	// cc: congestion control runs (with the overload fault, or the "cc"
 	// scenario).
 	cc bool
@@ -243,13 +248,16 @@ func (p plan) String() string {
 			on = append(on, f)
 		}
 	}
-	cache := "default"
+	cache, raftBytes := "default", "default"
 	if p.cacheBytes > 0 {
 		cache = fmt.Sprintf("%d B", p.cacheBytes)
 	}
-	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, max_retain_bytes %d, durable floors %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s; publishers at SHBs %s",
+	if p.raftMaxBytes > 0 {
+		raftBytes = fmt.Sprintf("%d B", p.raftMaxBytes)
+	}
+	return fmt.Sprintf("topology %v\nfaults [%s] every ~%v; link delay %v±%v loss %.3f; disk fsync %v; %d subscribers; pubend cache %s; max_retain %v, max_retain_bytes %d, durable floors %s; raft entries in memory %s; congestion control %s; raft clients %s; publishes without acks %s; plain PHB publishers %s; publishers at SHBs %s",
 		p.topo, strings.Join(on, " "), p.faultEvery, p.linkDelay, p.linkJitter, p.lossProb, p.diskLatency, p.subscribers, cache, p.maxRetain, p.maxRetainBytes,
-		either(p.floors, "on", "off"), either(p.cc, "on", "off"), either(p.forward, "forward", "redirect"),
+		either(p.floors, "on", "off"), raftBytes, either(p.cc, "on", "off"), either(p.forward, "forward", "redirect"),
 		either(p.noAck, "every third", "off"), either(p.inOrder, "in order on reconnect", "retry after 1 s"),
 		either(p.anywhere, "relayed to their PHB", "none"))
 }
@@ -360,6 +368,10 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	// The size bound came after the age bound: its own sub-seed.
 	if bytesRng := rand.New(rand.NewPCG(o.Seed, 0x72657462797465)); bytesRng.IntN(2) == 0 && !o.NoSizeBound { // "retbyte"
 		p.maxRetainBytes = int64(256 << bytesRng.IntN(9)) // 256 B … 64 KiB
+	}
+	// The Raft log's byte bound came after: its own sub-seed.
+	if rb := rand.New(rand.NewPCG(o.Seed, 0x726166746279)); rb.IntN(2) == 0 { // "raftby"
+		p.raftMaxBytes = int64(1<<10) << rb.IntN(5) // 1 KiB … 16 KiB
 	}
 	if o.Scenario != "" {
 		// The papers' scripted experiments release nothing early by age

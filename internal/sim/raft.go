@@ -51,6 +51,7 @@ var raftCompaction = raftnode.Compaction{Every: 16, Retain: 4}
 // raftStats sums the Raft log counters of every member incarnation.
 type raftStats struct {
 	compactions, snapshots, rejoins, wipes, chunked uint64
+	byteCompactions                                 uint64
 	linkCampaigns                                   uint64 // PeerDown campaigns (FaultFailover)
 	maxBytes                                        int64
 	maxEntries                                      uint64
@@ -68,6 +69,7 @@ func (s *raftStats) tally(rn *raftnode.Node) {
 	s.sample(rn)
 	st := rn.Stats()
 	s.compactions += st.Compactions
+	s.byteCompactions += st.ByteCompactions
 	s.snapshots += st.SnapshotsInstalled
 	s.chunked += st.Transfers.Received
 	s.maxSnapshot = max(s.maxSnapshot, st.MaxSnapshotBytes)
@@ -286,6 +288,7 @@ func (w *world) raftPeerDown(n *node, peer msg.NodeID) {
 func (w *world) raftCompaction() raftnode.Compaction {
 	c := raftCompaction
 	c.ChunkBytes = w.opts.RaftChunkBytes
+	c.MaxBytes = w.plan.raftMaxBytes
 	return c
 }
 

@@ -95,6 +95,9 @@ type Result struct {
 	// member (sampled every Raft tick); RaftSnapshotMaxBytes the largest
 	// snapshot a leader sent.
 	RaftCompactions, RaftSnapshots uint64
+	// RaftByteCompactions: those the byte bound called for (the plan's
+	// raftMaxBytes).
+	RaftByteCompactions uint64
 	RaftSnapshotMaxBytes           int
 	RaftLogMaxBytes                int64
 	RaftLogMaxEntries              uint64
@@ -279,6 +282,7 @@ func Run(o Options) (Result, error) {
 		}
 	}
 	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots
+	res.RaftByteCompactions = w.raftStats.byteCompactions
 	res.RaftLogMaxBytes, res.RaftLogMaxEntries = w.raftStats.maxBytes, w.raftStats.maxEntries
 	res.RaftSnapshotMaxBytes = w.raftStats.maxSnapshot
 	res.RaftWipes, res.RaftRejoins = w.raftStats.wipes, w.raftStats.rejoins

@@ -11,6 +11,16 @@ type Compaction struct {
 	// that lags by less catches up from the log, not by a snapshot
 	// (default 512).
 	Retain uint64
+	// MaxBytes bounds the entries a member keeps in memory in bytes too
+	// (Replica.LogBytes; default 64 MiB): past it the log is compacted,
+	// whatever its count, to keep at most half of it below the applied
+	// index. At full speed a batch carries up to a megabyte, and Every +
+	// Retain of them would hold a gigabyte.
+	MaxBytes int64
+	// HoldBytes bounds what a member catching up after a snapshot keeps
+	// in the leader's log (default 8 × MaxBytes): past it the leader
+	// compacts beyond the member, which then needs another snapshot.
+	HoldBytes int64
 	// MaxSnapshotBytes bounds the snapshot (the store image) a leader
 	// sends to a member that needs compacted entries, and one a member
 	// accepts and stages on its disk (default 16 GiB; neither holds it in
@@ -30,6 +40,12 @@ func (c Compaction) withDefaults() Compaction {
 	if c.Retain == 0 {
 		c.Retain = 512
 	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 64 << 20
+	}
+	if c.HoldBytes <= 0 {
+		c.HoldBytes = 8 * c.MaxBytes
+	}
 	if c.MaxSnapshotBytes == 0 {
 		c.MaxSnapshotBytes = 16 << 30
 	}
@@ -44,9 +60,12 @@ func (c Compaction) withDefaults() Compaction {
 }
 
 // maybeCompact compacts the Raft log once it holds Compaction.Every
-// entries more than Retain below the applied index: to the applied index
-// minus Retain, never past what the store holds durably (it syncs the
-// store first), so a restart finds every compacted batch in the store.
+// entries more than Retain below the applied index, or more than MaxBytes:
+// to the applied index minus Retain (and, past MaxBytes, far enough that
+// at most MaxBytes/2 stay), never past what the store holds durably (it
+// syncs the store first), so a restart finds every compacted batch in the
+// store. A member catching up after a snapshot keeps its entries, up to
+// HoldBytes of them.
 func (n *Node) maybeCompact() error {
 	c := n.cfg.Compaction
 	st := n.rep.Status()
@@ -55,7 +74,8 @@ func (n *Node) maybeCompact() error {
 		// it catches up from a snapshot whose configuration holds it.
 		c.Every, c.Retain = 0, 0
 	}
-	if n.written != nil || n.inStore < st.FirstIndex+c.Every+c.Retain {
+	overBytes := n.rep.LogBytes() > c.MaxBytes
+	if n.written != nil || (n.inStore < st.FirstIndex+c.Every+c.Retain && !overBytes) {
 		return nil
 	}
 	if !n.cfg.Mutation.has(MutCompactUnsynced) {
@@ -68,13 +88,16 @@ func (n *Node) maybeCompact() error {
 		bound = n.inStore
 	}
 	top := min(bound, st.Applied)
-	if hold, ok := n.compactionHold(); ok && top > hold+c.Retain {
-		top = hold + c.Retain // to is top-Retain: members catching up keep their entries
+	to := top - min(top, c.Retain)
+	if overBytes {
+		to = min(top, max(to, n.rep.LogWithin(c.MaxBytes/2)))
 	}
-	if top < st.FirstIndex+c.Retain {
+	if hold, ok := n.compactionHold(); ok && n.rep.LogBytesAbove(hold) <= c.HoldBytes {
+		to = min(to, hold) // members catching up keep their entries
+	}
+	if to < st.FirstIndex {
 		return nil
 	}
-	to := top - c.Retain
 	snap, err := n.rep.Compact(to)
 	if err != nil {
 		return err
@@ -83,5 +106,8 @@ func (n *Node) maybeCompact() error {
 		return err
 	}
 	n.compactions++
+	if overBytes {
+		n.byteCompactions++
+	}
 	return nil
 }

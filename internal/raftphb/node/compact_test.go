@@ -83,6 +83,41 @@ func TestCellSwarmCompacting(t *testing.T) {
 	}
 }
 
+// TestCellSwarmCompactingBytes is TestCellSwarmCompacting with the byte
+// bound alone (a count bound the runs never reach): the same checks, the
+// log compacted and members caught up by snapshot, and at the end, with
+// every member caught up, no member's entries above MaxBytes.
+func TestCellSwarmCompactingBytes(t *testing.T) {
+	seeds := uint64(12)
+	if testing.Short() {
+		seeds = 4
+	}
+	comp := Compaction{Every: 1 << 30, Retain: 2, MaxBytes: 4 << 10}
+	var sum Stats
+	for seed := uint64(1); seed <= seeds; seed++ {
+		c := newCell(t, 3, seed, swarm)
+		c.compaction = comp
+		c.run(6000, 3000)
+		if len(c.errs) > 0 {
+			t.Fatalf("seed %d: %s\n%s; %s", seed, c.errs[0], c.report(), c.statsReport())
+		}
+		for _, m := range c.ms {
+			if m.node == nil {
+				continue
+			}
+			if b := m.node.Replica().LogBytes(); b > comp.MaxBytes {
+				t.Errorf("seed %d: member %d keeps %d bytes of entries at the end, above the bound %d", seed, m.id, b, comp.MaxBytes)
+			}
+		}
+		sum.Compactions += c.stats.Compactions
+		sum.SnapshotsInstalled += c.stats.SnapshotsInstalled
+	}
+	t.Logf("%d seeds: %d compactions, %d snapshots installed", seeds, sum.Compactions, sum.SnapshotsInstalled)
+	if sum.Compactions == 0 || sum.SnapshotsInstalled == 0 {
+		t.Fatalf("%d compactions, %d snapshots installed: the byte bound is not exercised", sum.Compactions, sum.SnapshotsInstalled)
+	}
+}
+
 // downFor runs a fault-free cell of 3 in which member 3 is down from 500 ms
 // to back ms, while the others publish and compact past its log.
 func downFor(t *testing.T, seed uint64, back int) *cell {

@@ -183,6 +183,7 @@ type Node struct {
 	inStore, synced uint64
 	// Counters, for status pages and tests.
 	compactions, snapshotsSent, snapshotsInstalled uint64
+	byteCompactions                                uint64 // those past Compaction.MaxBytes
 	snapshotBytes                                  int
 	// trimsProposed: trims of this member's store proposed as trim
 	// entries while it served; trimsApplied: trim entries that dropped

@@ -27,6 +27,9 @@ type Stats struct {
 	// compacted entries (and the largest, in bytes) and installed here.
 	Compactions, SnapshotsSent, SnapshotsInstalled uint64
 	MaxSnapshotBytes                               int
+	// ByteCompactions: the compactions the byte bound called for
+	// (Compaction.MaxBytes), counted in Compactions too.
+	ByteCompactions uint64
 	// Rejoins: times this member rejoined the cell as a new member.
 	Rejoins uint64
 	// TrimsProposed: trims of this member's store it proposed as trim
@@ -51,7 +54,7 @@ func (n *Node) StoreRecords() ([]msg.Record, error) { return n.store.Records() }
 // Ready) and snapshot counters. Like RunJobs, it may be called while
 // SyncLog runs.
 func (n *Node) Stats() Stats {
-	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent,
+	return Stats{Log: n.logStats, Compactions: n.compactions, SnapshotsSent: n.snapshotsSent, ByteCompactions: n.byteCompactions,
 		SnapshotsInstalled: n.snapshotsInstalled, MaxSnapshotBytes: n.snapshotBytes, Rejoins: n.rejoins,
 		TrimsProposed: n.trimsProposed, TrimsApplied: n.trimsApplied, Transfers: n.xfer.stats, Flow: n.flow}
 }
