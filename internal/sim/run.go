@@ -97,10 +97,10 @@ type Result struct {
 	RaftCompactions, RaftSnapshots uint64
 	// RaftByteCompactions: those the byte bound called for (the plan's
 	// raftMaxBytes).
-	RaftByteCompactions uint64
-	RaftSnapshotMaxBytes           int
-	RaftLogMaxBytes                int64
-	RaftLogMaxEntries              uint64
+	RaftByteCompactions  uint64
+	RaftSnapshotMaxBytes int
+	RaftLogMaxBytes      int64
+	RaftLogMaxEntries    uint64
 	// SummariesDamaged: segment summaries damaged (FaultSummary);
 	// SegmentsSummarised and SegmentsRead: sealed segments restarts took
 	// from their summaries, and segments they read whole (the last one of
