@@ -84,6 +84,9 @@ func runBroker(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aerie broker: %v\n", err)
 		return 2
 	}
+	// The process is this broker's alone: its memory limit is the budget
+	// (a GOMEMLIMIT in the environment overrides it).
+	gctune.Limit(opts.MemoryBudget)
 	if opts.Monkey != nil {
 		// As kill -9 would: no graceful shutdown, no flush; the exit
 		// status says it was the monkey (128 + SIGKILL).

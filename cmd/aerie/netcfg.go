@@ -63,6 +63,8 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		Monkey: monkey,
 		ID:     msg.NodeID(id), Routes: routes, Cells: cells, GD: cfg, Listen: b.Listen, Clients: b.Clients, MQTT: b.MQTT,
 		Upstreams: ups, DataDir: data, Logger: logger, DiskReserve: b.DiskReserve,
+		// Over (near) it the broker sheds its caches (shell.Memory).
+		MemoryBudget: n.MemoryBudget,
 		// Membership only where the config gives a gossip address.
 		Gossip: b.Gossip, Seeds: seedsFor(n, b),
 	}

@@ -330,6 +330,12 @@ func (n *Node) loop(ctx context.Context) error {
 		defer rt.Stop()
 		raftTick, raftSynced = rt.C, n.raft.synced
 	}
+	var memTick <-chan time.Time
+	if n.opts.MemoryBudget > 0 {
+		mt := time.NewTicker(n.opts.MemoryEvery)
+		defer mt.Stop()
+		memTick = mt.C
+	}
 	var relayTick <-chan time.Time
 	if n.relay.Active() {
 		rt := time.NewTicker(relayRetry)
@@ -340,6 +346,8 @@ func (n *Node) loop(ctx context.Context) error {
 		select {
 		case <-relayTick:
 			n.relayCheck(true)
+		case <-memTick:
+			n.sh.Memory(n.opts.liveHeap(), n.opts.MemoryBudget)
 		case <-raftTick:
 			n.raft.rn.Tick()
 			if err := n.raftHeldEvents(); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/auth"
 	"github.com/aerie-mq/aerie/internal/eventlog"
+	"github.com/aerie-mq/aerie/internal/gctune"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/lattrace"
 	"github.com/aerie-mq/aerie/internal/member"
@@ -86,6 +87,17 @@ type Options struct {
 	// data directory has less room than this (default four segments,
 	// shell.Config.DiskReserve); negative checks nothing.
 	DiskReserve int64
+	// MemoryBudget is the memory this broker's process may use (the
+	// config's memory_budget; 0: no budget): the loop samples the live
+	// heap every MemoryEvery (default 1s) and the broker sheds its caches
+	// while it is near the budget (shell.Memory). The process's memory
+	// limit is the caller's (gctune.Limit): several brokers may share a
+	// process.
+	MemoryBudget int64
+	MemoryEvery  time.Duration
+	// liveHeap, when set (tests), is sampled instead of the process's
+	// live heap (gctune.LiveHeap).
+	liveHeap func() int64
 	// BestEffort runs the broker without guaranteed delivery: nothing is
 	// logged, acked or repaired (gd.Config.BestEffort). Only for measuring
 	// what GD costs (aerie bench --workload overhead); every broker of a
@@ -201,6 +213,12 @@ func New(opts Options) (*Node, error) {
 	}
 	if opts.SegmentBytes <= 0 {
 		opts.SegmentBytes = 8 << 20
+	}
+	if opts.MemoryEvery <= 0 {
+		opts.MemoryEvery = time.Second
+	}
+	if opts.liveHeap == nil {
+		opts.liveHeap = gctune.LiveHeap
 	}
 	if opts.DiskReserve == 0 {
 		opts.DiskReserve = 4 * opts.SegmentBytes

@@ -40,6 +40,14 @@ type Status struct {
 	DiskFullSince        int64  `json:"disk_full_since,omitempty"`
 	DiskFullTimes        uint64 `json:"disk_full_times"`
 	PublishesRefusedDisk uint64 `json:"publishes_refused_disk"`
+	// MemoryBudget is the memory budget (0: none), LiveHeap the live heap
+	// last sampled against it, Shedding whether the broker sheds its
+	// caches now for being near it, MemorySheds how often it began
+	// (shell.Memory).
+	MemoryBudget int64  `json:"memory_budget,omitempty"`
+	LiveHeap     int64  `json:"live_heap,omitempty"`
+	Shedding     bool   `json:"shedding,omitempty"`
+	MemorySheds  uint64 `json:"memory_sheds"`
 	// Release is the release protocol's state per pubend stream (Gryphon
 	// DS §3): how far each downstream cell has acknowledged, which is
 	// what holds a pubend's release and its log.
@@ -180,6 +188,8 @@ func (n *Node) snapshot() Status {
 	s.LogBytes = n.disk.logBytes.Load()
 	d := n.sh.Disk()
 	s.DiskFull, s.DiskFullSince, s.DiskFullTimes, s.PublishesRefusedDisk = d.Full, d.FullSince.Millis(), d.FullTimes, d.Refused
+	m := n.sh.MemoryState()
+	s.MemoryBudget, s.LiveHeap, s.Shedding, s.MemorySheds = m.Budget, m.Live, m.Shedding, m.Sheds
 	s.Release = n.eng.ReleaseStates()
 	s.Durable = n.eng.DurableStats()
 	s.Membership = n.membershipStatus()

@@ -29,6 +29,9 @@
 // congestion_control = true | false switches Gryphon CC on or off in every
 // broker; absent, it runs (CongestionOn).
 //
+// A top-level memory_budget = "512MiB" bounds the memory of every broker
+// process: over it a broker sheds its payload caches (MemoryBudget).
+//
 // A top-level seeds = ["p1", "b1"] (before the first table) names the
 // brokers whose gossip address a broker joins the membership through; by
 // default every broker with a gossip address is a seed. Brokers without a
@@ -99,6 +102,11 @@ type Network struct {
 	// for experiments that watch a network collapse under overload
 	// (Gryphon CC §2).
 	CongestionControl *bool
+	// MemoryBudget is the top-level memory_budget key: the memory each
+	// broker process may use, in bytes; 0 when absent (no budget). Over
+	// it a broker sheds its payload caches (gd.Shed, shell.Memory) and
+	// its Go runtime collects garbage harder (debug.SetMemoryLimit).
+	MemoryBudget int64
 }
 
 // CongestionOn reports whether the brokers of the network run congestion
@@ -246,7 +254,7 @@ type Link struct {
 
 // Keys of the format, in the order Marshal writes them.
 var (
-	topKeys    = []string{"seeds", "congestion_control", "broker", "link", "chaos"}
+	topKeys    = []string{"seeds", "congestion_control", "memory_budget", "broker", "link", "chaos"}
 	chaosKeys  = []string{"spare", "interval", "faults"}
 	brokerKeys = []string{"id", "cell", "listen", "clients", "data", "pubends", "gossip", "http", "max_retain", "mqtt", "raft_clients", "raft_election_timeout", "raft_slot"}
 	linkKeys   = []string{"up", "down", "bandwidth"}

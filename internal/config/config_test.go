@@ -1110,3 +1110,37 @@ disk_reserve = "1GB"
 		}
 	}
 }
+
+// TestMemoryBudget: the top-level memory_budget sets Network.MemoryBudget,
+// absent means none, it survives Marshal, and sizes out of bounds or not
+// sizes are refused with the bounds.
+func TestMemoryBudget(t *testing.T) {
+	n := mustParse(t, `memory_budget = "512MiB"
+
+[[broker]]
+id = "s1"
+listen = "h:1"
+`)
+	if n.MemoryBudget != 512<<20 {
+		t.Errorf("memory budget %d bytes, want %d", n.MemoryBudget, 512<<20)
+	}
+	data, err := n.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Parse(data, "m.toml"); err != nil || !reflect.DeepEqual(back, n) {
+		t.Fatalf("round trip: %v\n%s", err, data)
+	}
+	if n := mustParse(t, "[[broker]]\nid = \"s1\"\nlisten = \"h:1\"\n"); n.MemoryBudget != 0 {
+		t.Errorf("absent: memory budget %d, want 0", n.MemoryBudget)
+	}
+	for raw, want := range map[string]string{
+		`"1MiB"`: `net.toml:1:1: memory_budget "1MiB": want from 32MiB to 1TiB`,
+		`"lots"`: `net.toml:1:1: memory_budget "lots" must be a positive size such as "50GB" (units B, KB = 1000, KiB = 1024, MB, MiB, GB, GiB, TB, TiB)`,
+	} {
+		_, err := Parse([]byte("memory_budget = "+raw+"\n\n[[broker]]\nid = \"s1\"\nlisten = \"h:1\"\n"), "net.toml")
+		if err == nil || err.Error() != want {
+			t.Errorf("memory_budget = %s: got\n%v\nwant\n%s", raw, err, want)
+		}
+	}
+}

@@ -17,13 +17,15 @@ import (
 type rawNetwork struct {
 	Seeds any `toml:"seeds"`
 	// CongestionControl is congestion_control (Network.CongestionControl).
-	CongestionControl any           `toml:"congestion_control"`
-	Broker            []rawBroker   `toml:"broker"`
-	Link              []rawLink     `toml:"link"`
-	Chaos             *rawChaos     `toml:"chaos"`
-	TLS               *rawTLS       `toml:"tls"`
-	User              []rawUser     `toml:"user"`
-	Anonymous         *rawAnonymous `toml:"anonymous"`
+	CongestionControl any `toml:"congestion_control"`
+	// MemoryBudget is memory_budget (Network.MemoryBudget).
+	MemoryBudget any           `toml:"memory_budget"`
+	Broker       []rawBroker   `toml:"broker"`
+	Link         []rawLink     `toml:"link"`
+	Chaos        *rawChaos     `toml:"chaos"`
+	TLS          *rawTLS       `toml:"tls"`
+	User         []rawUser     `toml:"user"`
+	Anonymous    *rawAnonymous `toml:"anonymous"`
 }
 
 type rawChaos struct {
@@ -228,6 +230,9 @@ func (p *problems) convert(raw *rawNetwork, bad map[fieldRef]bool) *Network {
 			p.top("congestion_control", "congestion_control must be true or false (absent: on), not %s", typeName(raw.CongestionControl))
 		}
 	}
+	if raw.MemoryBudget != nil {
+		n.MemoryBudget = p.sizeTop("memory_budget", raw.MemoryBudget, MinMemoryBudget, MaxMemoryBudget)
+	}
 	if raw.Chaos != nil {
 		n.Chaos = &Chaos{}
 		if raw.Chaos.Spare != nil {
@@ -395,17 +400,35 @@ func coveredBy(k toml.Key, isUndecoded map[string]bool, known map[string][]strin
 // sizeIn decodes broker i's size key, which must lie in [lo, hi]; a bad
 // one is reported, marked in bad, and decodes as 0 (the default).
 func (p *problems) sizeIn(b Broker, i int, key string, raw any, lo, hi int64, bad map[fieldRef]bool) int64 {
+	v, why := sizeWithin(key, raw, lo, hi)
+	if why == "" {
+		return v
+	}
+	p.field("broker", i, key, "%s: %s", p.who(b, i), why)
+	bad[fieldRef{"broker", i, key}] = true
+	return 0
+}
+
+// sizeTop decodes the top-level size key, as sizeIn a broker's.
+func (p *problems) sizeTop(key string, raw any, lo, hi int64) int64 {
+	v, why := sizeWithin(key, raw, lo, hi)
+	if why != "" {
+		p.top(key, "%s", why)
+	}
+	return v
+}
+
+// sizeWithin decodes the size key, which must lie in [lo, hi]: its bytes,
+// or 0 and what is wrong with it.
+func sizeWithin(key string, raw any, lo, hi int64) (int64, string) {
 	v, err := retainBytes(raw)
 	switch {
 	case err != nil:
-		p.field("broker", i, key, "%s: %s %v", p.who(b, i), key, err)
+		return 0, fmt.Sprintf("%s %v", key, err)
 	case v < lo || v > hi:
-		p.field("broker", i, key, "%s: %s %#v: want from %s to %s", p.who(b, i), key, raw, FormatSize(lo), FormatSize(hi))
-	default:
-		return v
+		return 0, fmt.Sprintf("%s %#v: want from %s to %s", key, raw, FormatSize(lo), FormatSize(hi))
 	}
-	bad[fieldRef{"broker", i, key}] = true
-	return 0
+	return v, ""
 }
 
 func (p *problems) raftSlot(b Broker, i int, v any, bad map[fieldRef]bool) uint64 {

@@ -28,6 +28,9 @@ func (n *Network) Marshal() ([]byte, error) {
 	if n.CongestionControl != nil {
 		fmt.Fprintf(&b, "congestion_control = %v\n", *n.CongestionControl)
 	}
+	if n.MemoryBudget > 0 {
+		kv(&b, "memory_budget", FormatSize(n.MemoryBudget))
+	}
 	if n.TLS != nil {
 		fmt.Fprintf(&b, "\n[tls]\nca = %s\n", quote(n.TLS.CA))
 	}

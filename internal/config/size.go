@@ -62,3 +62,11 @@ const (
 	MinRelayCacheBytes = 64 << 10
 	MaxRelayCacheBytes = 1 << 40
 )
+
+// The bounds of memory_budget (Network.MemoryBudget): a broker process
+// takes some tens of MiB before it holds anything, so a smaller budget
+// would have it shed its caches all the time.
+const (
+	MinMemoryBudget = 32 << 20
+	MaxMemoryBudget = 1 << 40
+)

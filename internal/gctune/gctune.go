@@ -17,11 +17,14 @@
 // Headroom bytes or by the live heap itself, whichever is more, so memory
 // stays within max(2 × live, live + Headroom): never more than Go's default
 // allows beyond Headroom. It sets GOGC from the live heap after each cycle
-// (debug.SetGCPercent); a memory limit (GOMEMLIMIT) still applies on top.
-// An operator's own GOGC (the environment variable) turns it off.
+// (debug.SetGCPercent); a memory limit still applies on top: the config's
+// memory_budget (Limit), or GOMEMLIMIT. An operator's own GOGC (the
+// environment variable) turns the policy off, and an operator's own
+// GOMEMLIMIT the budget's limit.
 package gctune
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -115,3 +118,24 @@ func liveHeap() int64 {
 	}
 	return int64(s[0].Value.Uint64())
 }
+
+// Limit sets the process's memory limit to budget bytes
+// (debug.SetMemoryLimit; 0 or less: no limit): past the heap target the
+// headroom policy (Start) allows, the collector runs sooner as the
+// process's memory nears the budget. The broker sheds its caches too
+// when its live heap is near it (shell.Memory); the limit bounds what a
+// collection can give back, the shedding what it cannot. It does nothing
+// when GOMEMLIMIT is set in the environment: the operator chose.
+func Limit(budget int64) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if budget <= 0 {
+		budget = math.MaxInt64 // the runtime's "no limit"
+	}
+	debug.SetMemoryLimit(budget)
+}
+
+// LiveHeap is the heap the last collection marked live: what the broker
+// compares with its memory budget (shell.Memory).
+func LiveHeap() int64 { return liveHeap() }

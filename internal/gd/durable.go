@@ -368,7 +368,7 @@ func (e *Engine) hasRoom(d *durableState) bool {
 	if !d.paced || e.mut&MutPastWindow != 0 {
 		return true
 	}
-	we, wb := e.cfg.catchupWindow()
+	we, wb := e.catchupWindow()
 	return d.win.events <= max(we-replayChunkEvents, we/2) && d.win.bytes <= max(wb-replayChunkBytes, wb/2)
 }
 
@@ -379,7 +379,7 @@ func (e *Engine) fits(d *durableState, size int) bool {
 	if !d.paced || d.win.events == 0 || e.mut&MutPastWindow != 0 {
 		return true
 	}
-	we, wb := e.cfg.catchupWindow()
+	we, wb := e.catchupWindow()
 	return d.win.events < we && d.win.bytes+size <= wb
 }
 

@@ -159,6 +159,7 @@ type Engine struct {
 	ablock               []msg.PubAck    // see pubAckMsg
 	keptTail             []cached        // scratch of evictAboveDelivery
 	stats                Stats
+	shedding             bool          // the caches' budgets are 0 (shed.go)
 	dur                  durableEngine // durable subscriptions (durable.go, replay.go)
 }
 
@@ -354,6 +355,8 @@ func (e *Engine) Step(now tick.Time, in Input) error {
 		e.onFetched(in)
 	case ReleaseFloor:
 		return e.setReleaseFloor(in)
+	case Shed:
+		e.shed(in.On)
 	default:
 		return fmt.Errorf("gd: unknown input %T", in)
 	}
@@ -511,7 +514,7 @@ func (e *Engine) Advance(rd Ready) {
 		i = j
 	}
 	for _, ps := range e.streams {
-		if ps.pub != nil && ps.cache.bytes > e.cfg.PubendCacheBytes {
+		if ps.pub != nil && ps.cache.bytes > e.cacheBudget(ps) {
 			e.evict(ps)
 		}
 	}

@@ -29,6 +29,9 @@ type queued struct {
 	pass     bool
 	check    func()
 	got      []uint64 // the seqs s1's subscriber was handed, in order
+	// log is p1's event log: the events it persisted, which its Fetches
+	// read back.
+	log []*msg.Event
 }
 
 func newQueued(t *testing.T, cfg Config) *queued {
@@ -69,13 +72,34 @@ func (q *queued) step(id msg.NodeID, in Input) {
 			l := [2]msg.NodeID{env.From, env.To}
 			q.links[l] = append(q.links[l], env)
 		}
+		for _, r := range rd.Persist {
+			if r.Event != nil {
+				q.log = append(q.log, r.Event)
+			}
+		}
 		if len(rd.Persist) > 0 {
 			e.Advance(rd)
+		}
+		for _, f := range rd.Fetch {
+			q.step(id, q.fetch(f))
 		}
 	}
 	if id == "s1" && q.check != nil {
 		q.check()
 	}
+}
+
+// fetch reads f back from p1's log.
+func (q *queued) fetch(f Fetch) Fetched {
+	out := Fetched{Pubend: f.Pubend}
+	for _, ev := range q.log {
+		for _, r := range f.Ranges {
+			if ev.Pubend == f.Pubend && r.Lo <= ev.Tick && ev.Tick <= r.Hi {
+				out.Events = append(out.Events, ev)
+			}
+		}
+	}
+	return out
 }
 
 // pump delivers what the links that are not held carry, until they are

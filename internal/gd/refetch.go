@@ -35,8 +35,12 @@ const (
 	payloadsChunk = 1 << 20
 )
 
-// cacheBudget is the payload budget of ps at this broker.
+// cacheBudget is the payload budget of ps at this broker: 0 while it sheds
+// its caches (shed.go).
 func (e *Engine) cacheBudget(ps *pstream) int64 {
+	if e.shedding {
+		return 0
+	}
 	if ps.pub != nil {
 		return e.cfg.PubendCacheBytes
 	}
@@ -45,7 +49,7 @@ func (e *Engine) cacheBudget(ps *pstream) int64 {
 
 // trimRelayCache evicts at a broker that does not host ps once over budget.
 func (e *Engine) trimRelayCache(ps *pstream) {
-	if ps.pub == nil && ps.cache.bytes > e.cfg.RelayCacheBytes {
+	if ps.pub == nil && ps.cache.bytes > e.cacheBudget(ps) {
 		e.evict(ps)
 	}
 }

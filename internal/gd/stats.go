@@ -50,6 +50,10 @@ type Stats struct {
 	// Replays this broker sent because its upstream's final prefix had
 	// passed its delivery point (resync.go).
 	DownstreamsGone, Resyncs uint64
+	// Sheds counts the times the engine began shedding its caches (the
+	// Shed input, shed.go), ShedBytes the payload bytes that left the
+	// caches when it did.
+	Sheds, ShedBytes uint64
 }
 
 // Stats returns the counters so far.

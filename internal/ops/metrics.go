@@ -40,6 +40,7 @@ var (
 		{desc("contradictions_total", "Contradictory knowledge joined: must stay 0."), func(s *broker.Status) uint64 { return uint64(s.Stats.Contradictions) }},
 		{desc("disk_full_total", "Times an append to the event log failed on a full disk: publishes were refused until the log could be written again."), func(s *broker.Status) uint64 { return s.DiskFullTimes }},
 		{desc("publishes_refused_disk_total", "Publishes refused for want of room on the event log's disk (a full disk, or less room than disk_reserve)."), func(s *broker.Status) uint64 { return s.PublishesRefusedDisk }},
+		{desc("memory_shed_total", "Times this broker began shedding its payload caches for its live heap nearing memory_budget (docs/RELIABILITY.md \"Running for weeks\")."), func(s *broker.Status) uint64 { return s.MemorySheds }},
 		{desc("auth_failures_total", "Clients refused for a bad user name or password."), func(s *broker.Status) uint64 { return s.AuthFailures }},
 		{desc("publishes_dropped_total", "Publishes that asked for no ack, dropped because too many waited for their pubend's congestion-controlled rate."), func(s *broker.Status) uint64 { return s.Stats.PublishesDropped }},
 		{desc("publishes_held_total", "Publishes that waited for their pubend's congestion-controlled rate."), func(s *broker.Status) uint64 { return s.Stats.PublishesHeld }},
@@ -94,6 +95,8 @@ var (
 	raftDropDesc = desc("raft_snapshot_chunks_dropped_total", "Snapshot chunks this replicated PHB member dropped (stale, out of order, or bad: its log says which), since it started.")
 	raftRjDesc   = desc("raft_rejoins_total", "Times this replicated PHB member found its Raft state lost (a new or wiped data directory) and rejoined its cell as a new member, since it started.")
 	diskFullDesc = desc("disk_full", "1 while this broker refuses publishes for want of room on its event log's disk (a failed append on a full disk, or less room than disk_reserve), else 0.")
+	shedDesc     = desc("memory_shedding", "1 while this broker sheds its payload caches because its live heap is above 75 % of memory_budget (until it is below 60 %), else 0.")
+	heapDesc     = desc("memory_live_heap_bytes", "The live heap this broker's process last sampled against memory_budget (0: no budget).")
 	logBytesDesc = desc("log_bytes", "Bytes of the event log on disk (hosted pubends): what retention keeps.")
 	relLagDesc   = desc("release_lag_seconds", "How far a hosted pubend's release point is behind this broker's clock: the age of the oldest event its log must keep. It stays near the ack round trip unless a downstream or a durable subscriber holds the release, or max_retain lets it go.", "pubend")
 	retBytesDesc = desc("retained_bytes", "Bytes of a hosted pubend's logged events that are not released yet (events' encoded sizes): what max_retain and max_retain_bytes bound.", "pubend")
@@ -112,7 +115,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range counters {
 		ch <- x.d
 	}
-	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, diskFullDesc, relLagDesc, retBytesDesc, retEvDesc, ackLagDesc, heldLagDesc, holderDesc, cacheDesc, fwdCliDesc, fwdStrDesc, fwdRefDesc} {
+	for _, d := range []*prometheus.Desc{peersDesc, clientsDesc, logDesc, chaosDesc, dhDesc, lagDesc, gapsDesc, pubDesc, lagDesc2, linkDesc, fwdDesc, fsyncDesc, batchDesc, limitDesc, heldDesc, dhRateDesc, recDesc, nwndDesc, raftEntDesc, raftByDesc, raftCmpDesc, raftSnDesc, raftXfDesc, raftDropDesc, raftRjDesc, delivDesc, logBytesDesc, diskFullDesc, shedDesc, heapDesc, relLagDesc, retBytesDesc, retEvDesc, ackLagDesc, heldLagDesc, holderDesc, cacheDesc, fwdCliDesc, fwdStrDesc, fwdRefDesc} {
 		ch <- d
 	}
 }
@@ -133,6 +136,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			full = 1
 		}
 		ch <- prometheus.MustNewConstMetric(diskFullDesc, prometheus.GaugeValue, full, s.ID)
+		shedding := 0.0
+		if s.Shedding {
+			shedding = 1
+		}
+		ch <- prometheus.MustNewConstMetric(shedDesc, prometheus.GaugeValue, shedding, s.ID)
+		ch <- prometheus.MustNewConstMetric(heapDesc, prometheus.GaugeValue, float64(s.LiveHeap), s.ID)
 		collectRelease(ch, s, time.Now().UnixMilli())
 		if r := s.Raft; r != nil {
 			collectForward(ch, s)

@@ -192,6 +192,9 @@ type Broker struct {
 	fullEvents uint64 // times the disk was found full, for metrics
 	// refusedDisk counts publishes refused for want of room.
 	refusedDisk uint64
+
+	// mem is the memory budget's state (memory.go).
+	mem MemoryState
 }
 
 // armedTrim is a trim taken under load: its snapshot describes the state

@@ -33,3 +33,20 @@ func TestRaftLogByteBound(t *testing.T) {
 		t.Fatalf("%d runs never compacted a Raft log by size", runs)
 	}
 }
+
+// TestShedInSwarm: brokers that shed their caches now and then
+// (FaultShed, as over a memory budget) lose, duplicate and reorder
+// nothing: the swarm's runs with it pass the oracle, and their caches did
+// give payloads up.
+func TestShedInSwarm(t *testing.T) {
+	sheds, bytes, runs := 0, 0, 0
+	cleanRuns(t, 40, DefaultOptions, func(p plan) bool { return p.faults[FaultShed] }, func(res Result) bool {
+		runs++
+		sheds, bytes = sheds+res.Sheds, bytes+res.ShedBytes
+		return bytes > 0 && runs >= 4
+	})
+	t.Logf("%d runs with shedding: %d episodes, %d payload bytes shed", runs, sheds, bytes)
+	if sheds == 0 || bytes == 0 {
+		t.Fatalf("%d runs: %d episodes shed %d bytes: shedding was not exercised", runs, sheds, bytes)
+	}
+}

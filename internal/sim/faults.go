@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
 
@@ -62,6 +63,44 @@ func (w *world) scheduleDiskFull() {
 		w.after(time.Duration(1000+w.fullRng.Int64N(int64(4*w.plan.faultEvery))), next)
 	}
 	w.after(time.Duration(w.fullRng.Int64N(int64(2*w.plan.faultEvery))), next)
+}
+
+// scheduleShed has a broker shed its caches now and then during the fault
+// phase (FaultShed), as one over its memory budget would, for 0.2–5 s, on
+// a schedule drawn from its own generator so that every other fault of a
+// seed replays as before it existed. A crash, or a Raft member's new
+// shell, ends the episode early (the new engine does not shed).
+func (w *world) scheduleShed() {
+	if !w.plan.faults[FaultShed] {
+		return
+	}
+	var next func()
+	next = func() {
+		if w.healed {
+			return
+		}
+		var up []*node
+		for _, id := range w.order {
+			if n := w.nodes[id]; n.up && n.sh != nil && !n.sh.MemoryState().Shedding {
+				up = append(up, n)
+			}
+		}
+		if len(up) > 0 {
+			n := up[w.shedRng.IntN(len(up))]
+			gen := n.gen
+			w.sheds++
+			w.watchf("shedding at %s", n.id)
+			w.input(n, func(sh *shell.Broker) { sh.Shed(true) })
+			w.after(time.Duration(200+w.shedRng.IntN(4800))*time.Millisecond, func() {
+				if n.gen == gen {
+					w.watchf("shedding ends at %s", n.id)
+					w.input(n, func(sh *shell.Broker) { sh.Shed(false) })
+				}
+			})
+		}
+		w.after(time.Duration(500+w.shedRng.Int64N(int64(2*w.plan.faultEvery))), next)
+	}
+	w.after(time.Duration(w.shedRng.Int64N(int64(w.plan.faultEvery))), next)
 }
 
 // diskFS is the filesystem of n's logs: a plain PHB's disk, or a

@@ -87,10 +87,16 @@ const (
 	// that has not formed are spared (cellFormed). Nothing acknowledged
 	// may be lost.
 	FaultDiskFull = "diskfull"
+	// FaultShed has a broker shed its caches for 0.2–5 s, as one whose
+	// live heap is over its memory budget does (gd.Shed, shell.Memory):
+	// its payload caches count as empty, its catch-up windows are the
+	// least. Payloads then come back from upstream or the PHB's log more
+	// often; nothing may be lost, duplicated or held past its bound.
+	FaultShed = "shed"
 )
 
 // AllFaults lists every fault kind.
-var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers, FaultSummary, FaultDiskFull}
+var allFaults = []string{FaultCrash, FaultCut, FaultStall, FaultPartition, FaultLoss, FaultDelay, FaultDrift, FaultIOError, FaultCells, FaultHang, FaultLeave, FaultReplicas, FaultOverload, FaultWipe, FaultFailover, FaultMembers, FaultSummary, FaultDiskFull, FaultShed}
 
 // defaultFaults are the fault kinds a run allows unless told otherwise:
 // every kind. Overload (congestion control under capped links) and
@@ -296,6 +302,7 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 	failRng := rand.New(rand.NewPCG(o.Seed, 0x6661696c))    // "fail"
 	sumRng := rand.New(rand.NewPCG(o.Seed, 0x73756d73))     // "sums"
 	fullRng := rand.New(rand.NewPCG(o.Seed, 0x6469736b))    // "disk"
+	shedRng := rand.New(rand.NewPCG(o.Seed, 0x73686564))    // "shed"
 	for _, f := range allowed {
 		if !slices.Contains(allFaults, f) {
 			return plan{}, fmt.Errorf("sim: unknown fault %q (known: %s)", f, strings.Join(allFaults, ","))
@@ -324,6 +331,8 @@ func makePlan(o Options, rng *rand.Rand) (plan, error) {
 			r = sumRng
 		case FaultDiskFull:
 			r = fullRng
+		case FaultShed:
+			r = shedRng
 		}
 		// Swarm testing: each allowed fault is on in about two thirds of runs.
 		if o.Scenario != "" || r.IntN(3) > 0 {

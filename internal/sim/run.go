@@ -38,6 +38,10 @@ type Result struct {
 	// DiskFulls: times a PHB's disk was full for a while (FaultDiskFull);
 	// DiskReopens: its log reopened after; PubRefused: publishes refused.
 	DiskFulls, DiskReopens, PubRefused int
+	// Sheds: times a broker shed its caches for a while (FaultShed);
+	// ShedBytes: the payload bytes that left its caches when it began,
+	// summed over the brokers' last incarnations.
+	Sheds, ShedBytes int
 	// Fetches: payloads read back from a PHB's log to answer nacks.
 	Fetches int
 	// Refetches: payloads asked upstream by brokers whose bounded cache
@@ -187,6 +191,7 @@ func Run(o Options) (Result, error) {
 		wrng:    rand.New(rand.NewPCG(o.Seed, 0x7769706573)),   // "wipes"
 		srng:    rand.New(rand.NewPCG(o.Seed, 0x73756d6d)),     // "summ"
 		fullRng: rand.New(rand.NewPCG(o.Seed, 0x66756c6c)),     // "full"
+		shedRng: rand.New(rand.NewPCG(o.Seed, 0x7368656473)),   // "sheds"
 		crng:    rand.New(rand.NewPCG(o.Seed, 0x6d656d6273)),   // "membs"
 		cellOut: map[msg.NodeID]msg.NodeID{},
 		fdGen:   map[fdKey]uint64{}, fdAt: map[fdKey]tick.Time{}}
@@ -267,7 +272,7 @@ func Run(o Options) (Result, error) {
 		w.trace.flush()
 	}
 	res := Result{Seed: o.Seed, Plan: w.plan.String(), Violations: w.orc.Violations(), Published: w.orc.Acked(), Steps: w.steps,
-		FsyncFailures: w.fsyncFailures, DiskFulls: w.diskFulls, DiskReopens: w.diskReopens, PubRefused: w.pubRefused, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
+		FsyncFailures: w.fsyncFailures, DiskFulls: w.diskFulls, Sheds: w.sheds, DiskReopens: w.diskReopens, PubRefused: w.pubRefused, Fetches: w.fetches, Relays: w.relays, Refetches: w.refetches, LinkStatuses: w.linkStatuses,
 		Views: w.views, ViewDrops: w.viewDrops, Hangs: w.hangs, RoutedAround: w.routedAround,
 		Leaves: w.leaves, LeftInViews: w.leftInViews, LeaderServes: w.leaderServes}
 	for _, n := range w.nodes {
@@ -279,6 +284,7 @@ func Run(o Options) (Result, error) {
 			res.DeliveryFetches += int(st.DeliveryFetches)
 			res.DownstreamsGone += int(st.DownstreamsGone)
 			res.Resyncs += int(st.Resyncs)
+			res.ShedBytes += int(st.ShedBytes)
 		}
 	}
 	res.RaftCompactions, res.RaftSnapshots = w.raftStats.compactions, w.raftStats.snapshots
@@ -514,6 +520,7 @@ func (w *world) schedule() {
 	}
 	w.scheduleFaults()
 	w.scheduleDiskFull()
+	w.scheduleShed()
 }
 
 // decided returns, per pubend, the prefix its PHB has decided: after healing

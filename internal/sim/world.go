@@ -53,6 +53,9 @@ type world struct {
 	diskFulls, diskReopens, pubRefused int
 	// fullRng draws FaultDiskFull's schedule, apart from every other fault's.
 	fullRng *rand.Rand
+	// shedRng draws FaultShed's schedule; sheds counts its episodes.
+	shedRng *rand.Rand
+	sheds   int
 	// fetches counts payload reads from a PHB's log (gd.Fetch).
 	fetches int
 	// refetches and linkStatuses count msg.Refetch (bounded caches away
