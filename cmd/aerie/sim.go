@@ -295,6 +295,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	changed, forwarded, giveUps, noAckAsked, noAckLogged, relayed, relayGiveUps := 0, 0, 0, 0, 0, 0, 0
 	gone, resyncs := 0, 0
 	diskFulls, diskReopens, pubRefused := 0, 0, 0
+	sheds, shedBytes := 0, 0
 	for i, o := range results {
 		if o.err == nil {
 			wipes, rejoins = wipes+o.res.RaftWipes, rejoins+o.res.RaftRejoins
@@ -306,6 +307,7 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 			relayed, relayGiveUps = relayed+o.res.Relayed, relayGiveUps+o.res.RelayGiveUps
 			gone, resyncs = gone+int(o.res.DownstreamsGone), resyncs+int(o.res.Resyncs)
 			diskFulls, diskReopens, pubRefused = diskFulls+o.res.DiskFulls, diskReopens+o.res.DiskReopens, pubRefused+o.res.PubRefused
+			sheds, shedBytes = sheds+o.res.Sheds, shedBytes+o.res.ShedBytes
 		}
 		if o.err != nil {
 			fmt.Fprintf(stderr, "aerie sim: %v\n", o.err)
@@ -373,6 +375,9 @@ func report(stdout, stderr io.Writer, seeds []uint64, mk func(uint64) sim.Option
 	}
 	if diskFulls > 0 {
 		fmt.Fprintf(stdout, "sim: PHB disks full %d times: %d publishes refused, %d event logs reopened once room returned\n", diskFulls, pubRefused, diskReopens)
+	}
+	if sheds > 0 {
+		fmt.Fprintf(stdout, "sim: brokers shed their caches %d times (as over a memory budget): %d payload bytes shed at once (brokers' last incarnations)\n", sheds, shedBytes)
 	}
 	if noAckAsked > 0 {
 		fmt.Fprintf(stdout, "sim: %d publishes asked for no ack, %d of them logged (the rest lost, as at most once allows)\n", noAckAsked, noAckLogged)

@@ -1,5 +1,7 @@
 package broker
 
+import "time"
+
 // KillMembership stops this broker's membership abruptly, without a leave,
 // as if its memberlist had stopped answering; the broker itself runs on.
 // For tests that stall a broker.
@@ -27,3 +29,10 @@ func (n *Node) RunsSplit() uint64 { return n.runsSplit.Load() }
 
 // PublishRuns counts the PublishRun frames this broker took from clients.
 func (n *Node) PublishRuns() uint64 { return n.publishRuns.Load() }
+
+// WithLiveHeap returns o for a broker that samples live instead of its
+// process's live heap (memory_budget), every `every`.
+func WithLiveHeap(o Options, live func() int64, every time.Duration) Options {
+	o.liveHeap, o.MemoryEvery = live, every
+	return o
+}

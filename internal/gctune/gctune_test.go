@@ -1,6 +1,8 @@
 package gctune
 
 import (
+	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -59,5 +61,28 @@ func TestStartFollowsTheLiveHeap(t *testing.T) {
 	Start(0)
 	if now := debug.SetGCPercent(100); now != 100 {
 		t.Fatalf("GOGC %d after Start(0), want 100", now)
+	}
+}
+
+// TestLimit: the budget becomes the process's memory limit, none when it
+// is 0, and an operator's GOMEMLIMIT is left alone.
+func TestLimit(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOMEMLIMIT is set: the limit is the operator's")
+	}
+	was := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(was)
+	Limit(64 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 64<<20 {
+		t.Fatalf("memory limit %d after Limit(64 MiB)", got)
+	}
+	Limit(0)
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("memory limit %d after Limit(0), want none", got)
+	}
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	Limit(64 << 20)
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("memory limit %d after Limit with GOMEMLIMIT set, want it untouched", got)
 	}
 }
