@@ -250,8 +250,8 @@ func TestReplicatedCellsChunked(t *testing.T) {
 
 // faultsBeforeOverload is the default fault set before overloaded links
 // (congestion control) joined it, and fast failover and cache shedding
-// after them: tests whose
-// seeds were found with it keep it, as regressions.txt's lines keep theirs.
+// after them: tests whose seeds were found with it keep it, as
+// regressions.txt's lines keep theirs.
 func faultsBeforeOverload() []string {
 	return slices.DeleteFunc(FaultNames(), func(f string) bool {
 		return f == FaultOverload || f == FaultFailover || f == FaultSummary || f == FaultShed
