@@ -4,7 +4,8 @@
 # processes, one subscriber at s1, one publisher at p1 at RATE events/s of
 # 100 bytes for SECONDS. b1 is stopped (SIGSTOP) from 10 s for STOP
 # seconds, so p1 keeps what b1 has not acknowledged: its payload cache
-# fills (up to 64 MiB). Every second: p1's and s1's RSS, p1's live heap as
+# fills (up to 64 MiB). Publishing stops at SECONDS + 30 at the latest.
+# Every second: p1's and s1's RSS, p1's live heap as
 # sampled against the budget and whether it sheds. At the end: p1's peak
 # RSS, its sheds (aerie_memory_shed_total) and log reads, and what the
 # subscriber got (events, none out of order or twice).
@@ -73,8 +74,9 @@ pid[sub]=$!
 sleep 1
 "$bin" pub --connect 127.0.0.1:$((base + 101)) --topic orders.eu --size 100 --rate "$rate" --count $((rate * secs)) >"$dir/pub.out" 2>"$dir/pub.err" &
 pub=$!
+pid[pub]=$pub
 rss() { echo $(( $(awk '/VmRSS/{print $2}' /proc/$1/status) / 1024 )); }
-metric() { curl -s "http://127.0.0.1:$((base + 401))/metrics" | awk -v m="$1" '$1 ~ "^"m"[{ ]" || $1 == m { print $2; exit }'; }
+metric() { curl -s "http://127.0.0.1:$((base + 401))/metrics" | awk -v m="$1" '!done && ($1 ~ "^"m"{" || $1 == m) { print $2; done = 1 }' || true; }
 start=$(date +%s)
 peak=0; t=0
 echo "t_s p1_rss_MB p1_live_heap_MB p1_shedding s1_rss_MB delivered load1"
@@ -90,9 +92,15 @@ while kill -0 $pub 2>/dev/null || [ $t -lt $((secs + 20)) ]; do
   heap=$(metric aerie_memory_live_heap_bytes); heap=${heap:-0}
   echo "$t $r $(awk -v h="$heap" 'BEGIN { printf "%.0f", h / 1048576 }') $(metric aerie_memory_shedding) $(rss ${pid[s1]}) $(wc -l <"$dir/sub.out") $(cut -d' ' -f1 /proc/loadavg)"
   if ! kill -0 $pub 2>/dev/null && [ "$(wc -l <"$dir/sub.out")" -ge $((rate * secs)) ]; then break; fi
+  if [ $t -ge $((secs + 30)) ]; then kill $pub 2>/dev/null || true; fi # a loaded machine publishes slower: stop at SECONDS + 30
 done
 wait $pub || true
 tail -1 "$dir/pub.out"
+acked=$(tail -1 "$dir/pub.out" | sed -n 's/.* acked \([0-9]*\).*/\1/p')
+for _ in $(seq 30); do # the subscriber gets what was acknowledged
+  [ "$(wc -l <"$dir/sub.out")" -ge "${acked:-0}" ] && break
+  sleep 1
+done
 awk 'match($0, /"tick":[0-9]+/) { t = substr($0, RSTART + 7, RLENGTH - 7) + 0; if (t <= last) bad++; last = t; n++ }
   END { printf "# subscriber at s1: %d events, %d out of order or twice\n", n, bad }' "$dir/sub.out"
 echo "# p1: $(metric aerie_memory_shed_total) sheds; $(curl -s "http://127.0.0.1:$((base + 401))/status" | grep -o '"\(Evicted\|Fetches\|FetchMisses\|ShedBytes\)":[0-9]*' | tr '\n' ' ')"
