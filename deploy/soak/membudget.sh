@@ -2,20 +2,20 @@
 # A PHB's memory with and without memory_budget (docs/RELIABILITY.md
 # "Running for weeks"): the dev network (p1 → b1 → s1, s2) as four broker
 # processes, one subscriber at s1, one publisher at p1 at RATE events/s of
-# 100 bytes for SECONDS. b1 is stopped (SIGSTOP) from 10 s for STOP
+# 100 bytes for SECONDS. b1 is paused (SIGSTOP) from 10 s for PAUSE
 # seconds, so p1 keeps what b1 has not acknowledged: its payload cache
-# fills (up to 64 MiB). Publishing stops at SECONDS + 30 at the latest.
+# fills (up to 64 MiB). Publishing ends at SECONDS + 30 at the latest.
 # Every second: p1's and s1's RSS, p1's live heap as
 # sampled against the budget and whether it sheds. At the end: p1's peak
 # RSS, its sheds (aerie_memory_shed_total) and log reads, and what the
 # subscriber got (events, none out of order or twice).
 #
-#   deploy/soak/membudget.sh [SECONDS] [RATE] [STOP] [MEMORY_BUDGET]
+#   deploy/soak/membudget.sh [SECONDS] [RATE] [PAUSE] [MEMORY_BUDGET]
 #
 # MEMORY_BUDGET is the top-level memory_budget ("" for none), e.g. 48MiB.
 # Ports: a random base from 20000; data in a fresh temporary directory.
 set -euo pipefail
-secs=${1:-40}; rate=${2:-10000}; stop=${3:-20}; budget=${4:-}
+secs=${1:-40}; rate=${2:-10000}; pause=${3:-20}; budget=${4:-}
 cd "$(dirname "$0")/../.."
 dir=$(mktemp -d /tmp/aerie-membudget.XXXXXX)
 bin=$dir/aerie
@@ -83,8 +83,8 @@ echo "t_s p1_rss_MB p1_live_heap_MB p1_shedding s1_rss_MB delivered load1"
 while kill -0 $pub 2>/dev/null || [ $t -lt $((secs + 20)) ]; do
   sleep 1
   t=$(( $(date +%s) - start ))
-  if [ $t -ge 10 ] && [ -z "${stopped:-}" ]; then kill -STOP "${pid[b1]}"; stopped=$t; echo "# b1 stopped at ${t}s"; fi
-  if [ -n "${stopped:-}" ] && [ $t -ge $((stopped + stop)) ] && [ -z "${resumed:-}" ]; then
+  if [ $t -ge 10 ] && [ -z "${paused:-}" ]; then kill -STOP "${pid[b1]}"; paused=$t; echo "# b1 paused at ${t}s"; fi
+  if [ -n "${paused:-}" ] && [ $t -ge $((paused + pause)) ] && [ -z "${resumed:-}" ]; then
     kill -CONT "${pid[b1]}"; resumed=$t; echo "# b1 resumed at ${t}s"
   fi
   r=$(rss ${pid[p1]})
@@ -92,7 +92,7 @@ while kill -0 $pub 2>/dev/null || [ $t -lt $((secs + 20)) ]; do
   heap=$(metric aerie_memory_live_heap_bytes); heap=${heap:-0}
   echo "$t $r $(awk -v h="$heap" 'BEGIN { printf "%.0f", h / 1048576 }') $(metric aerie_memory_shedding) $(rss ${pid[s1]}) $(wc -l <"$dir/sub.out") $(cut -d' ' -f1 /proc/loadavg)"
   if ! kill -0 $pub 2>/dev/null && [ "$(wc -l <"$dir/sub.out")" -ge $((rate * secs)) ]; then break; fi
-  if [ $t -ge $((secs + 30)) ]; then kill $pub 2>/dev/null || true; fi # a loaded machine publishes slower: stop at SECONDS + 30
+  if [ $t -ge $((secs + 30)) ]; then kill $pub 2>/dev/null || true; fi # a loaded machine publishes slower: end at SECONDS + 30
 done
 wait $pub || true
 tail -1 "$dir/pub.out"

@@ -17,7 +17,7 @@ import (
 // heap goes above ShedAbovePercent of it shed their caches (the counter
 // and the state in Status, the caches empty once delivery is done) and
 // deliver every event once, in order, meanwhile; they go on shedding
-// between the marks and stop below ShedBelowPercent, and a broker without
+// between the marks and end below ShedBelowPercent, and a broker without
 // a budget never sheds. The heap is a value the test sets: the broker
 // samples it instead of its process's.
 func TestMemoryBudgetSheds(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 // TestMemoryBudgetHysteresis: the engine sheds once the live heap is above
 // ShedAbovePercent of the budget, goes on shedding down to
-// ShedBelowPercent, and stops below it; no budget never sheds. Shedding
+// ShedBelowPercent, and ends below it; no budget never sheds. Shedding
 // empties the pubend's payload cache at once.
 func TestMemoryBudgetHysteresis(t *testing.T) {
 	b, f := phb(t)
