@@ -64,6 +64,36 @@ func (t *Tracker) Noted(p msg.PubendID, at tick.Tick, index uint64) {
 	t.last, t.lastTick = p, x
 }
 
+// Mark is an entry of the sparse index: an event's tick and log index.
+type Mark struct {
+	T     tick.Tick
+	Index uint64
+}
+
+// NotedRun notes, as Noted would one by one, a run of n events of pubend
+// p logged after those noted, the last at tick last, given by marks: the
+// first of them, then every IndexEvery-th (what a segment's summary keeps
+// of them, internal/storage), in tick order.
+func (t *Tracker) NotedRun(p msg.PubendID, marks []Mark, n int, last tick.Tick) {
+	if n == 0 {
+		return
+	}
+	x := t.ticks[p]
+	if x == nil {
+		if t.ticks == nil {
+			t.ticks = map[msg.PubendID]*tickIndex{}
+		}
+		x = &tickIndex{}
+		t.ticks[p] = x
+	}
+	t.last, t.lastTick = p, x
+	for _, m := range marks {
+		x.entries = append(x.entries, tickAt{m.T, m.Index})
+	}
+	// The run's events after its last mark count towards the next entry.
+	x.seen, x.last = n%IndexEvery, last
+}
+
 // Cut returns the lowest log index that must be kept: at or below that of
 // the first event not yet released, or next (the log's next index) when
 // all are. Conservative, never wrong: the entry found for a pubend may lie
@@ -127,6 +157,9 @@ type tickAt struct {
 // events (and the other pubends' records interleaved with them) before the
 // first one it wants, for 16 bytes of memory per indexEvery events.
 const indexEvery = 64
+
+// IndexEvery is indexEvery, for those who keep marks for NotedRun.
+const IndexEvery = indexEvery
 
 func (x *tickIndex) note(t tick.Tick, index uint64) {
 	if x.seen%indexEvery == 0 {

@@ -38,7 +38,7 @@ func (s *Store) load() (retention.Loaded, error) {
 		}
 		ld.Records = append(ld.Records, r)
 	}
-	a := loader{ld: &ld, dedup: map[msg.PubendID]*dedupLog{}}
+	a := loader{ld: &ld, dedup: map[msg.PubendID]*dedupLog{}, pending: map[*dedupRing][]sumPair{}}
 	s.sum.names = names{}
 	segs := s.log.Segments()
 	for i, seg := range segs {
@@ -52,6 +52,9 @@ func (s *Store) load() (retention.Loaded, error) {
 			}
 		}
 		ld.Read++
+		if err := a.fill(); err != nil {
+			return ld, err
+		}
 		var entries []sumEntry
 		err := s.log.Replay(seg.Base, func(index uint64, p []byte) error {
 			if index >= seg.Next && !last {
@@ -85,7 +88,9 @@ func (s *Store) load() (retention.Loaded, error) {
 		}
 		return false
 	})
-	a.finish()
+	if err := a.finish(); err != nil {
+		return ld, err
+	}
 	return ld, nil
 }
 
@@ -94,16 +99,11 @@ type loader struct {
 	ld    *retention.Loaded
 	dedup map[msg.PubendID]*dedupLog
 	order []msg.PubendID // the pubends of dedup, first seen first
-	// pairs are what the summary being read keeps for each of its
-	// (pubend, publisher) pairs (decodeSummary), found by their number
-	// rather than by hashing the names into three maps per event: at 10 M
-	// events the maps took 40 % of a restart's CPU.
-	pairs []pairOf
-}
-
-type pairOf struct {
-	events *tick.Packed
-	ring   *dedupRing
+	// pending are, per dedup ring, the tails the summaries taken since
+	// the rings were last filled keep for it, oldest first (fill): only
+	// the newest DedupKept events among them are decoded.
+	pending      map[*dedupRing][]sumPair
+	pendingOrder []*dedupRing
 }
 
 // dedupLog keeps a pubend's latest DedupKept events of each publisher.
@@ -125,8 +125,11 @@ type seqAt struct {
 
 // fromSummary takes the sealed segment seg from its summary, if it has one
 // that holds; it reports whether it did. An error is a record in a valid
-// summary that does not decode: the log itself is damaged.
-
+// summary that does not decode: the log itself is damaged. A pubend's
+// events are taken in their packed form (tick.Packed.AppendFrom) with the
+// marks of the tracker's sparse index (retention.Tracker.NotedRun), and
+// its publishers' latest events wait for fill: no event is decoded one by
+// one.
 func (a *loader) fromSummary(s *Store, seg eventlog.SegmentInfo) (bool, error) {
 	b, err := readSummary(s.fs, seg.Path)
 	if err != nil || b == nil {
@@ -142,15 +145,77 @@ func (a *loader) fromSummary(s *Store, seg eventlog.SegmentInfo) (bool, error) {
 	// Past its checksum, a summary that does not parse is a bug in what
 	// wrote it, not damage: refused, as its segment may have been taken
 	// in part.
-	a.pairs = a.pairs[:0]
-	err = decodeSummary(b, id, a.summarised, func(index uint64, raw []byte) error {
-		r, err := msg.DecodeRecord(raw)
+	sum, err := decodeSummary(b, id)
+	if err != nil {
+		return false, fmt.Errorf("storage: %s: %w", summaryName(seg.Path), err)
+	}
+	return true, a.take(sum, summaryName(seg.Path))
+}
+
+// take takes the content of a summary (name: its file).
+func (a *loader) take(sum summary, name string) error {
+	for _, r := range sum.records {
+		rec, err := msg.DecodeRecord(r.raw)
 		if err != nil {
-			return fmt.Errorf("storage: log record %d (from %s): %w", index, summaryName(seg.Path), err)
+			return fmt.Errorf("storage: log record %d (from %s): %w", r.index, name, err)
 		}
-		return a.record(index, r)
-	})
-	return err == nil, err
+		if err := a.record(r.index, rec); err != nil {
+			return err
+		}
+	}
+	events := make([]*tick.Packed, len(sum.pubends))
+	for _, x := range sum.pairs {
+		ev, w := a.lookup(sum.pubends[x.pubend], sum.publishers[x.publisher])
+		events[x.pubend] = ev
+		if a.pending[w] == nil {
+			a.pendingOrder = append(a.pendingOrder, w)
+		}
+		a.pending[w] = append(a.pending[w], x)
+	}
+	for k, r := range sum.runs {
+		p, x := sum.pubends[k], events[k]
+		if x == nil {
+			return fmt.Errorf("storage: %s: %w: pubend %s without publishers", name, errBadSummary, p)
+		}
+		if t := r.marks[0].T; t <= x.Last() {
+			return fmt.Errorf("storage: log record %d: pubend %s's tick %d after its tick %d: the log is out of tick order", r.marks[0].Index, p, t, x.Last())
+		}
+		n := x.Len()
+		if rest, err := x.AppendFrom(r.packed); err != nil || len(rest) != 0 || x.Len()-n != r.events {
+			return fmt.Errorf("storage: %s: %w: pubend %s's ticks", name, errBadSummary, p)
+		}
+		a.ld.Tracker.NotedRun(p, r.marks, r.events, x.Last())
+	}
+	return nil
+}
+
+// fill puts in the dedup rings the newest events of the tails waiting in
+// pending, oldest first.
+func (a *loader) fill() error {
+	for _, w := range a.pendingOrder {
+		tails := a.pending[w]
+		i, need := len(tails), DedupKept
+		for i > 0 && need > 0 {
+			i--
+			need -= tails[i].n
+		}
+		skip := max(0, -need) // of the oldest tail taken
+		for _, x := range tails[i:] {
+			err := dedupTail(x, func(seq uint64, t tick.Tick) {
+				if skip > 0 {
+					skip--
+					return
+				}
+				w.push(seqAt{seq, t})
+			})
+			if err != nil {
+				return fmt.Errorf("storage: publisher %s: %w", w.name, err)
+			}
+		}
+	}
+	clear(a.pending)
+	a.pendingOrder = a.pendingOrder[:0]
+	return nil
 }
 
 // entry takes one record of a segment read whole.
@@ -173,19 +238,6 @@ func (a *loader) record(index uint64, r msg.Record) error {
 	return nil
 }
 
-// summarised takes an event of a summary; pair numbers its pubend and
-// publisher there.
-func (a *loader) summarised(index uint64, p msg.PubendID, t tick.Tick, size int64, publisher string, seq uint64, pair int) error {
-	for pair >= len(a.pairs) {
-		a.pairs = append(a.pairs, pairOf{})
-	}
-	x := &a.pairs[pair]
-	if x.events == nil {
-		x.events, x.ring = a.lookup(p, publisher)
-	}
-	return a.add(index, p, t, size, seq, x.events, x.ring)
-}
-
 func (a *loader) event(index uint64, p msg.PubendID, t tick.Tick, size int64, publisher string, seq uint64) error {
 	x, w := a.lookup(p, publisher)
 	return a.add(index, p, t, size, seq, x, w)
@@ -197,14 +249,19 @@ func (a *loader) add(index uint64, p msg.PubendID, t tick.Tick, size int64, seq 
 	}
 	x.Add(t, size)
 	a.ld.Tracker.Noted(p, t, index)
-	e := seqAt{seq, t}
+	w.push(seqAt{seq, t})
+	return nil
+}
+
+// push keeps e, the publisher's latest event, forgetting the oldest of
+// more than DedupKept.
+func (w *dedupRing) push(e seqAt) {
 	if len(w.ring) < DedupKept {
 		w.ring = append(w.ring, e)
 	} else {
 		w.ring[w.head] = e
 		w.head = (w.head + 1) % len(w.ring)
 	}
-	return nil
 }
 
 // lookup returns pubend p's events and publisher's dedup ring at p,
@@ -236,7 +293,10 @@ func (a *loader) lookup(p msg.PubendID, publisher string) (*tick.Packed, *dedupR
 
 // finish appends, per pubend, a metadata record of the publishers its
 // events remember, oldest first.
-func (a *loader) finish() {
+func (a *loader) finish() error {
+	if err := a.fill(); err != nil {
+		return err
+	}
 	for _, p := range a.order {
 		d := a.dedup[p]
 		var m msg.PubendMeta
@@ -249,6 +309,7 @@ func (a *loader) finish() {
 		}
 		a.ld.Records = append(a.ld.Records, msg.Record{Pubend: p, Meta: &m})
 	}
+	return nil
 }
 
 // Records reads every record the log holds, events whole, in log order:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aerie-mq/aerie/internal/eventlog"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/retention"
 	"github.com/aerie-mq/aerie/internal/tick"
 	"github.com/aerie-mq/aerie/internal/vfs"
 )
@@ -35,17 +36,35 @@ import (
 // checksum. Otherwise the restart reads the segment itself and writes the
 // summary again.
 //
+// A summary holds what a restart makes of the segment's events in the
+// form it keeps them: per pubend the ticks and sizes as tick.Packed holds
+// them, the sparse index of their log indexes (retention.Tracker) and per
+// publisher its latest DedupKept sequence numbers, so that taking a
+// segment from its summary costs a copy of its bytes, not a decoding of
+// each event (at 10 M events that decoding was nearly all of a restart's
+// CPU).
+//
 // Format (integers are unsigned varints unless noted):
 //
-//	"aerie-sum-1\n" | base | next | size | first frame length | first frame crc |
-//	n | pubend*n | m | publisher*m | entry*(next-base) | crc32c of all before (4 bytes LE)
-//	entry: 0 | len | record                 (a record that is not an event)
-//	     | k | tick delta | size | publisher index | seq delta (zigzag)
-//	                                        (an event of the k-th pubend)
+//	"aerie-sum-2\n" | base | next | size | first frame length | first frame crc | kept |
+//	n | pubend*n | m | publisher*m |
+//	r | record*r | run*n | q | pair*q | crc32c of all before (4 bytes LE)
+//	record: index - base | len | record     (a record that is not an event, in log order)
+//	run:    events | marks | (tick, index - base)*marks | len | packed
+//	                                        (the k-th pubend's events: the first and every
+//	                                        retention.IndexEvery-th of them, their ticks
+//	                                        and sizes in tick.Packed's binary form)
+//	pair:   pubend index | publisher index | count | len | (tick delta, seq delta (zigzag))*count
+//	                                        (the last min(kept, its events) events of a
+//	                                        pubend's publisher, oldest first, deltas from
+//	                                        the one before, from 0 for the first; pairs in
+//	                                        the order of their first event)
 //
-// Deltas are from the previous event of the same pubend (tick) and
-// publisher (seq) in the summary, from 0 for the first.
-const summaryMagic = "aerie-sum-1\n"
+// kept is DedupKept when the summary was written; a summary of another
+// is read as one that does not hold. A summary of an older format
+// ("aerie-sum-1") does not hold either: its segment is read once and its
+// summary written again.
+const summaryMagic = "aerie-sum-2\n"
 
 const summarySuffix = ".sum"
 
@@ -120,28 +139,69 @@ func idOf(l *eventlog.Log, seg eventlog.SegmentInfo) (summaryID, error) {
 }
 
 // encodeSummary encodes the summary of the segment id, whose records are
-// entries.
-func encodeSummary(id summaryID, entries []sumEntry) []byte {
+// entries. It fails when a pubend's events are not in tick order there: a
+// restart then reads the segment, and refuses it.
+func encodeSummary(id summaryID, entries []sumEntry) ([]byte, error) {
 	b := append([]byte(nil), summaryMagic...)
 	b = binary.AppendUvarint(b, id.base)
 	b = binary.AppendUvarint(b, id.next)
 	b = binary.AppendUvarint(b, uint64(id.size))
 	b = binary.AppendUvarint(b, uint64(id.frameLen))
 	b = binary.AppendUvarint(b, uint64(id.frameCRC))
-	pubends, publishers := map[msg.PubendID]int{}, map[string]int{}
+	b = binary.AppendUvarint(b, DedupKept)
+	type run struct {
+		events tick.Packed
+		marks  []retention.Mark
+	}
+	type pair struct {
+		k, w int
+		tail []seqAt // a ring of the last DedupKept
+		head int
+	}
+	pubends, publishers, pairs := map[msg.PubendID]int{}, map[string]int{}, map[[2]int]int{}
 	var pubList []msg.PubendID
 	var pubrList []string
-	for _, e := range entries {
+	var runs []run
+	var pairList []pair
+	var records int
+	for i, e := range entries {
 		if e.raw != nil {
+			records++
 			continue
 		}
-		if _, ok := pubends[e.pubend]; !ok {
-			pubends[e.pubend] = len(pubList)
+		k, ok := pubends[e.pubend]
+		if !ok {
+			k = len(pubList)
+			pubends[e.pubend] = k
 			pubList = append(pubList, e.pubend)
+			runs = append(runs, run{})
 		}
-		if _, ok := publishers[e.publisher]; !ok {
-			publishers[e.publisher] = len(pubrList)
+		w, ok := publishers[e.publisher]
+		if !ok {
+			w = len(pubrList)
+			publishers[e.publisher] = w
 			pubrList = append(pubrList, e.publisher)
+		}
+		j, ok := pairs[[2]int{k, w}]
+		if !ok {
+			j = len(pairList)
+			pairs[[2]int{k, w}] = j
+			pairList = append(pairList, pair{k: k, w: w})
+		}
+		r := &runs[k]
+		if r.events.Len() > 0 && e.t <= r.events.Last() {
+			return nil, fmt.Errorf("storage: pubend %s's tick %d after its tick %d: the log is out of tick order", e.pubend, e.t, r.events.Last())
+		}
+		if r.events.Len()%retention.IndexEvery == 0 {
+			r.marks = append(r.marks, retention.Mark{T: e.t, Index: id.base + uint64(i)})
+		}
+		r.events.Add(e.t, e.size)
+		x := &pairList[j]
+		if len(x.tail) < DedupKept {
+			x.tail = append(x.tail, seqAt{e.seq, e.t})
+		} else {
+			x.tail[x.head] = seqAt{e.seq, e.t}
+			x.head = (x.head + 1) % len(x.tail)
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(pubList)))
@@ -152,23 +212,42 @@ func encodeSummary(id summaryID, entries []sumEntry) []byte {
 	for _, p := range pubrList {
 		b = appendString(b, p)
 	}
-	prevTick := make([]tick.Tick, len(pubList))
-	prevSeq := make([]uint64, len(pubrList))
-	for _, e := range entries {
+	b = binary.AppendUvarint(b, uint64(records))
+	for i, e := range entries {
 		if e.raw != nil {
-			b = append(b, 0)
+			b = binary.AppendUvarint(b, uint64(i))
 			b = appendString(b, string(e.raw))
-			continue
 		}
-		k, w := pubends[e.pubend], publishers[e.publisher]
-		b = binary.AppendUvarint(b, uint64(k)+1)
-		b = binary.AppendUvarint(b, uint64(e.t-prevTick[k]))
-		b = binary.AppendUvarint(b, uint64(e.size))
-		b = binary.AppendUvarint(b, uint64(w))
-		b = binary.AppendVarint(b, int64(e.seq-prevSeq[w]))
-		prevTick[k], prevSeq[w] = e.t, e.seq
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, summaryCRC))
+	var packed []byte
+	for k := range runs {
+		r := &runs[k]
+		b = binary.AppendUvarint(b, uint64(r.events.Len()))
+		b = binary.AppendUvarint(b, uint64(len(r.marks)))
+		for _, m := range r.marks {
+			b = binary.AppendUvarint(b, uint64(m.T))
+			b = binary.AppendUvarint(b, m.Index-id.base)
+		}
+		packed = r.events.AppendBinary(packed[:0])
+		b = appendString(b, string(packed))
+	}
+	b = binary.AppendUvarint(b, uint64(len(pairList)))
+	var tail []byte
+	for _, x := range pairList {
+		b = binary.AppendUvarint(b, uint64(x.k))
+		b = binary.AppendUvarint(b, uint64(x.w))
+		b = binary.AppendUvarint(b, uint64(len(x.tail)))
+		tail = tail[:0]
+		var prev seqAt
+		for i := range x.tail {
+			e := x.tail[(x.head+i)%len(x.tail)]
+			tail = binary.AppendUvarint(tail, uint64(e.t-prev.t))
+			tail = binary.AppendVarint(tail, int64(e.seq-prev.seq))
+			prev = e
+		}
+		b = appendString(b, string(tail))
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, summaryCRC)), nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -194,66 +273,122 @@ func checkSummary(b []byte, id summaryID) error {
 	if d.bad || got != id {
 		return fmt.Errorf("%w: it describes %+v, the segment is %+v", errBadSummary, got, id)
 	}
+	if kept := d.uvarint(); d.bad || kept != DedupKept {
+		return fmt.Errorf("%w: it keeps %d events of a publisher, not %d", errBadSummary, kept, DedupKept)
+	}
 	return nil
 }
 
-// decodeSummary calls event or record for each entry of the summary b of
-// segment id, in log order. An event's pair numbers its pubend and
-// publisher among those of the summary (from 0, fewer than the product of
-// their counts), so that the caller can find what it keeps for them
-// without hashing their names.
-func decodeSummary(b []byte, id summaryID, event func(index uint64, p msg.PubendID, t tick.Tick, size int64, publisher string, seq uint64, pair int) error, record func(index uint64, raw []byte) error) error {
+// summary is a summary's content (decodeSummary): views of its bytes.
+type summary struct {
+	pubends    []msg.PubendID
+	publishers []string
+	records    []sumRecord
+	runs       []sumRun // one per pubend
+	pairs      []sumPair
+}
+
+type sumRecord struct {
+	index uint64
+	raw   []byte
+}
+
+// sumRun is a pubend's events in a summary.
+type sumRun struct {
+	events int
+	marks  []retention.Mark
+	packed []byte // tick.Packed's binary form, checked when taken (loader.run)
+}
+
+// sumPair is the tail of a pubend's publisher's events in a summary.
+type sumPair struct {
+	pubend, publisher int
+	n                 int
+	tail              []byte // decoded when the restart needs it (dedupTail)
+}
+
+// decodeSummary reads the summary b of segment id. What it returns views
+// b; the runs' packed ticks and the pairs' tails are read when taken.
+func decodeSummary(b []byte, id summaryID) (summary, error) {
+	var s summary
 	if err := checkSummary(b, id); err != nil {
-		return err
+		return s, err
 	}
 	d := sumReader{b: b[len(summaryMagic) : len(b)-4]}
 	for range 5 {
 		d.uvarint() // the segment's id, checked
 	}
-	pubList := make([]msg.PubendID, d.count())
-	for i := range pubList {
-		pubList[i] = msg.PubendID(d.str())
+	d.uvarint() // kept, checked
+	s.pubends = make([]msg.PubendID, d.count())
+	for i := range s.pubends {
+		s.pubends[i] = msg.PubendID(d.str())
 	}
-	pubrList := make([]string, d.count())
-	for i := range pubrList {
-		pubrList[i] = d.str()
+	s.publishers = make([]string, d.count())
+	for i := range s.publishers {
+		s.publishers[i] = d.str()
 	}
-	prevTick := make([]tick.Tick, len(pubList))
-	prevSeq := make([]uint64, len(pubrList))
-	for index := id.base; index < id.next && !d.bad; index++ {
-		k := d.uvarint()
-		if k == 0 {
-			raw := d.bytes()
-			if d.bad {
-				break
-			}
-			if err := record(index, raw); err != nil {
-				return err
-			}
-			continue
+	span := id.next - id.base
+	s.records = make([]sumRecord, d.count())
+	for i := range s.records {
+		at := d.uvarint()
+		if at >= span || i > 0 && id.base+at <= s.records[i-1].index {
+			d.bad = true
 		}
-		if k > uint64(len(pubList)) {
+		s.records[i] = sumRecord{index: id.base + at, raw: d.bytes()}
+	}
+	s.runs = make([]sumRun, len(s.pubends))
+	for k := range s.runs {
+		r := &s.runs[k]
+		n := d.uvarint()
+		r.marks = make([]retention.Mark, d.count())
+		if n == 0 || n > span || len(r.marks) == 0 || uint64(len(r.marks)) > n {
 			d.bad = true
 			break
 		}
-		t := prevTick[k-1] + tick.Tick(d.uvarint())
-		size := int64(d.uvarint())
-		w := d.uvarint()
-		if w >= uint64(len(pubrList)) {
+		r.events = int(n)
+		for i := range r.marks {
+			m := retention.Mark{T: tick.Tick(d.uvarint()), Index: id.base + d.uvarint()}
+			if m.Index >= id.next || i > 0 && (m.T <= r.marks[i-1].T || m.Index <= r.marks[i-1].Index) {
+				d.bad = true
+			}
+			r.marks[i] = m
+		}
+		r.packed = d.bytes()
+	}
+	s.pairs = make([]sumPair, d.count())
+	for i := range s.pairs {
+		x := &s.pairs[i]
+		k, w, n := d.uvarint(), d.uvarint(), d.uvarint()
+		x.tail = d.bytes()
+		if k >= uint64(len(s.pubends)) || w >= uint64(len(s.publishers)) || n == 0 || n > DedupKept || n > uint64(len(x.tail)) {
 			d.bad = true
 			break
 		}
-		seq := prevSeq[w] + uint64(d.varint())
-		prevTick[k-1], prevSeq[w] = t, seq
-		if d.bad {
-			break
-		}
-		if err := event(index, pubList[k-1], t, size, pubrList[w], seq, int(k-1)*len(pubrList)+int(w)); err != nil {
-			return err
-		}
+		x.pubend, x.publisher, x.n = int(k), int(w), int(n)
 	}
 	if d.bad || len(d.b) != 0 {
-		return fmt.Errorf("%w: entries", errBadSummary)
+		return summary{}, fmt.Errorf("%w: entries", errBadSummary)
+	}
+	return s, nil
+}
+
+// dedupTail decodes a pair's tail: its events' sequence numbers and
+// ticks, oldest first.
+func dedupTail(x sumPair, fn func(seq uint64, t tick.Tick)) error {
+	d := sumReader{b: x.tail}
+	var t tick.Tick
+	var seq uint64
+	for range x.n {
+		dt := d.uvarint()
+		seq += uint64(d.varint())
+		if d.bad || dt == 0 && t > 0 {
+			return fmt.Errorf("%w: publisher entries", errBadSummary)
+		}
+		t += tick.Tick(dt)
+		fn(seq, t)
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%w: publisher entries", errBadSummary)
 	}
 	return nil
 }
@@ -311,13 +446,17 @@ func (d *sumReader) count() int {
 // beside it: to a temporary name, then renamed. Not fsynced: it is an
 // optimisation that a crash may lose or tear, and a restart checks it.
 func writeSummary(fsys vfs.FS, segPath string, id summaryID, entries []sumEntry) error {
+	b, err := encodeSummary(id, entries)
+	if err != nil {
+		return err
+	}
 	name := summaryName(segPath)
 	tmp := name + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(encodeSummary(id, entries))
+	_, err = f.Write(b)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -125,8 +125,11 @@ func (p *Packed) DropTo(t Tick) {
 	}
 	for off < len(b.data) {
 		d, k := binary.Uvarint(b.data[off:])
+		if k <= 0 {
+			break // a block AppendFrom took that does not hold together
+		}
 		dw, k2 := binary.Varint(b.data[off+k:])
-		if prev+Tick(d) > t {
+		if k2 <= 0 || prev+Tick(d) > t {
 			break
 		}
 		prev += Tick(d)
@@ -150,7 +153,13 @@ func (b *packedBlock) each(from Tick, fn func(t Tick, w int64) bool) bool {
 	}
 	for off < len(b.data) {
 		d, k := binary.Uvarint(b.data[off:])
+		if k <= 0 {
+			break // a block AppendFrom took that does not hold together
+		}
 		dw, k2 := binary.Varint(b.data[off+k:])
+		if k2 <= 0 {
+			break
+		}
 		off += k + k2
 		prev += Tick(d)
 		w += dw
