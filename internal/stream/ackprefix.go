@@ -32,6 +32,10 @@ func NextAckPrefix(in *Istream, outs []*Ostream, hasLocal bool, localDelivered t
 		}
 	}
 	qLimit = min(qLimit, limit)
+	// Up to qLimit every tick is A, whatever it is (Anti): no walk over
+	// them (a restarted PHB's millions of events, acked again by its
+	// downstreams).
+	res = max(res, qLimit)
 	if res >= limit {
 		return res
 	}

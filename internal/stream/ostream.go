@@ -311,10 +311,26 @@ func (o *Ostream) Vouch(in *tick.Knowledge[*msg.Event], floor tick.Tick) {
 
 // walk returns how far from v the known, not yet final ticks of in are S
 // or D ticks that c's filter drops; a D that passes ends it unless pass,
-// called with its tick, says to go on.
+// called with its tick, says to go on. pass answers alike for every tick
+// (the walks of Vouch do): over a cold part whose D ticks carry no event
+// (tick.Knowledge.ColdSpan: their payloads are on disk), each of which
+// passes as an event not at hand does (Passes), it is called with the
+// first and the last of them only.
 func (o *Ostream) walk(in *tick.Knowledge[*msg.Event], v tick.Tick, pass func(tick.Tick) bool) tick.Tick {
 	if v == tick.Max {
 		return v
+	}
+	if first, last, hi, ok := in.ColdSpan(v + 1); ok {
+		switch {
+		case first == 0:
+		case !pass(first):
+			return first - 1
+		case last != first && !pass(last):
+			return last - 1
+		}
+		if v = hi; v == tick.Max {
+			return v
+		}
 	}
 	in.Visit(tick.Range{Lo: v + 1, Hi: tick.Max}, func(p tick.Range, k tick.Kind, ev *msg.Event) bool {
 		if p.Lo != v+1 {

@@ -102,6 +102,22 @@ func (k *Knowledge[V]) SetCold(d Packed, hi Tick) {
 	k.cold, k.coldHi, k.thawed, k.runs = d, hi, nil, nil
 }
 
+// ColdSpan describes the cold part from t on, for a walk that goes over
+// it at once rather than tick by tick (a restarted PHB's millions of
+// events): ok when t lies in it (Final < t <= hi, its highest tick) and
+// none of its D ticks carries a value (SetValue, Freeze), with the lowest
+// and highest of its D ticks at or above t (0, 0 when none).
+func (k *Knowledge[V]) ColdSpan(t Tick) (first, last, hi Tick, ok bool) {
+	if t <= k.final || t > k.coldHi || len(k.thawed) > 0 || k.cold.Last() > k.coldHi {
+		return 0, 0, 0, false
+	}
+	k.cold.Each(t, func(x Tick, _ int64) bool { first = x; return false })
+	if first != 0 {
+		last = k.cold.Last()
+	}
+	return first, last, k.coldHi, true
+}
+
 // coldGet returns the knowledge at t in the cold part.
 func (k *Knowledge[V]) coldGet(t Tick) (Kind, V) {
 	if k.cold.Has(t) {
