@@ -9,7 +9,8 @@
 # above its idle RSS, per retained event, 5 s and 155 s after the last ack
 # (Go collects at least every 2 minutes); kill -9 of p1 and a restart, timed
 # from the exec to the client port accepting and to the first
-# acknowledgement of a new publish; p1's RSS after it.
+# acknowledgement of a new publish, with p1's CPU time (user + system) at
+# each; p1's RSS after it.
 #
 #   deploy/soak/restart.sh [N] [SIZE] [RATE] [DIR] [PUBS]
 #
@@ -64,6 +65,7 @@ trap 'kill ${pid[*]} 2>/dev/null || true' EXIT
 rss() { echo $(( $(awk '/VmRSS/{print $2}' /proc/$1/status) / 1024 )); }
 waitport() { for _ in $(seq 6000); do (exec 3<>/dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.01; done; return 1; }
 now() { date +%s.%N; }
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' /proc/$1/stat; } # user + system seconds
 start() { [ "$1" = p1 ] && export AERIE_PPROF=${P1_PPROF:-} || export AERIE_PPROF=; "$bin" broker --config "$dir/network.toml" --id "$1" >>"$dir/$1.log" 2>&1 & pid[$1]=$!; }
 start s1
 if [ $fresh = 1 ]; then
@@ -105,10 +107,10 @@ waitport 17212
 t0=$(now)
 start p1
 waitport 17211
-t1=$(now)
+t1=$(now); c1=$(cpu ${pid[p1]})
 "$bin" pub --connect 127.0.0.1:17211 --topic orders.eu --size "$size" --count 1 --id after-restart >/dev/null 2>&1
-t2=$(now)
-echo "# restart: client port after $(echo "$t1 - $t0" | bc) s, first ack after $(echo "$t2 - $t0" | bc) s; load $(cut -d' ' -f1-3 /proc/loadavg)"
+t2=$(now); c2=$(cpu ${pid[p1]})
+echo "# restart: client port after $(echo "$t1 - $t0" | bc) s (p1's CPU ${c1} s), first ack after $(echo "$t2 - $t0" | bc) s (CPU ${c2} s); load $(cut -d' ' -f1-3 /proc/loadavg)"
 sleep 3
 after=$(rss ${pid[p1]})
 if [ -n "${P1_PPROF:-}" ]; then curl -s "http://$P1_PPROF/debug/pprof/heap?gc=1" >"$dir/after.heap"; fi

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -125,7 +126,8 @@ type seqAt struct {
 
 // fromSummary takes the sealed segment seg from its summary, if it has one
 // that holds; it reports whether it did. An error is a record in a valid
-// summary that does not decode: the log itself is damaged. A pubend's
+// summary that does not decode (the log itself is damaged), or a summary
+// whose checksum holds that does not parse (a bug in what wrote it). A pubend's
 // events are taken in their packed form (tick.Packed.AppendFrom) with the
 // marks of the tracker's sparse index (retention.Tracker.NotedRun), and
 // its publishers' latest events wait for fill: no event is decoded one by
@@ -170,7 +172,17 @@ func (a *loader) take(sum summary, name string) error {
 		if a.pending[w] == nil {
 			a.pendingOrder = append(a.pendingOrder, w)
 		}
-		a.pending[w] = append(a.pending[w], x)
+		// A copy, so that the summary's bytes are not kept; and only the
+		// tails the newest DedupKept events need.
+		x.tail = bytes.Clone(x.tail)
+		tails, newer := append(a.pending[w], x), 0
+		for i := len(tails) - 1; i > 0; i-- {
+			if newer += tails[i].n; newer >= DedupKept {
+				tails = append(tails[:0], tails[i:]...)
+				break
+			}
+		}
+		a.pending[w] = tails
 	}
 	for k, r := range sum.runs {
 		p, x := sum.pubends[k], events[k]
