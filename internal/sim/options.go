@@ -72,9 +72,10 @@ const (
 	// FaultSummary damages, at some crashes of a broker with a disk, one
 	// of the summaries its event log keeps of its sealed segments
 	// (internal/storage): torn, replaced by another segment's, or a byte
-	// flipped. A crash tears them by itself too (they are written without
-	// an fsync); a restart must ignore a summary that does not hold and
-	// read its segment instead (checkRestored).
+	// flipped. A crash tears them by itself too at half the crashes (they
+	// are written without an fsync; at the others the kernel had written
+	// them back, crashFS); a restart must ignore a summary that does not
+	// hold and read its segment instead (checkRestored).
 	FaultSummary = "summary"
 	// FaultDiskFull fills a PHB's disk for 0.2–5 s (vfs.MemFS.SetFull):
 	// its writes and fsyncs fail with ENOSPC. A plain PHB refuses

@@ -415,7 +415,7 @@ func (w *world) crash(n *node) {
 	}
 	if n.raft != nil {
 		if w.cellFormed(n) {
-			n.raft.fs.CrashWith(crashRng(w.rng, w.srng))
+			crashFS(n.raft.fs, w.rng, w.srng)
 		} else {
 			n.raft.fs.Kill() // see cellFormed
 		}

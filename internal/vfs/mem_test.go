@@ -76,6 +76,36 @@ func TestCrashKeepsPrefixOfUnsynced(t *testing.T) {
 	}
 }
 
+// TestWriteBackKeepsUnsyncedWhole: after WriteBack of a file, a crash
+// keeps every byte written to it, and only to it.
+func TestWriteBackKeepsUnsyncedWhole(t *testing.T) {
+	const synced, unsynced = "abc", "0123456789"
+	gTorn := false
+	for seed := range uint64(50) {
+		m, f := newSynced(t, synced)
+		mustWrite(t, f, unsynced)
+		g, err := m.Create("d/g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, g, unsynced)
+		if err := m.SyncDir("d"); err != nil {
+			t.Fatal(err)
+		}
+		m.WriteBack(func(name string) bool { return name == "d/f" })
+		m.Crash(rand.New(rand.NewPCG(seed, 2)))
+		if got := contentOf(t, m, "d/f"); got != synced+unsynced {
+			t.Fatalf("seed %d: content %q after a write-back, want %q", seed, got, synced+unsynced)
+		}
+		if got := contentOf(t, m, "d/g"); len(got) < len(unsynced) {
+			gTorn = true
+		}
+	}
+	if !gTorn {
+		t.Fatalf("a file not written back was never torn")
+	}
+}
+
 func TestCrashIsDeterministic(t *testing.T) {
 	run := func() string {
 		m, f := newSynced(t, "x")

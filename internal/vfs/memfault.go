@@ -87,6 +87,20 @@ func (m *MemFS) takeFault(op Op, name string) error {
 // visited in name order.
 func (m *MemFS) Crash(rng *rand.Rand) { m.CrashWith(func(string) *rand.Rand { return rng }) }
 
+// WriteBack makes durable every byte written to the files whose names
+// keep says, as a kernel's writeback does within seconds of the writes,
+// fsync or not: a crash after it keeps them whole, under the names that
+// were durable. Unlike File.Sync it draws no fault.
+func (m *MemFS) WriteBack(keep func(name string) bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for n, node := range m.files {
+		if keep(n) && node.lost == 0 {
+			node.synced = len(node.data)
+		}
+	}
+}
+
 // CrashWith is Crash drawing the bytes each file keeps from the generator
 // pick returns for its name: a simulator that adds files of a new kind
 // draws for them from a generator of their own, and every other file
