@@ -13,59 +13,19 @@
 #
 #   deploy/soak/retention.sh [SECONDS] [RATE] [MAX_RETAIN]
 #
-# Ports 17101–17304 on 127.0.0.1; data in a fresh temporary directory.
+# Ports 17101–17304 on 127.0.0.1 (deploy/soak/lib.sh); data in a fresh
+# temporary directory.
 set -euo pipefail
 secs=${1:-300}; rate=${2:-20000}; retain=${3:-20s}
 cd "$(dirname "$0")/../.."
+. deploy/soak/lib.sh
 dir=$(mktemp -d /tmp/aerie-soak.XXXXXX)
-bin=$dir/aerie
-go build -o "$bin" ./cmd/aerie
-cat > "$dir/network.toml" <<TOML
-[[broker]]
-id = "p1"
-listen = "127.0.0.1:17101"
-clients = "127.0.0.1:17201"
-data = "$dir/p1"
-pubends = ["P1", "P2", "P3", "P4"]
-max_retain = "$retain"
-
-[[broker]]
-id = "b1"
-listen = "127.0.0.1:17102"
-
-[[broker]]
-id = "s1"
-listen = "127.0.0.1:17103"
-clients = "127.0.0.1:17203"
-data = "$dir/s1"
-
-[[broker]]
-id = "s2"
-listen = "127.0.0.1:17104"
-clients = "127.0.0.1:17204"
-data = "$dir/s2"
-
-[[link]]
-up = "p1"
-down = "b1"
-
-[[link]]
-up = "b1"
-down = "s1"
-
-[[link]]
-up = "b1"
-down = "s2"
-TOML
+soak_build "$dir"
+soak_network "$dir" "$retain" 17
 declare -A pid
 trap 'kill ${pid[*]} 2>/dev/null || true' EXIT
-for b in p1 b1 s1 s2; do
-  "$bin" broker --config "$dir/network.toml" --id $b >"$dir/$b.log" 2>&1 &
-  pid[$b]=$!
-done
-for port in 17201 17203 17204; do # wait for the client ports
-  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
-done
+for b in p1 b1 s1 s2; do soak_broker "$dir" $b; done
+for port in 17201 17203 17204; do soak_wait_port $port; done
 # The durable subscriber at s2, appending to durable.out. It resumes by
 # name from what it acknowledged: a --checkpoint file, saved (fsync) after
 # every line, would hold it to a few hundred events/s, far behind RATE.
@@ -77,8 +37,7 @@ durable() {
 if [ -n "${KILL_S2_AFTER:-}" ]; then durable; fi
 # The subscriber at s1 keeps "pubend tick" of every event when s2 is killed
 # (the reference for what s2's durable subscriber must have).
-# Ticks stay strings: they pass 2^31, where some awks print numbers as 1.8e+15.
-ticks() { awk 'match($0, /"pubend":"[^"]*","tick":[0-9]+/) { split(substr($0, RSTART, RLENGTH), a, /"/); print a[4], substr(a[7], 2) }'; }
+ticks() { soak_ticks; }
 if [ -n "${KILL_S2_AFTER:-}" ]; then
   "$bin" sub --connect 127.0.0.1:17203 --topic 'orders.>' --json 2>"$dir/sub.err" > >(ticks >"$dir/s1.ticks") & # $! is the sub
 else
@@ -87,7 +46,7 @@ fi
 pid[sub]=$!
 "$bin" pub --connect 127.0.0.1:17201 --topic orders.eu --size 100 --rate "$rate" --count $((rate * secs)) >"$dir/pub.out" 2>"$dir/pub.err" &
 pub=$!
-rss() { if [ -r /proc/$1/status ]; then echo $(( $(awk '/VmRSS/{print $2}' /proc/$1/status) / 1024 )); else echo -; fi; }
+rss() { soak_rss "$1"; }
 start=$(date +%s)
 echo "t_s p1_data_MB p1_rss_MB b1_rss_MB load1"
 while kill -0 $pub 2>/dev/null; do
@@ -97,9 +56,8 @@ while kill -0 $pub 2>/dev/null; do
     kill -9 "${pid[s2]}" "${pid[durable]}"; killed=$t; echo "# s2 and its durable subscriber killed at ${t}s"
   fi
   if [ -n "${RESTART_S2_AFTER:-}" ] && [ "$t" -ge "$RESTART_S2_AFTER" ] && [ -n "${killed:-}" ] && [ -z "${restarted:-}" ]; then
-    "$bin" broker --config "$dir/network.toml" --id s2 >>"$dir/s2.log" 2>&1 &
-    pid[s2]=$!; restarted=$t
-    for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/17204) 2>/dev/null && break; sleep 0.1; done
+    soak_broker "$dir" s2; restarted=$t
+    soak_wait_port 17204
     durable; echo "# s2 and its durable subscriber restarted at ${t}s"
   fi
   echo "$t $(du -sm "$dir/p1" | cut -f1) $(rss ${pid[p1]}) $(rss ${pid[b1]}) $(cut -d' ' -f1 /proc/loadavg)"
