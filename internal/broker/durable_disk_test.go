@@ -286,3 +286,46 @@ func waitLog(t *testing.T, ctx context.Context, node *broker.Node, what string, 
 		}
 	}
 }
+
+// TestSHBDurableLogTrimmed: an SHB's log holds its durable subscriptions'
+// states, one more record whenever a subscriber's acknowledgement moves its
+// checkpoint; it is trimmed as a PHB's is (a snapshot of the subscriptions,
+// then whole segments dropped), so a subscriber acknowledging for weeks
+// leaves a few segments, not weeks of records (RELIABILITY.md "Running
+// for weeks").
+func TestSHBDurableLogTrimmed(t *testing.T) {
+	const segment = 4 << 10
+	n := startNetWith(t, nil, func(o map[msg.NodeID]broker.Options) {
+		s := o["s1"]
+		s.DataDir = t.TempDir()
+		s.SegmentBytes, s.TrimInterval = segment, 50*time.Millisecond
+		o["s1"] = s
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, sub := attachDurable(t, ctx, n, "")
+	pub := n.dial("p1", client.Options{ID: "pub", Pubend: "P1"})
+	s1 := n.nodes["s1"]
+	for round := 1; ; round++ {
+		publishAcked(t, pub, 5)
+		if err := sub.Ack(receiveDurable(t, ctx, sub, 5)); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s1.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ten segments' worth written, the first ones dropped, and the
+		// log no larger than a few segments.
+		if st.LogFirst > 0 && st.LogBytes > 0 && st.LogNext*64 > 10*segment {
+			if size := dirBytes(t, n.opts["s1"].DataDir); size > 4*segment {
+				t.Fatalf("s1's data directory %d bytes after %d records (log [%d, %d)): not trimmed to a few segments", size, st.LogNext, st.LogFirst, st.LogNext)
+			}
+			t.Logf("%d rounds: log records [%d, %d), %d bytes", round, st.LogFirst, st.LogNext, st.LogBytes)
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("log records [%d, %d) after %d rounds: never trimmed", st.LogFirst, st.LogNext, round)
+		}
+	}
+}
