@@ -19,7 +19,8 @@
 #     inside a gap notice's ticks.
 # Every 10 s it writes a line of DIR/samples.csv: each live broker's RSS
 # (VmRSS) and data directory, the load average, p1's log and retained
-# events (/metrics) and the subscribers' progress. At the end it prints,
+# events (/metrics), the live heap of p1, b1 and s1 (HeapAlloc just after a
+# collection, AERIE_PPROF) and the subscribers' progress. At the end it prints,
 # per 5-minute window, min/median/max of each figure, and the slope (MB per
 # minute, least squares) of each over the last 20 minutes. Heap profiles of
 # p1, b1 and s1 (AERIE_PPROF) are saved at 600 s and at the end.
@@ -94,10 +95,14 @@ metric() { # PORT NAME: the sum of a metric's samples (- if unreachable)
 disk() { if [ -d "$1" ]; then du -sk "$1" 2>/dev/null | awk '{ printf "%.1f\n", $1 / 1024 }'; else echo -; fi; }
 live() { if [ -n "${pid[$1]:-}" ]; then soak_rss "${pid[$1]}"; else echo -; fi; }
 progress() { if [ -s "$dir/$1.progress" ]; then tail -1 "$dir/$1.progress" | cut -d' ' -f1; else echo 0; fi; }
+live_heap() { # BROKER: its live heap in MB, just after a collection (- if unreachable)
+  curl -s --max-time 5 "http://127.0.0.1:${pprof[$1]}/debug/pprof/heap?gc=1&debug=1" 2>/dev/null |
+    awk '$1 == "#" && $2 == "HeapAlloc" { printf "%.1f\n", $4 / 1048576; f = 1 } END { if (!f) print "-" }'
+}
 heap() { local b; for b in p1 b1 s1; do curl -s --max-time 20 "http://127.0.0.1:${pprof[$b]}/debug/pprof/heap" >"$dir/heap-$b-$1.pb.gz" || true; done; }
 
 csv=$dir/samples.csv
-echo "t_s,p1_rss_MB,p1_data_MB,b1_rss_MB,s1_rss_MB,s1_data_MB,s2_rss_MB,load1,p1_log_MB,p1_retained_events,plain_events,stay_events,note" >"$csv"
+echo "t_s,p1_rss_MB,p1_data_MB,b1_rss_MB,s1_rss_MB,s1_data_MB,s2_rss_MB,load1,p1_log_MB,p1_retained_events,p1_heap_MB,b1_heap_MB,s1_heap_MB,plain_events,stay_events,note" >"$csv"
 start=$(date +%s); next_b1=$b1_every; note=
 while kill -0 "${pid[pub]}" 2>/dev/null; do
   now=$(date +%s); t=$((now - start)); sleep $((10 - t % 10)); t=$(( $(date +%s) - start ))
@@ -113,7 +118,7 @@ while kill -0 "${pid[pub]}" 2>/dev/null; do
   if [ "$t" -ge 600 ] && [ ! -e "$dir/heap-p1-600.pb.gz" ]; then heap 600; fi
   if [ "$t" -ge $((dur + 600)) ]; then kill "${pid[pub]}"; note="$note publisher ended (10 minutes late);"; fi
   log=$(metric 19401 aerie_log_bytes); [ "$log" != - ] && log=$(awk -v b="$log" 'BEGIN { printf "%.1f", b / 1048576 }')
-  echo "$t,$(live p1),$(disk "$dir/p1"),$(live b1),$(live s1),$(disk "$dir/s1"),$(live s2),$(cut -d' ' -f1 /proc/loadavg),$log,$(metric 19401 aerie_retained_events),$(progress plain),$(progress stay),$note" >>"$csv"
+  echo "$t,$(live p1),$(disk "$dir/p1"),$(live b1),$(live s1),$(disk "$dir/s1"),$(live s2),$(cut -d' ' -f1 /proc/loadavg),$log,$(metric 19401 aerie_retained_events),$(live_heap p1),$(live_heap b1),$(live_heap s1),$(progress plain),$(progress stay),$note" >>"$csv"
   tail -1 "$csv"; note=
 done
 wait "${pid[pub]}" || true; unset 'pid[pub]'
@@ -140,14 +145,14 @@ function stats(w, c,   n, i, j, v, x) { n = cnt[w, c]; if (!n) return "-"
   for (i = 1; i <= n; i++) v[i] = val[w, c, i]
   for (i = 2; i <= n; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
   return sprintf("%g/%g/%g", v[1], v[int((n + 1) / 2)], v[n]) }
-NR == 1 { for (c = 2; c <= 10; c++) name[c] = $c; next }
+NR == 1 { for (c = 2; c <= 13; c++) name[c] = $c; next }
 { w = int(($1 - 1) / 300); if (w > maxw) maxw = w; t[NR] = $1; last = $1
-  for (c = 2; c <= 10; c++) if ($c != "-" && $c != "") { cnt[w, c]++; val[w, c, cnt[w, c]] = $c; col[NR, c] = $c } }
+  for (c = 2; c <= 13; c++) if ($c != "-" && $c != "") { cnt[w, c]++; val[w, c, cnt[w, c]] = $c; col[NR, c] = $c } }
 END {
-  printf "# per 5-minute window, min/median/max:\n# window"; for (c = 2; c <= 10; c++) printf " %s", name[c]; printf "\n"
-  for (w = 0; w <= maxw; w++) { printf "# %d-%d min", w * 5, w * 5 + 5; for (c = 2; c <= 10; c++) printf " %s", stats(w, c); printf "\n" }
+  printf "# per 5-minute window, min/median/max:\n# window"; for (c = 2; c <= 13; c++) printf " %s", name[c]; printf "\n"
+  for (w = 0; w <= maxw; w++) { printf "# %d-%d min", w * 5, w * 5 + 5; for (c = 2; c <= 13; c++) printf " %s", stats(w, c); printf "\n" }
   printf "# slope over the last 20 minutes (%d-%d s), per minute:", last - 1200, last
-  for (c = 2; c <= 10; c++) { n = sx = sy = sxx = sxy = 0
+  for (c = 2; c <= 13; c++) { n = sx = sy = sxx = sxy = 0
     for (r in t) if (t[r] >= last - 1200 && (r, c) in col) { x = t[r] / 60; y = col[r, c]; n++; sx += x; sy += y; sxx += x * x; sxy += x * y }
     if (n > 2 && n * sxx != sx * sx) printf " %s %+.3f", name[c], (n * sxy - sx * sy) / (n * sxx - sx * sx) }
   printf "\n" }' "$csv"
