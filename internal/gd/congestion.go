@@ -123,7 +123,9 @@ func (e *Engine) tickRegulator(ps *pstream) {
 			e.assign(ps, m)
 		}
 		if len(c.admit) == 0 {
-			c.admit = nil // let the backing array go after a burst
+			// Let the backing array and the map go after a burst: a
+			// map keeps the buckets of its peak.
+			c.admit, c.waiting = nil, nil
 		}
 	}
 	c.reg.Observe(c.position, ps.in.AckPrefix)

@@ -105,4 +105,8 @@ func TestCongestionPacesPublishes(t *testing.T) {
 	if st := e.Stats(); st.PublishesHeld != 5 || st.RateDecreases != 1 {
 		t.Fatalf("held %d, decreases %d", st.PublishesHeld, st.RateDecreases)
 	}
+	// Nothing waits any more: the queue's memory goes with it.
+	if c := e.byPubend["P1"].cc; c.admit != nil || c.waiting != nil {
+		t.Fatalf("admission queue %d, waiting set %d after the burst: kept", cap(c.admit), len(c.waiting))
+	}
 }
