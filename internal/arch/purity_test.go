@@ -17,7 +17,7 @@ const module = "github.com/aerie-mq/aerie"
 // beside them: the wire codec, log retention's bookkeeping and the runtime
 // shell, which reach time and I/O only through the interfaces they are
 // given.
-var purePackages = []string{"tick", "match", "msg", "stream", "gd", "member", "wire", "retention", "shell", "raftphb", "raftphb/forward", "congestion", "zap"}
+var purePackages = []string{"tick", "match", "msg", "stream", "gd", "member", "wire", "retention", "shell", "raftphb", "raftphb/forward", "congestion", "zap", "group"}
 
 // forbiddenDirect may not be imported by a pure package: clocks are passed
 // in, randomness is seeded by the caller, there is no I/O and no locking.
