@@ -27,6 +27,14 @@ type MemberID string
 // past it the member gets nothing more until it acknowledges.
 const DefaultMaxUnacked = 1000
 
+// DefaultWindow bounds the events handed out above the group's
+// checkpoint (out at members or acknowledged out of order): past it the
+// next event waits until the checkpoint moves. It bounds what a crash of
+// the home delivers again (docs/CONCEPTS.md "Consumer groups"), at the
+// price that a member holding one event without acknowledging it stalls
+// the group once the others are a window past it.
+const DefaultWindow = 10000
+
 // Delivery hands Event to member To. Again marks an event given to the
 // group before, to a member that left without acknowledging it.
 type Delivery struct {
@@ -70,6 +78,7 @@ type pub struct {
 // Dispatcher is one group's state at its home.
 type Dispatcher struct {
 	maxUnacked int
+	window     int
 	members    []*member // in the order they joined
 	byID       map[MemberID]*member
 	next       int   // round-robin cursor into members, for ties
@@ -79,14 +88,22 @@ type Dispatcher struct {
 	out        []Delivery
 }
 
-// New returns a dispatcher whose members hold at most maxUnacked events
-// each unacknowledged (DefaultMaxUnacked when maxUnacked ≤ 0), resuming
-// from released (the group's checkpoint as persisted; nil for a new group).
-func New(maxUnacked int, released msg.Token) *Dispatcher {
-	if maxUnacked <= 0 {
-		maxUnacked = DefaultMaxUnacked
+// Config bounds a dispatcher; zero values take the defaults.
+type Config struct {
+	MaxUnacked int // per member (DefaultMaxUnacked)
+	Window     int // out or acknowledged above the checkpoint (DefaultWindow)
+}
+
+// New returns a dispatcher bounded by cfg, resuming from released (the
+// group's checkpoint as persisted; nil for a new group).
+func New(cfg Config, released msg.Token) *Dispatcher {
+	if cfg.MaxUnacked <= 0 {
+		cfg.MaxUnacked = DefaultMaxUnacked
 	}
-	d := &Dispatcher{maxUnacked: maxUnacked, byID: map[MemberID]*member{}, evs: map[key]*entry{}, pubs: map[msg.PubendID]*pub{}}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	d := &Dispatcher{maxUnacked: cfg.MaxUnacked, window: cfg.Window, byID: map[MemberID]*member{}, evs: map[key]*entry{}, pubs: map[msg.PubendID]*pub{}}
 	for p, t := range released {
 		d.pubs[p] = &pub{id: p, released: t, through: t}
 	}
@@ -221,9 +238,10 @@ func (d *Dispatcher) pub(p msg.PubendID) *pub {
 }
 
 // dispatch hands pending events out, each to the member with the fewest
-// unacknowledged (ties in turn), while one has room.
+// unacknowledged (ties in turn), while one has room and the window above
+// the checkpoint has too.
 func (d *Dispatcher) dispatch() {
-	for len(d.pending) > 0 {
+	for len(d.pending) > 0 && len(d.evs)-len(d.pending) < d.window {
 		m := d.pick()
 		if m == nil {
 			return

@@ -14,7 +14,7 @@ import (
 
 // TestDispatcher runs the stories in testdata/*.txt. Commands:
 //
-//	new [max=N] [from=P:T,...]   a dispatcher (max unacked per member)
+//	new [max=N] [window=N] [from=P:T,...]   a dispatcher (Config)
 //	join ID... / leave ID...     members come and go
 //	event P@T...                 events of the group's subscription
 //	progress P@T                 nothing more matched up to T
@@ -30,12 +30,15 @@ func TestDispatcher(t *testing.T) {
 			fields := strings.Fields(td.FullCmd())[1:]
 			switch td.Cmd {
 			case "new":
-				max, from := 0, msg.Token(nil)
+				var cfg Config
+				from := msg.Token(nil)
 				for _, f := range fields {
 					k, v, _ := strings.Cut(f, "=")
 					switch k {
 					case "max":
-						max, _ = strconv.Atoi(v)
+						cfg.MaxUnacked, _ = strconv.Atoi(v)
+					case "window":
+						cfg.Window, _ = strconv.Atoi(v)
 					case "from":
 						tok, err := msg.ParseToken(v)
 						if err != nil {
@@ -44,7 +47,7 @@ func TestDispatcher(t *testing.T) {
 						from = tok
 					}
 				}
-				d = New(max, from)
+				d = New(cfg, from)
 			case "join":
 				for _, f := range fields {
 					d.Join(MemberID(f))

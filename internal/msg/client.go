@@ -135,6 +135,12 @@ type Subscribe struct {
 	Durable    bool
 	From       Token
 	TotalOrder bool
+	// Group, when not empty, makes the subscriber a member of consumer
+	// group Group (docs/CONCEPTS.md "Consumer groups"): each matching
+	// event goes to one member of the group, which acknowledges it with a
+	// SubAck naming its pubend and tick. Not with Durable, From or
+	// TotalOrder. Protocol version 20 on (wire.VersionGroups).
+	Group string
 	// Paced is set by the SHB, never on the wire: the subscriber's client
 	// reports what its application has taken (SubConsumed, protocol
 	// version 16 on), so the subscription's catch-up keeps within a window
@@ -292,6 +298,9 @@ func (m Subscribe) String() string {
 	}
 	if len(m.From) > 0 {
 		d += " from " + m.From.String()
+	}
+	if m.Group != "" {
+		d += " group " + m.Group
 	}
 	if m.Selector != "" {
 		return fmt.Sprintf("Subscribe{%s %s where %s%s}", m.Sub, m.Pattern, m.Selector, d)

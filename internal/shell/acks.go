@@ -48,6 +48,9 @@ type acker struct {
 // order.
 func (b *Broker) toClients(ms []msg.Msg) {
 	for _, m := range ms {
+		if len(b.groups.byEngine) > 0 && b.toGroup(m) {
+			continue
+		}
 		c, m, ok := b.route(m)
 		if !ok {
 			continue

@@ -120,6 +120,8 @@ func durableName(sub msg.SubID) error {
 		return fmt.Errorf("a durable subscription needs a name")
 	case strings.ContainsAny(string(sub), " \t\n/"):
 		return fmt.Errorf("durable subscription name %q: no spaces or slashes", sub)
+	case strings.HasPrefix(string(sub), GroupPrefix):
+		return fmt.Errorf("durable subscription name %q: names starting with %q are the groups' (aerie sub --group)", sub, GroupPrefix)
 	}
 	return nil
 }
@@ -189,10 +191,13 @@ func lowered(rel, from msg.Token) msg.Token {
 // durableStarted: the engine says where the subscription starts; pubends
 // it had no position for are released up to there.
 func (b *Broker) durableStarted(full msg.SubID, tok msg.Token) {
-	d := b.attached(full)
-	if d == nil {
-		return
+	if d := b.attached(full); d != nil {
+		b.startedAt(d, tok)
 	}
+}
+
+// startedAt: durable subscription d starts at tok.
+func (b *Broker) startedAt(d *durableSub, tok msg.Token) {
 	rel := maps.Clone(d.cur.Released)
 	if rel == nil {
 		rel = msg.Token{}

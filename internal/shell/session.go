@@ -88,6 +88,7 @@ func (b *Broker) ClientDown(c ClientID) {
 	if s == nil {
 		return
 	}
+	b.leaveGroups(c)
 	for _, sub := range slices.Sorted(maps.Keys(s.subs)) {
 		if d := b.attached(sub); d != nil {
 			b.detachDurable(d, "") // away: it keeps its place (durable.go)
@@ -133,6 +134,10 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 			b.net.ToClient(c, msg.SubRejected{Sub: m.Sub, Reason: why})
 			return
 		}
+		if m.Group != "" {
+			b.joinGroup(c, s, m)
+			return
+		}
 		if m.Durable {
 			b.subscribeDurable(c, s, m)
 			return
@@ -142,10 +147,19 @@ func (b *Broker) ClientRequest(c ClientID, req msg.Msg) {
 		b.subOwner.set(full, c)
 		b.step(gd.Local{Msg: msg.Subscribe{Sub: full, Pattern: m.Pattern, Selector: m.Selector, TotalOrder: m.TotalOrder}})
 	case msg.SubAck:
-		b.ackDurable(c, m)
+		if !b.ackGroup(c, m) {
+			b.ackDurable(c, m)
+		}
 	case msg.SubConsumed:
 		b.consumedDurable(c, m)
 	case msg.Unsubscribe:
+		if b.leaveGroup(c, m.Sub) {
+			return
+		}
+		if name, ok := strings.CutPrefix(string(m.Sub), GroupPrefix); ok {
+			b.deleteGroup(c, name)
+			return
+		}
 		full := b.engineSub(c, m.Sub)
 		if d := b.attached(full); d != nil {
 			b.unsubscribeDurable(d)

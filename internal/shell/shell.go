@@ -159,6 +159,7 @@ type Broker struct {
 
 	// Durable subscriptions held here (durable.go).
 	durables durables
+	groups   groups // consumer groups with members here (groups.go)
 
 	// The log: the bookkeeping of its events (retention), the batches
 	// being persisted (oldest first, at most the engine's PersistWindow),
@@ -227,6 +228,7 @@ func New(cfg Config) *Broker {
 		reserve: cfg.DiskReserve, room: -1,
 		sessions: map[ClientID]*session{}, pubOwner: newOwners[string](), subOwner: newOwners[msg.SubID](),
 		durables: newDurables(),
+		groups:   newGroups(),
 	}
 }
 
@@ -557,6 +559,9 @@ func (b *Broker) Drain() {
 				b.fetching++
 				b.dur.Fetch(f, from)
 			}
+		}
+		if len(b.groups.dirty) > 0 {
+			b.saveGroups()
 		}
 		started := false
 		for b.startBatch() {

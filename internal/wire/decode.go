@@ -434,22 +434,34 @@ func (d *decoder) subscribe() msg.Subscribe {
 	s.Durable = d.bool()
 	s.From = d.token()
 	if d.err == nil && d.off < len(d.b) {
-		if o := d.b[d.off]; o != orderTotal {
-			d.failf("subscription order %d (want %d, total, or nothing)", o, orderTotal)
+		switch o := d.b[d.off]; o {
+		case orderTotal:
+			d.off++
+			s.TotalOrder = true
+		case optionGroup:
+			d.off++
+			s.Group = d.string()
+			if d.err == nil && s.Group == "" {
+				d.failf("a group subscription names its group")
+			}
+		default:
+			d.failf("subscription option %d (want %d, total order, %d, a group, or nothing)", o, orderTotal, optionGroup)
 			return s
 		}
-		d.off++
-		s.TotalOrder = true
 	}
-	if d.err == nil && !s.Durable && len(s.From) == 0 && !s.TotalOrder {
+	if d.err == nil && !s.Durable && len(s.From) == 0 && !s.TotalOrder && s.Group == "" {
 		d.failf("a non-durable subscription without a start token must use the short form")
 	}
 	return s
 }
 
-// orderTotal is the Subscribe long form's optional last byte: uniform
+// orderTotal is the Subscribe long form's optional option byte: uniform
 // total order across pubends (version 9).
 const orderTotal = 1
+
+// optionGroup, in the same place, is followed by a group name: the
+// subscriber is a member of that consumer group (version 20).
+const optionGroup = 2
 
 // replayData reads a ReplayData body; a present gap must be a non-empty
 // range other than [0, 0] (which is how "no gap" reads in the struct).

@@ -359,13 +359,17 @@ func appendSubscribe(b []byte, v msg.Subscribe) []byte {
 	b = appendString(b, string(v.Sub))
 	b = appendString(b, v.Pattern)
 	b = appendString(b, v.Selector)
-	if !v.Durable && len(v.From) == 0 && !v.TotalOrder {
+	if !v.Durable && len(v.From) == 0 && !v.TotalOrder && v.Group == "" {
 		return b // the short form (see decoder.subscribe)
 	}
 	b = appendBool(b, v.Durable)
 	b = appendToken(b, v.From)
-	if v.TotalOrder {
+	switch {
+	case v.TotalOrder:
 		b = append(b, orderTotal) // version 9: absent means per pubend
+	case v.Group != "":
+		b = append(b, optionGroup) // version 20
+		b = appendString(b, v.Group)
 	}
 	return b
 }

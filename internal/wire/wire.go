@@ -88,8 +88,16 @@ import (
 // a broker sends it only to brokers of version 19 on (VersionVouched) and
 // sends an older upstream the clean prefix as its ack instead, which holds
 // that upstream's release as a network without release past gone
-// downstreams does (clients are not concerned).
-const Version uint16 = 19
+// downstreams does (clients are not concerned). 20 — a Subscribe's long
+// form may end with option 2 and a group name: a member of a consumer
+// group (msg.Subscribe.Group); a client sends it only to brokers that
+// answer in version 20 on (VersionGroups), and its SubAcks of a group
+// membership acknowledge single events (brokers are not concerned).
+const Version uint16 = 20
+
+// VersionGroups is the first version in which a client may ask to join a
+// consumer group (msg.Subscribe.Group).
+const VersionGroups uint16 = 20
 
 // VersionVouched is the first broker version a broker may send an Ack
 // with an unvouched top to.
