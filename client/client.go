@@ -437,7 +437,11 @@ func (c *Client) dispatch(m msg.Msg) {
 		}
 	case msg.SubRejected:
 		if s := c.sub(string(m.Sub)); s != nil {
-			s.end(fmt.Errorf("%w: %s", ErrRejected, m.Reason))
+			if s.group != "" {
+				s.end(groupRefusal(m.Reason))
+			} else {
+				s.end(fmt.Errorf("%w: %s", ErrRejected, m.Reason))
+			}
 			c.mu.Lock()
 			delete(c.subs, string(m.Sub))
 			c.mu.Unlock()

@@ -95,6 +95,10 @@ func (s *Subscription) startDurable(tok msg.Token) {
 
 // gap hands on the broker's notice that ticks (From, To] are gone.
 func (s *Subscription) gap(m msg.Gap) {
+	if s.group != "" {
+		s.send(Event{Pubend: string(m.Pubend), Gap: &Gap{Pubend: string(m.Pubend), From: uint64(m.From), To: uint64(m.To)}})
+		return
+	}
 	s.mu.Lock()
 	if m.To > s.checkpoint[m.Pubend] {
 		s.checkpoint[m.Pubend] = m.To
@@ -136,13 +140,21 @@ func (s *Subscription) Checkpoint() string {
 // the release protocol). Acknowledge only what is saved: a subscriber
 // that resumes from an older checkpoint may find what it acknowledged
 // gone (a Gap).
+//
+// On a group's subscription (SubscribeGroup) an event's Checkpoint names
+// that event alone, and Ack acknowledges that one event: the group gives
+// it to no other member, and its checkpoint moves over it once every
+// event before it is acknowledged too.
 func (s *Subscription) Ack(checkpoint string) error {
-	if !s.durable {
-		return fmt.Errorf("%w: only durable subscriptions acknowledge", ErrRejected)
+	if !s.durable && s.group == "" {
+		return fmt.Errorf("%w: only durable and group subscriptions acknowledge", ErrRejected)
 	}
 	tok, err := msg.ParseToken(checkpoint)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint %q: %v", ErrRejected, checkpoint, err)
+	}
+	if s.group != "" {
+		return s.ackGroup(tok)
 	}
 	s.c.mu.Lock()
 	conn := s.c.conn

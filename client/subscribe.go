@@ -38,6 +38,9 @@ type Subscription struct {
 	checkpoint msg.Token
 	// total: uniform total order across pubends (SubscribeTotalOrder).
 	total bool
+	// group: the consumer group this subscription is a member of
+	// (SubscribeGroup, group.go).
+	group string
 	// run is deliverRun's scratch (the connection's reader goroutine only).
 	run []Event
 	// untold and untoldBytes count the events handed to Events since the
@@ -119,6 +122,13 @@ func (c *Client) subscribe(ctx context.Context, build func() (*Subscription, err
 	c.subs[s.name] = s
 	conn := c.conn
 	c.mu.Unlock()
+	if s.group != "" && conn != nil && conn.Peer.Version < wire.VersionGroups {
+		c.mu.Lock()
+		delete(c.subs, s.name)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: groups need a broker of protocol version %d or later; this one speaks %d",
+			ErrRejected, wire.VersionGroups, conn.Peer.Version)
+	}
 	if conn == nil || !conn.Send(s.request()) {
 		c.mu.Lock()
 		delete(c.subs, s.name)
@@ -137,6 +147,9 @@ func (c *Client) subscribe(ctx context.Context, build func() (*Subscription, err
 }
 
 func (s *Subscription) request() msg.Subscribe {
+	if s.group != "" {
+		return s.groupRequest()
+	}
 	if s.durable {
 		return s.durableRequest()
 	}
@@ -161,6 +174,10 @@ func (s *Subscription) isMoving() bool {
 // first delivers a Gap notice for every pubend whose new start lies beyond
 // what was delivered: the events in between may have been missed.
 func (s *Subscription) start(tok msg.Token) {
+	if s.group != "" {
+		s.startGroup(tok)
+		return
+	}
 	if s.durable {
 		s.startDurable(tok)
 		return
@@ -194,6 +211,10 @@ func (s *Subscription) start(tok msg.Token) {
 }
 
 func (s *Subscription) deliver(e *msg.Event) {
+	if s.group != "" {
+		s.send(groupEvent(e)) // an event given again comes below the others
+		return
+	}
 	s.mu.Lock()
 	hw := s.delivered.at(string(e.Pubend)) // one map lookup per event
 	if uint64(e.Tick) <= *hw {
@@ -217,6 +238,16 @@ func (s *Subscription) deliver(e *msg.Event) {
 // deliver would each: one pass under the lock for the run, then one hand
 // over of its events.
 func (s *Subscription) deliverRun(evs []*msg.Event) {
+	if s.group != "" {
+		out := s.run[:0]
+		for _, e := range evs {
+			out = append(out, groupEvent(e))
+		}
+		s.sendAll(out)
+		clear(out)
+		s.run = out[:0]
+		return
+	}
 	out := s.run[:0]
 	var hw *uint64
 	var at msg.PubendID

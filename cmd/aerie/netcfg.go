@@ -14,6 +14,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 )
 
 // brokerOptions turns one broker of a network config into runtime options.
@@ -86,11 +87,25 @@ func brokerOptions(n *config.Network, id, base string, logger *slog.Logger) (bro
 		}
 		opts.Raft.Slots = n.RaftSlots(id)
 	}
+	opts.GroupHomes = groupHomes(n)
 	opts.Bandwidth = downBandwidth(n, id)
 	if err := securityOptions(n, b, base, logger, &opts); err != nil {
 		return broker.Options{}, err
 	}
 	return opts, nil
+}
+
+// groupHomes lists the brokers that may be a consumer group's home
+// (docs/CONCEPTS.md "Consumer groups"): those with a client address and a
+// data directory, outside replicated PHB cells, in the config's order.
+func groupHomes(n *config.Network) []shell.GroupHome {
+	var out []shell.GroupHome
+	for _, b := range n.Brokers {
+		if b.Clients != "" && b.Data != "" && n.Replicas(b.ID) == nil {
+			out = append(out, shell.GroupHome{ID: msg.NodeID(b.ID), Clients: b.Clients})
+		}
+	}
+	return out
 }
 
 // hostRetain gives every route the max_retain of its pubend's host: every

@@ -98,6 +98,12 @@ type Options struct {
 	// liveHeap, when set (tests), is sampled instead of the process's
 	// live heap (gctune.LiveHeap).
 	liveHeap func() int64
+	// GroupHomes lists the brokers that may be a consumer group's home,
+	// the same at every broker of the network (shell.Config.GroupHomes;
+	// from the network config: the brokers with a client address and a
+	// data directory, outside replicated PHB cells). Empty: this broker
+	// serves every group its members ask it for.
+	GroupHomes []shell.GroupHome
 	// BestEffort runs the broker without guaranteed delivery: nothing is
 	// logged, acked or repaired (gd.Config.BestEffort). Only for measuring
 	// what GD costs (aerie bench --workload overhead); every broker of a
@@ -292,7 +298,7 @@ func New(opts Options) (*Node, error) {
 	// ever out, so neither the loop nor the persister blocks handing over.
 	n.jobs = make(chan job, 3+len(n.hosted)) // an append or a reopen, a trim, a fetch per pubend, one spare
 	n.done = make(chan completion, 2+len(n.hosted))
-	cfg := shell.Config{ID: opts.ID, Engine: eng, Clock: n, Net: n, Hosted: n.hosted, Logger: n.log}
+	cfg := shell.Config{ID: opts.ID, Engine: eng, Clock: n, Net: n, Hosted: n.hosted, Logger: n.log, GroupHomes: opts.GroupHomes}
 	if opts.DataDir != "" {
 		// A PHB logs its pubends' events there, an SHB its durable
 		// subscriptions; a broker without data can hold neither.

@@ -340,3 +340,24 @@ func (PublishRun) isMsg()  {}
 // payload): publishes above it are refused with a reason, so that every
 // logged event fits a log record and every delivery a wire frame.
 const MaxEventBytes = 4 << 20
+
+// groupElsewhere is the form of the refusal a broker that is not a
+// group's home answers a member with (GroupElsewhere).
+const groupElsewhere = "group %s is served at broker %s, whose client address is %s: connect there to join it"
+
+// GroupElsewhere is the reason a broker refuses a member of group whose
+// home is broker home, at client address addr: clients read it back with
+// ParseGroupElsewhere and join there.
+func GroupElsewhere(group string, home NodeID, addr string) string {
+	return fmt.Sprintf(groupElsewhere, group, home, addr)
+}
+
+// ParseGroupElsewhere reads a GroupElsewhere reason back.
+func ParseGroupElsewhere(reason string) (group string, home NodeID, addr string, ok bool) {
+	var h string
+	n, err := fmt.Sscanf(reason, "group %s is served at broker %s whose client address is %s connect there to join it", &group, &h, &addr)
+	if err != nil || n != 3 || !strings.HasSuffix(h, ",") || !strings.HasSuffix(addr, ":") {
+		return "", "", "", false
+	}
+	return group, NodeID(strings.TrimSuffix(h, ",")), strings.TrimSuffix(addr, ":"), true
+}

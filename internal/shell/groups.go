@@ -28,6 +28,26 @@ import (
 // durable subscription may not use it.
 const GroupPrefix = "group:"
 
+// GroupHome is a broker that may be a group's home: its id and the
+// address its clients connect to.
+type GroupHome struct {
+	ID      msg.NodeID
+	Clients string
+}
+
+// groupHome is the home of group name (ok false: this broker serves it).
+func (b *Broker) groupHome(name string) (GroupHome, bool) {
+	if len(b.homes) == 0 {
+		return GroupHome{}, false
+	}
+	ids := make([]string, len(b.homes))
+	for i, h := range b.homes {
+		ids[i] = string(h.ID)
+	}
+	h := b.homes[group.Home(name, ids)]
+	return h, h.ID != b.id
+}
+
 // groupState is one group with members here, or had since this broker
 // started.
 type groupState struct {
@@ -100,6 +120,10 @@ func (b *Broker) joinGroup(c ClientID, s *session, m msg.Subscribe) {
 	}
 	if err := GroupName(m.Group); err != nil {
 		reject(err.Error())
+		return
+	}
+	if h, elsewhere := b.groupHome(m.Group); elsewhere {
+		reject(msg.GroupElsewhere(m.Group, h.ID, h.Clients))
 		return
 	}
 	k := memberKey{c, m.Sub}

@@ -129,6 +129,12 @@ type Config struct {
 	// of filling the disk, where a failed append would stop the broker
 	// (crash-only) again at every restart. 0 checks nothing.
 	DiskReserve int64
+	// GroupHomes lists the brokers that may be a consumer group's home
+	// (groups.go), the same list at every broker of the network: a group
+	// is served only at the one group.Home picks, and a member asking
+	// elsewhere is refused with the home's client address. Empty: every
+	// broker serves the groups its members ask it for.
+	GroupHomes []GroupHome
 }
 
 // Broker is one broker's loop state.
@@ -141,6 +147,7 @@ type Broker struct {
 	log    *slog.Logger
 	hosted []msg.PubendID
 	strict bool
+	homes  []GroupHome
 	// trimIdle: Config.TrimOnlyWhenIdle.
 	trimIdle bool
 	// reserve is Config.DiskReserve; room the last DiskRoom (-1: unknown).
@@ -224,7 +231,7 @@ func New(cfg Config) *Broker {
 	slices.Sort(hosted)
 	return &Broker{
 		id: cfg.ID, eng: cfg.Engine, clock: cfg.Clock, net: cfg.Net, dur: cfg.Durability, log: cfg.Logger,
-		hosted: hosted, strict: cfg.Strict, trimIdle: cfg.TrimOnlyWhenIdle,
+		hosted: hosted, strict: cfg.Strict, trimIdle: cfg.TrimOnlyWhenIdle, homes: cfg.GroupHomes,
 		reserve: cfg.DiskReserve, room: -1,
 		sessions: map[ClientID]*session{}, pubOwner: newOwners[string](), subOwner: newOwners[msg.SubID](),
 		durables: newDurables(),
