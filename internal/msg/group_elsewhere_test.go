@@ -1,5 +1,7 @@
 package msg
+
 import "testing"
+
 func TestGroupElsewhereRoundTrip(t *testing.T) {
 	r := GroupElsewhere("billing", "s1", "127.0.0.1:7203")
 	g, h, a, ok := ParseGroupElsewhere(r)
