@@ -30,6 +30,7 @@ type subOptions struct {
 	json, total, delete   bool
 	durable, checkpoint   string
 	from                  string
+	group                 string
 	sec                   *clientSecurity
 }
 
@@ -45,7 +46,8 @@ func parseSub(args []string, stderr io.Writer) (o subOptions, code int, ok bool)
 			"stderr once the subscription is in force. A durable subscription (--durable) is kept by its broker while away and "+
 			"resumed from its checkpoint, missing nothing. On SIGINT or SIGTERM it says how many events it wrote and where it stopped.",
 		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.>' --selector \"region = 'EU' AND qty > 3\"",
-		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.*' --durable audit --checkpoint audit.cp --json")
+		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.*' --durable audit --checkpoint audit.cp --json",
+		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.>' --group billing")
 	fs.StringVar(&o.addr, "connect", "127.0.0.1:7203", "broker client addresses, comma-separated: the first that answers is used, and the subscription moves to the next when its broker fails")
 	fs.StringVar(&o.topic, "topic", ">", "topic pattern: words separated by dots, * one word, > the rest")
 	fs.StringVar(&o.selector, "selector", "", "JMS SQL-92 selector over properties, e.g. \"region = 'EU' AND qty > 3\" (docs/SELECTORS.md)")
@@ -55,7 +57,10 @@ func parseSub(args []string, stderr io.Writer) (o subOptions, code int, ok bool)
 	fs.BoolVar(&o.json, "json", false, "one JSON object per event on stdout")
 	fs.StringVar(&o.durable, "durable", "", "durable subscription name: kept by its broker while this subscriber is away, resumed from its checkpoint at any broker")
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "with --durable: file holding the checkpoint token, read at start and saved after every line written and at a graceful stop")
-	fs.BoolVar(&o.delete, "delete", false, "with --durable: delete the durable subscription at its broker, while its subscriber is away, and exit (an addition)")
+	fs.StringVar(&o.group, "group", "", "consumer group name: each matching event goes to one member of the group, wherever its members are connected; "+
+		"each event is acknowledged once written, and one left unwritten goes to another member (docs/GUIDE.md \"Competing consumers\")")
+	fs.BoolVar(&o.delete, "delete", false, "with --durable: delete the durable subscription at its broker, while its subscriber is away, and exit (an addition); "+
+		"with --group: delete the group at its home while it has no member there")
 	fs.StringVar(&o.from, "from", "", "with --durable: checkpoint token to resume from (overrides --checkpoint's)")
 	fs.BoolVar(&o.total, "total-order", false, "uniform total order across pubends: every pubend's events merged in (tick, pubend) order, the same at every broker (not with --durable; adds about a round trip to the furthest PHB)")
 	o.sec = addClientSecurity(fs)
@@ -90,10 +95,19 @@ func (o *subOptions) check() error {
 		}
 	}
 	switch {
+	case o.group != "" && o.durable != "":
+		return fmt.Errorf("--group and --durable: a group keeps its own checkpoint at its home, so its members are not durable subscriptions")
+	case o.group != "" && (o.checkpoint != "" || o.from != ""):
+		return fmt.Errorf("--checkpoint and --from are not for --group: the group resumes from its own checkpoint")
+	case o.group != "" && o.total:
+		return fmt.Errorf("--total-order is not offered for groups: each member sees only its share")
 	case o.total && o.durable != "":
 		return fmt.Errorf("--total-order is not offered for durable subscriptions")
-	case o.durable == "" && (o.checkpoint != "" || o.from != "" || o.delete):
-		return fmt.Errorf("--checkpoint, --from and --delete need --durable NAME")
+	case o.durable == "" && o.group == "" && (o.checkpoint != "" || o.from != "" || o.delete):
+		return fmt.Errorf("--checkpoint, --from and --delete need --durable NAME (--delete: or --group NAME)")
+	}
+	if strings.ContainsAny(o.group, " \t\n/") {
+		return fmt.Errorf("--group %q: no spaces or slashes", o.group)
 	}
 	return nil
 }
@@ -104,8 +118,15 @@ func runSub(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	if o.delete && o.group != "" {
+		o.durable = "group:" + o.group // a group's subscription at its home
+		return runDeleteDurable(o, stderr)
+	}
 	if o.delete {
 		return runDeleteDurable(o, stderr)
+	}
+	if o.group != "" {
+		return runGroupSub(o, stdout, stderr)
 	}
 	if o.durable != "" {
 		return runDurableSub(durableArgs{addr: o.addr, topic: o.topic, selector: o.selector, count: o.count, timeout: o.timeout,
@@ -177,7 +198,18 @@ func (o *subOptions) deliver(ctx context.Context, sub *client.Subscription, stdo
 			}
 			got++
 			last[msg.PubendID(ev.Pubend)] = tick.Tick(ev.Tick)
-			writeEvent(out, ev, o.json)
+			if o.group != "" {
+				cp := ev.Checkpoint
+				ev.Checkpoint = "" // it names the event alone: no token to print
+				writeEvent(out, ev, o.json)
+				if err := sub.Ack(cp); err != nil {
+					// The connection is lost: the group gives the event to
+					// another member, maybe again after it was written here.
+					fmt.Fprintf(stderr, "aerie sub: %v\n", err)
+				}
+			} else {
+				writeEvent(out, ev, o.json)
+			}
 			if o.count > 0 && got >= o.count {
 				return 0
 			}
