@@ -100,6 +100,10 @@ type subscription struct {
 	rap      bool // MQTT 5 retain-as-published
 	id       int  // MQTT 5 subscription identifier, 0 for none
 	selector string
+	// share: the share name of a shared subscription ($share/NAME/…),
+	// whose events go to one member of a consumer group each
+	// (docs/MQTT.md "Shared subscriptions"); never durable.
+	share string
 }
 
 type answerKey struct {
@@ -401,7 +405,14 @@ func (c *Conn) subscribe(pk packets.Packet) {
 	var waits []pending
 	for i, f := range pk.Filters {
 		qos := min(f.Qos, 2)
-		pats, err := Filter(f.Filter)
+		share, plain, _, err := ShareFilter(f.Filter)
+		var pats []string
+		if err == nil {
+			pats, err = Filter(plain)
+		}
+		if err == nil && share != "" && f.NoLocal {
+			err = fmt.Errorf("%w: no local on a shared subscription is a protocol error [MQTT-3.8.3-4]", ErrUnmappable)
+		}
 		if err != nil {
 			codes[i] = packets.ErrTopicFilterInvalid.Code
 			if errors.Is(err, ErrShared) {
@@ -447,7 +458,7 @@ func (c *Conn) subscribe(pk packets.Packet) {
 			}
 		}
 		sub := &subscription{filter: f.Filter, qos: qos, noLocal: f.NoLocal, rap: f.RetainAsPublished, id: f.Identifier, selector: selector,
-			patterns: pats, durable: c.persistent}
+			patterns: pats, durable: c.persistent && share == "", share: share}
 		p := pending{i: i, sub: sub}
 		for j := range pats {
 			name := msg.SubID(fmt.Sprintf("%s#%d", f.Filter, j))
@@ -467,6 +478,9 @@ func (c *Conn) subscribe(pk packets.Packet) {
 		c.mu.Unlock()
 		for j, pat := range pats {
 			m := msg.Subscribe{Sub: sub.names[j], Pattern: pat, Selector: selector, Durable: sub.durable}
+			if sub.share != "" {
+				m.Group = ShareGroup(sub.share, pats, j)
+			}
 			if j < len(from) && len(from[j]) > 0 {
 				m.From = from[j]
 			}
@@ -603,6 +617,9 @@ func (c *Conn) delivered(pid uint16) {
 		c.ckpt.done(f.ref)
 	}
 	c.mu.Unlock()
+	if ok && f.group.Sub != "" {
+		c.s.opts.Host.Request(c.id, f.group) // the member's acknowledgement
+	}
 	if ok {
 		signal(c.quota)
 		if f.ref.sub != "" {
@@ -859,6 +876,11 @@ func (c *Conn) expired(interval uint32, publishedMs int64) bool {
 
 // passed: ev needs no acknowledgement from the client.
 func (c *Conn) passed(sub *subscription, name msg.SubID, ev *msg.Event) {
+	if sub.share != "" {
+		// Done for the group too: written at QoS 0, or not for MQTT.
+		c.s.opts.Host.Request(c.id, msg.SubAck{Sub: name, Token: msg.Token{ev.Pubend: ev.Tick}})
+		return
+	}
 	if !sub.durable {
 		return
 	}
@@ -882,6 +904,12 @@ func (c *Conn) awaitRoom(pk *packets.Packet, sub *subscription, name msg.SubID, 
 			f := flight{qos: pk.FixedHeader.Qos}
 			if ev != nil && sub.durable && c.byName[name] == sub {
 				f.ref = c.ckpt.add(name, ev.Pubend, ev.Tick, false)
+			}
+			if ev != nil && sub.share != "" {
+				// Acknowledged to the group at its PUBACK (QoS 1) or
+				// PUBCOMP (QoS 2); if the connection ends first, the
+				// group gives it to another member.
+				f.group = msg.SubAck{Sub: name, Token: msg.Token{ev.Pubend: ev.Tick}}
 			}
 			c.inflight[c.nextPID] = f
 		}

@@ -195,6 +195,36 @@ func Filter(f string) ([]string, error) {
 	return []string{strings.Join(words, ".")}, nil
 }
 
+// ShareFilter reads a shared subscription's filter, "$share/NAME/filter"
+// (MQTT 5 §4.8.2): the share name and the filter; ok is false for a filter
+// that is not shared. A share name is not empty and has no "+" or "#".
+func ShareFilter(f string) (name, filter string, ok bool, err error) {
+	rest, shared := strings.CutPrefix(f, "$share/")
+	if !shared {
+		return "", f, false, nil
+	}
+	name, filter, found := strings.Cut(rest, "/")
+	switch {
+	case !found || filter == "":
+		return "", "", true, fmt.Errorf("%w: %q: a shared subscription is $share/NAME/filter", ErrUnmappable, f)
+	case name == "" || strings.ContainsAny(name, "+#"):
+		return "", "", true, fmt.Errorf("%w: %q: a share name is not empty and has no + or #", ErrUnmappable, f)
+	}
+	return name, filter, true, nil
+}
+
+// ShareGroup is the aerie consumer group of pattern j of a shared
+// subscription's patterns pats under share name: the share name itself,
+// so that aerie members (aerie sub --group NAME) share with MQTT ones;
+// a filter ending in "/#" is two patterns, the parent level's taken by
+// group NAME#parent.
+func ShareGroup(name string, pats []string, j int) string {
+	if len(pats) > 1 && j < len(pats)-1 {
+		return name + "#parent"
+	}
+	return name
+}
+
 // WildFirst reports whether filter's first level is a wildcard: such a
 // filter does not match topics that start with '$' (MQTT 4.7.2), which
 // its aerie patterns do match, so deliveries of those are dropped.

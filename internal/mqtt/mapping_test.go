@@ -250,3 +250,36 @@ func checkAerieTopic(t string) error {
 }
 
 func strconvQuote(s string) string { return "\"" + s + "\"" }
+
+func TestShareFilter(t *testing.T) {
+	for _, tc := range []struct {
+		in, name, filter string
+		shared           bool
+		bad              string
+	}{
+		{in: "a/b", filter: "a/b"},
+		{in: "$share/g/a/+", name: "g", filter: "a/+", shared: true},
+		{in: "$share/g/#", name: "g", filter: "#", shared: true},
+		{in: "$share/g", shared: true, bad: "$share/NAME/filter"},
+		{in: "$share/g/", shared: true, bad: "$share/NAME/filter"},
+		{in: "$share//a", shared: true, bad: "share name"},
+		{in: "$share/g+/a", shared: true, bad: "share name"},
+	} {
+		name, filter, shared, err := ShareFilter(tc.in)
+		if tc.bad != "" {
+			if err == nil || !errors.Is(err, ErrUnmappable) || !strings.Contains(err.Error(), tc.bad) || !shared {
+				t.Errorf("ShareFilter(%q) = %v, %v; want an error containing %q", tc.in, shared, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || name != tc.name || filter != tc.filter || shared != tc.shared {
+			t.Errorf("ShareFilter(%q) = %q %q %v %v", tc.in, name, filter, shared, err)
+		}
+	}
+	if g := ShareGroup("g", []string{"a", "a.>"}, 0); g != "g#parent" {
+		t.Errorf("the parent level's group: %q", g)
+	}
+	if g := ShareGroup("g", []string{"a", "a.>"}, 1); g != "g" {
+		t.Errorf("the levels below's group: %q", g)
+	}
+}

@@ -181,6 +181,7 @@ func (st *clientState) addReleasedLocked(r releasedID) {
 // until its event is delivered again or its PUBCOMP comes.
 type flight struct {
 	ref         markRef
+	group       msg.SubAck // a shared subscription's event: acknowledged to its group when done
 	qos         byte
 	rec         bool
 	placeholder bool

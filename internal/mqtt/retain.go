@@ -423,8 +423,8 @@ type retainGrant struct {
 // whether its retained messages are sent (0: always, 1: if fresh, 2:
 // never) [MQTT-3.3.1-9] [MQTT-3.3.1-10] (mu held).
 func (c *Conn) retainDueLocked(pid uint16, f packets.Subscription, sub *subscription, fresh bool) {
-	if f.RetainHandling == 2 || (f.RetainHandling == 1 && !fresh) || len(sub.names) == 0 {
-		return
+	if f.RetainHandling == 2 || (f.RetainHandling == 1 && !fresh) || len(sub.names) == 0 || sub.share != "" {
+		return // none for a shared subscription [MQTT-3.8.4-?] (MQTT 5 §4.8.2)
 	}
 	c.retainDue[pid] = append(c.retainDue[pid], retainGrant{filter: f.Filter, name: string(sub.names[0])})
 }

@@ -152,7 +152,7 @@ func Start(opts Options) (*Server, error) {
 	opts.Pubends = slices.Clone(opts.Pubends)
 	slices.Sort(opts.Pubends)
 	caps := mochi.NewDefaultServerCapabilities()
-	caps.SharedSubAvailable = 0                        // no $share
+	caps.SharedSubAvailable = 1                        // $share: consumer groups (docs/MQTT.md)
 	caps.MaximumSessionExpiryInterval = math.MaxUint32 // 3.1.1 persistent sessions never expire
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumPacketSize = msg.MaxEventBytes + 64<<10
@@ -569,6 +569,8 @@ func (h *hook) OnPacketEncode(cl *mochi.Client, pk packets.Packet) packets.Packe
 		}
 		if cl.Properties.ProtocolVersion >= 5 {
 			pk.Properties.TopicAliasMaximum = topicAliasMaximum // the library does not say it
+			// Shared subscriptions are consumer groups (docs/MQTT.md).
+			pk.Properties.SharedSubAvailable, pk.Properties.SharedSubAvailableFlag = 1, true
 		}
 		return pk
 	}
