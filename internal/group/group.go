@@ -73,6 +73,12 @@ type pub struct {
 	through tick.Tick
 	// ticks: the events above released, in tick order (acked or not).
 	ticks []tick.Tick
+	// waiting counts its events in the queue; handed is the tick of the
+	// last of its events taken from the queue in arrival order (not one
+	// given again): every event it was sent up to there is out of the
+	// queue (Handed).
+	waiting int
+	handed  tick.Tick
 }
 
 // Dispatcher is one group's state at its home.
@@ -124,18 +130,20 @@ func (d *Dispatcher) Start(tok msg.Token) {
 func (d *Dispatcher) Event(ev *msg.Event) {
 	k := key{ev.Pubend, ev.Tick}
 	ps := d.pub(ev.Pubend)
-	if ev.Tick <= ps.released || d.evs[k] != nil {
+	if ev.Tick <= ps.released {
 		return
 	}
-	if ev.Tick <= ps.through {
-		// Below what the group was told, yet not held: only an event it
-		// never matched; kept out, so that nothing goes out twice.
+	ps.through = max(ps.through, ev.Tick) // the events come in tick order
+	if d.evs[k] != nil {
+		d.settle(ps)
 		return
 	}
-	ps.through = ev.Tick
-	ps.ticks = append(ps.ticks, ev.Tick)
+	// In tick order, but for an event dropped (DropPending) and sent again.
+	i, _ := slices.BinarySearch(ps.ticks, ev.Tick)
+	ps.ticks = slices.Insert(ps.ticks, i, ev.Tick)
 	d.evs[k] = &entry{ev: ev}
 	d.pending = append(d.pending, k)
+	ps.waiting++
 	d.settle(ps) // nothing matched between what it was told and ev
 	d.dispatch()
 }
@@ -182,6 +190,7 @@ func (d *Dispatcher) Leave(id MemberID) {
 	for _, k := range m.out {
 		e := d.evs[k]
 		e.owner, e.again = nil, true
+		d.pubs[k.p].waiting++
 	}
 	d.pending = append(slices.Clip(m.out), d.pending...)
 	d.dispatch()
@@ -220,12 +229,62 @@ func (d *Dispatcher) settle(ps *pub) {
 		n++
 	}
 	ps.ticks = ps.ticks[n:]
-	switch {
-	case len(ps.ticks) == 0:
-		ps.released = max(ps.released, ps.through)
-	case ps.ticks[0]-1 > ps.released:
-		ps.released = ps.ticks[0] - 1
+	// Everything it was told up to through matched nothing but what it
+	// holds; below its first held event nothing is unacknowledged.
+	upTo := ps.through
+	if len(ps.ticks) > 0 {
+		upTo = min(upTo, ps.ticks[0]-1)
 	}
+	ps.released = max(ps.released, upTo)
+}
+
+// DropPending forgets the events waiting for a member (none is out or
+// acknowledged): the shell does it when it puts the subscription away for
+// a backlog, and the subscription attached again from the checkpoint
+// sends them again. Each pubend's "told up to" goes back below its first
+// dropped event, so the checkpoint never passes one. It returns how many
+// it dropped.
+func (d *Dispatcher) DropPending() int {
+	n := len(d.pending)
+	for _, k := range d.pending {
+		ps := d.pubs[k.p]
+		ps.waiting = 0
+		if k.t <= ps.through {
+			ps.through = k.t - 1
+		}
+		delete(d.evs, k)
+		if i, ok := slices.BinarySearch(ps.ticks, k.t); ok {
+			ps.ticks = slices.Delete(ps.ticks, i, i+1)
+		}
+	}
+	d.pending = nil
+	return n
+}
+
+// Handed is, per pubend, the tick up to which every event the group was
+// sent is out of its queue (given to a member, or acknowledged): what the
+// shell reports taken (msg.SubConsumed), so that a catch-up goes at the
+// members' pace.
+func (d *Dispatcher) Handed() msg.Token {
+	tok := msg.Token{}
+	for p, ps := range d.pubs {
+		if ps.waiting == 0 {
+			tok[p] = ps.through
+		} else {
+			tok[p] = max(ps.handed, ps.released)
+		}
+	}
+	return tok
+}
+
+// Room is how many more events the members could take now: their room
+// under MaxUnacked, within the window's.
+func (d *Dispatcher) Room() int {
+	n := 0
+	for _, m := range d.members {
+		n += max(0, d.maxUnacked-len(m.out))
+	}
+	return min(n, max(0, d.window-(len(d.evs)-len(d.pending))))
 }
 
 func (d *Dispatcher) pub(p msg.PubendID) *pub {
@@ -251,6 +310,11 @@ func (d *Dispatcher) dispatch() {
 		e := d.evs[k]
 		e.owner = m
 		m.out = append(m.out, k)
+		ps := d.pubs[k.p]
+		ps.waiting--
+		if !e.again {
+			ps.handed = max(ps.handed, k.t)
+		}
 		d.out = append(d.out, Delivery{To: m.id, Event: e.ev, Again: e.again})
 	}
 	if len(d.pending) == 0 {

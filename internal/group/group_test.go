@@ -20,6 +20,7 @@ import (
 //	progress P@T                 nothing more matched up to T
 //	start P:T,...                the subscription is in force from a token
 //	ack ID P@T...                member ID acknowledges events
+//	drop                         the waiting events are dropped (a backlog)
 //
 // Each prints the deliveries made, then the state.
 func TestDispatcher(t *testing.T) {
@@ -79,6 +80,8 @@ func TestDispatcher(t *testing.T) {
 						fmt.Fprintf(&b, "ack %s %s ignored\n", fields[0], f)
 					}
 				}
+			case "drop":
+				fmt.Fprintf(&b, "dropped %d; handed %s; room %d\n", d.DropPending(), d.Handed(), d.Room())
 			default:
 				t.Fatalf("%s: unknown command %s", td.Pos, td.Cmd)
 			}

@@ -56,7 +56,19 @@ type groupState struct {
 	engine  msg.SubID // the subscription's engine id while attached
 	attach  int       // attachments so far: each gets an engine id of its own
 	members map[group.MemberID]memberRef
+	// backlog: put away because more than groupBacklog events waited for
+	// a member with room; attached again once the members have room.
+	backlog bool
+	// told is what was last reported taken to the engine (SubConsumed):
+	// the subscription's catch-up goes at the members' pace.
+	told msg.Token
 }
+
+// groupBacklog bounds the events a group's dispatcher holds waiting for a
+// member with room: past it the subscription is put away and those events
+// dropped, to come again from the pubend's log, paced, once the members
+// have room (group.Dispatcher.DropPending).
+const groupBacklog = 10000
 
 type memberRef struct {
 	c   ClientID
@@ -180,7 +192,8 @@ func (b *Broker) attachGroup(g *groupState, d *durableSub) {
 	if len(d.cur.Released) > 0 {
 		from = maps.Clone(d.cur.Released)
 	}
-	b.step(gd.Local{Msg: msg.Subscribe{Sub: g.engine, Pattern: d.cur.Pattern, Selector: d.cur.Selector, Durable: true, From: from}})
+	g.backlog, g.told = false, nil
+	b.step(gd.Local{Msg: msg.Subscribe{Sub: g.engine, Pattern: d.cur.Pattern, Selector: d.cur.Selector, Durable: true, From: from, Paced: true}})
 }
 
 // detachGroup puts the group's subscription away: it keeps its place and
@@ -212,6 +225,7 @@ func (b *Broker) leaveGroup(c ClientID, sub msg.SubID) bool {
 	g.disp.Leave(id)
 	if len(g.members) == 0 {
 		b.detachGroup(g)
+		g.backlog = false
 	}
 	b.flushGroup(g)
 	return true
@@ -334,6 +348,20 @@ func (b *Broker) flushGroup(g *groupState) {
 	if d == nil || d.cur.Deleted {
 		return
 	}
+	switch {
+	case g.engine != "" && g.disp.Pending() > groupBacklog:
+		b.detachGroup(g)
+		g.disp.DropPending()
+		g.backlog = true
+	case g.engine == "" && g.backlog && len(g.members) > 0 && g.disp.Room() >= group.DefaultMaxUnacked/2:
+		b.attachGroup(g, d)
+	}
+	if g.engine != "" {
+		if h := g.disp.Handed(); tokenAbove(h, g.told) {
+			g.told = h
+			b.step(gd.Local{Msg: msg.SubConsumed{Sub: g.engine, Token: h}})
+		}
+	}
 	rel := g.disp.Released()
 	if !tokenAbove(rel, d.cur.Released) {
 		return
@@ -385,11 +413,12 @@ func (b *Broker) saveGroups() {
 	b.groups.dirty = b.groups.dirty[:0]
 }
 
-// groupHeld reports, for tests and /status, the events group name holds
-// above its checkpoint and those waiting for a member.
-func (b *Broker) groupHeld(name string) (held, pending int) {
+// GroupAttachments is how many times group name's subscription was
+// attached since this broker started (at a member's join after none, and
+// after a backlog put it away).
+func (b *Broker) GroupAttachments(name string) int {
 	if g := b.groups.byName[name]; g != nil {
-		return g.disp.Held(), g.disp.Pending()
+		return g.attach
 	}
-	return 0, 0
+	return 0
 }

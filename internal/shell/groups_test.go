@@ -163,3 +163,60 @@ func fetchFrom(log []msg.Record, fe gd.Fetch) gd.Fetched {
 	}
 	return out
 }
+
+// A member slower than the publishers: past the backlog bound the group's
+// subscription is put away and its waiting events dropped; once the member
+// has room again it is attached from the checkpoint and catches up from
+// the log at the member's pace. Every event still reaches the member once.
+func TestGroupBacklog(t *testing.T) {
+	b, f := phb(t)
+	var next uint64 = 1
+	b.ClientUp(1)
+	b.ClientUp(2)
+	b.ClientRequest(2, msg.Subscribe{Sub: "m", Pattern: "a.>", Group: "slow"})
+	b.Drain()
+	persistAll(t, b, f, &next)
+	const events = 13000
+	for seq := uint64(1); seq <= events; seq++ {
+		b.ClientRequest(1, publish(seq))
+		if seq%500 == 0 {
+			b.Drain()
+			persistAll(t, b, f, &next)
+		}
+	}
+	b.Drain()
+	persistAll(t, b, f, &next)
+	var log []msg.Record
+	for _, recs := range f.appendsSeen {
+		log = append(log, recs...)
+	}
+	got := map[tick.Tick]bool{}
+	for round := 0; len(got) < events && round < 1000; round++ {
+		evs := groupEvents(f, 2, "m")
+		if len(evs) == 0 && len(f.fetches) == 0 && round > 0 {
+			b.Tick() // the catch-up repeats a request that found no room
+			b.Drain()
+		}
+		for _, ev := range evs {
+			if got[ev.Tick] {
+				t.Fatalf("tick %d delivered twice", ev.Tick)
+			}
+			got[ev.Tick] = true
+			b.ClientRequest(2, msg.SubAck{Sub: "m", Token: msg.Token{ev.Pubend: ev.Tick}})
+		}
+		b.Drain()
+		for len(f.fetches) > 0 {
+			fe := f.fetches[0]
+			f.fetches = f.fetches[1:]
+			b.Fetched(fetchFrom(log, fe))
+			b.Drain()
+		}
+		persistAll(t, b, f, &next)
+	}
+	if len(got) != events {
+		t.Fatalf("the member got %d of %d events", len(got), events)
+	}
+	if n := b.GroupAttachments("slow"); n < 2 {
+		t.Fatalf("attached %d times: the backlog bound never put the subscription away", n)
+	}
+}
