@@ -55,7 +55,11 @@ func runGroupSub(o subOptions, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer c.Close()
-		fmt.Fprintf(stderr, "joined group %s at checkpoint %s\n", o.group, sub.TokenString())
+		if tok := sub.TokenString(); tok != "" {
+			fmt.Fprintf(stderr, "joined group %s at checkpoint %s\n", o.group, tok)
+		} else {
+			fmt.Fprintf(stderr, "joined group %s (new)\n", o.group)
+		}
 		return o.deliver(ctx, sub, stdout, stderr)
 	}
 }
