@@ -40,6 +40,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	nrtMin := fs.Duration("nrt", 0, "nack repetition threshold, the floor of the RTO estimate, as `aerie broker --nrt` (default 600ms): how soon an unanswered nack is repeated")
 	formerName(fs, "nack-repetition-min", "nrt")
 	noAck := fs.String("noack", "", "whether publishers send every third publish asking for no ack (at most once, as a client's PublishNoAck): on or off; none draws it per seed (on in a third). The oracle then asks only that what was logged be delivered, and that no such publish be acked")
+	groups := fs.Bool("groups", false, "add a consumer group to the swarm: members at its home that join, acknowledge, leave and lose their connections, checked each event given to one member at a time and none lost (docs/CONCEPTS.md \"Consumer groups\")")
 	anywhere := fs.String("anywhere", "", "whether each pubend of a plain PHB also has a publisher at an SHB of its tree, whose publishes the brokers relay up the tree to the PHB: on or off; none draws it per seed (on in half the runs without capped links). The oracle checks its publish order besides exactly once")
 	raftClients := fs.String("raft-clients", "", "what a member of a replicated PHB cell that does not serve does with a publishing client: forward its publishes to the serving leader, or redirect it (close its connection; it moves to the next member); none draws one per seed. Either way every publisher of a cell resends in order on a new connection, and the oracle checks its publish order")
 	watch := fs.String("watch", "", "diagnosis: with --seed, log to stderr every message and delivery concerning PUBEND@TICK")
@@ -147,6 +148,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		o.RaftClients = *raftClients
 		o.NoAckPublishes = *noAck
 		o.Anywhere = *anywhere
+		o.Groups = *groups
 		if *faults == "none" {
 			o.Faults = []string{}
 		} else if *faults != "" {
@@ -200,6 +202,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 		if *anywhere != "" {
 			fmt.Fprintf(&b, " --anywhere %s", *anywhere)
+		}
+		if *groups {
+			b.WriteString(" --groups")
 		}
 		return b.String()
 	}

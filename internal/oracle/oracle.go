@@ -7,6 +7,7 @@ package oracle
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -533,3 +534,21 @@ func (o *Oracle) Sessions() []*Session {
 // Violate records a violation found by a caller's own check (the simulator's
 // end-of-run liveness checks).
 func (o *Oracle) Violate(inv, format string, args ...any) { o.fail(inv, format, args...) }
+
+// LoggedAt returns the event pubend p logged at tick t, or nil.
+func (o *Oracle) LoggedAt(p msg.PubendID, t tick.Tick) *msg.Event {
+	if l := o.logs[p]; l != nil {
+		return l.events[t]
+	}
+	return nil
+}
+
+// LoggedTicks calls fn with every logged event, by pubend in tick order.
+func (o *Oracle) LoggedTicks(fn func(ev *msg.Event)) {
+	for _, p := range slices.Sorted(maps.Keys(o.logs)) {
+		l := o.logs[p]
+		for _, t := range l.ticks {
+			fn(l.events[t])
+		}
+	}
+}

@@ -354,6 +354,9 @@ func (s *subscriber) churn(w *world) {
 }
 
 func (w *world) toClient(n *node, m msg.Msg) {
+	if len(w.groups) > 0 && w.groupMsg(n, m) {
+		return
+	}
 	if w.durableMsg(n, m) {
 		return
 	}

@@ -123,6 +123,11 @@ type Options struct {
 	// FDSilent (tests only) breaks the simulated failure detector: it never
 	// reports anything, so no member learns of another.
 	FDSilent bool
+	// Groups adds a consumer group to the swarm (groups.go): members at
+	// its home that join, acknowledge, leave and lose their connections,
+	// checked by the group's own invariants G1–G4. Off by default, so
+	// the seeds of the swarm replay as before.
+	Groups bool
 	// AckFullSync (tests only): a plain PHB whose fsync failed on a full
 	// disk (FaultDiskFull) reopens its log and reports the batch durable
 	// anyway, as a broker that ignored the error would.

@@ -30,9 +30,13 @@ type Result struct {
 	Published  int // distinct publishes acked
 	Delivered  int
 	Sessions   int
-	Steps      int
-	TornTails  int    // torn log tails repaired after PHB crashes
-	Trimmed    uint64 // log records dropped by retention
+	// Groups (Options.Groups): events given to members, given again after
+	// a member left holding them, acknowledged, and given again after a
+	// crash of the home though acknowledged before it.
+	GroupGiven, GroupRegiven, GroupAcked, GroupRepeats int
+	Steps                                              int
+	TornTails                                          int    // torn log tails repaired after PHB crashes
+	Trimmed                                            uint64 // log records dropped by retention
 	// FsyncFailures: injected fsync failures that stopped a PHB mid-batch.
 	FsyncFailures int
 	// DiskFulls: times a PHB's disk was full for a while (FaultDiskFull);
@@ -328,6 +332,12 @@ func Run(o Options) (Result, error) {
 		res.WindowPauses += int(ds.WindowPauses)
 		res.WindowCuts += int(ds.WindowCuts)
 	}
+	for _, g := range w.groups {
+		res.GroupGiven += g.given
+		res.GroupRegiven += g.regiven
+		res.GroupAcked += len(g.acked)
+		res.GroupRepeats += g.repeats
+	}
 	for _, s := range w.orc.Sessions() {
 		if s.Durable {
 			res.DurableSessions++
@@ -445,6 +455,7 @@ func (w *world) schedule() {
 		}
 	}
 	w.scheduleDurables(shbs)
+	w.scheduleGroups(shbs)
 	// A scripted scenario replaces the swarm's random subscribers and
 	// faults.
 	switch sc := w.opts.Scenario; {
@@ -583,6 +594,7 @@ func (w *world) finalChecks(targets map[msg.PubendID]tick.Tick, nacksAtQuiet map
 		w.orc.ConvergedCompact(w.deliveryPoints())
 	}
 	w.ccRecovered()
+	w.groupsConverged()
 	w.orc.ViewsConverged(w.memberStates())
 	w.releaseConverged(targets)
 }

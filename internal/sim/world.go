@@ -42,6 +42,7 @@ type world struct {
 	pubs   []*publisher
 	subs   []*subscriber
 	healed bool
+	groups []*groupSim // Options.Groups (groups.go)
 	trace  *tracer
 	steps  int
 	frame  []byte // one encoded message, reused (viaWire)
@@ -440,6 +441,7 @@ func (w *world) crash(n *node) {
 	for _, d := range slices.Clone(n.durables) {
 		d.crashed(w)
 	}
+	w.groupsCrashed(n)
 }
 
 // restart brings a node back with a fresh engine restored from its disk.
