@@ -148,7 +148,9 @@ type Event struct {
 	Progress bool
 	// Checkpoint, on a durable subscription, is the checkpoint token once
 	// this event (or notice) is consumed: save it, acknowledge it
-	// (Subscription.Ack), and resume from it (Durable.From).
+	// (Subscription.Ack), and resume from it (Durable.From). On a group's
+	// subscription (SubscribeGroup) it names this event alone:
+	// Subscription.Ack(ev.Checkpoint) acknowledges it to the group.
 	Checkpoint string
 }
 

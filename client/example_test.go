@@ -129,6 +129,48 @@ func ExampleClient_SubscribeDurable() {
 	}
 }
 
+// Join a consumer group: each matching event goes to one member of group
+// "billing", wherever its members are connected. A broker that is not the
+// group's home names it; join there. Acknowledge each event once handled:
+// one not acknowledged when this member leaves goes to another member.
+func ExampleClient_SubscribeGroup() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	g := client.Group{Name: "billing", Pattern: "orders.>"}
+	c, err := client.Dial(ctx, "127.0.0.1:7203", client.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sub, err := c.SubscribeGroup(ctx, g)
+	var home *client.GroupHomeError
+	if errors.As(err, &home) { // served elsewhere: join at its home
+		c.Close()
+		if c, err = client.Dial(ctx, home.Addr, client.Options{}); err != nil {
+			log.Fatal(err)
+		}
+		sub, err = c.SubscribeGroup(ctx, g)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for {
+		select {
+		case ev, ok := <-sub.Events():
+			if !ok {
+				log.Fatal(sub.Err())
+			}
+			if ev.Gap != nil {
+				continue // events the network discarded (max_retain)
+			}
+			fmt.Println(ev.Topic, string(ev.Payload))
+			sub.Ack(ev.Checkpoint) // this event is done: no other member gets it
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // The client refuses a topic no broker would take before sending it.
 func ExampleCheckTopic() {
 	for _, topic := range []string{"orders.eu", "orders..eu", "orders.>"} {

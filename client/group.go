@@ -29,8 +29,11 @@ type Group struct {
 // unacknowledged; it gets more as it acknowledges. Events come in tick
 // order per pubend, except those given again after another member left,
 // which come when they are given. With Options.Resubscribe a lost
-// connection joins again on the next one. Needs a broker of protocol
-// version 20 on.
+// connection joins again on the next one (a broker that is not the
+// group's home refuses it: the subscription ends with a GroupHomeError).
+// Needs a broker of protocol version 20 on. A broker that is not the
+// group's home refuses the membership with a *GroupHomeError naming the
+// home's client address.
 func (c *Client) SubscribeGroup(ctx context.Context, g Group) (*Subscription, error) {
 	if err := groupName(g.Name); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrRejected, err)
