@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/aerie-mq/aerie/internal/congestion"
 	"github.com/aerie-mq/aerie/internal/gd"
 	"github.com/aerie-mq/aerie/internal/msg"
+	"github.com/aerie-mq/aerie/internal/shell"
 )
 
 // TestReplicatedCellOptions: a member of a replicated PHB cell runs with
@@ -166,6 +168,54 @@ func TestDiskReserveOptions(t *testing.T) {
 		}
 		if opts.DiskReserve != want {
 			t.Errorf("%s: DiskReserve %d, want %d", id, opts.DiskReserve, want)
+		}
+	}
+}
+
+// The candidate homes of consumer groups are the brokers with a client
+// address and a data directory, outside replicated PHB cells, the same
+// list at every broker.
+func TestGroupHomesOptions(t *testing.T) {
+	n, err := config.Parse([]byte(`
+[[broker]]
+id = "p1"
+listen = "127.0.0.1:1"
+clients = "127.0.0.1:11"
+data = "p1"
+pubends = ["P1"]
+[[broker]]
+id = "b1"
+listen = "127.0.0.1:2"
+[[broker]]
+id = "s1"
+listen = "127.0.0.1:3"
+clients = "127.0.0.1:13"
+[[broker]]
+id = "s2"
+listen = "127.0.0.1:4"
+clients = "127.0.0.1:14"
+data = "s2"
+[[link]]
+up = "p1"
+down = "b1"
+[[link]]
+up = "b1"
+down = "s1"
+[[link]]
+up = "b1"
+down = "s2"
+`), "net.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []shell.GroupHome{{ID: "p1", Clients: "127.0.0.1:11"}, {ID: "s2", Clients: "127.0.0.1:14"}}
+	for _, id := range []string{"p1", "b1", "s1", "s2"} {
+		o, err := brokerOptions(n, id, t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(o.GroupHomes, want) {
+			t.Fatalf("%s: group homes %v, want %v", id, o.GroupHomes, want)
 		}
 	}
 }

@@ -172,7 +172,7 @@ func (b *Broker) joinGroup(c ClientID, s *session, m msg.Subscribe) {
 	id := memberID(c, m.Sub)
 	g.members[id] = memberRef{c: c, sub: m.Sub}
 	b.groups.members[k] = g
-	b.net.ToClient(c, msg.SubStarted{Sub: m.Sub, Token: d.cur.Released})
+	b.net.ToClient(c, msg.SubStarted{Sub: m.Sub, Token: maps.Clone(d.cur.Released)})
 	g.disp.Join(id)
 	if g.engine == "" {
 		b.attachGroup(g, d)
