@@ -61,7 +61,7 @@ type GroupHomeError struct {
 }
 
 func (e *GroupHomeError) Error() string {
-	return fmt.Sprintf("%v: %s", ErrRejected, msg.GroupElsewhere(e.Group, msg.NodeID(e.Home), e.Addr))
+	return fmt.Sprintf("%v: %s", ErrRejected, msg.GroupElsewhere(e.Group, msg.NodeID(e.Home), e.Addr, ""))
 }
 
 func (e *GroupHomeError) Unwrap() error { return ErrRejected }

@@ -102,7 +102,7 @@ func groupHomes(n *config.Network) []shell.GroupHome {
 	var out []shell.GroupHome
 	for _, b := range n.Brokers {
 		if b.Clients != "" && b.Data != "" && n.Replicas(b.ID) == nil {
-			out = append(out, shell.GroupHome{ID: msg.NodeID(b.ID), Clients: b.Clients})
+			out = append(out, shell.GroupHome{ID: msg.NodeID(b.ID), Clients: b.Clients, MQTT: b.MQTT})
 		}
 	}
 	return out

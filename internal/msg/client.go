@@ -346,10 +346,15 @@ const MaxEventBytes = 4 << 20
 const groupElsewhere = "group %s is served at broker %s, whose client address is %s: connect there to join it"
 
 // GroupElsewhere is the reason a broker refuses a member of group whose
-// home is broker home, at client address addr: clients read it back with
+// home is broker home, at client address addr (and MQTT listener mqtt, ""
+// for none, named for MQTT clients): clients read it back with
 // ParseGroupElsewhere and join there.
-func GroupElsewhere(group string, home NodeID, addr string) string {
-	return fmt.Sprintf(groupElsewhere, group, home, addr)
+func GroupElsewhere(group string, home NodeID, addr, mqtt string) string {
+	r := fmt.Sprintf(groupElsewhere, group, home, addr)
+	if mqtt != "" {
+		r += " (MQTT clients: " + mqtt + ")"
+	}
+	return r
 }
 
 // ParseGroupElsewhere reads a GroupElsewhere reason back.

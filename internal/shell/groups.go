@@ -29,10 +29,11 @@ import (
 const GroupPrefix = "group:"
 
 // GroupHome is a broker that may be a group's home: its id and the
-// address its clients connect to.
+// addresses its clients connect to.
 type GroupHome struct {
 	ID      msg.NodeID
 	Clients string
+	MQTT    string // its MQTT listener, "" for none
 }
 
 // groupHome is the home of group name (ok false: this broker serves it).
@@ -135,7 +136,7 @@ func (b *Broker) joinGroup(c ClientID, s *session, m msg.Subscribe) {
 		return
 	}
 	if h, elsewhere := b.groupHome(m.Group); elsewhere {
-		reject(msg.GroupElsewhere(m.Group, h.ID, h.Clients))
+		reject(msg.GroupElsewhere(m.Group, h.ID, h.Clients, h.MQTT))
 		return
 	}
 	k := memberKey{c, m.Sub}
