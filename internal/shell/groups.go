@@ -61,8 +61,11 @@ type groupState struct {
 	// a member with room; attached again once the members have room.
 	backlog bool
 	// told is what was last reported taken to the engine (SubConsumed):
-	// the subscription's catch-up goes at the members' pace.
-	told msg.Token
+	// the subscription's catch-up goes at the members' pace. report: a
+	// report is due (the engine delivered since, or what is handed out
+	// moved); it goes once per burst (reportGroups).
+	told   msg.Token
+	report bool
 }
 
 // groupBacklog bounds the events a group's dispatcher holds waiting for a
@@ -86,6 +89,7 @@ type groups struct {
 	byEngine map[msg.SubID]*groupState
 	members  map[memberKey]*groupState
 	dirty    []*groupState // whose checkpoint moved since the last save
+	reports  []*groupState // with a report of what was taken due
 }
 
 func newGroups() groups {
@@ -302,8 +306,10 @@ func (b *Broker) toGroup(m msg.Msg) bool {
 	switch x := m.(type) {
 	case *msg.Delivery:
 		g.disp.Event(x.Event)
+		b.reportDue(g)
 	case msg.Delivery:
 		g.disp.Event(x.Event)
+		b.reportDue(g)
 	case msg.SubStarted:
 		if d := b.durables.subs[GroupPrefix+g.name]; d != nil {
 			b.startedAt(d, x.Token)
@@ -357,11 +363,8 @@ func (b *Broker) flushGroup(g *groupState) {
 	case g.engine == "" && g.backlog && len(g.members) > 0 && g.disp.Room() >= group.DefaultMaxUnacked/2:
 		b.attachGroup(g, d)
 	}
-	if g.engine != "" {
-		if h := g.disp.Handed(); tokenAbove(h, g.told) {
-			g.told = h
-			b.step(gd.Local{Msg: msg.SubConsumed{Sub: g.engine, Token: h}})
-		}
+	if g.engine != "" && tokenAbove(g.disp.Handed(), g.told) {
+		b.reportDue(g)
 	}
 	rel := g.disp.Released()
 	if !tokenAbove(rel, d.cur.Released) {
@@ -379,6 +382,34 @@ func (b *Broker) flushGroup(g *groupState) {
 	d.cur.Released = merged
 	if !slices.Contains(b.groups.dirty, g) {
 		b.groups.dirty = append(b.groups.dirty, g)
+	}
+}
+
+// reportDue notes that g's engine subscription is owed a report of what
+// was taken: every event the engine delivers counts in its catch-up
+// window until a report covers it, also one the dispatcher already held
+// (a catch-up from the checkpoint sends those again) and so did not move
+// what is handed out.
+func (b *Broker) reportDue(g *groupState) {
+	if !g.report {
+		g.report = true
+		b.groups.reports = append(b.groups.reports, g)
+	}
+}
+
+// reportGroups tells the engine what each group with a report due has
+// handed out (msg.SubConsumed): once per burst, however many events.
+func (b *Broker) reportGroups() {
+	rs := b.groups.reports
+	b.groups.reports = nil
+	for _, g := range rs {
+		g.report = false
+		if g.engine == "" {
+			continue
+		}
+		h := g.disp.Handed()
+		g.told = h
+		b.step(gd.Local{Msg: msg.SubConsumed{Sub: g.engine, Token: h}})
 	}
 }
 

@@ -548,12 +548,18 @@ func (b *Broker) refused(err error) {
 // — one batch of sends, one group commit — serves them all.
 func (b *Broker) Drain() {
 	for {
+		if len(b.groups.reports) > 0 {
+			b.reportGroups()
+		}
 		for b.eng.HasReady() {
 			rd := b.eng.Ready()
 			for _, env := range rd.Send {
 				b.net.Send(env.To, env.Msg)
 			}
 			b.toClients(rd.ToClients)
+			if len(b.groups.reports) > 0 {
+				b.reportGroups() // the engine may answer at once: this loop takes it
+			}
 			if len(rd.Persist) > 0 {
 				r := rd // valid until its Advance
 				b.waiting = append(b.waiting, &r)

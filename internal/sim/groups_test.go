@@ -9,7 +9,9 @@ import "testing"
 func TestGroupsSwarm(t *testing.T) {
 	given, regiven, acked, repeats := 0, 0, 0, 0
 	var opts []Options
-	for s := uint64(1); s <= 16; s++ {
+	// 45 and 62 caught a catch-up whose window filled with events the
+	// dispatcher held already, never reported taken (shell reportGroups).
+	for _, s := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 45, 62} {
 		o := DefaultOptions(s)
 		o.Groups = true
 		opts = append(opts, o)
