@@ -33,8 +33,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 			"tables (or --json, one object per workload and system) give the median and range of msgs/s, latency "+
 			"percentiles and CPU per million events. docs/BENCHMARKS.md holds the current results and the commands "+
 			"that measured them.",
-		"aerie bench --workload throughput,latency --quick",
-		"aerie bench --workload mqtt --peer mosquitto --runs 3",
+		"aerie bench --workload mqtt --peer mosquitto --quick",
 		"go run -tags natspeer ./cmd/aerie bench --peer nats --runs 3 --json > results.json")
 	workload := fs.String("workload", "all", "workload: "+strings.Join(bench.Workloads, ", ")+", or all (comma-separated list allowed)")
 	peer := fs.String("peer", "", "also run the workloads against these peers, comma-separated: nats (needs a binary built with -tags natspeer), mosquitto (the mqtt workload; Debian's mosquitto package)")

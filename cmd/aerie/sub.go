@@ -44,10 +44,10 @@ func parseSub(args []string, stderr io.Writer) (o subOptions, code int, ok bool)
 			"JMS SQL-92 selector, and write each to stdout as it is delivered, in publish order per pubend: one line of text "+
 			"(pubend@tick, topic, properties as k=v, payload), or one JSON object with --json. Writes \"subscribed <token>\" to "+
 			"stderr once the subscription is in force. A durable subscription (--durable) is kept by its broker while away and "+
-			"resumed from its checkpoint, missing nothing. On SIGINT or SIGTERM it says how many events it wrote and where it stopped.",
-		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.>' --selector \"region = 'EU' AND qty > 3\"",
-		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.*' --durable audit --checkpoint audit.cp --json",
-		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.>' --group billing")
+			"resumed from its checkpoint, missing nothing; the members of a group (--group) share its events, each to one of them. "+
+			"On SIGINT or SIGTERM it says how many events it wrote and where it stopped.",
+		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.>' --selector \"region = 'EU' AND qty > 3\" --group billing",
+		"aerie sub --connect 127.0.0.1:7203 --topic 'orders.*' --durable audit --checkpoint audit.cp --json")
 	fs.StringVar(&o.addr, "connect", "127.0.0.1:7203", "broker client addresses, comma-separated: the first that answers is used, and the subscription moves to the next when its broker fails")
 	fs.StringVar(&o.topic, "topic", ">", "topic pattern: words separated by dots, * one word, > the rest")
 	fs.StringVar(&o.selector, "selector", "", "JMS SQL-92 selector over properties, e.g. \"region = 'EU' AND qty > 3\" (docs/SELECTORS.md)")
